@@ -1,0 +1,67 @@
+#include "odl/status.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#define ODL_MSG_CAP 2048
+static _Thread_local char g_msg[ODL_MSG_CAP];
+
+const char *odl_status_str(odl_status s) {
+    switch (s) {
+    case ODL_OK: return "ok";
+    case ODL_E_INVAL: return "invalid argument";
+    case ODL_E_NOMEM: return "out of memory";
+    case ODL_E_IO: return "I/O error";
+    case ODL_E_FORMAT: return "malformed input";
+    case ODL_E_CUDA: return "CUDA error";
+    case ODL_E_NCCL: return "NCCL error";
+    case ODL_E_MPI: return "MPI error";
+    case ODL_E_HDF5: return "HDF5 error";
+    case ODL_E_UNSUPPORTED: return "unsupported";
+    case ODL_E_TIMEOUT: return "timed out";
+    case ODL_E_CONFIG: return "configuration error";
+    case ODL_E_NODEV: return "no such device";
+    case ODL_E_CHECKSUM: return "checksum mismatch";
+    case ODL_E_NOTFOUND: return "not found";
+    case ODL_E_INTERNAL: return "internal error";
+    }
+    return "unknown error";
+}
+
+static const char *basename_of(const char *path) {
+    const char *s = strrchr(path, '/');
+    return s ? s + 1 : path;
+}
+
+odl_status odl_error_set(odl_status code, const char *file, int line, const char *fmt, ...) {
+    char text[ODL_MSG_CAP];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    snprintf(g_msg, sizeof g_msg, "%s [at %s:%d]", text, basename_of(file), line);
+    return code;
+}
+
+void odl_error_prefix(const char *fmt, ...) {
+    char head[ODL_MSG_CAP], old[ODL_MSG_CAP];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(head, sizeof head, fmt, ap);
+    va_end(ap);
+    memcpy(old, g_msg, sizeof old);
+    if (old[0])
+        snprintf(g_msg, sizeof g_msg, "%s: %s", head, old);
+    else
+        snprintf(g_msg, sizeof g_msg, "%s", head);
+}
+
+void odl_error_trace(const char *file, int line) {
+    size_t n = strlen(g_msg);
+    if (n + 32 < sizeof g_msg)
+        snprintf(g_msg + n, sizeof g_msg - n, " [at %s:%d]", basename_of(file), line);
+}
+
+const char *odl_error_msg(void) { return g_msg; }
+void odl_error_clear(void) { g_msg[0] = '\0'; }

@@ -1,0 +1,182 @@
+/* The backend interface: one op table per backend (CPU, CUDA), as ggml's backend vtable.
+ *
+ * Every entry works on raw, contiguous float32 buffers that live on the backend's device, and returns
+ * an odl_status. Shapes are validated once, in the tensor-level ops (odl/ops.h); a backend may assume
+ * valid arguments but must still report failures of the calls it makes (a CUDA launch, a workspace
+ * allocation). The CPU backend (kernels/cpu/) is the readable reference and the CPU runtime; the CUDA
+ * backend (kernels/cuda/) holds the project's own kernels and launches on odl_stream_current().
+ *
+ * Layouts: matrices are row-major; images NCHW; convolution weights [K, C, R, S] (PyTorch's
+ * [out, in, kh, kw]); linear weights [out, in].
+ */
+#ifndef ODL_BACKEND_H
+#define ODL_BACKEND_H
+
+#include <stdint.h>
+
+#include "odl/status.h"
+#include "odl/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum odl_act {
+    ODL_ACT_NONE = 0,
+    ODL_ACT_RELU = 1,
+    ODL_ACT_SILU = 2,    /* x * sigmoid(x) (YOLOv5's nn.SiLU) */
+    ODL_ACT_SIGMOID = 3,
+} odl_act;
+
+/* Fused epilogue of GEMM and convolution:
+ *   out = act(acc + bias) + residual
+ * bias: NULL, or per output column (GEMM: length N; bias_per_row = 1: per row, length M) / per output
+ * channel (convolution: length K). residual: NULL, or a tensor of the output's shape added after the
+ * activation (YOLOv5's Bottleneck shortcut `x + cv2(cv1(x))`). */
+typedef struct odl_epilogue {
+    const float *bias;
+    int bias_per_row;
+    const float *residual;
+    odl_act act;
+} odl_epilogue;
+
+/* C[M,N] = act(alpha * op(A) * op(B) + beta * C + bias) + residual, row-major, with leading dimensions
+ * lda, ldb, ldc (residual uses ldc). op(A) is [M,K]: A is [M,lda] or, with trans_a, [K,lda] read
+ * transposed. op(B) is [K,N]: B is [K,ldb] or, with trans_b, [N,ldb]. beta == 0 never reads C (it may
+ * hold NaN). Same definition as BLAS sgemm in row-major form. */
+typedef struct odl_gemm_args {
+    int trans_a, trans_b;
+    int64_t M, N, K;
+    float alpha;
+    const float *A;
+    int64_t lda;
+    const float *B;
+    int64_t ldb;
+    float beta;
+    float *C;
+    int64_t ldc;
+    odl_epilogue ep;
+} odl_gemm_args;
+
+/* 2-D convolution geometry (dilation 1, groups 1). Input [N,C,H,W], weight [K,C,R,S], output [N,K,P,Q]
+ * with P = (H + 2*pad_h - R) / stride_h + 1, Q likewise (PyTorch's Conv2d). */
+typedef struct odl_conv2d_shape {
+    int N, C, H, W;
+    int K, R, S;
+    int stride_h, stride_w, pad_h, pad_w;
+    int P, Q;
+} odl_conv2d_shape;
+
+/* Max-pool geometry: input [N,C,H,W], window kh x kw, stride, padding (pad cells are -inf, as
+ * PyTorch's MaxPool2d), output [N,C,P,Q] with P = (H + 2*pad_h - kh) / stride_h + 1 (floor mode). */
+typedef struct odl_pool2d_shape {
+    int N, C, H, W;
+    int kh, kw, stride_h, stride_w, pad_h, pad_w;
+    int P, Q;
+} odl_pool2d_shape;
+
+typedef struct odl_backend {
+    const char *name;
+
+    /* ---- linear algebra ---- */
+    odl_status (*gemm)(const odl_gemm_args *a);
+
+    /* ---- convolution ----
+     * fwd: y = act(conv(x, w) + bias) + residual (ep.bias_per_row ignored; bias per output channel).
+     * bwd_data: dx = conv_transpose(dy, w) (overwrites dx).
+     * bwd_weight: dw = sum_n corr(x, dy) (overwrites dw); db (nullable) = sum over N,P,Q of dy. */
+    odl_status (*conv2d_fwd)(const odl_conv2d_shape *s, const float *x, const float *w, const odl_epilogue *ep,
+                             float *y);
+    odl_status (*conv2d_bwd_data)(const odl_conv2d_shape *s, const float *dy, const float *w, float *dx);
+    odl_status (*conv2d_bwd_weight)(const odl_conv2d_shape *s, const float *x, const float *dy, float *dw,
+                                    float *db);
+
+    /* ---- pooling ----
+     * fwd writes y and, when argmax != NULL, the flat index h*W + w of each maximum inside its input
+     * plane (first maximum in scan order on ties, as PyTorch). bwd: dx = 0, then dx[argmax] += dy. */
+    odl_status (*maxpool2d_fwd)(const odl_pool2d_shape *s, const float *x, float *y, int32_t *argmax);
+    odl_status (*maxpool2d_bwd)(const odl_pool2d_shape *s, const float *dy, const int32_t *argmax, float *dx);
+
+    /* ---- element-wise activations (n elements; y may alias x) ----
+     * bwd: dx = dy * act'(x); y is the forward output (used by sigmoid; may be NULL for others).
+     * dx may alias dy. */
+    odl_status (*act_fwd)(odl_act act, int64_t n, const float *x, float *y);
+    odl_status (*act_bwd)(odl_act act, int64_t n, const float *x, const float *y, const float *dy, float *dx);
+
+    /* ---- dropout (inverted, as PyTorch): keep element i when odl_philox_uniform(seed, offset, i) >= p,
+     * y = keep ? x / (1 - p) : 0. bwd regenerates the same mask: dx = keep ? dy / (1 - p) : 0. ---- */
+    odl_status (*dropout_fwd)(int64_t n, float p, uint64_t seed, uint64_t offset, const float *x, float *y);
+    odl_status (*dropout_bwd)(int64_t n, float p, uint64_t seed, uint64_t offset, const float *dy, float *dx);
+
+    /* ---- batch normalisation over NCHW, per channel (PyTorch BatchNorm2d) ----
+     * infer: y = (x - mean) / sqrt(var + eps) * gamma + beta.
+     * train: batch mean and biased variance over N*H*W; y normalised with them; save_mean and
+     *   save_invstd = 1/sqrt(var_biased + eps) for backward; running stats updated as
+     *   r = (1 - momentum) * r + momentum * stat, with the unbiased variance for running_var.
+     * bwd: dx, dgamma, dbeta from dy, x and the saved statistics (overwrites all three). */
+    odl_status (*batchnorm_infer)(int N, int C, int64_t HW, const float *x, const float *gamma, const float *beta,
+                                  const float *mean, const float *var, float eps, float *y);
+    odl_status (*batchnorm_train_fwd)(int N, int C, int64_t HW, const float *x, const float *gamma,
+                                      const float *beta, float *running_mean, float *running_var, float momentum,
+                                      float eps, float *y, float *save_mean, float *save_invstd);
+    odl_status (*batchnorm_bwd)(int N, int C, int64_t HW, const float *x, const float *dy, const float *gamma,
+                                const float *save_mean, const float *save_invstd, float *dx, float *dgamma,
+                                float *dbeta);
+
+    /* ---- nearest upsample x2 (NCHW): y[n,c,h,w] = x[n,c,h/2,w/2]; bwd sums each 2x2 block ---- */
+    odl_status (*upsample2x_fwd)(int N, int C, int H, int W, const float *x, float *y);
+    odl_status (*upsample2x_bwd)(int N, int C, int H, int W, const float *dy, float *dx);
+
+    /* ---- channel slice copy, the building block of concat along channels (NCHW) ----
+     * to_slice = 1: dst[n, c_offset + c, :] = src[n, c, :] for c < C_src (concat forward);
+     * to_slice = 0: src[n, c, :] = dst[n, c_offset + c, :] (concat backward, slice out).
+     * src is [N, C_src, HW], dst is [N, C_dst, HW]. */
+    odl_status (*channel_copy)(int N, int64_t HW, float *src, int C_src, float *dst, int C_dst, int c_offset,
+                               int to_slice);
+
+    /* ---- log-softmax + NLL loss (mean over the batch), PyTorch's log_softmax + nll_loss ----
+     * fwd: logprobs[B,C] = log_softmax(logits); *loss (one float on the device) = -mean_b logprobs[b, label_b].
+     * bwd: dlogits = (exp(logprobs) - onehot(label)) * dloss / B. labels are int32 in [0, C). */
+    odl_status (*log_softmax_nll_fwd)(int B, int C, const float *logits, const int32_t *labels, float *logprobs,
+                                      float *loss);
+    odl_status (*log_softmax_nll_bwd)(int B, int C, const float *logprobs, const int32_t *labels, float dloss,
+                                      float *dlogits);
+    /* Index of the largest element of each row of x[B,C] (first on ties). */
+    odl_status (*argmax_rows)(int B, int C, const float *x, int32_t *out);
+
+    /* ---- element-wise arithmetic and reductions ---- */
+    odl_status (*add)(int64_t n, const float *a, const float *b, float *y);    /* y = a + b */
+    odl_status (*mul)(int64_t n, const float *a, const float *b, float *y);    /* y = a * b */
+    odl_status (*scale)(int64_t n, float alpha, const float *x, float *y);     /* y = alpha * x */
+    odl_status (*axpy)(int64_t n, float alpha, const float *x, float *y);      /* y += alpha * x */
+    odl_status (*fill)(int64_t n, float value, float *y);
+    /* y[n] = sum_m x[m, n] for x [M, N] (bias gradient of a linear layer). Overwrites y. */
+    odl_status (*sum_rows)(int64_t M, int64_t N, const float *x, float *y);
+    /* *out (one float on the device) = sum of n elements. */
+    odl_status (*sum)(int64_t n, const float *x, float *out);
+
+    /* ---- optimiser updates, in place, PyTorch's torch.optim formulas (see each) ----
+     * SGD (torch.optim.SGD): g += wd*p; buf = step==1 ? g : momentum*buf + (1-dampening)*g;
+     *   g = nesterov ? g + momentum*buf : buf (when momentum != 0); p -= lr*g. step counts from 1.
+     * Adam/AdamW (torch.optim.Adam/AdamW): AdamW: p *= 1 - lr*wd; Adam: g += wd*p; m = b1*m + (1-b1)*g;
+     *   v = b2*v + (1-b2)*g^2; p -= lr * (m / (1-b1^step)) / (sqrt(v / (1-b2^step)) + eps).
+     * Adadelta (torch.optim.Adadelta): g += wd*p; sq = rho*sq + (1-rho)*g^2;
+     *   d = sqrt(acc + eps) / sqrt(sq + eps) * g; acc = rho*acc + (1-rho)*d^2; p -= lr*d. */
+    odl_status (*sgd_step)(int64_t n, float *p, const float *g, float *buf, float lr, float momentum,
+                           float dampening, float weight_decay, int nesterov, int64_t step);
+    odl_status (*adam_step)(int64_t n, float *p, const float *g, float *m, float *v, float lr, float beta1,
+                            float beta2, float eps, float weight_decay, int decoupled, int64_t step);
+    odl_status (*adadelta_step)(int64_t n, float *p, const float *g, float *sq, float *acc, float lr, float rho,
+                                float eps, float weight_decay);
+} odl_backend;
+
+/* The op table of a device type; NULL for CUDA in a CPU-only build. */
+const odl_backend *odl_backend_cpu(void);
+const odl_backend *odl_backend_cuda(void);
+/* The table for a device, or NULL (and an error message) when that backend is not built. */
+const odl_backend *odl_backend_for(odl_device dev);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

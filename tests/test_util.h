@@ -1,0 +1,101 @@
+/* Minimal test support: checks that report file:line and count failures, a skip exit code (77, which
+ * ctest reports as skipped), the reference-data folder and a few numeric helpers. Header-only so
+ * that each test stays one process and one file. */
+#ifndef ODL_TEST_UTIL_H
+#define ODL_TEST_UTIL_H
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "odl/status.h"
+
+#define ODL_TEST_SKIP 77
+
+static int odl_test_failures = 0;
+static int odl_test_checks = 0;
+
+#define TCHECK(cond, ...)                                                         \
+    do {                                                                          \
+        odl_test_checks++;                                                        \
+        if (!(cond)) {                                                            \
+            odl_test_failures++;                                                  \
+            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);        \
+            fprintf(stderr, __VA_ARGS__);                                         \
+            fprintf(stderr, "\n");                                                \
+        }                                                                         \
+    } while (0)
+
+/* A call that must succeed; on failure prints the library's message and counts a failure. */
+#define TOK(call)                                                                             \
+    do {                                                                                      \
+        odl_test_checks++;                                                                    \
+        odl_status s_ = (call);                                                               \
+        if (s_ != ODL_OK) {                                                                   \
+            odl_test_failures++;                                                              \
+            fprintf(stderr, "FAIL %s:%d: %s -> %s: %s\n", __FILE__, __LINE__, #call,          \
+                    odl_status_str(s_), odl_error_msg());                                     \
+        }                                                                                     \
+    } while (0)
+
+/* A call that must fail with `code` and leave a non-empty message. */
+#define TFAIL(call, code)                                                                     \
+    do {                                                                                      \
+        odl_test_checks++;                                                                    \
+        odl_error_clear();                                                                    \
+        odl_status s_ = (call);                                                               \
+        if (s_ != (code) || odl_error_msg()[0] == 0) {                                        \
+            odl_test_failures++;                                                              \
+            fprintf(stderr, "FAIL %s:%d: %s returned %d (%s), wanted %d, message '%s'\n",    \
+                    __FILE__, __LINE__, #call, (int)s_, odl_status_str(s_), (int)(code),     \
+                    odl_error_msg());                                                         \
+        }                                                                                     \
+    } while (0)
+
+/* Exit status of a test's main(). */
+static inline int odl_test_finish(const char *name) {
+    printf("%s: %d checks, %d failed\n", name, odl_test_checks, odl_test_failures);
+    return odl_test_failures ? 1 : 0;
+}
+
+/* The reference-data folder: $ODL_TEST_DATA, else the build's default (../shared/data beside the
+ * checkout), else "../shared/data". */
+static inline const char *odl_test_data_dir(void) {
+    const char *d = getenv("ODL_TEST_DATA");
+    if (d && d[0]) return d;
+    d = getenv("ODL_TEST_DATA_DEFAULT");
+    if (d && d[0]) return d;
+    return "../shared/data";
+}
+
+/* Path inside the data folder, in a static buffer (one at a time). */
+static inline const char *odl_test_data_path(const char *rel) {
+    static char buf[4096];
+    snprintf(buf, sizeof buf, "%s/%s", odl_test_data_dir(), rel);
+    return buf;
+}
+
+/* ||a - b|| / ||b|| in double. */
+static inline double odl_rel_l2(const double *a, const double *b, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = a[i] - b[i];
+        num += d * d;
+        den += b[i] * b[i];
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+/* Max over i of |a - b| / (atol + rtol * |b|); <= 1 means within tolerance. NaN counts as failing. */
+static inline double odl_max_tol_ratio_f32(const float *a, const float *b, size_t n, double atol, double rtol) {
+    double worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (isnan(a[i]) != isnan(b[i])) return INFINITY;
+        double r = fabs((double)a[i] - (double)b[i]) / (atol + rtol * fabs((double)b[i]));
+        if (!(r <= worst)) worst = r;
+    }
+    return worst;
+}
+
+#endif
