@@ -1,0 +1,369 @@
+/* Device runtime: CPU memory, and for CUDA builds the per-device caching pool, streams and events.
+ * The pool is a best-fit allocator over one cudaMalloc'd arena (coalescing neighbours on free), so
+ * the step loop never calls cudaMalloc and peak use is known exactly. */
+#include "odl/device.h"
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef ODL_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+#define ODL_HOST_ALIGN 64
+#define ODL_POOL_ALIGN 256
+#define ODL_MAX_CUDA_DEVICES 16
+
+int odl_cuda_built(void) {
+#ifdef ODL_HAVE_CUDA
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+/* ------------------------------------------------------------------ host memory */
+
+static odl_status host_alloc(size_t nbytes, void **out) {
+    size_t n = (nbytes + ODL_HOST_ALIGN - 1) / ODL_HOST_ALIGN * ODL_HOST_ALIGN;
+    void *p = aligned_alloc(ODL_HOST_ALIGN, n ? n : ODL_HOST_ALIGN);
+    if (!p) return ODL_ERR(ODL_E_NOMEM, "host allocation of %zu bytes failed", nbytes);
+    *out = p;
+    return ODL_OK;
+}
+
+#ifdef ODL_HAVE_CUDA
+/* ------------------------------------------------------------------ CUDA pool */
+
+#define CUDA_TRY(call)                                                                                    \
+    do {                                                                                                  \
+        cudaError_t e_ = (call);                                                                          \
+        if (e_ != cudaSuccess) return ODL_ERR(ODL_E_CUDA, "%s: %s", #call, cudaGetErrorString(e_));       \
+    } while (0)
+
+typedef struct pool_block {
+    size_t off, size;
+    int used;
+} pool_block;
+
+typedef struct cuda_pool {
+    int ready;
+    char *base;
+    size_t cap;
+    pool_block *blocks; /* sorted by offset, covering [0, cap) */
+    int nblocks, blocks_cap;
+    odl_pool_stats st;
+    cudaStream_t default_stream;
+    pthread_mutex_t mu;
+} cuda_pool;
+
+static cuda_pool g_pools[ODL_MAX_CUDA_DEVICES];
+static pthread_mutex_t g_init_mu = PTHREAD_MUTEX_INITIALIZER;
+static _Thread_local cudaStream_t t_stream;
+static _Thread_local int t_stream_set;
+static _Thread_local int t_device = -1;
+
+int odl_cuda_device_count(void) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return n;
+}
+
+static odl_status pool_insert(cuda_pool *p, int at, pool_block b) {
+    if (p->nblocks == p->blocks_cap) {
+        int cap = p->blocks_cap ? p->blocks_cap * 2 : 256;
+        pool_block *nb = realloc(p->blocks, (size_t)cap * sizeof *nb);
+        if (!nb) return ODL_ERR(ODL_E_NOMEM, "pool bookkeeping");
+        p->blocks = nb;
+        p->blocks_cap = cap;
+    }
+    memmove(p->blocks + at + 1, p->blocks + at, (size_t)(p->nblocks - at) * sizeof *p->blocks);
+    p->blocks[at] = b;
+    p->nblocks++;
+    return ODL_OK;
+}
+
+static void pool_remove(cuda_pool *p, int at) {
+    memmove(p->blocks + at, p->blocks + at + 1, (size_t)(p->nblocks - at - 1) * sizeof *p->blocks);
+    p->nblocks--;
+}
+
+odl_status odl_cuda_init(int index, double fraction) {
+    if (index < 0 || index >= ODL_MAX_CUDA_DEVICES || index >= odl_cuda_device_count())
+        return ODL_ERR(ODL_E_NODEV, "CUDA device %d not present (%d visible)", index, odl_cuda_device_count());
+    if (!(fraction > 0 && fraction <= 1))
+        return ODL_ERR(ODL_E_INVAL, "memory.preallocate_fraction %g outside (0, 1]", fraction);
+    CUDA_TRY(cudaSetDevice(index));
+    t_device = index;
+    pthread_mutex_lock(&g_init_mu);
+    cuda_pool *p = &g_pools[index];
+    odl_status st = ODL_OK;
+    if (!p->ready) {
+        size_t free_b = 0, total_b = 0;
+        cudaError_t e = cudaMemGetInfo(&free_b, &total_b);
+        if (e != cudaSuccess) {
+            st = ODL_ERR(ODL_E_CUDA, "cudaMemGetInfo on device %d: %s", index, cudaGetErrorString(e));
+            goto out;
+        }
+        size_t cap = (size_t)((double)free_b * fraction) / ODL_POOL_ALIGN * ODL_POOL_ALIGN;
+        void *base = NULL;
+        e = cudaMalloc(&base, cap);
+        if (e != cudaSuccess) {
+            st = ODL_ERR(ODL_E_NOMEM, "pre-allocating %zu bytes (%.0f%% of %zu free) on cuda:%d: %s", cap,
+                         fraction * 100, free_b, index, cudaGetErrorString(e));
+            goto out;
+        }
+        e = cudaStreamCreateWithFlags(&p->default_stream, cudaStreamNonBlocking);
+        if (e != cudaSuccess) {
+            cudaFree(base);
+            st = ODL_ERR(ODL_E_CUDA, "cudaStreamCreate on cuda:%d: %s", index, cudaGetErrorString(e));
+            goto out;
+        }
+        pthread_mutex_init(&p->mu, NULL);
+        p->base = base;
+        p->cap = cap;
+        p->nblocks = 0;
+        memset(&p->st, 0, sizeof p->st);
+        p->st.reserved = cap;
+        pool_block all = {0, cap, 0};
+        st = pool_insert(p, 0, all);
+        if (st == ODL_OK) p->ready = 1;
+    }
+out:
+    pthread_mutex_unlock(&g_init_mu);
+    return st;
+}
+
+void odl_cuda_shutdown(void) {
+    pthread_mutex_lock(&g_init_mu);
+    for (int i = 0; i < ODL_MAX_CUDA_DEVICES; i++) {
+        cuda_pool *p = &g_pools[i];
+        if (!p->ready) continue;
+        cudaSetDevice(i);
+        cudaDeviceSynchronize();
+        cudaStreamDestroy(p->default_stream);
+        cudaFree(p->base);
+        free(p->blocks);
+        pthread_mutex_destroy(&p->mu);
+        memset(p, 0, sizeof *p);
+    }
+    pthread_mutex_unlock(&g_init_mu);
+}
+
+static odl_status pool_for(odl_device dev, cuda_pool **out) {
+    if (dev.index < 0 || dev.index >= ODL_MAX_CUDA_DEVICES)
+        return ODL_ERR(ODL_E_NODEV, "CUDA device %d out of range", dev.index);
+    cuda_pool *p = &g_pools[dev.index];
+    if (!p->ready) ODL_CHECK(odl_cuda_init(dev.index, 0.5));
+    *out = p;
+    return ODL_OK;
+}
+
+static odl_status pool_alloc(odl_device dev, size_t nbytes, void **out) {
+    cuda_pool *p;
+    ODL_CHECK(pool_for(dev, &p));
+    size_t need = (nbytes + ODL_POOL_ALIGN - 1) / ODL_POOL_ALIGN * ODL_POOL_ALIGN;
+    if (need == 0) need = ODL_POOL_ALIGN;
+    pthread_mutex_lock(&p->mu);
+    int best = -1;
+    for (int i = 0; i < p->nblocks; i++)
+        if (!p->blocks[i].used && p->blocks[i].size >= need && (best < 0 || p->blocks[i].size < p->blocks[best].size))
+            best = i;
+    if (best < 0) {
+        odl_pool_stats st = p->st;
+        pthread_mutex_unlock(&p->mu);
+        return ODL_ERR(ODL_E_NOMEM,
+                       "CUDA pool of cuda:%d cannot serve %zu bytes (in use %zu of %zu reserved, peak %zu); "
+                       "raise memory.preallocate_fraction or lower the batch size",
+                       dev.index, nbytes, st.in_use, st.reserved, st.peak);
+    }
+    odl_status s = ODL_OK;
+    pool_block *b = &p->blocks[best];
+    if (b->size > need) {
+        pool_block rest = {b->off + need, b->size - need, 0};
+        b->size = need;
+        s = pool_insert(p, best + 1, rest);
+    }
+    if (s == ODL_OK) {
+        p->blocks[best].used = 1;
+        p->st.in_use += need;
+        if (p->st.in_use > p->st.peak) p->st.peak = p->st.in_use;
+        p->st.n_allocs++;
+        *out = p->base + p->blocks[best].off;
+    }
+    pthread_mutex_unlock(&p->mu);
+    return s;
+}
+
+static void pool_free(odl_device dev, void *ptr) {
+    if (dev.index < 0 || dev.index >= ODL_MAX_CUDA_DEVICES) return;
+    cuda_pool *p = &g_pools[dev.index];
+    if (!p->ready) return;
+    size_t off = (size_t)((char *)ptr - p->base);
+    pthread_mutex_lock(&p->mu);
+    int lo = 0, hi = p->nblocks - 1, at = -1;
+    while (lo <= hi) {
+        int mid = (lo + hi) / 2;
+        if (p->blocks[mid].off == off) { at = mid; break; }
+        if (p->blocks[mid].off < off) lo = mid + 1; else hi = mid - 1;
+    }
+    if (at >= 0 && p->blocks[at].used) {
+        p->blocks[at].used = 0;
+        p->st.in_use -= p->blocks[at].size;
+        if (at + 1 < p->nblocks && !p->blocks[at + 1].used) {
+            p->blocks[at].size += p->blocks[at + 1].size;
+            pool_remove(p, at + 1);
+        }
+        if (at > 0 && !p->blocks[at - 1].used) {
+            p->blocks[at - 1].size += p->blocks[at].size;
+            pool_remove(p, at);
+        }
+    }
+    pthread_mutex_unlock(&p->mu);
+}
+
+odl_status odl_pool_get_stats(odl_device dev, odl_pool_stats *out) {
+    if (dev.type != ODL_DEV_CUDA) return ODL_ERR(ODL_E_INVAL, "pool statistics exist for CUDA devices only");
+    cuda_pool *p;
+    ODL_CHECK(pool_for(dev, &p));
+    pthread_mutex_lock(&p->mu);
+    *out = p->st;
+    pthread_mutex_unlock(&p->mu);
+    return ODL_OK;
+}
+
+odl_status odl_mem_alloc(odl_device dev, size_t nbytes, void **out) {
+    if (!out) return ODL_ERR(ODL_E_INVAL, "odl_mem_alloc: NULL out");
+    if (dev.type == ODL_DEV_CPU) return host_alloc(nbytes, out);
+    return pool_alloc(dev, nbytes, out);
+}
+
+void odl_mem_free(odl_device dev, void *p) {
+    if (!p) return;
+    if (dev.type == ODL_DEV_CPU) free(p);
+    else pool_free(dev, p);
+}
+
+odl_status odl_host_alloc_pinned(size_t nbytes, void **out) {
+    if (odl_cuda_device_count() == 0) return host_alloc(nbytes, out);
+    CUDA_TRY(cudaMallocHost(out, nbytes ? nbytes : 1));
+    return ODL_OK;
+}
+
+void odl_host_free_pinned(void *p) {
+    if (!p) return;
+    cudaPointerAttributes a;
+    if (cudaPointerGetAttributes(&a, p) == cudaSuccess && a.type == cudaMemoryTypeHost) cudaFreeHost(p);
+    else {
+        cudaGetLastError();
+        free(p);
+    }
+}
+
+odl_status odl_stream_create(odl_stream *out) {
+    cudaStream_t s;
+    CUDA_TRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    *out = (odl_stream)s;
+    return ODL_OK;
+}
+void odl_stream_destroy(odl_stream s) { if (s) cudaStreamDestroy((cudaStream_t)s); }
+void odl_stream_set_current(odl_stream s) { t_stream = (cudaStream_t)s; t_stream_set = s != NULL; }
+odl_stream odl_stream_current(void) {
+    if (t_stream_set) return (odl_stream)t_stream;
+    int d = t_device;
+    if (d < 0) {
+        if (cudaGetDevice(&d) != cudaSuccess) { cudaGetLastError(); return NULL; }
+    }
+    if (d >= 0 && d < ODL_MAX_CUDA_DEVICES && g_pools[d].ready) return (odl_stream)g_pools[d].default_stream;
+    return NULL;
+}
+odl_status odl_stream_synchronize(odl_stream s) {
+    if (odl_cuda_device_count() == 0) return ODL_OK;
+    CUDA_TRY(cudaStreamSynchronize((cudaStream_t)s));
+    return ODL_OK;
+}
+odl_status odl_event_create(odl_event *out) {
+    cudaEvent_t e;
+    CUDA_TRY(cudaEventCreate(&e));
+    *out = (odl_event)e;
+    return ODL_OK;
+}
+void odl_event_destroy(odl_event e) { if (e) cudaEventDestroy((cudaEvent_t)e); }
+odl_status odl_event_record(odl_event e, odl_stream s) { CUDA_TRY(cudaEventRecord((cudaEvent_t)e, (cudaStream_t)s)); return ODL_OK; }
+odl_status odl_stream_wait_event(odl_stream s, odl_event e) { CUDA_TRY(cudaStreamWaitEvent((cudaStream_t)s, (cudaEvent_t)e, 0)); return ODL_OK; }
+odl_status odl_event_synchronize(odl_event e) { CUDA_TRY(cudaEventSynchronize((cudaEvent_t)e)); return ODL_OK; }
+odl_status odl_event_elapsed_ms(odl_event a, odl_event b, float *ms) {
+    CUDA_TRY(cudaEventElapsedTime(ms, (cudaEvent_t)a, (cudaEvent_t)b));
+    return ODL_OK;
+}
+
+odl_status odl_memcpy_async(void *dst, odl_device dst_dev, const void *src, odl_device src_dev, size_t nbytes,
+                            odl_stream s) {
+    if (nbytes == 0) return ODL_OK;
+    if (dst_dev.type == ODL_DEV_CPU && src_dev.type == ODL_DEV_CPU) {
+        memcpy(dst, src, nbytes);
+        return ODL_OK;
+    }
+    enum cudaMemcpyKind kind = dst_dev.type == ODL_DEV_CPU ? cudaMemcpyDeviceToHost
+                               : src_dev.type == ODL_DEV_CPU ? cudaMemcpyHostToDevice
+                                                             : cudaMemcpyDeviceToDevice;
+    CUDA_TRY(cudaMemcpyAsync(dst, src, nbytes, kind, (cudaStream_t)s));
+    return ODL_OK;
+}
+
+odl_status odl_device_synchronize(odl_device dev) {
+    if (dev.type == ODL_DEV_CPU) return ODL_OK;
+    CUDA_TRY(cudaSetDevice(dev.index));
+    CUDA_TRY(cudaDeviceSynchronize());
+    return ODL_OK;
+}
+
+#else /* ------------------------------------------------------------------ CPU-only build */
+
+int odl_cuda_device_count(void) { return 0; }
+odl_status odl_cuda_init(int index, double fraction) {
+    (void)fraction;
+    return ODL_ERR(ODL_E_NODEV, "CUDA device %d requested, but this build has no CUDA backend", index);
+}
+void odl_cuda_shutdown(void) {}
+odl_status odl_pool_get_stats(odl_device dev, odl_pool_stats *out) {
+    (void)dev; (void)out;
+    return ODL_ERR(ODL_E_NODEV, "this build has no CUDA backend");
+}
+odl_status odl_mem_alloc(odl_device dev, size_t nbytes, void **out) {
+    if (!out) return ODL_ERR(ODL_E_INVAL, "odl_mem_alloc: NULL out");
+    if (dev.type != ODL_DEV_CPU) return ODL_ERR(ODL_E_NODEV, "%s: this build has no CUDA backend", odl_device_name(dev));
+    return host_alloc(nbytes, out);
+}
+void odl_mem_free(odl_device dev, void *p) { (void)dev; free(p); }
+odl_status odl_host_alloc_pinned(size_t nbytes, void **out) { return host_alloc(nbytes, out); }
+void odl_host_free_pinned(void *p) { free(p); }
+odl_status odl_stream_create(odl_stream *out) { *out = NULL; return ODL_OK; }
+void odl_stream_destroy(odl_stream s) { (void)s; }
+void odl_stream_set_current(odl_stream s) { (void)s; }
+odl_stream odl_stream_current(void) { return NULL; }
+odl_status odl_stream_synchronize(odl_stream s) { (void)s; return ODL_OK; }
+odl_status odl_event_create(odl_event *out) { *out = NULL; return ODL_OK; }
+void odl_event_destroy(odl_event e) { (void)e; }
+odl_status odl_event_record(odl_event e, odl_stream s) { (void)e; (void)s; return ODL_OK; }
+odl_status odl_stream_wait_event(odl_stream s, odl_event e) { (void)s; (void)e; return ODL_OK; }
+odl_status odl_event_synchronize(odl_event e) { (void)e; return ODL_OK; }
+odl_status odl_event_elapsed_ms(odl_event a, odl_event b, float *ms) {
+    (void)a; (void)b; *ms = 0;
+    return ODL_ERR(ODL_E_UNSUPPORTED, "events need the CUDA backend");
+}
+odl_status odl_memcpy_async(void *dst, odl_device dst_dev, const void *src, odl_device src_dev, size_t nbytes,
+                            odl_stream s) {
+    (void)s;
+    if (dst_dev.type != ODL_DEV_CPU || src_dev.type != ODL_DEV_CPU)
+        return ODL_ERR(ODL_E_NODEV, "copy to or from a CUDA device in a CPU-only build");
+    if (nbytes) memcpy(dst, src, nbytes);
+    return ODL_OK;
+}
+odl_status odl_device_synchronize(odl_device dev) { (void)dev; return ODL_OK; }
+#endif
