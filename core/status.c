@@ -35,26 +35,28 @@ static const char *basename_of(const char *path) {
 }
 
 odl_status odl_error_set(odl_status code, const char *file, int line, const char *fmt, ...) {
-    char text[ODL_MSG_CAP];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(text, sizeof text, fmt, ap);
+    vsnprintf(g_msg, sizeof g_msg, fmt, ap);
     va_end(ap);
-    snprintf(g_msg, sizeof g_msg, "%s [at %s:%d]", text, basename_of(file), line);
+    odl_error_trace(file, line);
     return code;
 }
 
 void odl_error_prefix(const char *fmt, ...) {
-    char head[ODL_MSG_CAP], old[ODL_MSG_CAP];
+    char old[ODL_MSG_CAP];
+    memcpy(old, g_msg, sizeof old);
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(head, sizeof head, fmt, ap);
+    vsnprintf(g_msg, sizeof g_msg, fmt, ap);
     va_end(ap);
-    memcpy(old, g_msg, sizeof old);
-    if (old[0])
-        snprintf(g_msg, sizeof g_msg, "%s: %s", head, old);
-    else
-        snprintf(g_msg, sizeof g_msg, "%s", head);
+    if (!old[0]) return;
+    size_t n = strlen(g_msg), m = strlen(old);
+    if (n + 2 + m + 1 > sizeof g_msg) m = sizeof g_msg - n - 3 > 0 && n + 3 < sizeof g_msg ? sizeof g_msg - n - 3 : 0;
+    if (n + 3 >= sizeof g_msg) return;
+    memcpy(g_msg + n, ": ", 2);
+    memcpy(g_msg + n + 2, old, m);
+    g_msg[n + 2 + m] = '\0';
 }
 
 void odl_error_trace(const char *file, int line) {
