@@ -1,0 +1,127 @@
+/* Layers with explicit forward and backward (as darknet and llm.c do), a sequential network of them,
+ * and optimisers over the network's parameters.
+ *
+ * A network is built for a device and a maximum batch size; every activation and gradient buffer is
+ * allocated once at build time (from the device's pool), so a training step allocates nothing.
+ * Parameters are named as in a PyTorch state_dict ("conv1.weight"); checkpoints store them under
+ * /model/<name with '.' replaced by '/'>.
+ */
+#ifndef ODL_NN_H
+#define ODL_NN_H
+
+#include <stdint.h>
+
+#include "odl/backend.h"
+#include "odl/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ODL_NAME_MAX 64
+#define ODL_MAX_LAYERS 32
+#define ODL_MAX_PARAMS 64
+
+typedef struct odl_param {
+    char name[ODL_NAME_MAX];
+    odl_tensor value; /* float32 on the network's device */
+    odl_tensor grad;  /* same shape */
+    int64_t fan_in;   /* for PyTorch's default initialisation */
+} odl_param;
+
+typedef enum odl_layer_type {
+    ODL_LAYER_CONV2D = 0,  /* x [B,C,H,W] -> act(conv(x) + b) [B,K,P,Q] */
+    ODL_LAYER_MAXPOOL2D,   /* -> [B,C,P,Q] */
+    ODL_LAYER_DROPOUT,     /* identity shape; active in training only */
+    ODL_LAYER_FLATTEN,     /* [B, ...] -> [B, prod(...)] (a view, NCHW order as torch.flatten) */
+    ODL_LAYER_LINEAR,      /* [B,in] -> act(x W^T + b) [B,out] */
+} odl_layer_type;
+
+typedef struct odl_layer {
+    odl_layer_type type;
+    char name[ODL_NAME_MAX];
+    int k, stride, pad;      /* conv/pool geometry; conv: k = kernel size */
+    int out_features;        /* conv: output channels; linear: output features */
+    float p;                 /* dropout probability */
+    odl_act act;             /* fused activation of conv/linear (NONE or RELU) */
+    odl_param *w, *b;        /* conv/linear parameters */
+    int out_ndim;
+    int64_t out_shape[4];    /* per sample, without the batch dimension */
+    odl_tensor out, dout;    /* [max_batch, out_shape...] */
+    odl_tensor argmax;       /* maxpool: I32 [max_batch, out_shape...] */
+} odl_layer;
+
+typedef struct odl_net {
+    odl_device device;
+    int max_batch;
+    int in_ndim;
+    int64_t in_shape[3];     /* per sample, e.g. {1, 28, 28} */
+    int n_classes;
+    int n_layers;
+    odl_layer layers[ODL_MAX_LAYERS];
+    int n_params;
+    odl_param params[ODL_MAX_PARAMS];
+    odl_tensor input;        /* [max_batch, in_shape...] float32 */
+    odl_tensor labels;       /* [max_batch] int32 */
+    odl_tensor logprobs;     /* [max_batch, n_classes] */
+    odl_tensor dlogits;      /* [max_batch, n_classes] */
+    odl_tensor loss;         /* [1]: mean NLL of the last forward */
+    odl_tensor pred;         /* [max_batch] int32: argmax of the last forward */
+} odl_net;
+
+/* Start an empty network for inputs of per-sample shape in_shape[in_ndim] (ndim 1 or 3). */
+odl_status odl_net_init(odl_net *net, odl_device dev, int max_batch, int in_ndim, const int64_t *in_shape);
+/* Append layers; shapes are inferred from the previous layer. Names prefix the parameters
+ * ("conv1" -> "conv1.weight", "conv1.bias"). Errors: ODL_E_INVAL for bad geometry or too many layers. */
+odl_status odl_net_add_conv2d(odl_net *net, const char *name, int out_channels, int k, int stride, int pad, odl_act act);
+odl_status odl_net_add_maxpool2d(odl_net *net, int k, int stride, int pad);
+odl_status odl_net_add_dropout(odl_net *net, float p);
+odl_status odl_net_add_flatten(odl_net *net);
+odl_status odl_net_add_linear(odl_net *net, const char *name, int out_features, odl_act act);
+/* Allocate every buffer; the last layer's output is the logits (log-softmax + NLL follows). */
+odl_status odl_net_finalize(odl_net *net);
+void odl_net_free(odl_net *net);
+
+/* PyTorch's default initialisation of Conv2d and Linear (kaiming_uniform with a = sqrt(5), i.e.
+ * U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for weights and biases), drawn from Philox(seed) with one offset
+ * per parameter: identical on every rank and at every world size. */
+odl_status odl_net_init_params(odl_net *net, uint64_t seed);
+
+/* Forward a batch of B <= max_batch samples already in net->input / net->labels (rows 0..B-1).
+ * training: dropout on, with RNG (seed, offset); fills logprobs, loss (mean over B) and pred. */
+odl_status odl_net_forward(odl_net *net, int B, int training, uint64_t seed, uint64_t offset);
+/* Backward of the last forward (same B, seed, offset): overwrites every param's grad with
+ * d(loss_scale * mean loss)/dparam. loss_scale = B / B_global makes ranks' gradients sum to the
+ * gradient of the global mean (data parallelism). */
+odl_status odl_net_backward(odl_net *net, int B, float loss_scale, uint64_t seed, uint64_t offset);
+/* Find a parameter by name; NULL if absent. */
+odl_param *odl_net_param(odl_net *net, const char *name);
+int64_t odl_net_num_params(const odl_net *net);
+
+/* ---- optimisers (PyTorch torch.optim semantics; formulas in odl/backend.h) ---- */
+typedef enum odl_optim_type { ODL_OPTIM_ADADELTA = 0, ODL_OPTIM_SGD, ODL_OPTIM_ADAM, ODL_OPTIM_ADAMW } odl_optim_type;
+
+typedef struct odl_optim {
+    odl_optim_type type;
+    float lr, momentum, dampening, weight_decay, beta1, beta2, eps, rho;
+    int nesterov;
+    int64_t step; /* number of updates done */
+    int n;
+    odl_tensor state[ODL_MAX_PARAMS][2]; /* adadelta: square_avg, acc_delta; sgd: momentum_buffer;
+                                            adam: exp_avg, exp_avg_sq */
+} odl_optim;
+
+/* Defaults: adadelta rho 0.9 eps 1e-6; sgd dampening 0; adam/adamw betas (0.9, 0.999) eps 1e-8. */
+odl_status odl_optim_init(odl_optim *opt, odl_optim_type type, float lr, float momentum, float weight_decay,
+                          const odl_net *net);
+/* One update of every parameter from its grad. */
+odl_status odl_optim_step(odl_optim *opt, odl_net *net);
+void odl_optim_free(odl_optim *opt);
+/* Name of state tensor j ("square_avg", "acc_delta", "momentum_buffer", "exp_avg", "exp_avg_sq"), or
+ * NULL when the optimiser has fewer. */
+const char *odl_optim_state_name(const odl_optim *opt, int j);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
