@@ -1,0 +1,46 @@
+/* odl_worker: one program for every task (--task=train|infer|eval). Run directly it is the
+ * single-process program; under mpirun or srun it is one rank of a data-parallel job. */
+#include <stdio.h>
+#include <string.h>
+
+#include "worker/tasks.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: odl_worker --task=train|infer [options]\n"
+            "  odl_worker --task=train --model=mnist --data_dir=DIR [--config FILE.yaml] [--epochs N]\n"
+            "             [--batch-size B] [--lr X] [--device auto|cpu|cuda] [--seed S] [--max-steps N]\n"
+            "             [--max-train-samples N] [--save FILE.h5] [--metrics-out FILE.jsonl] [--KEY=VALUE]\n"
+            "  odl_worker --task=infer --model=yolov5 --weights=W.h5 --input=IMAGE|DIR [options]\n"
+            "  odl_worker --task=train --help     all training options\n"
+            "  odl_worker --help-config           every config.yaml key\n");
+}
+
+int main(int argc, char **argv) {
+    const char *task = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strncmp(argv[i], "--task=", 7)) task = argv[i] + 7;
+        else if (!strcmp(argv[i], "--task") && i + 1 < argc) task = argv[i + 1];
+        else if (!strcmp(argv[i], "--help-config")) return odl_task_train_main(argc, argv);
+    }
+    if (!task) {
+        for (int i = 1; i < argc; i++)
+            if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+                usage(stdout);
+                return 0;
+            }
+        fprintf(stderr, "odl_worker: error: --task is required\n");
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(task, "train")) return odl_task_train_main(argc, argv);
+    if (!strcmp(task, "infer")) {
+        if (!odl_task_infer_main) {
+            fprintf(stderr, "odl_worker: error: --task=infer is not built into this binary\n");
+            return 2;
+        }
+        return odl_task_infer_main(argc, argv);
+    }
+    fprintf(stderr, "odl_worker: error: unknown task '%s' (train, infer)\n", task);
+    return 2;
+}

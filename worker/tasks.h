@@ -1,0 +1,10 @@
+/* Entry points of odl_worker's tasks. Each parses its own flags from the full argv, prints one clear
+ * error line on failure and returns the process exit code (0 ok, 1 failure, 2 usage error). */
+#ifndef ODL_WORKER_TASKS_H
+#define ODL_WORKER_TASKS_H
+
+int odl_task_train_main(int argc, char **argv);
+/* Defined in worker/infer.c when the image libraries are built in. */
+int odl_task_infer_main(int argc, char **argv) __attribute__((weak));
+
+#endif
