@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs OriginDL's build and run dependencies from Debian/Ubuntu packages (run as root or with sudo).
+# The CUDA toolkit (nvcc, NCCL, cuBLAS/cuDNN for the benchmarks) is not a Debian package here: when it is
+# installed (/usr/local/cuda), the CUDA backend is built; otherwise the build is CPU-only.
+set -euo pipefail
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+pkgs=(build-essential cmake pkg-config git
+      libopenmpi-dev openmpi-bin libhdf5-dev hdf5-tools zlib1g-dev libyaml-dev
+      libjpeg-dev libpng-dev libuv1-dev libprotobuf-c-dev protobuf-c-compiler
+      python3 python3-numpy python3-h5py
+      dataset-fashion-mnist)
+# Extra packages for the integration tests (local Slurm cluster).
+if [ "${ODL_TEST_DEPS:-0}" = 1 ]; then pkgs+=(slurm-wlm munge); fi
+missing=()
+for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if [ ${#missing[@]} -gt 0 ]; then
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+echo "dependencies installed"
