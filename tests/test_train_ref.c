@@ -1,0 +1,164 @@
+/* The MNIST CNN trained step by step against PyTorch: ../shared/data/mnist/fashion_mnist_cnn_steps.h5
+ * holds a float64 CPU run of the examples/mnist network (dropout off) with Adadelta (lr 1.0, rho 0.9,
+ * eps 1e-6) on 20 Fashion-MNIST batches of 64. We load its initial parameters, feed the same batches
+ * and compare: step-0 log-probabilities and gradients, every step's loss (1e-4 relative) and the
+ * final parameters (1e-3).
+ * Usage: test_train_ref [--device cpu|cuda]   (cuda without a GPU: exit 77, skipped) */
+#include <hdf5.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "odl/device.h"
+#include "odl/loader.h"
+#include "odl/mnist.h"
+#include "odl/models.h"
+#include "odl/nn.h"
+#include "test_util.h"
+
+static double *read_f64(hid_t f, const char *path, size_t expect) {
+    hid_t d = H5Dopen2(f, path, H5P_DEFAULT);
+    if (d < 0) return NULL;
+    hid_t sp = H5Dget_space(d);
+    hssize_t n = H5Sget_simple_extent_npoints(sp);
+    double *buf = NULL;
+    if (n == (hssize_t)expect) {
+        buf = malloc((size_t)n * sizeof *buf);
+        if (H5Dread(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0) {
+            free(buf);
+            buf = NULL;
+        }
+    }
+    H5Sclose(sp);
+    H5Dclose(d);
+    return buf;
+}
+
+/* rel-L2 of a device tensor against a float64 reference. */
+static double tensor_rel_err(const odl_tensor *t, const double *ref, size_t n, double *max_abs) {
+    float *h = malloc(n * sizeof *h);
+    double *hd = malloc(n * sizeof *hd);
+    TOK(odl_tensor_copy_to_host(t, h, n * sizeof *h));
+    *max_abs = 0;
+    for (size_t i = 0; i < n; i++) {
+        hd[i] = h[i];
+        double d = fabs(hd[i] - ref[i]);
+        if (!(d <= *max_abs)) *max_abs = d;
+    }
+    double r = odl_rel_l2(hd, ref, n);
+    free(h);
+    free(hd);
+    return r;
+}
+
+int main(int argc, char **argv) {
+    int use_cuda = argc > 2 && !strcmp(argv[1], "--device") && !strcmp(argv[2], "cuda");
+    odl_device dev = odl_cpu();
+    if (use_cuda) {
+        if (odl_cuda_device_count() == 0) {
+            printf("skipped: no CUDA device\n");
+            return ODL_TEST_SKIP;
+        }
+        TOK(odl_cuda_init(0, 0.2));
+        dev = odl_cuda(0);
+    }
+    const char *fm = getenv("ODL_FMNIST_DIR");
+    if (!fm || !fm[0]) fm = "/usr/share/datasets/fashion-mnist";
+    odl_mnist train;
+    if (odl_mnist_load(fm, "train", &train) != ODL_OK) {
+        printf("skipped: Fashion-MNIST not found (%s); apt-get install dataset-fashion-mnist\n", odl_error_msg());
+        return ODL_TEST_SKIP;
+    }
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    hid_t f = H5Fopen(odl_test_data_path("mnist/fashion_mnist_cnn_steps.h5"), H5F_ACC_RDONLY, H5P_DEFAULT);
+    TCHECK(f >= 0, "cannot open %s", odl_test_data_path("mnist/fashion_mnist_cnn_steps.h5"));
+    if (f < 0) return odl_test_finish("test_train_ref");
+
+    odl_net net;
+    TOK(odl_model_build(&net, ODL_MODEL_MNIST_CNN, dev, 64, 0));
+    for (int i = 0; i < net.n_params; i++) {
+        odl_param *p = &net.params[i];
+        size_t n = (size_t)odl_tensor_numel(&p->value);
+        char path[128];
+        snprintf(path, sizeof path, "init/%s", p->name);
+        double *ref = read_f64(f, path, n);
+        TCHECK(ref != NULL, "dataset %s missing or of the wrong size", path);
+        if (!ref) return odl_test_finish("test_train_ref");
+        float *h = malloc(n * sizeof *h);
+        for (size_t j = 0; j < n; j++) h[j] = (float)ref[j];
+        TOK(odl_tensor_copy_from_host(&p->value, h, n * sizeof *h));
+        free(h);
+        free(ref);
+    }
+    odl_optim opt;
+    TOK(odl_optim_init(&opt, ODL_OPTIM_ADADELTA, 1.0f, 0, 0, &net));
+
+    int64_t idx[20][64];
+    {
+        hid_t d = H5Dopen2(f, "batch_indices", H5P_DEFAULT);
+        TCHECK(d >= 0 && H5Dread(d, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, idx) >= 0, "batch_indices");
+        H5Dclose(d);
+    }
+    double *losses = read_f64(f, "losses", 20);
+    double *logp0 = read_f64(f, "step0_logprobs", 64 * 10);
+    TCHECK(losses && logp0, "losses / step0_logprobs missing");
+    float hx[64 * 784];
+    int32_t hy[64];
+    double worst_loss = 0;
+    for (int step = 0; step < 20 && losses; step++) {
+        odl_loader_gather(train.images, train.labels, 784, 0.1307f, 0.3081f, idx[step], 64, hx, hy);
+        TOK(odl_tensor_copy_from_host(&net.input, hx, sizeof hx));
+        TOK(odl_tensor_copy_from_host(&net.labels, hy, sizeof hy));
+        TOK(odl_net_forward(&net, 64, 1, 0, 0));
+        float loss;
+        TOK(odl_tensor_copy_to_host(&net.loss, &loss, sizeof loss));
+        double rel = fabs(loss - losses[step]) / fabs(losses[step]);
+        if (rel > worst_loss) worst_loss = rel;
+        printf("step %2d loss %.6f reference %.6f rel %.2e\n", step, loss, losses[step], rel);
+        TCHECK(rel < 1e-4, "step %d: loss %.7f vs PyTorch %.7f (rel %.2e)", step, loss, losses[step], rel);
+        TOK(odl_net_backward(&net, 64, 1.0f, 0, 0));
+        if (step == 0) {
+            double mx;
+            double r = tensor_rel_err(&net.logprobs, logp0, 640, &mx);
+            printf("step 0 logprobs rel-L2 %.2e max abs %.2e\n", r, mx);
+            TCHECK(r < 1e-5, "step-0 log-probabilities rel-L2 %.2e", r);
+            for (int i = 0; i < net.n_params; i++) {
+                odl_param *p = &net.params[i];
+                size_t n = (size_t)odl_tensor_numel(&p->grad);
+                char path[128];
+                snprintf(path, sizeof path, "step0_grad/%s", p->name);
+                double *g = read_f64(f, path, n);
+                TCHECK(g != NULL, "%s", path);
+                if (!g) continue;
+                r = tensor_rel_err(&p->grad, g, n, &mx);
+                printf("step 0 grad %-14s rel-L2 %.2e max abs %.2e\n", p->name, r, mx);
+                TCHECK(r < 1e-4, "step-0 gradient of %s: rel-L2 %.2e", p->name, r);
+                free(g);
+            }
+        }
+        TOK(odl_optim_step(&opt, &net));
+    }
+    for (int i = 0; i < net.n_params; i++) {
+        odl_param *p = &net.params[i];
+        size_t n = (size_t)odl_tensor_numel(&p->value);
+        char path[128];
+        snprintf(path, sizeof path, "final/%s", p->name);
+        double *ref = read_f64(f, path, n);
+        TCHECK(ref != NULL, "%s", path);
+        if (!ref) continue;
+        double mx, r = tensor_rel_err(&p->value, ref, n, &mx);
+        printf("final %-14s rel-L2 %.2e max abs %.2e\n", p->name, r, mx);
+        TCHECK(r < 1e-3 && mx < 1e-3, "final %s: rel-L2 %.2e, max abs %.2e", p->name, r, mx);
+        free(ref);
+    }
+    printf("worst loss relative error %.2e over 20 steps on %s\n", worst_loss, odl_device_name(dev));
+    free(losses);
+    free(logp0);
+    H5Fclose(f);
+    odl_optim_free(&opt);
+    odl_net_free(&net);
+    odl_mnist_free(&train);
+    odl_cuda_shutdown();
+    return odl_test_finish("test_train_ref");
+}
