@@ -1,3 +1,4 @@
 # Logging, configuration, MNIST IDX loader and HDF5 tensor files.
 odl_add_test(test_log SOURCES test_log.c LABELS unit TIMEOUT 60)
 odl_add_test(test_config SOURCES test_config.c LABELS unit TIMEOUT 60)
+odl_add_test(test_mnist_idx SOURCES test_mnist_idx.c LABELS unit TIMEOUT 120)
