@@ -1,0 +1,82 @@
+/* YOLOv5 (v6.x / v7.0 P5 detection models: n, s, m, l, x, any class count) for inference.
+ *
+ * The network is built from the description stored with the weights by tools/convert_yolov5.py (layer
+ * list, depth and width multiples, anchors, strides, class names; the format is documented in that
+ * script and in docs/yolov5.md), the way YOLOv5's models/yolo.py parse_model does:
+ *   repeats n' = max(round(n * depth_multiple), 1) when n > 1; channels c2' = ceil(c2 * width_multiple / 8) * 8;
+ *   Conv(c1, c2, k, s, p = k // 2) = SiLU(BN(conv)); Bottleneck(c, c, shortcut) = x + cv2(cv1(x)) (cv1 1x1,
+ *   cv2 3x3; no add without shortcut); C3(c1, c2, n, shortcut) with c_ = c2 / 2:
+ *   cv3(cat(m(cv1(x)), cv2(x))); SPPF(c1, c2, k) with c_ = c1 / 2: y0 = cv1(x), y1..y3 successive
+ *   max-pools k x k stride 1 pad k // 2, cv2(cat(y0, y1, y2, y3)); nearest x2 Upsample; Concat along
+ *   channels; Detect: a 1x1 convolution with bias per level, then the inference decoding.
+ * Every shape the description implies is checked against the stored tensors. BatchNorm is folded into
+ * each convolution at load (as YOLOv5's fuse_conv_and_bn, float32): s = gamma / sqrt(var + eps),
+ * w' = w * s, b' = beta - gamma * mean / sqrt(var + eps); SiLU and the Bottleneck shortcut run in the
+ * convolution's epilogue (odl_conv2d_fwd with act SiLU and a residual).
+ *
+ * Detect output (YOLOv5 v7.0 models/yolo.py Detect.forward, inference): [N, A, 5 + nc] float32 with
+ * A = sum over levels l of na * ny_l * nx_l, rows ordered level, anchor, grid y, grid x; per row,
+ * with s = sigmoid(head output): cx, cy = (s * 2 + (grid - 0.5)) * stride (input pixels),
+ * w, h = (s * 2)^2 * anchor (input pixels), then objectness and nc class scores (s itself).
+ *
+ * Activations are allocated on the model's device by odl_yolov5_prepare for a batch and input size and
+ * reused by every forward of that size or smaller (no allocation in the forward), which is what lets
+ * the forward be captured into a CUDA graph.
+ */
+#ifndef ODL_YOLOV5_H
+#define ODL_YOLOV5_H
+
+#include <stdint.h>
+
+#include "odl/status.h"
+#include "odl/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct odl_yolov5 odl_yolov5;
+
+/* Load weights written by tools/convert_yolov5.py onto `dev` and build the network.
+ * Errors naming the path: ODL_E_NOTFOUND (no such file), ODL_E_FORMAT (not HDF5, or not YOLOv5
+ * weights: e.g. another model's checkpoint, with a hint to run the converter; a description that is
+ * malformed or disagrees with the stored tensor shapes, naming the layer and tensor), ODL_E_HDF5,
+ * ODL_E_NOMEM, device errors. */
+odl_status odl_yolov5_load(const char *path, odl_device dev, odl_yolov5 **out);
+void odl_yolov5_free(odl_yolov5 *m);
+
+odl_device odl_yolov5_device(const odl_yolov5 *m);
+int odl_yolov5_num_classes(const odl_yolov5 *m);
+/* Class name, or "class<N>" style fallbacks never: NULL when out of range. */
+const char *odl_yolov5_class_name(const odl_yolov5 *m, int class_id);
+int odl_yolov5_num_layers(const odl_yolov5 *m);
+/* "Conv", "C3", "SPPF", "Upsample", "Concat" or "Detect"; NULL when out of range. */
+const char *odl_yolov5_layer_type(const odl_yolov5 *m, int layer);
+/* Largest stride (32 for P5 models): input height and width must be multiples of it. */
+int odl_yolov5_max_stride(const odl_yolov5 *m);
+/* Parameter count after BatchNorm folding (weights + biases). */
+int64_t odl_yolov5_num_params(const odl_yolov5 *m);
+/* Rows of the Detect output for an H x W input (25200 for 640 x 640 with 3 levels and 3 anchors). */
+int64_t odl_yolov5_num_predictions(const odl_yolov5 *m, int H, int W);
+
+/* Allocate (or reuse, when large enough) every activation for inputs [N, 3, H, W]. Called by the
+ * forward when needed; call it first to keep allocations out of a timed or captured region.
+ * Errors: ODL_E_INVAL (H or W not a positive multiple of the max stride, N < 1), ODL_E_NOMEM. */
+odl_status odl_yolov5_prepare(odl_yolov5 *m, int N, int H, int W);
+
+/* The model's own input buffer [N, 3, H, W] float32 on its device (prepared for that size); fill it
+ * and pass it to odl_yolov5_forward. Valid until the next prepare of a larger size or free. */
+odl_status odl_yolov5_input(odl_yolov5 *m, int N, int H, int W, odl_tensor **x);
+
+/* Run the network: x [N, 3, H, W] float32 on the model's device, RGB in [0, 1] (image / 255), NCHW.
+ * *out (may be NULL) points to the model's Detect output [N, A, 5 + nc] on the device, valid until the
+ * next forward. Asynchronous on CUDA (kernels on the current stream). */
+odl_status odl_yolov5_forward(odl_yolov5 *m, const odl_tensor *x, const odl_tensor **out);
+
+/* Output of layer `layer` of the last forward ([N, C, H, W]; for Detect [N, A, 5 + nc]), or NULL. */
+const odl_tensor *odl_yolov5_layer_output(const odl_yolov5 *m, int layer);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

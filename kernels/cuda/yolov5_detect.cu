@@ -1,0 +1,67 @@
+/* YOLOv5 Detect decoding on the GPU (owned by the YOLOv5 model, models/yolov5.c; CPU twin there:
+ * detect_decode_cpu). YOLOv5 v7.0 models/yolo.py Detect.forward, inference branch: with
+ * s = sigmoid(head), cx, cy = (s * 2 + (grid - 0.5)) * stride, w, h = (s * 2)^2 * anchor (pixels),
+ * objectness and class scores = s.
+ *
+ * head: one level's 1x1-convolution output [N, na * no, ny, nx]; out: [N, rows_total, no], this level's
+ * rows starting at row_offset, ordered anchor, y, x. One thread per output element, writes coalesced
+ * along `no` (reads strided by ny * nx, which the L2 absorbs: the head is at most a few MB). */
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "odl/device.h"
+#include "odl/status.h"
+
+namespace {
+
+struct Anchors {
+    float wh[32]; /* na <= 16 pairs */
+};
+
+__global__ void yolov5_decode_kernel(const float *__restrict__ head, float *__restrict__ out, int N, int na, int no,
+                                     int ny, int nx, long long rows_total, long long row_offset, float stride,
+                                     Anchors anc) {
+    const long long plane = (long long)ny * nx;
+    const long long total = (long long)N * na * plane * no;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
+         i += (long long)gridDim.x * blockDim.x) {
+        int k = (int)(i % no);
+        long long r = i / no; /* (n, a, y, x) */
+        int xx = (int)(r % nx);
+        long long r2 = r / nx;
+        int yy = (int)(r2 % ny);
+        long long r3 = r2 / ny;
+        int a = (int)(r3 % na);
+        int n = (int)(r3 / na);
+        float v = head[(((long long)n * na + a) * no + k) * plane + (long long)yy * nx + xx];
+        float s = 1.0f / (1.0f + expf(-v));
+        float o;
+        if (k == 0) o = (s * 2.0f + ((float)xx - 0.5f)) * stride;
+        else if (k == 1) o = (s * 2.0f + ((float)yy - 0.5f)) * stride;
+        else if (k < 4) {
+            float t = s * 2.0f;
+            o = t * t * anc.wh[a * 2 + (k - 2)];
+        } else o = s;
+        out[((long long)n * rows_total + row_offset + (long long)a * plane + (long long)yy * nx + xx) * no + k] = o;
+    }
+}
+
+} // namespace
+
+extern "C" odl_status odl_cuda_yolov5_detect_decode(const float *head, float *out, int N, int na, int no, int ny,
+                                                    int nx, int64_t rows_total, int64_t row_offset, float stride,
+                                                    const float *anchors_wh) {
+    if (na < 1 || na > 16) return ODL_ERR(ODL_E_INVAL, "yolov5 decode: %d anchors (1..16)", na);
+    Anchors anc;
+    for (int i = 0; i < 2 * na; i++) anc.wh[i] = anchors_wh[i];
+    const long long total = (long long)N * na * ny * nx * no;
+    if (total == 0) return ODL_OK;
+    const int threads = 256;
+    long long blocks = (total + threads - 1) / threads;
+    if (blocks > 65536) blocks = 65536; /* grid-stride loop covers the rest */
+    yolov5_decode_kernel<<<(unsigned)blocks, threads, 0, (cudaStream_t)odl_stream_current()>>>(
+        head, out, N, na, no, ny, nx, rows_total, row_offset, stride, anc);
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return ODL_ERR(ODL_E_CUDA, "yolov5_decode_kernel: %s", cudaGetErrorString(e));
+    return ODL_OK;
+}
