@@ -16,6 +16,7 @@
 #include "odl/models.h"
 #include "odl/nn.h"
 #include "odl/ops.h"
+#include "worker/checkpoint.h"
 #include "worker/tasks.h"
 #include "worker/train.h"
 
@@ -224,6 +225,7 @@ odl_status odl_train_run(const odl_config *cfg, const odl_train_opts *opts, odl_
     odl_train_state st;
     FILE *metrics = NULL;
     int have_net = 0, have_opt = 0, have_loader = 0;
+    odl_ckpt_session *ckpt = NULL;
     odl_tensor loss_acc = {0};
     odl_tensor net_input = {0}, net_labels = {0}; /* the net's own buffers while a step borrows the loader's */
     memset(&loader, 0, sizeof loader);
@@ -260,6 +262,14 @@ odl_status odl_train_run(const odl_config *cfg, const odl_train_opts *opts, odl_
     ODL_LOG_INFO("%s: %" PRId64 " parameters", odl_model_name(kind), odl_net_num_params(&net));
 
     if (opts->hooks && opts->hooks->on_start) ODL_CHECK_GOTO(opts->hooks->on_start(opts->hooks->ctx, cfg, &net, &opt, &st), s, out);
+    ODL_CHECK_GOTO(odl_ckpt_session_start(&ckpt, cfg, rank, world), s, out);
+    if (ckpt) {
+        int resumed = 0;
+        ODL_CHECK_GOTO(odl_ckpt_session_restore(ckpt, &net, &opt, &st, &resumed), s, out);
+        if (resumed)
+            ODL_LOG_INFO("resumed at epoch %" PRId64 ", step %" PRId64 ", sample cursor %" PRId64, st.epoch + 1, st.step,
+                         st.cursor);
+    }
     if (st.epoch >= cfg->train.epochs || (cfg->train.max_steps > 0 && st.step >= cfg->train.max_steps)) {
         ODL_LOG_INFO("nothing to do: training already reached epoch %" PRId64 ", step %" PRId64, st.epoch, st.step);
         goto done;
@@ -287,7 +297,7 @@ odl_status odl_train_run(const odl_config *cfg, const odl_train_opts *opts, odl_
                                       (cfg->logging.progress == ODL_CFG_PROGRESS_AUTO && isatty(2)));
     const double t_start = now_s();
     double t_epoch = t_start;
-    int64_t epoch_samples = 0, epoch_steps = 0;
+    int64_t epoch_steps = 0, run_samples = 0; /* since t_epoch, in this process (a resume starts mid-epoch) */
     double test_loss = NAN, test_acc = NAN, train_loss = NAN;
     opt.lr = (float)(cfg->train.lr * pow(cfg->train.gamma, (double)st.epoch));
     net_input = net.input;
@@ -320,10 +330,11 @@ odl_status odl_train_run(const odl_config *cfg, const odl_train_opts *opts, odl_
         ODL_CHECK_GOTO(odl_optim_step(&opt, &net), s, out);
         st.step++;
         st.cursor = b->cursor + b->global;
-        epoch_samples += b->global;
+        st.epoch_samples += b->global;
+        run_samples += b->global;
         epoch_steps++;
         if (show_progress && (epoch_steps % 20 == 0 || st.cursor >= n_epoch))
-            progress_bar(st.cursor, n_epoch, st.epoch + 1, epoch_samples / (now_s() - t_epoch));
+            progress_bar(st.cursor, n_epoch, st.epoch + 1, run_samples / (now_s() - t_epoch));
         int epoch_end = st.cursor >= n_epoch;
         int stop = cfg->train.max_steps > 0 && st.step >= cfg->train.max_steps;
         if (epoch_end || stop) {
@@ -331,8 +342,8 @@ odl_status odl_train_run(const odl_config *cfg, const odl_train_opts *opts, odl_
             ODL_CHECK_GOTO(odl_tensor_copy_to_host(&loss_acc, &acc_h, sizeof acc_h), s, out);
             double loss_sum = acc_h;
             if (opts->hooks && opts->hooks->reduce_scalar) ODL_CHECK_GOTO(opts->hooks->reduce_scalar(opts->hooks->ctx, &loss_sum), s, out);
-            train_loss = loss_sum / (double)epoch_samples;
-            double wall = now_s() - t_epoch, sps = epoch_samples / wall;
+            train_loss = (st.epoch_loss_sum + loss_sum) / (double)st.epoch_samples;
+            double wall = now_s() - t_epoch, sps = run_samples / wall;
             if (show_progress) fputc('\n', stderr);
             if (rank == 0 && (cfg->train.eval_every_epoch || stop || st.epoch + 1 == cfg->train.epochs))
                 ODL_CHECK_GOTO(evaluate(&net, &test, test_batch, &test_loss, &test_acc), s, out);
@@ -352,9 +363,21 @@ odl_status odl_train_run(const odl_config *cfg, const odl_train_opts *opts, odl_
                 opt.lr = (float)(cfg->train.lr * pow(cfg->train.gamma, (double)st.epoch)); /* StepLR(step_size=1) */
             }
             ODL_CHECK_GOTO(odl_tensor_fill(&loss_acc, 0.0f), s, out);
-            epoch_samples = 0;
+            st.epoch_loss_sum = 0;
+            st.epoch_samples = 0;
             epoch_steps = 0;
+            run_samples = 0;
             t_epoch = now_s();
+        }
+        if (ckpt && odl_ckpt_session_due(ckpt, &st)) {
+            /* The checkpoint holds the epoch's loss so far, so a resumed run prints the same epoch line. */
+            float acc_h;
+            ODL_CHECK_GOTO(odl_tensor_copy_to_host(&loss_acc, &acc_h, sizeof acc_h), s, out);
+            double loss_sum = acc_h;
+            if (opts->hooks && opts->hooks->reduce_scalar) ODL_CHECK_GOTO(opts->hooks->reduce_scalar(opts->hooks->ctx, &loss_sum), s, out);
+            odl_train_state snap = st;
+            snap.epoch_loss_sum += loss_sum;
+            ODL_CHECK_GOTO(odl_ckpt_session_save(ckpt, cfg, &net, &opt, &snap), s, out);
         }
         if (opts->hooks && opts->hooks->after_step) ODL_CHECK_GOTO(opts->hooks->after_step(opts->hooks->ctx, cfg, &net, &opt, &st), s, out);
         if (stop) break;
@@ -375,6 +398,10 @@ done:
         have_net = 0;
     }
 out:
+    if (ckpt) {
+        odl_status cs = odl_ckpt_session_finish(ckpt);
+        if (s == ODL_OK) s = cs;
+    }
     if (net_input.data) {
         net.input = net_input;
         net.labels = net_labels;

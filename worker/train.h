@@ -13,6 +13,8 @@ typedef struct odl_train_state {
     int64_t epoch;  /* completed epochs (0-based index of the current one) */
     int64_t step;   /* optimiser steps done, in total */
     int64_t cursor; /* global sample cursor inside the current epoch */
+    double epoch_loss_sum;  /* sum over the epoch's samples so far of the loss (all ranks) */
+    int64_t epoch_samples;  /* samples of the epoch so far (all ranks) */
 } odl_train_state;
 
 /* Extension points: data parallelism (reduce_*), checkpoints (on_start restores, after_step saves). */
