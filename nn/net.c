@@ -71,7 +71,7 @@ odl_status odl_net_add_conv2d(odl_net *net, const char *name, int out_channels, 
         return ODL_ERR(ODL_E_INVAL, "conv2d %s: bad geometry K=%d k=%d stride=%d pad=%d", name, out_channels, k, stride, pad);
     int P = odl_conv_out_size((int)s[1], k, stride, pad), Q = odl_conv_out_size((int)s[2], k, stride, pad);
     if (P < 1 || Q < 1) return ODL_ERR(ODL_E_INVAL, "conv2d %s: kernel %d larger than the padded input", name, k);
-    odl_layer *l;
+    odl_layer *l = NULL;
     ODL_CHECK(new_layer(net, ODL_LAYER_CONV2D, name, &l));
     l->k = k; l->stride = stride; l->pad = pad; l->out_features = out_channels; l->act = act;
     int64_t ws[4] = {out_channels, s[0], k, k}, bs[1] = {out_channels};
@@ -92,7 +92,7 @@ odl_status odl_net_add_maxpool2d(odl_net *net, int k, int stride, int pad) {
     int P = odl_conv_out_size((int)s[1], k, stride, pad), Q = odl_conv_out_size((int)s[2], k, stride, pad);
     if (k < 1 || stride < 1 || pad < 0 || 2 * pad > k || P < 1 || Q < 1)
         return ODL_ERR(ODL_E_INVAL, "maxpool2d: bad geometry k=%d stride=%d pad=%d", k, stride, pad);
-    odl_layer *l;
+    odl_layer *l = NULL;
     ODL_CHECK(new_layer(net, ODL_LAYER_MAXPOOL2D, "maxpool", &l));
     l->k = k; l->stride = stride; l->pad = pad;
     l->out_ndim = 3;
@@ -106,7 +106,7 @@ odl_status odl_net_add_dropout(odl_net *net, float p) {
     int nd;
     int64_t s[4];
     last_shape(net, &nd, s);
-    odl_layer *l;
+    odl_layer *l = NULL;
     ODL_CHECK(new_layer(net, ODL_LAYER_DROPOUT, "dropout", &l));
     l->p = p;
     l->out_ndim = nd;
@@ -119,7 +119,7 @@ odl_status odl_net_add_flatten(odl_net *net) {
     int nd;
     int64_t s[4];
     last_shape(net, &nd, s);
-    odl_layer *l;
+    odl_layer *l = NULL;
     ODL_CHECK(new_layer(net, ODL_LAYER_FLATTEN, "flatten", &l));
     l->out_ndim = 1;
     l->out_shape[0] = per_sample_numel(nd, s);
@@ -133,7 +133,7 @@ odl_status odl_net_add_linear(odl_net *net, const char *name, int out_features, 
     last_shape(net, &nd, s);
     if (nd != 1) return ODL_ERR(ODL_E_INVAL, "linear %s needs a flat input, got rank %d (add a flatten)", name, nd);
     if (out_features < 1) return ODL_ERR(ODL_E_INVAL, "linear %s: %d output features", name, out_features);
-    odl_layer *l;
+    odl_layer *l = NULL;
     ODL_CHECK(new_layer(net, ODL_LAYER_LINEAR, name, &l));
     l->out_features = out_features;
     l->act = act;
