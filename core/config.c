@@ -249,7 +249,7 @@ static void fmt_double(double v, char *buf, size_t cap) {
 /* The value as text (strings raw). Returns the length, or -1 when it does not fit. */
 static int value_text(const odl_config *cfg, const odl_config_key *k, char *buf, size_t cap) {
     const void *src = (const char *)cfg + k->offset;
-    char tmp[64];
+    char tmp[64] = "";
     const char *s = tmp;
     switch (k->type) {
     case ODL_CFG_INT: snprintf(tmp, sizeof tmp, "%lld", (long long)*(const int64_t *)src); break;
