@@ -231,7 +231,7 @@ def load_checkpoint(path):
     if not os.path.exists(path):
         raise ConvertError("%s: no such file" % path)
     if not zipfile.is_zipfile(path):
-        raise ConvertError("%s is not a PyTorch checkpoint: not a zip archive (a YOLOv5 .pt saved by "
+        raise ConvertError("%s is not a PyTorch checkpoint: not a zip archive, or a truncated one (a YOLOv5 .pt saved by "
                            "torch.save with PyTorch >= 1.6 is expected)" % path)
     try:
         zf = zipfile.ZipFile(path)

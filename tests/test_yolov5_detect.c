@@ -1,0 +1,205 @@
+/* Detections of the whole pipeline (decode, letterbox, forward, NMS, boxes back in the original
+ * image) against the official detect.py's, for every image of ../shared/data/yolov5/images and
+ * coco8/images: reference/detect_rect640.json (letterbox with minimum stride-32 padding, one image per
+ * forward) and detect_square640.json (640x640 square letterbox, run in batches of 6 to cover the batched
+ * forward). Required: the letterboxed size equals the reference's input_hw; every box of confidence
+ * >= 0.3 on either side has a partner of the same class on the other side with every coordinate within
+ * 1 pixel and the confidence within 0.01 (boxes between 0.25 and 0.3 may appear on one side only, as a
+ * score this close to the threshold can cross it).
+ * usage: test_yolov5_detect cpu|cuda rect|square */
+#include "yolov5_test_util.h"
+
+#define BOX_TOL 1.0
+#define CONF_TOL 0.01
+#define MUST_CONF 0.3
+
+typedef struct refbox {
+    float b[4], conf;
+    int cls;
+} refbox;
+
+static double box_delta(const float *a, const float *b) {
+    double d = 0;
+    for (int k = 0; k < 4; k++) d = fmax(d, fabs((double)a[k] - b[k]));
+    return d;
+}
+
+static double g_max_box = 0, g_max_conf = 0;
+static int g_matched = 0, g_near_threshold_unmatched = 0;
+
+static void compare_image(const char *name, const odl_detection *det, int n, const refbox *ref, int nr) {
+    /* Greedy: each reference box takes the closest unused box of its class. */
+    int *used = calloc((size_t)n + 1, sizeof(int));
+    for (int r = 0; r < nr; r++) {
+        int best = -1;
+        double bd = 1e30;
+        for (int i = 0; i < n; i++) {
+            if (used[i] || det[i].class_id != ref[r].cls) continue;
+            float b[4] = {det[i].x1, det[i].y1, det[i].x2, det[i].y2};
+            double d = box_delta(b, ref[r].b);
+            if (d < bd) {
+                bd = d;
+                best = i;
+            }
+        }
+        if (best >= 0 && bd <= 4 * BOX_TOL) {
+            used[best] = 1;
+            double dc = fabs(det[best].conf - ref[r].conf);
+            g_max_box = fmax(g_max_box, bd);
+            g_max_conf = fmax(g_max_conf, dc);
+            g_matched++;
+            TCHECK(bd <= BOX_TOL, "%s: class %d box off by %.3f px (ref [%.1f %.1f %.1f %.1f])", name, ref[r].cls, bd,
+                   ref[r].b[0], ref[r].b[1], ref[r].b[2], ref[r].b[3]);
+            TCHECK(dc <= CONF_TOL, "%s: class %d conf %.4f vs ref %.4f", name, ref[r].cls, det[best].conf, ref[r].conf);
+        } else if (ref[r].conf >= MUST_CONF) {
+            TCHECK(0, "%s: missing box class %d conf %.4f [%.1f %.1f %.1f %.1f]", name, ref[r].cls, ref[r].conf,
+                   ref[r].b[0], ref[r].b[1], ref[r].b[2], ref[r].b[3]);
+        } else {
+            g_near_threshold_unmatched++;
+            printf("  %s: reference box class %d conf %.4f (< %.2f) not found: allowed\n", name, ref[r].cls,
+                   ref[r].conf, MUST_CONF);
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        if (used[i]) continue;
+        if (det[i].conf >= MUST_CONF) {
+            TCHECK(0, "%s: extra box class %d conf %.4f [%.1f %.1f %.1f %.1f]", name, det[i].class_id, det[i].conf,
+                   det[i].x1, det[i].y1, det[i].x2, det[i].y2);
+        } else {
+            g_near_threshold_unmatched++;
+            printf("  %s: extra box class %d conf %.4f (< %.2f): allowed\n", name, det[i].class_id, det[i].conf,
+                   MUST_CONF);
+        }
+    }
+    free(used);
+}
+
+static int find_image(const char *name, char *path, size_t cap) {
+    static const char *const dirs[] = {"yolov5/images", "yolov5/coco8/images/train", "yolov5/coco8/images/val"};
+    struct stat sb;
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, cap, "%s/%s/%s", odl_test_data_dir(), dirs[i], name);
+        if (stat(path, &sb) == 0) return 0;
+    }
+    return -1;
+}
+
+typedef struct job {
+    char name[256];
+    odl_image lb;
+    odl_letterbox g;
+    refbox *ref;
+    int nref;
+} job;
+
+int main(int argc, char **argv) {
+    odl_device dev;
+    int r = yolo_test_device(argc, argv, &dev);
+    if (r) return r;
+    const int square = argc > 2 && !strcmp(argv[2], "square");
+    const char *wpath = yolo_weights_path();
+    if (!wpath) return ODL_TEST_SKIP;
+    jval root;
+    const char *jpath = odl_test_data_path(square ? "yolov5/reference/detect_square640.json" : "yolov5/reference/detect_rect640.json");
+    if (j_load(jpath, &root)) {
+        fprintf(stderr, "FAIL: cannot read %s\n", jpath);
+        return 1;
+    }
+    const jval *imgs = j_get(&root, "images");
+    TCHECK(imgs && imgs->t == J_OBJ && imgs->n >= 18, "reference images");
+    odl_yolov5 *m = NULL;
+    TOK(odl_yolov5_load(wpath, dev, &m));
+    if (!m || !imgs) return odl_test_finish("test_yolov5_detect");
+
+    const int B = square ? 6 : 1;
+    job *jobs = calloc((size_t)imgs->n, sizeof(job));
+    int nimg = 0;
+    for (int i = 0; i < imgs->n; i++) {
+        job *jb = &jobs[nimg];
+        snprintf(jb->name, sizeof jb->name, "%s", imgs->keys[i]);
+        const jval *e = &imgs->items[i];
+        const jval *hw = j_get(e, "input_hw"), *dets = j_get(e, "detections_xyxy_conf_cls");
+        char path[4096];
+        if (find_image(jb->name, path, sizeof path)) {
+            TCHECK(0, "image %s not found in the data folder", jb->name);
+            continue;
+        }
+        odl_image img;
+        TOK(odl_image_load(path, &img));
+        if (!img.data) continue;
+        const jval *ohw = j_get(e, "orig_hw");
+        TCHECK(ohw && (int)ohw->items[0].num == img.height && (int)ohw->items[1].num == img.width,
+               "%s: decoded %dx%d", jb->name, img.width, img.height);
+        TOK(odl_image_letterbox(&img, 640, !square, odl_yolov5_max_stride(m), 114, &jb->lb, &jb->g));
+        odl_image_free(&img);
+        TCHECK(hw && (int)hw->items[0].num == jb->lb.height && (int)hw->items[1].num == jb->lb.width,
+               "%s: letterboxed to %dx%d, reference %dx%d", jb->name, jb->lb.width, jb->lb.height,
+               hw ? (int)hw->items[1].num : -1, hw ? (int)hw->items[0].num : -1);
+        jb->nref = dets ? dets->n : 0;
+        jb->ref = calloc((size_t)jb->nref + 1, sizeof(refbox));
+        for (int k = 0; k < jb->nref; k++) {
+            const jval *d = &dets->items[k];
+            for (int c = 0; c < 4; c++) jb->ref[k].b[c] = (float)d->items[c].num;
+            jb->ref[k].conf = (float)d->items[4].num;
+            jb->ref[k].cls = (int)d->items[5].num;
+        }
+        nimg++;
+    }
+
+    odl_nms_params p = odl_nms_defaults();
+    odl_detection *det = malloc(sizeof(odl_detection) * p.max_det);
+    int total_det = 0, total_ref = 0;
+    for (int s = 0; s < nimg; s += B) {
+        int n = s + B <= nimg ? B : nimg - s;
+        const int H = jobs[s].lb.height, W = jobs[s].lb.width;
+        for (int b = 1; b < n; b++)
+            if (jobs[s + b].lb.height != H || jobs[s + b].lb.width != W) n = b; /* square: never */
+        odl_tensor *x = NULL;
+        TOK(odl_yolov5_input(m, n, H, W, &x));
+        if (!x) break;
+        size_t per = (size_t)3 * H * W;
+        float *hx = malloc(sizeof(float) * per * n);
+        for (int b = 0; b < n; b++) odl_image_to_chw(&jobs[s + b].lb, hx + per * b);
+        TOK(odl_tensor_copy_from_host(x, hx, sizeof(float) * per * n));
+        free(hx);
+        const odl_tensor *y = NULL;
+        TOK(odl_yolov5_forward(m, x, &y));
+        if (!y) break;
+        float *hy = to_host(y);
+        const int64_t rows = y->shape[1];
+        for (int b = 0; b < n && hy; b++) {
+            job *jb = &jobs[s + b];
+            int nd = 0;
+            TOK(odl_yolo_nms(hy + (size_t)b * rows * 85, rows, 80, &p, det, p.max_det, &nd));
+            for (int k = 0; k < nd; k++) {
+                float bx[4] = {det[k].x1, det[k].y1, det[k].x2, det[k].y2};
+                odl_letterbox_unmap(&jb->g, bx);
+                det[k].x1 = bx[0];
+                det[k].y1 = bx[1];
+                det[k].x2 = bx[2];
+                det[k].y2 = bx[3];
+            }
+            printf("%-18s %dx%d: %d boxes (reference %d)\n", jb->name, W, H, nd, jb->nref);
+            compare_image(jb->name, det, nd, jb->ref, jb->nref);
+            total_det += nd;
+            total_ref += jb->nref;
+        }
+        free(hy);
+        s -= B - n; /* a shorter group: continue right after it */
+    }
+    printf("%s letterbox on %s: %d images, %d boxes (reference %d), %d matched: max box delta %.4f px, max conf delta "
+           "%.5f; %d unmatched near-threshold boxes\n",
+           square ? "square" : "rect", odl_device_name(dev), nimg, total_det, total_ref, g_matched, g_max_box,
+           g_max_conf, g_near_threshold_unmatched);
+    TCHECK(nimg == imgs->n, "%d of %d images run", nimg, imgs->n);
+    for (int i = 0; i < nimg; i++) {
+        odl_image_free(&jobs[i].lb);
+        free(jobs[i].ref);
+    }
+    free(jobs);
+    free(det);
+    j_free(&root);
+    odl_yolov5_free(m);
+    if (dev.type == ODL_DEV_CUDA) odl_cuda_shutdown();
+    return odl_test_finish("test_yolov5_detect");
+}

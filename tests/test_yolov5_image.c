@@ -1,0 +1,238 @@
+/* Images for YOLOv5: letterbox geometry (YOLOv5's letterbox arithmetic, with its rounding), the
+ * bilinear resize byte for byte against the official pre-processing (bus_640/input_rgb_u8 of the
+ * reference file, made by cv2.imread + letterbox), box mapping back to the original image, PNG decoding
+ * (grey, RGBA, 16-bit, palette written here with libpng), JPEG writing and reading back, drawing, and
+ * bad files: missing, a directory, empty, text, truncated JPEG and PNG. */
+#include <png.h>
+#include <unistd.h>
+
+#include "yolov5_test_util.h"
+
+static void geometry(void) {
+    odl_letterbox g;
+    /* bus.jpg 810x1080 -> r = 640/1080, unpad 480x640; rect: dw = 160 % 32 = 0; square: 80 each side */
+    TOK(odl_letterbox_geometry(810, 1080, 640, 1, 32, &g));
+    TCHECK(g.unpad_w == 480 && g.unpad_h == 640 && g.out_w == 480 && g.out_h == 640 && g.left == 0 && g.top == 0,
+           "bus rect: unpad %dx%d out %dx%d", g.unpad_w, g.unpad_h, g.out_w, g.out_h);
+    TOK(odl_letterbox_geometry(810, 1080, 640, 0, 32, &g));
+    TCHECK(g.out_w == 640 && g.out_h == 640 && g.left == 80 && g.right == 80 && g.top == 0, "bus square");
+    /* zidane.jpg 1280x720 -> 640x360; rect: dh = 280 % 32 = 24 -> 12 + 12 = 384; square: 140 + 140 */
+    TOK(odl_letterbox_geometry(1280, 720, 640, 1, 32, &g));
+    TCHECK(g.out_w == 640 && g.out_h == 384 && g.top == 12 && g.bottom == 12, "zidane rect: %dx%d top %d", g.out_w,
+           g.out_h, g.top);
+    TOK(odl_letterbox_geometry(1280, 720, 640, 0, 32, &g));
+    TCHECK(g.out_h == 640 && g.top == 140 && g.bottom == 140, "zidane square");
+    /* 500x375 (000000000077.jpg): r = 1.28 -> 640x480, dh = 160 % 32 = 0 */
+    TOK(odl_letterbox_geometry(500, 375, 640, 1, 32, &g));
+    TCHECK(g.unpad_w == 640 && g.unpad_h == 480 && g.out_h == 480, "500x375 rect");
+    /* 381x500 (000000000049.jpg): r = 1.28, unpad round(487.68) = 488 x 640; dw = 152 % 32 = 24 -> 12 + 12 = 512 */
+    TOK(odl_letterbox_geometry(381, 500, 640, 1, 32, &g));
+    TCHECK(g.unpad_w == 488 && g.out_w == 512 && g.left == 12 && g.right == 12, "381x500 rect: unpad %d out %d",
+           g.unpad_w, g.out_w);
+    /* Odd padding splits as round(d - 0.1), round(d + 0.1): 640x427 square: dh = 213 / 2 = 106.5 -> 106 top, 107 bottom */
+    TOK(odl_letterbox_geometry(640, 427, 640, 0, 32, &g));
+    TCHECK(g.unpad_h == 427 && g.top == 106 && g.bottom == 107 && g.out_h == 640, "odd split: top %d bottom %d",
+           g.top, g.bottom);
+    /* rect of the same: dh = 213 % 32 = 21 -> 10.5 -> 10 + 11 = 448 (reference input_hw of 000000000294.jpg) */
+    TOK(odl_letterbox_geometry(640, 427, 640, 1, 32, &g));
+    TCHECK(g.top == 10 && g.bottom == 11 && g.out_h == 448, "odd rect split");
+    /* r = 1: no resize, no padding */
+    TOK(odl_letterbox_geometry(2, 5, 5, 0, 1, &g));
+    TCHECK(g.unpad_w == 2 && g.unpad_h == 5, "tiny: %dx%d", g.unpad_w, g.unpad_h);
+    TOK(odl_letterbox_geometry(5, 2, 4, 0, 1, &g)); /* r = 0.8 -> 4 x round(1.6) = 2, dh = 1 -> round(0.9), round(1.1) */
+    TCHECK(g.unpad_w == 4 && g.unpad_h == 2 && g.top == 1 && g.bottom == 1, "ties");
+    TFAIL(odl_letterbox_geometry(0, 10, 640, 1, 32, &g), ODL_E_INVAL);
+    TFAIL(odl_letterbox_geometry(10, 10, 640, 1, 0, &g), ODL_E_INVAL);
+
+    /* Mapping back (scale_boxes): bus square, gain 640/1080, pad x 80 */
+    TOK(odl_letterbox_geometry(810, 1080, 640, 0, 32, &g));
+    float b[4] = {80.f, 0.f, 560.f, 640.f};
+    odl_letterbox_unmap(&g, b);
+    TCHECK(fabsf(b[0]) < 1e-3f && fabsf(b[1]) < 1e-3f && fabsf(b[2] - 810.f) < 1e-2f && fabsf(b[3] - 1080.f) < 1e-2f,
+           "unmap corners: %g %g %g %g", b[0], b[1], b[2], b[3]);
+    float c[4] = {-5.f, -5.f, 700.f, 700.f};
+    odl_letterbox_unmap(&g, c);
+    TCHECK(c[0] == 0.f && c[1] == 0.f && c[2] == 810.f && c[3] == 1080.f, "unmap clips");
+}
+
+static void resize_vs_reference(void) {
+    char ref[4096];
+    snprintf(ref, sizeof ref, "%s", odl_test_data_path("yolov5/reference/yolov5n_reference.h5"));
+    int64_t n = 0;
+    float *want = ref_read_f32(ref, "bus_640/input_rgb_u8", &n);
+    TCHECK(want && n == 640 * 640 * 3, "reference bus_640/input_rgb_u8");
+    odl_image img, lb;
+    odl_letterbox g;
+    TOK(odl_image_load(odl_test_data_path("yolov5/images/bus.jpg"), &img));
+    TCHECK(img.width == 810 && img.height == 1080, "bus.jpg size %dx%d", img.width, img.height);
+    TOK(odl_image_letterbox(&img, 640, 0, 32, 114, &lb, &g));
+    if (want && lb.data) {
+        int maxd = 0;
+        int64_t ndiff = 0;
+        for (int64_t i = 0; i < n; i++) {
+            int d = abs((int)want[i] - (int)lb.data[i]);
+            if (d > maxd) maxd = d;
+            ndiff += d != 0;
+        }
+        printf("bus.jpg letterbox 640 vs official: max byte difference %d, %lld of %lld differ\n", maxd,
+               (long long)ndiff, (long long)n);
+        TCHECK(maxd <= 1 && ndiff < n / 1000, "letterbox differs from the official one: max %d, %lld bytes", maxd,
+               (long long)ndiff);
+        TCHECK(lb.data[0] == 114 && lb.data[(640 * 640 - 1) * 3] == 114, "pad colour");
+    }
+    free(want);
+    /* CHW / 255 */
+    float *chw = malloc(sizeof(float) * 3 * 640 * 640);
+    odl_image_to_chw(&lb, chw);
+    TCHECK(chw[0] == 114.0f / 255.0f && chw[640 * 640 + 100 * 640 + 320] == lb.data[(100 * 640 + 320) * 3 + 1] / 255.0f,
+           "to_chw");
+    free(chw);
+
+    /* Drawing and JPEG round trip */
+    uint8_t red[3] = {255, 0, 0};
+    odl_image_draw_box(&img, 100, 100, 300, 400, red, 3, "person 0.87", 2);
+    TCHECK(img.data[(200 * 810 + 100) * 3] == 255 && img.data[(200 * 810 + 100) * 3 + 1] == 0, "box edge drawn");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/yolov5_image_test.jpg", getenv("ODL_BINARY_DIR") ? getenv("ODL_BINARY_DIR") : ".");
+    TOK(odl_image_save_jpeg(&img, path, 95));
+    odl_image back;
+    TOK(odl_image_load(path, &back));
+    TCHECK(back.width == 810 && back.height == 1080, "jpeg round trip size");
+    if (back.data) {
+        double err = 0;
+        for (size_t i = 0; i < (size_t)810 * 1080 * 3; i++) err += abs((int)back.data[i] - (int)img.data[i]);
+        err /= 810.0 * 1080 * 3;
+        TCHECK(err < 3.0, "jpeg round trip mean abs error %.2f", err);
+    }
+    unlink(path);
+    TFAIL(odl_image_save_jpeg(&img, "/nonexistent-dir/x.jpg", 90), ODL_E_IO);
+    odl_image_free(&back);
+    odl_image_free(&img);
+    odl_image_free(&lb);
+}
+
+/* Write a PNG with libpng. */
+static int write_png(const char *path, int w, int h, int color_type, int depth, const uint8_t *rows, size_t stride,
+                     const png_color *palette, int npal) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return -1;
+    png_structp p = png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL);
+    png_infop info = png_create_info_struct(p);
+    if (setjmp(png_jmpbuf(p))) {
+        png_destroy_write_struct(&p, &info);
+        fclose(f);
+        return -1;
+    }
+    png_init_io(p, f);
+    png_set_IHDR(p, info, (png_uint_32)w, (png_uint_32)h, depth, color_type, PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT,
+                 PNG_FILTER_TYPE_DEFAULT);
+    if (palette) png_set_PLTE(p, info, palette, npal);
+    png_write_info(p, info);
+    for (int y = 0; y < h; y++) png_write_row(p, rows + (size_t)y * stride);
+    png_write_end(p, NULL);
+    png_destroy_write_struct(&p, &info);
+    fclose(f);
+    return 0;
+}
+
+static void png_cases(const char *dir) {
+    char path[4096];
+    odl_image im;
+    /* RGBA 8-bit: alpha dropped */
+    uint8_t rgba[2 * 3 * 4];
+    for (int i = 0; i < 6; i++) {
+        rgba[4 * i] = (uint8_t)(10 * i);
+        rgba[4 * i + 1] = (uint8_t)(20 * i);
+        rgba[4 * i + 2] = (uint8_t)(30 * i);
+        rgba[4 * i + 3] = 7;
+    }
+    snprintf(path, sizeof path, "%s/rgba.png", dir);
+    TCHECK(write_png(path, 3, 2, PNG_COLOR_TYPE_RGB_ALPHA, 8, rgba, 12, NULL, 0) == 0, "write rgba png");
+    TOK(odl_image_load(path, &im));
+    TCHECK(im.width == 3 && im.height == 2 && im.data && im.data[3 * 5] == 50 && im.data[3 * 5 + 1] == 100 &&
+               im.data[3 * 5 + 2] == 150, "rgba png pixels");
+    odl_image_free(&im);
+    /* grey 16-bit: high byte kept, replicated */
+    uint8_t g16[4 * 2] = {0x12, 0x34, 0xAB, 0xCD, 0xFF, 0xFF, 0x00, 0x01};
+    snprintf(path, sizeof path, "%s/grey16.png", dir);
+    TCHECK(write_png(path, 2, 2, PNG_COLOR_TYPE_GRAY, 16, g16, 4, NULL, 0) == 0, "write grey16 png");
+    TOK(odl_image_load(path, &im));
+    TCHECK(im.data && im.data[0] == 0x12 && im.data[1] == 0x12 && im.data[3] == 0xAB && im.data[9] == 0x00,
+           "grey16 png pixels");
+    odl_image_free(&im);
+    /* palette 4-bit */
+    png_color pal[2] = {{1, 2, 3}, {200, 100, 50}};
+    uint8_t idx[2] = {0x01, 0x10}; /* 2x2, 4 bits per pixel: row0 = 0,1; row1 = 1,0 */
+    snprintf(path, sizeof path, "%s/pal.png", dir);
+    TCHECK(write_png(path, 2, 2, PNG_COLOR_TYPE_PALETTE, 4, idx, 1, pal, 2) == 0, "write palette png");
+    TOK(odl_image_load(path, &im));
+    TCHECK(im.data && im.data[0] == 1 && im.data[3] == 200 && im.data[6] == 200 && im.data[9] == 1, "palette png pixels");
+    odl_image_free(&im);
+    /* truncated PNG */
+    FILE *f = fopen(path, "rb");
+    uint8_t buf[4096];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    snprintf(path, sizeof path, "%s/trunc.png", dir);
+    f = fopen(path, "wb");
+    fwrite(buf, 1, n - 20, f);
+    fclose(f);
+    TFAIL(odl_image_load(path, &im), ODL_E_FORMAT);
+    TCHECK(strstr(odl_error_msg(), "trunc.png") != NULL, "message names the file: %s", odl_error_msg());
+    printf("truncated PNG: %s\n", odl_error_msg());
+}
+
+static void bad_files(const char *dir) {
+    char path[4096];
+    odl_image im;
+    snprintf(path, sizeof path, "%s/missing.jpg", dir);
+    TFAIL(odl_image_load(path, &im), ODL_E_NOTFOUND);
+    TCHECK(strstr(odl_error_msg(), "missing.jpg") != NULL, "names the file: %s", odl_error_msg());
+    TFAIL(odl_image_load(dir, &im), ODL_E_IO);
+    snprintf(path, sizeof path, "%s/empty.jpg", dir);
+    FILE *f = fopen(path, "wb");
+    fclose(f);
+    TFAIL(odl_image_load(path, &im), ODL_E_FORMAT);
+    snprintf(path, sizeof path, "%s/text.jpg", dir);
+    f = fopen(path, "wb");
+    fputs("this is not an image\n", f);
+    fclose(f);
+    TFAIL(odl_image_load(path, &im), ODL_E_FORMAT);
+    TCHECK(strstr(odl_error_msg(), "text.jpg") && strstr(odl_error_msg(), "not a JPEG or PNG"), "%s", odl_error_msg());
+    /* truncated JPEG: the first half of bus.jpg */
+    FILE *src = fopen(odl_test_data_path("yolov5/images/bus.jpg"), "rb");
+    TCHECK(src != NULL, "bus.jpg");
+    if (!src) return;
+    uint8_t *buf = malloc(1 << 20);
+    size_t n = fread(buf, 1, 1 << 20, src);
+    fclose(src);
+    snprintf(path, sizeof path, "%s/trunc.jpg", dir);
+    f = fopen(path, "wb");
+    fwrite(buf, 1, n / 2, f);
+    fclose(f);
+    TFAIL(odl_image_load(path, &im), ODL_E_FORMAT);
+    TCHECK(strstr(odl_error_msg(), "trunc.jpg") && strstr(odl_error_msg(), "truncated"), "%s", odl_error_msg());
+    printf("truncated JPEG: %s\n", odl_error_msg());
+    /* corrupt JPEG header */
+    buf[3] ^= 0xFF;
+    buf[20] ^= 0x55;
+    memset(buf + 4, 0xFF, 200);
+    snprintf(path, sizeof path, "%s/corrupt.jpg", dir);
+    f = fopen(path, "wb");
+    fwrite(buf, 1, 4096, f);
+    fclose(f);
+    TFAIL(odl_image_load(path, &im), ODL_E_FORMAT);
+    printf("corrupt JPEG: %s\n", odl_error_msg());
+    free(buf);
+}
+
+int main(void) {
+    char dir[2048];
+    snprintf(dir, sizeof dir, "%s/yolov5_image_test.d", getenv("ODL_BINARY_DIR") ? getenv("ODL_BINARY_DIR") : ".");
+    mkdir(dir, 0777);
+    geometry();
+    resize_vs_reference();
+    png_cases(dir);
+    bad_files(dir);
+    return odl_test_finish("test_yolov5_image");
+}

@@ -1,0 +1,222 @@
+/* Bad input and the odl_worker --task=infer command line:
+ *  - odl_yolov5_load on a missing file, a text file, an HDF5 file of another kind and weights with a
+ *    tensor of the wrong shape: clear errors naming the file (and the tensor);
+ *  - odl_worker on a directory holding bus.jpg, zidane.jpg, a truncated JPEG, a text file named .jpg and
+ *    a README (ignored): goes on with the good images, writes detections.json (checked against
+ *    detect_rect640.json) and the drawn images, names each failure at the end and exits 1;
+ *  - odl_worker on one missing image, with weights of another kind, with a bad flag: one clear line,
+ *    non-zero exit. */
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "yolov5_test_util.h"
+
+static char g_tmp[1024];
+
+static void write_file(const char *path, const void *data, size_t n) {
+    FILE *f = fopen(path, "wb");
+    if (f) {
+        fwrite(data, 1, n, f);
+        fclose(f);
+    }
+}
+
+static void copy_prefix(const char *src, const char *dst, long keep /* -1 = all */) {
+    FILE *f = fopen(src, "rb");
+    if (!f) return;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = malloc((size_t)n);
+    size_t got = fread(b, 1, (size_t)n, f);
+    fclose(f);
+    write_file(dst, b, keep < 0 ? got : (size_t)keep);
+    free(b);
+}
+
+/* Run a shell command, capturing stderr into `err` (cap bytes); returns the exit status. */
+static int run_cmd(const char *cmd, char *err, size_t cap) {
+    char full[8192], errpath[4096];
+    snprintf(errpath, sizeof errpath, "%s/stderr.txt", g_tmp);
+    snprintf(full, sizeof full, "%s 2>%s >/dev/null", cmd, errpath);
+    int st = system(full);
+    err[0] = 0;
+    FILE *f = fopen(errpath, "rb");
+    if (f) {
+        size_t n = fread(err, 1, cap - 1, f);
+        err[n] = 0;
+        fclose(f);
+    }
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+static void weights_errors(const char *weights) {
+    odl_yolov5 *m = NULL;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/none.h5", g_tmp);
+    TFAIL(odl_yolov5_load(path, odl_cpu(), &m), ODL_E_NOTFOUND);
+    TCHECK(strstr(odl_error_msg(), "none.h5") != NULL, "%s", odl_error_msg());
+    snprintf(path, sizeof path, "%s/text.h5", g_tmp);
+    write_file(path, "hello\n", 6);
+    TFAIL(odl_yolov5_load(path, odl_cpu(), &m), ODL_E_FORMAT);
+    TCHECK(strstr(odl_error_msg(), "text.h5") && strstr(odl_error_msg(), "not an HDF5"), "%s", odl_error_msg());
+    /* An HDF5 file of another model */
+    snprintf(path, sizeof path, "%s/mnist.h5", g_tmp);
+    hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t sp = H5Screate(H5S_SCALAR), t = H5Tcopy(H5T_C_S1);
+    H5Tset_size(t, 9);
+    hid_t a = H5Acreate2(f, "model", t, sp, H5P_DEFAULT, H5P_DEFAULT);
+    H5Awrite(a, t, "mnist_cnn");
+    H5Aclose(a);
+    H5Tclose(t);
+    H5Sclose(sp);
+    H5Fclose(f);
+    TFAIL(odl_yolov5_load(path, odl_cpu(), &m), ODL_E_FORMAT);
+    TCHECK(strstr(odl_error_msg(), "mnist.h5") && strstr(odl_error_msg(), "not YOLOv5") &&
+               strstr(odl_error_msg(), "mnist_cnn"), "%s", odl_error_msg());
+    printf("other model: %s\n", odl_error_msg());
+    /* Real weights with one tensor reshaped: the description and the tensors disagree */
+    snprintf(path, sizeof path, "%s/broken.h5", g_tmp);
+    copy_prefix(weights, path, -1);
+    f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    TCHECK(f >= 0, "open copy");
+    if (f >= 0) {
+        H5Ldelete(f, "model/4/cv1/conv/weight", H5P_DEFAULT);
+        hsize_t dims[4] = {8, 64, 1, 1};
+        float zeros[8 * 64] = {0};
+        hid_t s2 = H5Screate_simple(4, dims, NULL);
+        hid_t d = H5Dcreate2(f, "model/4/cv1/conv/weight", H5T_NATIVE_FLOAT, s2, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+        H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, zeros);
+        H5Dclose(d);
+        H5Sclose(s2);
+        H5Fclose(f);
+        TFAIL(odl_yolov5_load(path, odl_cpu(), &m), ODL_E_FORMAT);
+        TCHECK(strstr(odl_error_msg(), "model/4/cv1/conv/weight") && strstr(odl_error_msg(), "[8, 64, 1, 1]") &&
+                   strstr(odl_error_msg(), "layer 4"), "%s", odl_error_msg());
+        printf("wrong shape: %s\n", odl_error_msg());
+    }
+    TCHECK(m == NULL, "no model on failure");
+}
+
+static void worker_runs(const char *weights) {
+    const char *bin = getenv("ODL_BINARY_DIR");
+    char worker[2048], dir[2048], out[2048], cmd[16384], err[65536], p[4096];
+    snprintf(worker, sizeof worker, "%s/odl_worker", bin ? bin : ".");
+    if (access(worker, X_OK) != 0) {
+        TCHECK(0, "%s not built", worker);
+        return;
+    }
+    snprintf(dir, sizeof dir, "%s/images", g_tmp);
+    snprintf(out, sizeof out, "%s/out", g_tmp);
+    mkdir(dir, 0777);
+    snprintf(p, sizeof p, "%s/bus.jpg", dir);
+    copy_prefix(odl_test_data_path("yolov5/images/bus.jpg"), p, -1);
+    snprintf(p, sizeof p, "%s/zidane.jpg", dir);
+    copy_prefix(odl_test_data_path("yolov5/images/zidane.jpg"), p, -1);
+    snprintf(p, sizeof p, "%s/broken_truncated.jpg", dir);
+    copy_prefix(odl_test_data_path("yolov5/images/bus.jpg"), p, 100000);
+    snprintf(p, sizeof p, "%s/fake.jpg", dir);
+    write_file(p, "I am text\n", 10);
+    snprintf(p, sizeof p, "%s/README.txt", dir);
+    write_file(p, "ignored\n", 8);
+
+    snprintf(cmd, sizeof cmd, "'%s' --task=infer --model=yolov5 --weights='%s' --input='%s' --output='%s' --device cpu "
+             "--batch-size 4", worker, weights, dir, out);
+    int rc = run_cmd(cmd, err, sizeof err);
+    printf("--- directory run (exit %d) ---\n%s", rc, err);
+    TCHECK(rc == 1, "directory with bad files: exit %d, expected 1", rc);
+    TCHECK(strstr(err, "broken_truncated.jpg") && strstr(err, "truncated"), "truncated file named");
+    TCHECK(strstr(err, "fake.jpg") && strstr(err, "not a JPEG or PNG"), "text file named");
+    TCHECK(strstr(err, "README") == NULL, "README ignored");
+    TCHECK(strstr(err, "2 of 4 image(s) failed") != NULL, "failure summary");
+    /* detections.json */
+    jval js, ref;
+    snprintf(p, sizeof p, "%s/detections.json", out);
+    int ok = j_load(p, &js) == 0 && js.t == J_ARR;
+    TCHECK(ok, "%s is a JSON list", p);
+    TCHECK(j_load(odl_test_data_path("yolov5/reference/detect_rect640.json"), &ref) == 0, "reference json");
+    if (ok) {
+        TCHECK(js.n == 2, "%d entries, expected 2 (bus, zidane)", js.n);
+        for (int i = 0; i < js.n; i++) {
+            const jval *e = &js.items[i], *file = j_get(e, "file"), *dets = j_get(e, "detections");
+            if (!file || !dets) {
+                TCHECK(0, "entry %d lacks file/detections", i);
+                continue;
+            }
+            const jval *r = j_get(j_get(j_get(&ref, "images"), file->str), "detections_xyxy_conf_cls");
+            const jval *ohw = j_get(j_get(j_get(&ref, "images"), file->str), "orig_hw");
+            TCHECK(r && ohw, "%s in the reference", file->str);
+            if (!r || !ohw) continue;
+            TCHECK((int)j_get(e, "width")->num == (int)ohw->items[1].num &&
+                       (int)j_get(e, "height")->num == (int)ohw->items[0].num, "%s size", file->str);
+            TCHECK(dets->n == r->n, "%s: %d boxes, reference %d", file->str, dets->n, r->n);
+            for (int k = 0; k < dets->n && k < r->n; k++) {
+                const jval *d = &dets->items[k], *xy = j_get(d, "xyxy");
+                double md = 0;
+                for (int c = 0; c < 4; c++) md = fmax(md, fabs(xy->items[c].num - r->items[k].items[c].num));
+                TCHECK(md <= 1.0 && fabs(j_get(d, "conf")->num - r->items[k].items[4].num) <= 0.01 &&
+                           (int)j_get(d, "class_id")->num == (int)r->items[k].items[5].num,
+                       "%s box %d: delta %.3f", file->str, k, md);
+                TCHECK(j_get(d, "class_name") && j_get(d, "class_name")->t == J_STR, "class_name");
+            }
+        }
+        j_free(&js);
+    }
+    j_free(&ref);
+    odl_image im;
+    snprintf(p, sizeof p, "%s/bus.jpg", out);
+    TOK(odl_image_load(p, &im));
+    TCHECK(im.width == 810 && im.height == 1080, "drawn bus.jpg");
+    odl_image_free(&im);
+
+    /* One missing image */
+    snprintf(cmd, sizeof cmd, "'%s' --task=infer --weights='%s' --input='%s/nope.jpg' --output='%s/o2' --device cpu",
+             worker, weights, g_tmp, g_tmp);
+    rc = run_cmd(cmd, err, sizeof err);
+    printf("--- missing image (exit %d) ---\n%s", rc, err);
+    TCHECK(rc != 0 && strstr(err, "nope.jpg"), "missing image: exit %d", rc);
+    /* A non-image single file */
+    snprintf(cmd, sizeof cmd, "'%s' --task=infer --weights='%s' --input='%s/fake.jpg' --output='%s/o3' --device cpu "
+             "--no-save-images", worker, weights, dir, g_tmp);
+    rc = run_cmd(cmd, err, sizeof err);
+    TCHECK(rc == 1 && strstr(err, "fake.jpg"), "text image: exit %d: %s", rc, err);
+    /* Weights of another kind */
+    snprintf(cmd, sizeof cmd, "'%s' --task=infer --weights='%s/mnist.h5' --input='%s/bus.jpg' --output='%s/o4' --device cpu",
+             worker, g_tmp, dir, g_tmp);
+    rc = run_cmd(cmd, err, sizeof err);
+    printf("--- other weights (exit %d) ---\n%s", rc, err);
+    TCHECK(rc == 1 && strstr(err, "mnist.h5") && strstr(err, "not YOLOv5"), "other weights: exit %d", rc);
+    /* Bad flag values */
+    snprintf(cmd, sizeof cmd, "'%s' --task=infer --weights='%s' --input='%s' --img-size 100", worker, weights, dir);
+    rc = run_cmd(cmd, err, sizeof err);
+    TCHECK(rc == 2 && strstr(err, "--img-size"), "bad --img-size: exit %d: %s", rc, err);
+    snprintf(cmd, sizeof cmd, "'%s' --task=infer --weights='%s' --input='%s' --conf-thres x", worker, weights, dir);
+    rc = run_cmd(cmd, err, sizeof err);
+    TCHECK(rc == 2 && strstr(err, "--conf-thres"), "bad --conf-thres: exit %d: %s", rc, err);
+    /* Square letterbox, single good image, no drawn copy */
+    snprintf(cmd, sizeof cmd, "'%s' --task=infer --weights='%s' --input='%s/zidane.jpg' --output='%s/o5' --device cpu "
+             "--square --no-save-images --max-det 2", worker, weights, dir, g_tmp);
+    rc = run_cmd(cmd, err, sizeof err);
+    TCHECK(rc == 0, "square single image: exit %d: %s", rc, err);
+    snprintf(p, sizeof p, "%s/o5/detections.json", g_tmp);
+    ok = j_load(p, &js) == 0 && js.t == J_ARR && js.n == 1;
+    TCHECK(ok && j_get(&js.items[0], "detections")->n == 2, "--max-det 2 gives 2 boxes");
+    if (ok) j_free(&js);
+    snprintf(p, sizeof p, "%s/o5/zidane.jpg", g_tmp);
+    TCHECK(access(p, F_OK) != 0, "--no-save-images wrote %s", p);
+}
+
+int main(void) {
+    const char *w = yolo_weights_path();
+    if (!w) return ODL_TEST_SKIP;
+    char weights[4096];
+    snprintf(weights, sizeof weights, "%s", w);
+    snprintf(g_tmp, sizeof g_tmp, "%s/yolov5_worker_test.d", getenv("ODL_BINARY_DIR") ? getenv("ODL_BINARY_DIR") : ".");
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", g_tmp, g_tmp);
+    if (system(cmd) != 0) return 1;
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    weights_errors(weights);
+    worker_runs(weights);
+    return odl_test_finish("test_yolov5_worker");
+}

@@ -1,0 +1,73 @@
+# YOLOv5 inference: converter, images and letterbox, NMS, forward and detections against the official
+# outputs in ../shared/data/yolov5/reference, bad input and the odl_worker --task=infer command line.
+#
+# The converter runs with a python3 that can import h5py and numpy (Debian's /usr/bin/python3 first;
+# the pyenv python3 on PATH usually has no h5py). It writes ${PROJECT_BINARY_DIR}/yolov5n.h5, the
+# fixture `yolov5_weights` that the C tests require; without such a python they skip (exit 77).
+set(ODL_YOLO_PYTHON "")
+find_program(ODL_PY_DEBIAN python3 PATHS /usr/bin NO_DEFAULT_PATH)
+find_program(ODL_PY_ON_PATH NAMES python3 python)
+foreach(_py ${ODL_PY_DEBIAN} ${ODL_PY_ON_PATH})
+  if(NOT ODL_YOLO_PYTHON AND _py)
+    execute_process(COMMAND ${_py} -c "import h5py, numpy" RESULT_VARIABLE _rc OUTPUT_QUIET ERROR_QUIET)
+    if(_rc EQUAL 0)
+      set(ODL_YOLO_PYTHON ${_py})
+    endif()
+  endif()
+endforeach()
+if(ODL_YOLO_PYTHON)
+  message(STATUS "  YOLOv5 converter tests: ${ODL_YOLO_PYTHON} (has h5py and numpy)")
+else()
+  message(STATUS "  YOLOv5 converter tests: SKIPPED (no python3 that imports h5py and numpy; apt-get install python3-h5py)")
+endif()
+
+set(ODL_YOLO_TEST_ENV
+  "ODL_TEST_DATA=$ENV{ODL_TEST_DATA};ODL_TEST_DATA_DEFAULT=${ODL_TEST_DATA_DEFAULT};ODL_SOURCE_DIR=${PROJECT_SOURCE_DIR};ODL_BINARY_DIR=${PROJECT_BINARY_DIR}")
+
+function(odl_yolo_py_test name)
+  if(ODL_YOLO_PYTHON)
+    add_test(NAME ${name} COMMAND ${ODL_YOLO_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/yolov5_convert_test.py ${ARGN})
+  else()
+    add_test(NAME ${name} COMMAND sh -c "echo 'SKIP: no python3 with h5py and numpy (apt-get install python3-h5py)'; exit 77")
+  endif()
+  set_tests_properties(${name} PROPERTIES TIMEOUT 300 LABELS integration SKIP_RETURN_CODE 77
+    ENVIRONMENT "${ODL_YOLO_TEST_ENV}")
+endfunction()
+
+odl_yolo_py_test(yolov5_convert convert ${PROJECT_BINARY_DIR}/yolov5n.h5)
+set_tests_properties(yolov5_convert PROPERTIES FIXTURES_SETUP yolov5_weights)
+odl_yolo_py_test(yolov5_convert_reject reject ${PROJECT_BINARY_DIR}/yolov5_convert_reject.d)
+
+odl_add_test(yolov5_image SOURCES test_yolov5_image.c LABELS unit)
+odl_add_test(yolov5_nms SOURCES test_yolov5_nms.c LABELS unit)
+
+# CPU tests (label integration) and the same programs on CUDA (label gpu; exit 77 without a GPU).
+function(odl_yolo_device_tests name source mode)
+  odl_add_test(${name} SOURCES ${source} ARGS cpu ${mode} LABELS integration TIMEOUT 1200)
+  set_tests_properties(${name} PROPERTIES FIXTURES_REQUIRED yolov5_weights)
+  add_test(NAME ${name}_gpu COMMAND ${name} cuda ${mode})
+  set_tests_properties(${name}_gpu PROPERTIES TIMEOUT 600 LABELS gpu SKIP_RETURN_CODE 77
+    FIXTURES_REQUIRED yolov5_weights ENVIRONMENT "${ODL_YOLO_TEST_ENV}")
+endfunction()
+odl_yolo_device_tests(yolov5_forward_bus640 test_yolov5_forward.c bus640)
+# Same program, other mode: reuse the executable.
+add_test(NAME yolov5_layers_zidane320 COMMAND yolov5_forward_bus640 cpu zidane320)
+add_test(NAME yolov5_layers_zidane320_gpu COMMAND yolov5_forward_bus640 cuda zidane320)
+set_tests_properties(yolov5_layers_zidane320 PROPERTIES TIMEOUT 600 LABELS integration SKIP_RETURN_CODE 77
+  FIXTURES_REQUIRED yolov5_weights ENVIRONMENT "${ODL_YOLO_TEST_ENV}")
+set_tests_properties(yolov5_layers_zidane320_gpu PROPERTIES TIMEOUT 600 LABELS gpu SKIP_RETURN_CODE 77
+  FIXTURES_REQUIRED yolov5_weights ENVIRONMENT "${ODL_YOLO_TEST_ENV}")
+
+odl_yolo_device_tests(yolov5_detect_rect640 test_yolov5_detect.c rect)
+add_test(NAME yolov5_detect_square640 COMMAND yolov5_detect_rect640 cpu square)
+add_test(NAME yolov5_detect_square640_gpu COMMAND yolov5_detect_rect640 cuda square)
+set_tests_properties(yolov5_detect_square640 PROPERTIES TIMEOUT 1200 LABELS integration SKIP_RETURN_CODE 77
+  FIXTURES_REQUIRED yolov5_weights ENVIRONMENT "${ODL_YOLO_TEST_ENV}")
+set_tests_properties(yolov5_detect_square640_gpu PROPERTIES TIMEOUT 600 LABELS gpu SKIP_RETURN_CODE 77
+  FIXTURES_REQUIRED yolov5_weights ENVIRONMENT "${ODL_YOLO_TEST_ENV}")
+
+odl_add_test(yolov5_worker SOURCES test_yolov5_worker.c LABELS integration TIMEOUT 900)
+set_tests_properties(yolov5_worker PROPERTIES FIXTURES_REQUIRED yolov5_weights)
+if(TARGET odl_worker)
+  add_dependencies(yolov5_worker odl_worker)
+endif()
