@@ -3,6 +3,14 @@
  * eps 1e-6) on 20 Fashion-MNIST batches of 64. We load its initial parameters, feed the same batches
  * and compare: step-0 log-probabilities and gradients, every step's loss (1e-4 relative) and the
  * final parameters (1e-3).
+ *
+ * Tolerances. The trajectory is sensitive: Adadelta at lr 1.0 makes large moves, and rounding-sized
+ * differences grow about 3x per step after step 10. Measured on the CPU backend (float32): losses of
+ * steps 0-15 within 1.1e-5, step 16-18 within 4.3e-5, step 19 2.9e-4; final parameters rel-L2 <= 1.07e-3
+ * (fc1.weight). Perturbing the input normalisation by 3e-7 relative (an ulp-scale change) moves the
+ * step-19 error to 2.3e-4 and fc1.weight to 2.9e-3, so no float32 implementation can promise 1e-4
+ * there. We therefore hold steps 0-15 to the 1e-4 bar, the last four steps to 5e-4, and the final
+ * parameters to rel-L2 3e-3 and max-abs 3e-3.
  * Usage: test_train_ref [--device cpu|cuda]   (cuda without a GPU: exit 77, skipped) */
 #include <hdf5.h>
 #include <math.h>
@@ -116,7 +124,8 @@ int main(int argc, char **argv) {
         double rel = fabs(loss - losses[step]) / fabs(losses[step]);
         if (rel > worst_loss) worst_loss = rel;
         printf("step %2d loss %.6f reference %.6f rel %.2e\n", step, loss, losses[step], rel);
-        TCHECK(rel < 1e-4, "step %d: loss %.7f vs PyTorch %.7f (rel %.2e)", step, loss, losses[step], rel);
+        double tol = step < 16 ? 1e-4 : 5e-4;
+        TCHECK(rel < tol, "step %d: loss %.7f vs PyTorch %.7f (rel %.2e > %.0e)", step, loss, losses[step], rel, tol);
         TOK(odl_net_backward(&net, 64, 1.0f, 0, 0));
         if (step == 0) {
             double mx;
@@ -149,7 +158,7 @@ int main(int argc, char **argv) {
         if (!ref) continue;
         double mx, r = tensor_rel_err(&p->value, ref, n, &mx);
         printf("final %-14s rel-L2 %.2e max abs %.2e\n", p->name, r, mx);
-        TCHECK(r < 1e-3 && mx < 1e-3, "final %s: rel-L2 %.2e, max abs %.2e", p->name, r, mx);
+        TCHECK(r < 3e-3 && mx < 3e-3, "final %s: rel-L2 %.2e, max abs %.2e", p->name, r, mx);
         free(ref);
     }
     printf("worst loss relative error %.2e over 20 steps on %s\n", worst_loss, odl_device_name(dev));
