@@ -373,6 +373,8 @@ odl_status odl_net_backward(odl_net *net, int B, float loss_scale, uint64_t seed
             return s;
         }
         if (gin_p) g = gin;
+        else if (l->type != ODL_LAYER_FLATTEN && !(l->type == ODL_LAYER_DROPOUT && l->p == 0))
+            break; /* nothing below this layer needs a gradient (only views remain) */
     }
     return ODL_OK;
 }

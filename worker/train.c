@@ -325,13 +325,15 @@ odl_status odl_train_run(const odl_config *cfg, const odl_train_opts *opts, odl_
         }
         net.input = net_input;
         net.labels = net_labels;
-        ODL_CHECK_GOTO(odl_loader_release(&loader, b), s, out);
+        const int64_t b_cursor = b->cursor;
+        const int b_global = b->global;
+        ODL_CHECK_GOTO(odl_loader_release(&loader, b), s, out); /* b belongs to the loader again */
         if (opts->hooks && opts->hooks->reduce_grads) ODL_CHECK_GOTO(opts->hooks->reduce_grads(opts->hooks->ctx, &net), s, out);
         ODL_CHECK_GOTO(odl_optim_step(&opt, &net), s, out);
         st.step++;
-        st.cursor = b->cursor + b->global;
-        st.epoch_samples += b->global;
-        run_samples += b->global;
+        st.cursor = b_cursor + b_global;
+        st.epoch_samples += b_global;
+        run_samples += b_global;
         epoch_steps++;
         if (show_progress && (epoch_steps % 20 == 0 || st.cursor >= n_epoch))
             progress_bar(st.cursor, n_epoch, st.epoch + 1, run_samples / (now_s() - t_epoch));
