@@ -818,6 +818,15 @@ static void detect_decode_cpu(const float *head, float *out, int N, int na, int 
                 }
 }
 
+/* Channels [c0, c0 + c) of a [1, C, H, W] tensor: contiguous, a non-owning view. */
+static odl_tensor channel_view(const odl_tensor *t, int c0, int c) {
+    odl_tensor v = *t;
+    v.owns = 0;
+    v.shape[1] = c;
+    v.data = (float *)t->data + (int64_t)c0 * t->shape[2] * t->shape[3];
+    return v;
+}
+
 static const odl_tensor *layer_in(odl_yolov5 *m, const odl_tensor *x, int idx) {
     return idx < 0 ? x : &m->L[idx].out;
 }
@@ -830,32 +839,51 @@ static odl_status run_layer(odl_yolov5 *m, const odl_tensor *x, int i) {
     case YL_CONV:
         return conv_fwd(&L->conv, in, NULL, ODL_ACT_SILU, &L->out);
     case YL_C3: {
+        /* With N == 1 a channel range of the concat buffer is contiguous: the last bottleneck and cv2
+         * write straight into its two halves and the concat copy disappears. */
         const int c_ = L->cv1.c2;
         odl_tensor *a = scr(m, 0, N, c_, h, w), *t = scr(m, 1, N, c_, h, w);
         odl_tensor *pp[2] = {scr(m, 2, N, c_, h, w), scr(m, 3, N, c_, h, w)};
         odl_tensor *b = scr(m, 4, N, c_, h, w), *cat = scr(m, 5, N, 2 * c_, h, w);
-        ODL_CHECK(conv_fwd(&L->cv1, in, NULL, ODL_ACT_SILU, a));
-        odl_tensor *cur = a;
+        odl_tensor lo, hi;
+        const int direct = N == 1;
+        if (direct) {
+            lo = channel_view(cat, 0, c_);
+            hi = channel_view(cat, c_, c_);
+        }
+        ODL_CHECK(conv_fwd(&L->cv1, in, NULL, ODL_ACT_SILU, (direct && L->nb == 0) ? &lo : a));
+        odl_tensor *cur = (direct && L->nb == 0) ? &lo : a;
         for (int j = 0; j < L->nb; j++) {
-            odl_tensor *nxt = pp[j & 1];
+            odl_tensor *nxt = (direct && j == L->nb - 1) ? &lo : pp[j & 1];
             ODL_CHECK(conv_fwd(&L->bcv1[j], cur, NULL, ODL_ACT_SILU, t));
             ODL_CHECK(conv_fwd(&L->bcv2[j], t, L->shortcut ? cur : NULL, ODL_ACT_SILU, nxt));
             cur = nxt;
         }
-        ODL_CHECK(conv_fwd(&L->cv2, in, NULL, ODL_ACT_SILU, b));
-        const odl_tensor *xs[2] = {cur, b};
-        ODL_CHECK(odl_concat_channels_fwd(2, xs, cat));
+        ODL_CHECK(conv_fwd(&L->cv2, in, NULL, ODL_ACT_SILU, direct ? &hi : b));
+        if (!direct) {
+            const odl_tensor *xs[2] = {cur, b};
+            ODL_CHECK(odl_concat_channels_fwd(2, xs, cat));
+        }
         return conv_fwd(&L->cv3, cat, NULL, ODL_ACT_SILU, &L->out);
     }
     case YL_SPPF: {
         const int c_ = L->cv1.c2, k = L->pool_k;
-        odl_tensor *y[4];
-        for (int s = 0; s < 4; s++) y[s] = scr(m, s, N, c_, h, w);
+        odl_tensor *y[4], yv[4];
         odl_tensor *cat = scr(m, 4, N, 4 * c_, h, w);
+        for (int s = 0; s < 4; s++) {
+            if (N == 1) { /* the four pieces live inside the concat buffer */
+                yv[s] = channel_view(cat, s * c_, c_);
+                y[s] = &yv[s];
+            } else {
+                y[s] = scr(m, s, N, c_, h, w);
+            }
+        }
         ODL_CHECK(conv_fwd(&L->cv1, in, NULL, ODL_ACT_SILU, y[0]));
         for (int s = 1; s < 4; s++) ODL_CHECK(odl_maxpool2d_fwd(y[s - 1], k, 1, k / 2, y[s], NULL));
-        const odl_tensor *xs[4] = {y[0], y[1], y[2], y[3]};
-        ODL_CHECK(odl_concat_channels_fwd(4, xs, cat));
+        if (N != 1) {
+            const odl_tensor *xs[4] = {y[0], y[1], y[2], y[3]};
+            ODL_CHECK(odl_concat_channels_fwd(4, xs, cat));
+        }
         return conv_fwd(&L->cv2, cat, NULL, ODL_ACT_SILU, &L->out);
     }
     case YL_UPSAMPLE:
