@@ -691,11 +691,15 @@ static odl_status reader_open(const char *path, odl_h5_reader **out) {
     }
     if (S_ISDIR(sb.st_mode)) return ODL_ERR(ODL_E_IO, "%s: is a directory, not an HDF5 file", path);
     if (access(path, R_OK) != 0) return ODL_ERR(ODL_E_IO, "%s: cannot read: %s", path, strerror(errno));
+#if H5_VERSION_GE(1, 12, 0)
+    htri_t is = H5Fis_accessible(path, H5P_DEFAULT);
+#else
     htri_t is = H5Fis_hdf5(path);
+#endif
     if (is == 0)
         return ODL_ERR(ODL_E_FORMAT, "%s: not an HDF5 file (no HDF5 signature in its %lld bytes)", path,
                        (long long)sb.st_size);
-    if (is < 0) return H5FAIL("H5Fis_hdf5", path, NULL);
+    if (is < 0) return H5FAIL("H5Fis_hdf5/H5Fis_accessible", path, NULL);
 
     odl_h5_reader *r = calloc(1, sizeof *r);
     if (!r) return ODL_ERR(ODL_E_NOMEM, "%s: out of memory", path);
