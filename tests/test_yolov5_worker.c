@@ -95,6 +95,22 @@ static void weights_errors(const char *weights) {
                    strstr(odl_error_msg(), "layer 4"), "%s", odl_error_msg());
         printf("wrong shape: %s\n", odl_error_msg());
     }
+    /* A flipped bit in a tensor: the crc32 attribute catches it */
+    snprintf(path, sizeof path, "%s/corrupt.h5", g_tmp);
+    copy_prefix(weights, path, -1);
+    f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    if (f >= 0) {
+        hid_t d = H5Dopen2(f, "model/2/m/0/cv2/conv/weight", H5P_DEFAULT);
+        float v[9 * 16 * 16];
+        H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, v);
+        v[100] = -v[100] + 1.0f;
+        H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, v);
+        H5Dclose(d);
+        H5Fclose(f);
+        TFAIL(odl_yolov5_load(path, odl_cpu(), &m), ODL_E_CHECKSUM);
+        TCHECK(strstr(odl_error_msg(), "model/2/m/0/cv2/conv/weight") != NULL, "%s", odl_error_msg());
+        printf("corrupt tensor: %s\n", odl_error_msg());
+    }
     TCHECK(m == NULL, "no model on failure");
 }
 

@@ -23,7 +23,8 @@ Output layout (HDF5; every float tensor stored as float32, in PyTorch's layout):
                          without its leading "model." and with "." replaced by "/", e.g.
                          model.0.conv.weight -> /model/0/conv/weight, model.24.m.0.bias -> /model/24/m/0/bias.
                          BatchNorm buffers (running_mean, running_var) are kept unfused; the int64
-                         num_batches_tracked counters are dropped.
+                         num_batches_tracked counters are dropped. Each dataset carries the uint32
+                         attribute crc32 of docs/checkpoint_format.md (zlib crc32 of its bytes).
   /yolov5                attrs: nc, depth_multiple, width_multiple, bn_eps, num_layers, yaml (the model
                          description as JSON text, verbatim), checkpoint_entry ("ema" or "model")
   /yolov5/names          [nc] variable-length UTF-8 strings, the class names
@@ -51,6 +52,7 @@ import os
 import pickle
 import sys
 import zipfile
+import zlib
 
 try:
     import numpy as np
@@ -461,7 +463,10 @@ def convert(src, dst):
             for k, v in sd.items():
                 if k.endswith("num_batches_tracked"):
                     continue
-                g.create_dataset(k.replace(".", "/"), data=to_float32(v, "model." + k, src))
+                arr = to_float32(v, "model." + k, src)
+                ds = g.create_dataset(k.replace(".", "/"), data=arr)
+                # docs/checkpoint_format.md: zlib crc32 of the little-endian bytes, C order
+                ds.attrs["crc32"] = np.uint32(zlib.crc32(np.ascontiguousarray(arr, dtype="<f4").tobytes()))
                 n_tensors += 1
             y = f.create_group("yolov5")
             y.attrs["nc"] = np.int32(nc)
