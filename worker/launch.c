@@ -1,8 +1,21 @@
-/* Launcher detection and process-group set-up around odl_train_run. */
+/* Launcher detection and process-group set-up around odl_train_run.
+ *
+ * Without a launcher (no mpirun/srun environment) this is the single-process program: MPI is never
+ * initialised. Under a launcher each process is one rank of a data-parallel job: MPI (and NCCL for
+ * GPUs) is set up by odl_comm_init, rank 0's initial parameters are broadcast, gradients are summed in
+ * buckets after backward (the loss scaling local/global count makes the sum the global-mean gradient),
+ * host scalars are summed over MPI, and at the end every rank checks that all replicas are bitwise
+ * equal. Any rank that fails ends the whole job (MPI_Abort) with a message naming it, so that no peer
+ * waits forever in a collective; a collective that hangs is ended by the watchdog (dist.timeout_s).
+ *
+ * Test hook: with ODL_DUMP_PARAMS=PREFIX in the environment every rank writes its final parameters to
+ * PREFIX.rank<r>.bin (format in docs/distributed.md), for the data-parallel equivalence tests. */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "odl/comm.h"
 #include "odl/config.h"
 #include "odl/device.h"
 #include "odl/log.h"
@@ -14,16 +27,218 @@ static void log_effective_config(const odl_config *cfg) {
     if (odl_config_to_yaml(cfg, g_yaml, sizeof g_yaml) == ODL_OK) ODL_LOG_INFO("effective config:\n%s", g_yaml);
 }
 
-int odl_train_launch(const odl_config *cfg, odl_train_opts *opts) {
+/* ------------------------------------------------------------------ parameter dump (tests) */
+
+/* PREFIX.rank<r>.bin: "ODLPRM1\0", int32 n_params, then per parameter int32 name length, the name
+ * (no NUL), int64 numel, numel float32 values; little-endian host order. */
+static odl_status dump_params(const char *prefix, int rank, const odl_net *net) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s.rank%d.bin", prefix, rank);
+    FILE *f = fopen(path, "wb");
+    if (!f) return ODL_ERR(ODL_E_IO, "cannot create parameter dump %s", path);
+    odl_status st = ODL_OK;
+    float *host = NULL;
+    int32_t n = net->n_params;
+    int ok = fwrite("ODLPRM1", 1, 8, f) == 8 && fwrite(&n, sizeof n, 1, f) == 1;
+    for (int i = 0; ok && i < net->n_params; i++) {
+        const odl_tensor *t = &net->params[i].value;
+        int64_t numel = odl_tensor_numel(t);
+        int32_t len = (int32_t)strlen(net->params[i].name);
+        float *p = realloc(host, (size_t)numel * sizeof *host + 1);
+        if (!p) {
+            st = ODL_ERR(ODL_E_NOMEM, "parameter dump of %s", net->params[i].name);
+            goto out;
+        }
+        host = p;
+        ODL_CHECK_GOTO(odl_tensor_copy_to_host(t, host, odl_tensor_nbytes(t)), st, out);
+        ok = fwrite(&len, sizeof len, 1, f) == 1 && fwrite(net->params[i].name, 1, (size_t)len, f) == (size_t)len &&
+             fwrite(&numel, sizeof numel, 1, f) == 1 && fwrite(host, sizeof *host, (size_t)numel, f) == (size_t)numel;
+    }
+    if (!ok) st = ODL_ERR(ODL_E_IO, "writing parameter dump %s failed", path);
+out:
+    free(host);
+    if (fclose(f) != 0 && st == ODL_OK) st = ODL_ERR(ODL_E_IO, "closing parameter dump %s failed", path);
+    if (st == ODL_OK) ODL_LOG_DEBUG("parameters written to %s", path);
+    return st;
+}
+
+/* ------------------------------------------------------------------ training hooks */
+
+typedef struct dp_ctx {
+    odl_comm *comm;            /* NULL in the single-process program */
+    odl_grad_buckets *buckets;
+    int state_checked;         /* the ranks' training states were compared after the first step */
+    const odl_train_hooks *inner; /* hooks the caller had set (checkpoints), called first */
+    const char *dump_prefix;
+} dp_ctx;
+
+static odl_status dp_on_start(void *ctx, const odl_config *cfg, odl_net *net, odl_optim *opt, odl_train_state *st) {
+    dp_ctx *d = ctx;
+    if (d->inner && d->inner->on_start) ODL_CHECK(d->inner->on_start(d->inner->ctx, cfg, net, opt, st));
+    if (!d->comm || odl_comm_size(d->comm) == 1) return ODL_OK;
+    odl_comm *c = d->comm;
+    /* Initialisation is deterministic and world-size independent; broadcasting rank 0's parameters and
+     * optimiser state makes the replicas identical even if it were not. */
+    ODL_CHECK(odl_comm_broadcast_net(c, net, opt, 0));
+    ODL_CHECK(odl_grad_buckets_create(c, net, cfg->dist.bucket_mb, &d->buckets));
+    if (odl_log_enabled(ODL_LOG_LEVEL_INFO)) {
+        char sizes[512];
+        size_t len = 0;
+        int nb = odl_grad_buckets_count(d->buckets);
+        for (int k = 0; k < nb && len < sizeof sizes - 32; k++)
+            len += (size_t)snprintf(sizes + len, sizeof sizes - len, "%s%.2f", k ? ", " : "",
+                                    (double)odl_grad_buckets_bytes(d->buckets, k) / (1024.0 * 1024.0));
+        ODL_LOG_INFO("data parallel: %d ranks, %s, %d gradient bucket%s of [%s] MiB (dist.bucket_mb %g), timeout %g s",
+                     odl_comm_size(c), odl_comm_backend_name(odl_comm_get_backend(c)), nb, nb == 1 ? "" : "s", sizes,
+                     cfg->dist.bucket_mb, cfg->dist.timeout_s);
+    }
+    return ODL_OK;
+}
+
+static odl_status dp_reduce_grads(void *ctx, odl_net *net) {
+    dp_ctx *d = ctx;
+    (void)net;
+    if (!d->buckets) return ODL_OK;
+    /* odl_net_backward has no per-parameter callback yet, so every bucket is launched here, after
+     * backward (still on the communication stream, in reverse order). */
+    return odl_grad_buckets_finish(d->buckets);
+}
+
+static odl_status dp_reduce_scalar(void *ctx, double *v) {
+    dp_ctx *d = ctx;
+    if (!d->comm) return ODL_OK;
+    return odl_comm_allreduce_host_f64(d->comm, v, 1);
+}
+
+static odl_status dp_after_step(void *ctx, const odl_config *cfg, odl_net *net, odl_optim *opt,
+                                const odl_train_state *st) {
+    dp_ctx *d = ctx;
+    if (d->inner && d->inner->after_step) ODL_CHECK(d->inner->after_step(d->inner->ctx, cfg, net, opt, st));
+    if (d->comm && odl_comm_size(d->comm) > 1 && !d->state_checked) {
+        /* After the first step of this run (a checkpoint, if any, has been restored by then): every rank
+         * must be at the same point, or they would run different numbers of collectives. */
+        d->state_checked = 1;
+        odl_comm *c = d->comm;
+        int64_t mine[3] = {st->epoch, st->step, st->cursor};
+        int64_t *all = calloc((size_t)odl_comm_size(c) * 3, sizeof *all);
+        if (!all) return ODL_ERR(ODL_E_NOMEM, "training-state agreement");
+        odl_status s = odl_comm_allgather_host_i64(c, mine, 3, all);
+        for (int r = 1; s == ODL_OK && r < odl_comm_size(c); r++)
+            if (memcmp(all + 3 * r, all, 3 * sizeof *all) != 0)
+                s = ODL_ERR(ODL_E_INTERNAL,
+                            "rank %d is at epoch %" PRId64 " step %" PRId64 " cursor %" PRId64 " but rank 0 at epoch %" PRId64
+                            " step %" PRId64 " cursor %" PRId64 " (resumed from different checkpoints?)",
+                            r, all[3 * r], all[3 * r + 1], all[3 * r + 2], all[0], all[1], all[2]);
+        free(all);
+        ODL_CHECK(s);
+    }
+    return ODL_OK;
+}
+
+static odl_status dp_on_finish(void *ctx, const odl_config *cfg, odl_net *net, odl_optim *opt,
+                               const odl_train_state *st) {
+    dp_ctx *d = ctx;
+    if (d->inner && d->inner->on_finish) ODL_CHECK(d->inner->on_finish(d->inner->ctx, cfg, net, opt, st));
+    if (d->comm && odl_comm_size(d->comm) > 1) {
+        ODL_CHECK(odl_comm_check_net_equal(d->comm, net));
+        ODL_LOG_INFO("all %d ranks hold bitwise identical parameters after %" PRId64 " steps", odl_comm_size(d->comm),
+                     st->step);
+    }
+    if (d->dump_prefix) ODL_CHECK(dump_params(d->dump_prefix, d->comm ? odl_comm_rank(d->comm) : 0, net));
+    return ODL_OK;
+}
+
+static void install_hooks(odl_train_opts *opts, dp_ctx *d, odl_train_hooks *h) {
+    memset(h, 0, sizeof *h);
+    d->inner = opts->hooks;
+    h->ctx = d;
+    h->on_start = dp_on_start;
+    h->reduce_grads = dp_reduce_grads;
+    h->reduce_scalar = dp_reduce_scalar;
+    h->after_step = dp_after_step;
+    h->on_finish = dp_on_finish;
+    opts->hooks = h;
+}
+
+/* ------------------------------------------------------------------ entry */
+
+static int run_single(const odl_config *cfg, odl_train_opts *opts, const char *dump) {
     opts->rank = 0;
     opts->world_size = 1;
     opts->local_rank = 0;
     odl_log_set_rank(0, 1);
     log_effective_config(cfg);
+    dp_ctx d;
+    odl_train_hooks h;
+    memset(&d, 0, sizeof d);
+    d.dump_prefix = dump;
+    if (dump) install_hooks(opts, &d, &h); /* otherwise exactly the lead's single-process path */
     odl_train_result r;
     odl_status s = odl_train_run(cfg, opts, &r);
+    if (dump) opts->hooks = d.inner;
     odl_cuda_shutdown();
     if (s != ODL_OK) {
+        fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg());
+        return 1;
+    }
+    return 0;
+}
+
+int odl_train_launch(const odl_config *cfg, odl_train_opts *opts) {
+    const char *dump = getenv("ODL_DUMP_PARAMS");
+    if (dump && !dump[0]) dump = NULL;
+    odl_launch_info li;
+    if (odl_launch_detect(&li) != ODL_OK) {
+        fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg());
+        return 2;
+    }
+    if (!li.launched) return run_single(cfg, opts, dump);
+
+    odl_log_set_rank(li.rank, li.world_size > 0 ? li.world_size : 1);
+    int n_gpu = odl_cuda_device_count();
+    int want_cuda = cfg->device == ODL_CFG_DEVICE_CUDA || (cfg->device == ODL_CFG_DEVICE_AUTO && n_gpu > 0);
+    odl_comm_options co = {
+        .device_type = want_cuda ? ODL_DEV_CUDA : ODL_DEV_CPU,
+        .cuda_index = -1,
+        .timeout_s = cfg->dist.timeout_s,
+    };
+    odl_comm *comm = NULL;
+    odl_status s = odl_comm_init(&li, &co, &comm);
+    if (s != ODL_OK) {
+        if (s == ODL_E_UNSUPPORTED && strstr(odl_error_msg(), "no MPI")) {
+            fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg());
+            return 2;
+        }
+        /* Peers may be inside a collective: end them all. */
+        odl_comm_abort_job(NULL, ODL_COMM_EXIT_ERROR, "%s", odl_error_msg());
+    }
+    opts->rank = odl_comm_rank(comm);
+    opts->world_size = odl_comm_size(comm);
+    opts->local_rank = odl_comm_local_rank(comm);
+    odl_log_set_rank(opts->rank, opts->world_size);
+    ODL_LOG_INFO("rank %d of %d (local %d of %d on %s), launcher %s, %s collectives on %s", opts->rank,
+                 opts->world_size, opts->local_rank, odl_comm_local_size(comm), odl_comm_host(comm), li.launcher,
+                 odl_comm_backend_name(odl_comm_get_backend(comm)), odl_device_name(odl_comm_device(comm)));
+    log_effective_config(cfg);
+
+    dp_ctx d;
+    odl_train_hooks h;
+    memset(&d, 0, sizeof d);
+    d.comm = comm;
+    d.dump_prefix = dump;
+    install_hooks(opts, &d, &h);
+    odl_train_result r;
+    s = odl_train_run(cfg, opts, &r);
+    opts->hooks = d.inner;
+    if (s != ODL_OK) {
+        if (odl_comm_size(comm) > 1) odl_comm_abort_job(comm, ODL_COMM_EXIT_ERROR, "%s", odl_error_msg());
+        fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg());
+    }
+    odl_grad_buckets_free(d.buckets);
+    odl_status fs = odl_comm_finalize(comm);
+    odl_cuda_shutdown();
+    if (s != ODL_OK) return 1;
+    if (fs != ODL_OK) {
         fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg());
         return 1;
     }
