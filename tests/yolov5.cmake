@@ -71,3 +71,19 @@ set_tests_properties(yolov5_worker PROPERTIES FIXTURES_REQUIRED yolov5_weights)
 if(TARGET odl_worker)
   add_dependencies(yolov5_worker odl_worker)
 endif()
+
+# Another size and class count: a synthetic yolov5m-multiples, 3-class checkpoint made without PyTorch,
+# converted, and checked layer by layer against a NumPy float64 forward (batch 2, 64x96).
+if(ODL_YOLO_PYTHON)
+  add_test(NAME yolov5_synth_convert COMMAND ${ODL_YOLO_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/yolov5_synth.py
+    ${PROJECT_BINARY_DIR}/yolov5_synth.d)
+else()
+  add_test(NAME yolov5_synth_convert COMMAND sh -c "echo 'SKIP: no python3 with h5py and numpy'; exit 77")
+endif()
+set_tests_properties(yolov5_synth_convert PROPERTIES TIMEOUT 300 LABELS integration SKIP_RETURN_CODE 77
+  FIXTURES_SETUP yolov5_synth ENVIRONMENT "${ODL_YOLO_TEST_ENV}")
+odl_add_test(yolov5_synth SOURCES test_yolov5_synth.c ARGS cpu LABELS integration TIMEOUT 600)
+set_tests_properties(yolov5_synth PROPERTIES FIXTURES_REQUIRED yolov5_synth)
+add_test(NAME yolov5_synth_gpu COMMAND yolov5_synth cuda)
+set_tests_properties(yolov5_synth_gpu PROPERTIES TIMEOUT 600 LABELS gpu SKIP_RETURN_CODE 77
+  FIXTURES_REQUIRED yolov5_synth ENVIRONMENT "${ODL_YOLO_TEST_ENV}")

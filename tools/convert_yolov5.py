@@ -196,6 +196,9 @@ class CheckpointUnpickler(pickle.Unpickler):
         if module in ("numpy.core.multiarray", "numpy._core.multiarray") and name in ("_reconstruct", "scalar"):
             # numpy scalars (e.g. best_fitness in some checkpoints): rebuilt by NumPy itself.
             return getattr(np.core.multiarray, name)
+        if module == "_codecs" and name == "encode":  # bytes inside protocol-2 pickles of NumPy values
+            import codecs
+            return codecs.encode
         if module == "numpy" and name in ("dtype", "ndarray"):
             return getattr(np, name)
         # Everything else (models.*, torch.nn.*, utils.*, torch.device, ...) is an inert stand-in.
