@@ -296,7 +296,7 @@ static odl_status run_forward(odl_net *net, int B, int training, uint64_t seed, 
     ODL_CHECK(odl_tensor_view_rows(&net->pred, 0, B, &pred));
     ODL_CHECK(batch_view(&net->logprobs, B, 1, nc + 1, &logprobs));
     ODL_CHECK(odl_log_softmax_nll_fwd(&tr->in[net->n_layers], &labels, &logprobs, &net->loss));
-    ODL_CHECK(odl_argmax_rows(&logprobs, &pred));
+    if (!training) ODL_CHECK(odl_argmax_rows(&logprobs, &pred)); /* predictions are for evaluation only */
     return ODL_OK;
 }
 

@@ -88,7 +88,8 @@ void odl_net_free(odl_net *net);
 odl_status odl_net_init_params(odl_net *net, uint64_t seed);
 
 /* Forward a batch of B <= max_batch samples already in net->input / net->labels (rows 0..B-1).
- * training: dropout on, with RNG (seed, offset); fills logprobs, loss (mean over B) and pred. */
+ * training: dropout on, with RNG (seed, offset). Fills logprobs and loss (mean over B); pred (argmax)
+ * only when not training. */
 odl_status odl_net_forward(odl_net *net, int B, int training, uint64_t seed, uint64_t offset);
 /* Backward of the last forward (same B, seed, offset): overwrites every param's grad with
  * d(loss_scale * mean loss)/dparam. loss_scale = B / B_global makes ranks' gradients sum to the
