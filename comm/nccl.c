@@ -44,7 +44,8 @@ odl_status odl__comm_cuda_busid(odl_comm *c, char *buf, int cap) {
 #else
 odl_status odl__comm_cuda_select(odl_comm *c, int cuda_index) {
     (void)cuda_index;
-    return ODL_ERR(ODL_E_NODEV, "rank %d: a CUDA device was requested but this build has no CUDA backend", c->rank);
+    (void)c;
+    return ODL_ERR(ODL_E_NODEV, "a CUDA device was requested but this build has no CUDA backend");
 }
 odl_status odl__comm_cuda_busid(odl_comm *c, char *buf, int cap) {
     (void)buf; (void)cap;

@@ -1,0 +1,156 @@
+#!/bin/sh
+# The Slurm path for real: a one-node Slurm cluster on localhost (munged, slurmctld, slurmd from
+# Debian's slurm-wlm and munge; CPU only), launch/odl.sbatch submitted with 2 tasks, the job must train
+# and finish. Run twice: with srun --mpi=pmix (ODL_LAUNCHER=srun; skipped when Slurm lacks the PMIx
+# plugin) and with mpirun inside the allocation (ODL_LAUNCHER=mpirun).
+#   tests/slurm_local.sh SRCDIR ODL_WORKER
+# Needs root (slurmd starts job steps as the submitting user). Skips (77) with a message when the
+# binaries, root or the data are missing. Everything lives in a temporary folder; the daemons this
+# script started are stopped by their process ids at the end. Ports: ODL_SLURM_PORT (and +1), default
+# a free-looking port from 20000-39999.
+set -u
+src="$1"
+worker="$2"
+data="${ODL_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}"
+for b in munged slurmctld slurmd sbatch scontrol sinfo srun; do
+    if ! command -v "$b" >/dev/null 2>&1; then
+        echo "SKIP: $b not found (apt-get install slurm-wlm munge)"
+        exit 77
+    fi
+done
+if [ "$(id -u)" != 0 ]; then
+    echo "SKIP: a local Slurm cluster needs root (slurmd)"
+    exit 77
+fi
+if [ ! -e "$data/train-images-idx3-ubyte.gz" ] && [ ! -e "$data/train-images-idx3-ubyte" ]; then
+    echo "SKIP: no Fashion-MNIST in $data (set ODL_FASHION_MNIST)"
+    exit 77
+fi
+
+tmp=$(mktemp -d /tmp/odl-slurm.XXXXXX)
+chmod 755 "$tmp"
+pids=""
+cleanup() {
+    for p in $pids; do kill "$p" 2>/dev/null; done
+    sleep 1
+    for p in $pids; do kill -KILL "$p" 2>/dev/null; done
+    [ -n "${ODL_KEEP_SLURM_DIR:-}" ] || rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+
+host=$(hostname -s)
+port="${ODL_SLURM_PORT:-$((20000 + ($$ * 7 + $(date +%s)) % 20000))}"
+mkdir -p "$tmp/munge" "$tmp/state" "$tmp/spool" "$tmp/job"
+chmod 755 "$tmp/munge"
+dd if=/dev/urandom of="$tmp/munge/munge.key" bs=1024 count=1 2>/dev/null
+chmod 400 "$tmp/munge/munge.key"
+
+munged -F -f --key-file="$tmp/munge/munge.key" --socket="$tmp/munge/munge.sock" --pid-file="$tmp/munge/munged.pid" \
+    --log-file="$tmp/munged.log" --seed-file="$tmp/munge/munged.seed" >"$tmp/munged.out" 2>&1 &
+pids="$pids $!"
+
+cat >"$tmp/slurm.conf" <<EOF
+ClusterName=odltest
+SlurmctldHost=$host(127.0.0.1)
+SlurmctldPort=$port
+SlurmdPort=$((port + 1))
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket=$tmp/munge/munge.sock
+SlurmUser=root
+SlurmdUser=root
+StateSaveLocation=$tmp/state
+SlurmdSpoolDir=$tmp/spool
+SlurmctldPidFile=$tmp/slurmctld.pid
+SlurmdPidFile=$tmp/slurmd.pid
+SlurmctldLogFile=$tmp/slurmctld.log
+SlurmdLogFile=$tmp/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+SchedulerType=sched/builtin
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+MpiDefault=none
+ReturnToService=2
+SlurmdParameters=config_overrides
+NodeName=$host NodeAddr=127.0.0.1 CPUs=2 State=UNKNOWN
+PartitionName=odl Nodes=$host Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
+EOF
+export SLURM_CONF="$tmp/slurm.conf"
+
+i=0
+until [ -S "$tmp/munge/munge.sock" ] || [ $i -ge 50 ]; do sleep 0.2; i=$((i + 1)); done
+slurmctld -D -i -f "$SLURM_CONF" >"$tmp/slurmctld.out" 2>&1 &
+pids="$pids $!"
+slurmd -D -f "$SLURM_CONF" -N "$host" >"$tmp/slurmd.out" 2>&1 &
+pids="$pids $!"
+
+state=""
+i=0
+while [ $i -lt 120 ]; do
+    state=$(sinfo -h -N -o %T 2>/dev/null | head -1)
+    [ "$state" = idle ] && break
+    sleep 0.5
+    i=$((i + 1))
+done
+if [ "$state" != idle ]; then
+    echo "FAIL: the local Slurm node did not become idle (state '$state'); logs:"
+    tail -n 20 "$tmp/munged.log" "$tmp/slurmctld.log" "$tmp/slurmd.log" "$tmp/slurmctld.out" "$tmp/slurmd.out" 2>/dev/null
+    exit 1
+fi
+echo "local Slurm cluster up: node $host idle, slurmctld port $port"
+
+fail=0
+submit() { # launcher name; prints what it checks
+    launcher="$1"
+    out="$tmp/job/odl-$launcher.out"
+    id=$(cd "$tmp/job" && ODL_WORKER="$worker" ODL_LAUNCHER="$launcher" sbatch --parsable -N 1 -n 2 \
+        --output="$out" --export=ALL "$src/launch/odl.sbatch" \
+        --device cpu --model=mnist_mlp --data_dir "$data" --max-steps 20 --max-train-samples 2000 \
+        --batch-size 32 --no-dropout --progress off --metrics-out "$tmp/job/metrics-$launcher.jsonl" 2>&1)
+    case "$id" in
+    '' | *[!0-9]*)
+        echo "FAIL ($launcher): sbatch: $id"
+        fail=1
+        return
+        ;;
+    esac
+    jstate=""
+    i=0
+    while [ $i -lt 600 ]; do
+        jstate=$(scontrol show job "$id" -o 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p')
+        case "$jstate" in COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY | BOOT_FAIL | DEADLINE) break ;; esac
+        sleep 0.5
+        i=$((i + 1))
+    done
+    exitcode=$(scontrol show job "$id" -o 2>/dev/null | sed -n 's/.* ExitCode=\([0-9:]*\).*/\1/p')
+    echo "== job $id ($launcher): $jstate, exit code $exitcode"
+    grep -E "odl.sbatch:|launcher|data parallel|epoch [0-9]+ step|done:|bitwise identical|error" "$out" 2>/dev/null | head -20
+    ok=1
+    [ "$jstate" = COMPLETED ] && [ "$exitcode" = 0:0 ] || ok=0
+    grep -q "\[rank 0/2\] INFO done: 20 steps" "$out" || ok=0
+    grep -q "all 2 ranks hold bitwise identical parameters after 20 steps" "$out" || ok=0
+    grep -q '"world_size":2' "$tmp/job/metrics-$launcher.jsonl" 2>/dev/null || ok=0
+    want=pmix
+    [ "$launcher" = mpirun ] && want=openmpi
+    grep -q "rank 0 of 2 (local 0 of 2 on [^)]*), launcher $want" "$out" || ok=0
+    if [ $ok = 0 ]; then
+        echo "FAIL ($launcher): the job did not train 20 steps on 2 ranks and finish cleanly; its output:"
+        cat "$out" 2>/dev/null
+        tail -n 20 "$tmp/slurmd.log" "$tmp/slurmctld.log"
+        fail=1
+    fi
+}
+
+if srun --mpi=list 2>&1 | grep -qw pmix; then
+    submit srun
+else
+    echo "note: this Slurm has no PMIx plugin (srun --mpi=list); testing mpirun inside the allocation only"
+fi
+submit mpirun
+[ $fail = 0 ] && echo "slurm_local: launch/odl.sbatch trained and finished on a 2-task Slurm job"
+exit $fail
