@@ -15,6 +15,18 @@
 
 #include "odl/backend.h"
 
+/* Hot loops are compiled twice on x86-64, for the SSE2 baseline and for AVX2, and the variant is picked
+ * when the library is loaded (gcc/clang target_clones). Both variants do the same float operations in
+ * the same order (no FMA is enabled, and ISO C mode compiles with -ffp-contract=off), so results are
+ * bitwise identical either way. ODL_CPU_NO_CLONES builds the baseline only. ThreadSanitizer instruments
+ * the ifunc resolver, which runs before it is initialised: no clones then. */
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && !defined(ODL_CPU_NO_CLONES) && \
+    !defined(__SANITIZE_THREAD__)
+#define ODL_CPU_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define ODL_CPU_CLONES
+#endif
+
 /* ---- threads (threads.c) ----
  * Number of threads the CPU kernels use: $ODL_CPU_THREADS when set (1..64), else the number of online
  * CPUs (at most 64). Read once. */

@@ -86,19 +86,71 @@ static void act_bwd_range(odl_act act, const float *x, const float *y, const flo
     }
 }
 
-/* y = keep ? x * scale : 0 with keep = uniform(seed, offset, i) >= p (odl/rng.h stream layout: one Philox
- * block gives the words of elements 4j..4j+3). */
-static void dropout_range(float p, uint64_t seed, uint64_t offset, const float *x, float *y, int64_t b, int64_t e) {
-    const float scale = 1.0f / (1.0f - p);
-    odl_philox_out blk = {{0, 0, 0, 0}};
-    for (int64_t i = b; i < e; i++) {
-        if (i == b || (i & 3) == 0) {
-            uint64_t j = (uint64_t)i >> 2;
-            blk = odl_philox4x32_10((uint32_t)j, (uint32_t)(j >> 32), (uint32_t)offset, (uint32_t)(offset >> 32),
-                                    (uint32_t)seed, (uint32_t)(seed >> 32));
+/* Philox4x32-10 (odl/rng.h) for PHILOX_LANES consecutive counter blocks at once, written lane-wise so
+ * that the compiler runs the lanes in vector registers; integer arithmetic, so bitwise the same as
+ * odl_philox4x32_10. Writes the uniforms of elements 4*first .. 4*first + 4*PHILOX_LANES - 1:
+ * u[4*l + w] = (word w of block first + l) >> 8, times 2^-24, as odl_philox_uniform. */
+#define PHILOX_LANES 8
+ODL_CPU_CLONES static void philox_uniforms(uint64_t first, uint64_t offset, uint64_t seed,
+                                           float u[4 * PHILOX_LANES]) {
+    uint32_t c0[PHILOX_LANES], c1[PHILOX_LANES], c2[PHILOX_LANES], c3[PHILOX_LANES];
+    for (int l = 0; l < PHILOX_LANES; l++) {
+        uint64_t blk = first + (uint64_t)l;
+        c0[l] = (uint32_t)blk;
+        c1[l] = (uint32_t)(blk >> 32);
+        c2[l] = (uint32_t)offset;
+        c3[l] = (uint32_t)(offset >> 32);
+    }
+    uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
+    for (int r = 0; r < 10; r++) {
+        for (int l = 0; l < PHILOX_LANES; l++) {
+            uint64_t p0 = (uint64_t)0xD2511F53u * c0[l];
+            uint64_t p1 = (uint64_t)0xCD9E8D57u * c2[l];
+            uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1[l] ^ k0, n1 = (uint32_t)p1;
+            uint32_t n2 = (uint32_t)(p0 >> 32) ^ c3[l] ^ k1, n3 = (uint32_t)p0;
+            c0[l] = n0;
+            c1[l] = n1;
+            c2[l] = n2;
+            c3[l] = n3;
         }
-        float u = (float)(blk.v[i & 3] >> 8) * (1.0f / 16777216.0f); /* = odl_philox_uniform(seed, offset, i) */
-        y[i] = u >= p ? x[i] * scale : 0.0f;
+        k0 += 0x9E3779B9u;
+        k1 += 0xBB67AE85u;
+    }
+    for (int l = 0; l < PHILOX_LANES; l++) {
+        u[4 * l + 0] = (float)(c0[l] >> 8) * (1.0f / 16777216.0f);
+        u[4 * l + 1] = (float)(c1[l] >> 8) * (1.0f / 16777216.0f);
+        u[4 * l + 2] = (float)(c2[l] >> 8) * (1.0f / 16777216.0f);
+        u[4 * l + 3] = (float)(c3[l] >> 8) * (1.0f / 16777216.0f);
+    }
+}
+
+/* y[k] = u[k] >= p ? x[k] * scale : 0 for one batch of n <= 4*PHILOX_LANES elements; the product is
+ * computed for every element and selected through a bit mask, so there is no data-dependent branch and
+ * the loop vectorises (a dropped inf or NaN still gives 0). x may equal y. */
+static inline void dropout_select(int n, const float *u, float p, float scale, const float *x, float *y) {
+    for (int k = 0; k < n; k++) {
+        float v = x[k] * scale;
+        uint32_t bits;
+        memcpy(&bits, &v, sizeof bits);
+        bits &= (uint32_t)0 - (uint32_t)(u[k] >= p);
+        memcpy(&y[k], &bits, sizeof bits);
+    }
+}
+
+/* y = keep ? x * scale : 0 with keep = uniform(seed, offset, i) >= p (odl/rng.h stream layout: block j
+ * gives elements 4j..4j+3). */
+ODL_CPU_CLONES static void dropout_range(float p, uint64_t seed, uint64_t offset, const float *x, float *y,
+                                         int64_t b, int64_t e) {
+    const float scale = 1.0f / (1.0f - p);
+    const int64_t per = 4 * PHILOX_LANES;
+    float u[4 * PHILOX_LANES];
+    for (int64_t i0 = b & ~(int64_t)3; i0 < e; i0 += per) {
+        philox_uniforms((uint64_t)i0 >> 2, offset, seed, u);
+        int64_t lo = i0 < b ? b : i0, hi = i0 + per < e ? i0 + per : e;
+        if (lo == i0 && hi == i0 + per)
+            dropout_select(4 * PHILOX_LANES, u, p, scale, x + i0, y + i0);
+        else
+            dropout_select((int)(hi - lo), u + (lo - i0), p, scale, x + lo, y + lo);
     }
 }
 

@@ -33,14 +33,6 @@
 /* Below this many multiply-adds a GEMM runs on the calling thread. */
 #define GEMM_PARALLEL_MIN_MACS (1 << 20)
 
-/* ThreadSanitizer instruments the ifunc resolver, which runs before it is initialised: no clones then. */
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && !defined(ODL_CPU_NO_CLONES) && \
-    !defined(__SANITIZE_THREAD__)
-#define ODL_CPU_CLONES __attribute__((target_clones("avx2", "default"), noinline))
-#else
-#define ODL_CPU_CLONES __attribute__((noinline))
-#endif
-
 /* out[MR*NR] = sum_p a[p*MR + i] * b[p*NR + j], for packed panels of kc steps. */
 ODL_CPU_CLONES static void gemm_micro(int64_t kc, const float *restrict a, const float *restrict b,
                                       float *restrict out) {

@@ -21,39 +21,76 @@ typedef struct pool_job {
     const int32_t *argmax_in;
 } pool_job;
 
+/* The common 2x2 window with stride 2 and no padding: the same comparisons in the same order as the
+ * general loop (starting from the first cell is equivalent to starting from -inf with that cell next). */
+static void fwd_plane_2x2s2(const odl_pool2d_shape *s, const float *x, float *y, int32_t *am) {
+    for (int p = 0; p < s->P; p++) {
+        const float *r0 = x + (int64_t)(2 * p) * s->W, *r1 = r0 + s->W;
+        const int32_t base = (int32_t)(2 * p * s->W);
+        float *yr = y + (int64_t)p * s->Q;
+        int32_t *ar = am ? am + (int64_t)p * s->Q : NULL;
+        for (int q = 0; q < s->Q; q++) { /* branch-free selects (the data decide, not the predictor) */
+            float m = r0[2 * q], v;
+            int32_t idx = base + 2 * q;
+            int t;
+            v = r0[2 * q + 1];
+            t = (v > m) | (v != v);
+            m = t ? v : m;
+            idx = t ? base + 2 * q + 1 : idx;
+            v = r1[2 * q];
+            t = (v > m) | (v != v);
+            m = t ? v : m;
+            idx = t ? base + s->W + 2 * q : idx;
+            v = r1[2 * q + 1];
+            t = (v > m) | (v != v);
+            m = t ? v : m;
+            idx = t ? base + s->W + 2 * q + 1 : idx;
+            yr[q] = m;
+            if (ar) ar[q] = idx;
+        }
+    }
+}
+
+static void fwd_plane(const odl_pool2d_shape *s, const float *x, float *y, int32_t *am) {
+    for (int p = 0; p < s->P; p++) {
+        int h0 = p * s->stride_h - s->pad_h, h1 = h0 + s->kh;
+        if (h0 < 0) h0 = 0;
+        if (h1 > s->H) h1 = s->H;
+        for (int q = 0; q < s->Q; q++) {
+            int w0 = q * s->stride_w - s->pad_w, w1 = w0 + s->kw;
+            if (w0 < 0) w0 = 0;
+            if (w1 > s->W) w1 = s->W;
+            float m = -INFINITY;
+            int32_t idx = (int32_t)(h0 < s->H ? h0 : s->H - 1) * s->W + (w0 < s->W ? w0 : s->W - 1);
+            for (int ih = h0; ih < h1; ih++) {
+                const float *row = x + (int64_t)ih * s->W;
+                for (int iw = w0; iw < w1; iw++) {
+                    float v = row[iw];
+                    if (v > m || isnan(v)) {
+                        m = v;
+                        idx = (int32_t)(ih * s->W + iw);
+                    }
+                }
+            }
+            y[(int64_t)p * s->Q + q] = m;
+            if (am) am[(int64_t)p * s->Q + q] = idx;
+        }
+    }
+}
+
 static odl_status fwd_planes(void *ctx, int chunk, int64_t begin, int64_t end) {
     (void)chunk;
     const pool_job *J = (const pool_job *)ctx;
     const odl_pool2d_shape *s = J->s;
     const int64_t HW = (int64_t)s->H * s->W, PQ = (int64_t)s->P * s->Q;
+    const int fast = s->kh == 2 && s->kw == 2 && s->stride_h == 2 && s->stride_w == 2 && s->pad_h == 0 &&
+                     s->pad_w == 0;
     for (int64_t pl = begin; pl < end; pl++) {
-        const float *x = J->x + pl * HW;
-        float *y = J->y + pl * PQ;
         int32_t *am = J->argmax ? J->argmax + pl * PQ : NULL;
-        for (int p = 0; p < s->P; p++) {
-            int h0 = p * s->stride_h - s->pad_h, h1 = h0 + s->kh;
-            if (h0 < 0) h0 = 0;
-            if (h1 > s->H) h1 = s->H;
-            for (int q = 0; q < s->Q; q++) {
-                int w0 = q * s->stride_w - s->pad_w, w1 = w0 + s->kw;
-                if (w0 < 0) w0 = 0;
-                if (w1 > s->W) w1 = s->W;
-                float m = -INFINITY;
-                int32_t idx = (int32_t)(h0 < s->H ? h0 : s->H - 1) * s->W + (w0 < s->W ? w0 : s->W - 1);
-                for (int ih = h0; ih < h1; ih++) {
-                    const float *row = x + (int64_t)ih * s->W;
-                    for (int iw = w0; iw < w1; iw++) {
-                        float v = row[iw];
-                        if (v > m || isnan(v)) {
-                            m = v;
-                            idx = (int32_t)(ih * s->W + iw);
-                        }
-                    }
-                }
-                y[(int64_t)p * s->Q + q] = m;
-                if (am) am[(int64_t)p * s->Q + q] = idx;
-            }
-        }
+        if (fast)
+            fwd_plane_2x2s2(s, J->x + pl * HW, J->y + pl * PQ, am);
+        else
+            fwd_plane(s, J->x + pl * HW, J->y + pl * PQ, am);
     }
     return ODL_OK;
 }
