@@ -1,8 +1,8 @@
 /* A small fixed thread pool for the CPU backend, and per-thread scratch buffers.
  *
  * The pool runs one parallel loop at a time: the caller splits [0, n) into contiguous chunks, wakes the
- * workers (started on first use, detached, parked on a condition variable between loops), runs chunk 0
- * itself and waits for the rest. A loop started from inside a loop, or while another thread owns the
+ * workers (started on first use, parked on a condition variable between loops, joined at exit), runs
+ * chunk 0 itself and waits for the rest. A loop started from inside a loop, or while another thread owns the
  * pool, simply runs on the calling thread; results never depend on this because kernels only split work
  * whose per-element result is independent of the split (see cpu.h).
  *
@@ -61,6 +61,8 @@ static struct {
     pthread_mutex_t mu;    /* guards everything below */
     pthread_cond_t start_cv, done_cv;
     int nworkers;          /* workers started (ids 1..nworkers) */
+    int quit;              /* set at exit: workers return */
+    pthread_t threads[ODL_CPU_MAX_THREADS];
     unsigned long gen;     /* incremented per loop */
     int pending;           /* worker chunks not finished */
     odl_cpu_range_fn fn;
@@ -71,7 +73,7 @@ static struct {
     odl_status st[ODL_CPU_MAX_THREADS];
     char msg[ODL_CPU_MAX_THREADS][ODL_CPU_MSG_CAP];
 } g_pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER,
-            0, 0, 0, NULL, NULL, 0, 0, {0}, {ODL_OK}, {{0}}};
+            0, 0, {0}, 0, 0, NULL, NULL, 0, 0, {0}, {ODL_OK}, {{0}}};
 
 static _Thread_local int tl_in_loop;
 
@@ -95,7 +97,8 @@ static void *worker_main(void *arg) {
     pthread_mutex_lock(&g_pool.mu);
     seen = g_pool.start_gen[id];
     for (;;) {
-        while (g_pool.gen == seen) pthread_cond_wait(&g_pool.start_cv, &g_pool.mu);
+        while (g_pool.gen == seen && !g_pool.quit) pthread_cond_wait(&g_pool.start_cv, &g_pool.mu);
+        if (g_pool.quit) break;
         seen = g_pool.gen;
         if (id >= g_pool.nchunks) continue;
         odl_cpu_range_fn fn = g_pool.fn;
@@ -107,7 +110,27 @@ static void *worker_main(void *arg) {
         pthread_mutex_lock(&g_pool.mu);
         if (--g_pool.pending == 0) pthread_cond_signal(&g_pool.done_cv);
     }
+    pthread_mutex_unlock(&g_pool.mu);
     return NULL;
+}
+
+static void scratch_release_this_thread(void);
+
+/* At exit: stop and join the workers, so that the process ends with no thread of ours running (clean
+ * under valgrind and sanitizers). Waits for a loop in progress in another thread to finish first. */
+static void pool_shutdown(void) {
+    pthread_mutex_lock(&g_pool.owner);
+    pthread_mutex_lock(&g_pool.mu);
+    g_pool.quit = 1;
+    pthread_cond_broadcast(&g_pool.start_cv);
+    pthread_mutex_unlock(&g_pool.mu);
+    for (int i = 1; i <= g_pool.nworkers; i++) pthread_join(g_pool.threads[i], NULL);
+    pthread_mutex_lock(&g_pool.mu);
+    g_pool.nworkers = 0;
+    g_pool.quit = 0;
+    pthread_mutex_unlock(&g_pool.mu);
+    pthread_mutex_unlock(&g_pool.owner);
+    scratch_release_this_thread(); /* the exiting thread's buffers (workers free theirs as they end) */
 }
 
 /* In a child after fork() the workers do not exist; start afresh. */
@@ -122,22 +145,21 @@ static void pool_after_fork_child(void) {
 }
 
 static pthread_once_t g_atfork_once = PTHREAD_ONCE_INIT;
-static void register_atfork(void) { pthread_atfork(NULL, NULL, pool_after_fork_child); }
+static void register_atfork(void) {
+    pthread_atfork(NULL, NULL, pool_after_fork_child);
+    atexit(pool_shutdown);
+}
 
 /* Called with `owner` held. Starts workers up to want-1; returns how many exist. */
 static int ensure_workers(int want) {
     pthread_once(&g_atfork_once, register_atfork);
     while (g_pool.nworkers < want - 1) {
-        pthread_attr_t attr;
-        pthread_t th;
+        const int id = g_pool.nworkers + 1;
         pthread_mutex_lock(&g_pool.mu);
-        g_pool.start_gen[g_pool.nworkers + 1] = g_pool.gen;
+        g_pool.start_gen[id] = g_pool.gen;
         pthread_mutex_unlock(&g_pool.mu);
-        if (pthread_attr_init(&attr) != 0) break;
-        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        int rc = pthread_create(&th, &attr, worker_main, (void *)(intptr_t)(g_pool.nworkers + 1));
-        pthread_attr_destroy(&attr);
-        if (rc != 0) break; /* run with the workers we have */
+        if (pthread_create(&g_pool.threads[id], NULL, worker_main, (void *)(intptr_t)id) != 0)
+            break; /* run with the workers we have */
         g_pool.nworkers++;
     }
     return g_pool.nworkers;
@@ -210,6 +232,13 @@ static void scratch_free(void *p) {
 }
 
 static void scratch_key_create(void) { pthread_key_create(&g_scratch_key, scratch_free); }
+
+static void scratch_release_this_thread(void) {
+    if (!tl_scratch) return;
+    pthread_setspecific(g_scratch_key, NULL);
+    scratch_free(tl_scratch);
+    tl_scratch = NULL;
+}
 
 odl_status odl_cpu_scratch(int slot, size_t nfloats, float **out) {
     *out = NULL;
