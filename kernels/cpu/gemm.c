@@ -7,11 +7,12 @@
  *       for ic over M in MC rows:    pack op(A)[ic:+MC, pc:+KC] into MR-tall panels (L2 resident)
  *         for jr, ir:                MR x NR micro-kernel over KC, result merged into C
  * Packing absorbs trans_a/trans_b and zero-pads edge panels, so the micro-kernel sees one layout and every
- * shape (edges, size-1 dimensions, K not a multiple of KC) takes the same path. The epilogue (bias, act,
- * residual) is applied when the last K block of a tile is merged, so C is written once more at most.
+ * shape (edges, size-1 dimensions, K not a multiple of KC) takes the same path. KC depends on K only
+ * (k_block: K <= 384 is one block). Each K block's tile is merged into C (alpha, beta); the epilogue
+ * (bias, act, residual) is applied when the last K block of a tile is merged.
  *
  * The micro-kernel is plain C written so that gcc -O3 keeps the 4 x 8 accumulators in vector registers
- * (SSE2 baseline: 8 xmm). On x86-64 gcc/clang also emit an AVX2 clone of it (target_clones), chosen at
+ * (SSE2 baseline: 8 xmm registers; AVX2: 4 ymm). On x86-64 gcc/clang also emit an AVX2 clone of it (target_clones), chosen at
  * load time; it performs exactly the same float operations in the same order (no FMA: nothing enables
  * it, and ISO C mode compiles with -ffp-contract=off), so results are bitwise identical on either path.
  * Define ODL_CPU_NO_CLONES to build the baseline only (done automatically under ThreadSanitizer).
