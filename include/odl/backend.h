@@ -104,7 +104,8 @@ typedef struct odl_backend {
     odl_status (*act_bwd)(odl_act act, int64_t n, const float *x, const float *y, const float *dy, float *dx);
 
     /* ---- dropout (inverted, as PyTorch): keep element i when odl_philox_uniform(seed, offset, i) >= p,
-     * y = keep ? x / (1 - p) : 0. bwd regenerates the same mask: dx = keep ? dy / (1 - p) : 0. ---- */
+     * y = keep ? x * scale : 0 with scale = 1 / (1 - p) computed once in float, as PyTorch (so every
+     * backend multiplies by the same rounded scale). bwd regenerates the same mask: dx = keep ? dy * scale : 0. ---- */
     odl_status (*dropout_fwd)(int64_t n, float p, uint64_t seed, uint64_t offset, const float *x, float *y);
     odl_status (*dropout_bwd)(int64_t n, float p, uint64_t seed, uint64_t offset, const float *dy, float *dx);
 
@@ -123,7 +124,8 @@ typedef struct odl_backend {
                                 const float *save_mean, const float *save_invstd, float *dx, float *dgamma,
                                 float *dbeta);
 
-    /* ---- nearest upsample x2 (NCHW): y[n,c,h,w] = x[n,c,h/2,w/2]; bwd sums each 2x2 block ---- */
+    /* ---- nearest upsample x2 (NCHW): y[n,c,h,w] = x[n,c,h/2,w/2]; H and W are the small tensor's size in
+     * both directions; bwd sums each 2x2 block as ((a + b) + c) + d in scan order ---- */
     odl_status (*upsample2x_fwd)(int N, int C, int H, int W, const float *x, float *y);
     odl_status (*upsample2x_bwd)(int N, int C, int H, int W, const float *dy, float *dx);
 

@@ -67,8 +67,9 @@ odl_status odl_batchnorm_bwd(const odl_tensor *x, const odl_tensor *dy, const od
 odl_status odl_upsample2x_fwd(const odl_tensor *x, odl_tensor *y);
 odl_status odl_upsample2x_bwd(const odl_tensor *dy, odl_tensor *dx);
 
-/* Concat along channels: xs[i] [N,C_i,H,W] -> y [N,sum C_i,H,W]; bwd splits dy into dxs (entries may
- * be NULL to skip). */
+/* Concat along channels: xs[i] [N,C_i,H,W] -> y [N,sum C_i,H,W]; bwd splits dy into dxs. In bwd a NULL
+ * entry skips that slice: either a single NULL (its channel count is what the others leave) or any number
+ * of NULLs after the last non-NULL entry. */
 odl_status odl_concat_channels_fwd(int n, const odl_tensor *const *xs, odl_tensor *y);
 odl_status odl_concat_channels_bwd(const odl_tensor *dy, int n, odl_tensor *const *dxs);
 
