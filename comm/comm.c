@@ -89,9 +89,7 @@ void odl__comm_fire(odl_comm *c, const char *msg) {
 
 static void *watchdog_main(void *arg) {
     odl_comm *c = arg;
-#ifdef ODL_HAVE_CUDA
-    if (c->device.type == ODL_DEV_CUDA) cudaSetDevice(c->device.index);
-#endif
+    int device_set = 0;
     char msg[512];
     pthread_mutex_lock(&c->wd_mu);
     while (!c->wd_stop) {
@@ -112,6 +110,13 @@ static void *watchdog_main(void *arg) {
                      c->host_what, c->timeout_s);
             fire = 1;
         }
+#ifdef ODL_HAVE_NCCL
+        if (!device_set && c->nccl_ok) { /* the event queries need the rank's GPU current */
+            cudaSetDevice(c->device.index);
+            device_set = 1;
+        }
+#endif
+        (void)device_set;
         if (!fire) fire = odl__comm_nccl_poll(c, now, msg, sizeof msg);
         if (fire) {
             pthread_mutex_unlock(&c->wd_mu);
@@ -279,9 +284,7 @@ odl_status odl_comm_init(const odl_launch_info *li, const odl_comm_options *opt,
                       c->mpi_thread_level);
 
     if (opt->device_type == ODL_DEV_CUDA) c->device = odl_cuda(opt->cuda_index >= 0 ? opt->cuda_index : 0);
-    /* Start the watchdog only for CPU ranks here; for CUDA after the device is selected (the thread
-     * makes it current for its event queries). */
-    if (opt->device_type == ODL_DEV_CPU) ODL_CHECK_GOTO(watchdog_start(c), st, fail);
+    ODL_CHECK_GOTO(watchdog_start(c), st, fail); /* covers every collective from here on */
 
     /* Every rank must use the same kind of device. */
     {
@@ -305,7 +308,6 @@ odl_status odl_comm_init(const odl_launch_info *li, const odl_comm_options *opt,
         odl_status ds = odl__comm_cuda_select(c, opt->cuda_index);
         if (ds != ODL_OK) odl_error_prefix("rank %d (host %s, local rank %d) cannot use its GPU", c->rank, c->host, c->local_rank);
         ODL_CHECK_GOTO(odl_comm_agree(c, ds, "GPU selection"), st, fail);
-        ODL_CHECK_GOTO(watchdog_start(c), st, fail);
         if (c->size > 1) {
             ODL_CHECK_GOTO(check_gpus_distinct(c), st, fail);
 #ifdef ODL_HAVE_NCCL
@@ -338,11 +340,9 @@ odl_status odl_comm_finalize(odl_comm *c) {
     int finalize_mpi = 1; /* c == NULL: a failed odl_comm_init left MPI initialised */
     if (c) {
         finalize_mpi = c->mpi_owned;
-        if (c->backend == ODL_COMM_NCCL) {
-            st = odl_comm_synchronize(c);
-            odl__comm_nccl_destroy(c);
-        }
+        if (c->backend == ODL_COMM_NCCL) st = odl_comm_synchronize(c); /* still under the watchdog */
         watchdog_stop(c);
+        if (c->backend == ODL_COMM_NCCL) odl__comm_nccl_destroy(c);
 #ifdef ODL_HAVE_MPI
         if (c->have_world) MPI_Comm_free(&c->world);
 #endif

@@ -70,9 +70,11 @@ static odl_status nccl_settle(odl_comm *c, ncclResult_t r, const char *call) {
         r = q != ncclSuccess ? q : a;
         if (r != ncclInProgress) break;
         if (c->timeout_s > 0 && odl__comm_now() - t0 > c->timeout_s) {
+            pthread_mutex_lock(&c->wd_mu); /* the watchdog stops looking at the communicator */
+            c->nccl_ok = 0;
+            pthread_mutex_unlock(&c->wd_mu);
             ncclCommAbort(c->nccl);
             c->nccl = NULL;
-            c->nccl_ok = 0;
             return ODL_ERR(ODL_E_TIMEOUT,
                            "rank %d (host %s): %s did not complete within %.3g s (dist.timeout_s); NCCL communicator "
                            "aborted (a peer rank is missing or its GPU does not answer)",
@@ -144,7 +146,9 @@ odl_status odl__comm_nccl_init(odl_comm *c) {
         stream_destroy(c);
         return all;
     }
+    pthread_mutex_lock(&c->wd_mu);
     c->nccl_ok = 1;
+    pthread_mutex_unlock(&c->wd_mu);
     int v = 0;
     ncclGetVersion(&v);
     ODL_LOG_INFO("NCCL %d.%d.%d communicator of %d ranks on cuda:%d (rank %d, host %s)", v / 10000, (v / 100) % 100,
@@ -153,6 +157,9 @@ odl_status odl__comm_nccl_init(odl_comm *c) {
 }
 
 void odl__comm_nccl_destroy(odl_comm *c) {
+    pthread_mutex_lock(&c->wd_mu);
+    c->nccl_ok = 0;
+    pthread_mutex_unlock(&c->wd_mu);
     if (c->nccl) {
         ncclResult_t r = ncclCommFinalize(c->nccl);
         if (r == ncclSuccess || r == ncclInProgress) r = nccl_settle(c, r, "ncclCommFinalize") == ODL_OK ? ncclSuccess : r;
@@ -162,16 +169,17 @@ void odl__comm_nccl_destroy(odl_comm *c) {
         }
         c->nccl = NULL;
     }
-    c->nccl_ok = 0;
     stream_destroy(c);
 }
 
 void odl__comm_nccl_abort(odl_comm *c) {
-    if (c && c->nccl) {
-        ncclCommAbort(c->nccl);
-        c->nccl = NULL;
-        c->nccl_ok = 0;
-    }
+    if (!c) return;
+    pthread_mutex_lock(&c->wd_mu);
+    c->nccl_ok = 0;
+    ncclComm_t comm = c->nccl;
+    c->nccl = NULL;
+    pthread_mutex_unlock(&c->wd_mu);
+    if (comm) ncclCommAbort(comm);
 }
 
 /* Pop completed entries; report the oldest pending one when it is over the limit. wd_mu held. */
