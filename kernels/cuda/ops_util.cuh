@@ -1,0 +1,75 @@
+/* Device helpers shared by the CUDA element-wise, reduction and normalisation kernels (pool.cu,
+ * elementwise.cu, reduce.cu, batchnorm.cu, layout.cu, loss.cu, optim.cu): float4 access, fixed-shape
+ * (deterministic) warp and block sums, and the fixed split plan of the two-pass reductions.
+ *
+ * Determinism: every reduction here has a shape that depends only on the problem size (never on the
+ * device, the timing or atomics), so the same input gives bitwise the same output on every run and on
+ * every GPU model. Butterfly (xor) shuffles give every lane the same value because IEEE addition is
+ * commutative.
+ */
+#ifndef ODL_KERNELS_CUDA_OPS_UTIL_CUH
+#define ODL_KERNELS_CUDA_OPS_UTIL_CUH
+
+#include <climits>
+
+#include "kernels/cuda/common.cuh"
+
+namespace odlk {
+
+/* Threads per block of the streaming kernels (8 blocks of 256 fill an SM's 2048 threads). */
+constexpr int kThreads = 256;
+/* Block count the two-pass reductions aim at: about 8 blocks of 256 threads on each of an H200's 132
+ * multiprocessors. A constant, not sm_count(), so that the split (and hence every rounding) is the
+ * same on every device. */
+constexpr int kReduceBlocks = 1024;
+
+__device__ __forceinline__ float4 ld4(const float *p, int64_t j) { return reinterpret_cast<const float4 *>(p)[j]; }
+__device__ __forceinline__ void st4(float *p, int64_t j, float4 v) { reinterpret_cast<float4 *>(p)[j] = v; }
+
+/* Sum over the 32 lanes of a warp; every lane gets the (same) result. */
+__device__ __forceinline__ double warp_sum(double v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+/* Sum over a block of blockDim.x threads (a multiple of 32, at most 1024); the result is valid in
+ * warp 0 (every lane of it). `sh` holds at least 32 doubles. Contains __syncthreads(): every thread
+ * of the block must call it. The shape depends only on blockDim.x. */
+__device__ __forceinline__ double block_sum(double v, double *sh) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = warp_sum(v);
+    __syncthreads(); /* sh may still be read by an earlier call */
+    if (lane == 0) sh[warp] = v;
+    __syncthreads();
+    if (warp == 0) v = warp_sum(lane < nw ? sh[lane] : 0.0);
+    return v;
+}
+
+/* Ceiling division for positive 64-bit values. */
+static inline int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/* Fixed split of `items` work items into `parts` contiguous ranges of `per` items (parts >= 1,
+ * parts * per >= items, no empty range): at most max_parts ranges of at least min_per items. */
+struct Split {
+    int parts;
+    int64_t per;
+};
+static inline Split split_plan(int64_t items, int64_t min_per, int64_t max_parts) {
+    Split s;
+    if (items <= 0) {
+        s.parts = 1;
+        s.per = 1;
+        return s;
+    }
+    int64_t parts = cdiv(items, min_per < 1 ? 1 : min_per);
+    if (parts > max_parts) parts = max_parts;
+    if (parts < 1) parts = 1;
+    s.per = cdiv(items, parts);
+    s.parts = (int)cdiv(items, s.per);
+    return s;
+}
+
+} // namespace odlk
+
+#endif
