@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -116,6 +117,15 @@ static odl_status write_job(odl_ckpt_session *s, const job *j, size_t *bytes_out
     path_in_dir(s, name, path, sizeof path);
     odl_h5_writer *w = NULL;
     odl_status st = ODL_OK;
+    {
+        /* A disk that is already too full fails here, before HDF5 writes anything: HDF5 cannot close a
+         * file whose writes failed, and its exit handler then crashes (see docs/checkpoints.md). */
+        struct statvfs vfs;
+        uint64_t need = (uint64_t)j->used + j->used / 16 + (256u << 10);
+        if (statvfs(s->dir, &vfs) == 0 && (uint64_t)vfs.f_bavail * vfs.f_frsize < need)
+            return ODL_ERR(ODL_E_IO, "%.1f MB free in %s, the checkpoint needs about %.1f MB: %s",
+                           (double)vfs.f_bavail * vfs.f_frsize / 1e6, s->dir, need / 1e6, strerror(ENOSPC));
+    }
     ODL_CHECK(odl_h5_writer_open(path, &w));
     ODL_CHECK_GOTO(odl_ckpt_write_root(w, ODL_CKPT_FORMAT, s->model, s->world, s->yaml), st, fail);
     for (int i = 0; i < j->n_recs; i++) {
@@ -576,7 +586,7 @@ odl_status odl_ckpt_session_restore(odl_ckpt_session *s, odl_net *net, odl_optim
     if (strcmp(s->resume, "auto") != 0) {
         odl_status e = load_file(s, s->resume, net, opt, &sg, &mismatch);
         if (e != ODL_OK) {
-            odl_error_prefix("cannot resume from %s", s->resume);
+            odl_error_prefix("cannot resume");
             return e;
         }
         snprintf(chosen, sizeof chosen, "%s", s->resume);
@@ -602,7 +612,7 @@ odl_status odl_ckpt_session_restore(odl_ckpt_session *s, odl_net *net, odl_optim
             }
             if (mismatch) {
                 free(e);
-                odl_error_prefix("cannot resume from %s", path);
+                odl_error_prefix("cannot resume");
                 return ls;
             }
             ODL_LOG_WARN("skipping checkpoint %s: %s", path, odl_error_msg());
