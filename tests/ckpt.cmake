@@ -13,3 +13,7 @@ foreach(case bitexact kill_random damaged mismatch dirs disk_full tool world_siz
   set_tests_properties(ckpt_${case} PROPERTIES LABELS "${labels}" TIMEOUT 900 SKIP_RETURN_CODE 77
     ENVIRONMENT "ODL_TEST_DATA_DEFAULT=${ODL_TEST_DATA_DEFAULT}")
 endforeach()
+add_test(NAME ckpt_gpu COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_ckpt_resume.sh $<TARGET_FILE:odl_worker>
+  $<TARGET_FILE:odl_ckpt> gpu)
+set_tests_properties(ckpt_gpu PROPERTIES LABELS gpu TIMEOUT 900 SKIP_RETURN_CODE 77
+  ENVIRONMENT "ODL_TEST_DATA_DEFAULT=${ODL_TEST_DATA_DEFAULT}")
