@@ -1,0 +1,130 @@
+/* The CUDA op table (odl/backend.h) and the backend's device facts and workspace (common.cuh).
+ * Every entry is one of the project's own kernels (the .cu files beside this one); none calls cuBLAS or cuDNN.
+ */
+#include <mutex>
+
+#include "common.cuh"
+
+namespace odlk {
+
+static constexpr int kMaxDevices = 64;
+
+static int g_sms[kMaxDevices];
+
+static int current_device() {
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kMaxDevices) dev = 0;
+    return dev;
+}
+
+int sm_count() {
+    const int dev = current_device();
+    int n = g_sms[dev];
+    if (n > 0) return n;
+    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0) {
+        cudaGetLastError(); /* leave no sticky error behind; assume an H200 */
+        n = 132;
+    }
+    g_sms[dev] = n;
+    return n;
+}
+
+struct Workspace {
+    void *p;
+    size_t cap;
+};
+static Workspace g_ws[kMaxDevices];
+static std::mutex g_ws_mu;
+
+odl_status workspace(size_t bytes, void **out) {
+    int dev = 0;
+    ODL_CUDA_CALL(cudaGetDevice(&dev));
+    if (dev < 0 || dev >= kMaxDevices) return ODL_ERR(ODL_E_NODEV, "workspace: CUDA device %d out of range", dev);
+    std::lock_guard<std::mutex> lock(g_ws_mu);
+    Workspace &w = g_ws[dev];
+    if (bytes == 0) bytes = 256;
+    if (w.cap < bytes) {
+        /* grow by at least half, in whole MiB, so that a run settles after a few steps */
+        size_t want = w.cap + w.cap / 2;
+        if (want < bytes) want = bytes;
+        want = (want + ((size_t)1 << 20) - 1) & ~(((size_t)1 << 20) - 1);
+        if (w.p) {
+            /* kernels queued on any stream may still use the old buffer */
+            ODL_CUDA_CALL(cudaDeviceSynchronize());
+            odl_mem_free(odl_cuda(dev), w.p);
+            w.p = nullptr;
+            w.cap = 0;
+        }
+        void *p = nullptr;
+        if (odl_mem_alloc(odl_cuda(dev), want, &p) != ODL_OK) {
+            want = bytes;
+            odl_status st = odl_mem_alloc(odl_cuda(dev), want, &p);
+            if (st != ODL_OK) {
+                odl_error_prefix("CUDA backend workspace of %zu bytes", bytes);
+                return st;
+            }
+        }
+        w.p = p;
+        w.cap = want;
+    }
+    *out = w.p;
+    return ODL_OK;
+}
+
+} // namespace odlk
+
+extern "C" void odl_cuda_backend_release(void) {
+    std::lock_guard<std::mutex> lock(odlk::g_ws_mu);
+    int prev = -1;
+    const bool have_prev = cudaGetDevice(&prev) == cudaSuccess;
+    for (int d = 0; d < odlk::kMaxDevices; d++) {
+        odlk::Workspace &w = odlk::g_ws[d];
+        if (!w.p) continue;
+        if (cudaSetDevice(d) == cudaSuccess) cudaDeviceSynchronize();
+        odl_mem_free(odl_cuda(d), w.p);
+        w.p = nullptr;
+        w.cap = 0;
+    }
+    if (have_prev) cudaSetDevice(prev);
+    cudaGetLastError();
+}
+
+static odl_backend make_table() {
+    odl_backend b = {};
+    b.name = "cuda";
+    b.gemm = odl_cuda_gemm;
+    b.conv2d_fwd = odl_cuda_conv2d_fwd;
+    b.conv2d_bwd_data = odl_cuda_conv2d_bwd_data;
+    b.conv2d_bwd_weight = odl_cuda_conv2d_bwd_weight;
+    b.maxpool2d_fwd = odl_cuda_maxpool2d_fwd;
+    b.maxpool2d_bwd = odl_cuda_maxpool2d_bwd;
+    b.act_fwd = odl_cuda_act_fwd;
+    b.act_bwd = odl_cuda_act_bwd;
+    b.dropout_fwd = odl_cuda_dropout_fwd;
+    b.dropout_bwd = odl_cuda_dropout_bwd;
+    b.batchnorm_infer = odl_cuda_batchnorm_infer;
+    b.batchnorm_train_fwd = odl_cuda_batchnorm_train_fwd;
+    b.batchnorm_bwd = odl_cuda_batchnorm_bwd;
+    b.upsample2x_fwd = odl_cuda_upsample2x_fwd;
+    b.upsample2x_bwd = odl_cuda_upsample2x_bwd;
+    b.channel_copy = odl_cuda_channel_copy;
+    b.log_softmax_nll_fwd = odl_cuda_log_softmax_nll_fwd;
+    b.log_softmax_nll_bwd = odl_cuda_log_softmax_nll_bwd;
+    b.argmax_rows = odl_cuda_argmax_rows;
+    b.add = odl_cuda_add;
+    b.mul = odl_cuda_mul;
+    b.scale = odl_cuda_scale;
+    b.axpy = odl_cuda_axpy;
+    b.fill = odl_cuda_fill;
+    b.sum_rows = odl_cuda_sum_rows;
+    b.sum = odl_cuda_sum;
+    b.sgd_step = odl_cuda_sgd_step;
+    b.adam_step = odl_cuda_adam_step;
+    b.adadelta_step = odl_cuda_adadelta_step;
+    return b;
+}
+
+extern "C" const odl_backend *odl_backend_cuda(void) {
+    static const odl_backend table = make_table();
+    return &table;
+}

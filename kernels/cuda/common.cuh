@@ -1,0 +1,163 @@
+/* Shared pieces of the CUDA backend (kernels/cuda/): launch checks, the current stream, device facts,
+ * the backend's workspace, fast integer division, activations and the internal entry points that
+ * backend.cu assembles into the op table.
+ *
+ * Every kernel is launched on odl_cuda_stream() (the calling thread's odl_stream_current()) and every
+ * launch is followed by ODL_CUDA_LAUNCH_CHECK("<kernel>"), which turns cudaGetLastError() into
+ * ODL_E_CUDA with the kernel's name and CUDA's message.
+ */
+#ifndef ODL_KERNELS_CUDA_COMMON_CUH
+#define ODL_KERNELS_CUDA_COMMON_CUH
+
+#include <cuda_runtime.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "odl/backend.h"
+#include "odl/device.h"
+#include "odl/status.h"
+
+/* After a launch: report a failed launch (bad configuration, missing kernel image, sticky fault). */
+#define ODL_CUDA_LAUNCH_CHECK(name)                                                           \
+    do {                                                                                      \
+        cudaError_t odl_e_ = cudaGetLastError();                                              \
+        if (odl_e_ != cudaSuccess)                                                            \
+            return ODL_ERR(ODL_E_CUDA, "%s: %s", (name), cudaGetErrorString(odl_e_));         \
+    } while (0)
+
+/* A CUDA runtime call that must succeed. */
+#define ODL_CUDA_CALL(call)                                                                   \
+    do {                                                                                      \
+        cudaError_t odl_e_ = (call);                                                          \
+        if (odl_e_ != cudaSuccess)                                                            \
+            return ODL_ERR(ODL_E_CUDA, "%s: %s", #call, cudaGetErrorString(odl_e_));          \
+    } while (0)
+
+namespace odlk {
+
+/* The calling thread's current stream (odl/device.h). */
+static inline cudaStream_t stream() { return (cudaStream_t)odl_stream_current(); }
+
+/* Multiprocessor count of the current device (cached per device; 132 on an H200 SXM). */
+int sm_count();
+
+/* Workspace of the current device: at least `bytes`, 256-byte aligned, from the device's caching pool
+ * (odl_mem_alloc). One buffer per device, kept between calls and grown on demand (a growth waits for
+ * the device before the old buffer goes back to the pool). The pointer is valid until the next call;
+ * an op uses it only for kernels it launches on the current stream, so consecutive ops on one stream
+ * are ordered. Not for concurrent use from two streams of one device.
+ * Errors: whatever odl_mem_alloc reports (ODL_E_NOMEM names the size), ODL_E_CUDA. */
+odl_status workspace(size_t bytes, void **out);
+
+/* Grid size for a grid-stride loop over `work` items with `threads` per block: enough blocks to fill
+ * the device several times, never more than the work needs. */
+static inline unsigned grid_for(int64_t work, int threads, int blocks_per_sm = 8) {
+    int64_t need = (work + threads - 1) / threads;
+    int64_t cap = (int64_t)sm_count() * blocks_per_sm;
+    if (need > cap) need = cap;
+    if (need < 1) need = 1;
+    return (unsigned)need;
+}
+
+static inline bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
+/* Unsigned division of n < 2^31 by a run-time constant d in [1, 2^31) with a multiply-high and a shift
+ * (Granlund & Montgomery, "Division by invariant integers using multiplication", PLDI 1994, section
+ * 4: m = floor(2^32 (2^l - d) / d) + 1 with l = ceil(log2 d), q = (mulhi(m, n) + n) >> l). */
+struct FastDiv {
+    uint32_t d, m, l;
+    FastDiv() : d(1), m(1), l(0) {}
+    explicit FastDiv(int divisor) {
+        d = (uint32_t)(divisor < 1 ? 1 : divisor);
+        l = 0;
+        while ((1ull << l) < d) l++;
+        m = (uint32_t)(((1ull << 32) * ((1ull << l) - d)) / d + 1);
+    }
+    __host__ __device__ __forceinline__ int div(int n) const {
+#if defined(__CUDA_ARCH__)
+        uint32_t hi = __umulhi(m, (uint32_t)n);
+#else
+        uint32_t hi = (uint32_t)(((uint64_t)m * (uint32_t)n) >> 32);
+#endif
+        return (int)((hi + (uint32_t)n) >> l);
+    }
+    /* q = n / d, r = n - q d */
+    __host__ __device__ __forceinline__ void divmod(int n, int &q, int &r) const {
+        q = div(n);
+        r = n - q * (int)d;
+    }
+};
+
+/* Activations of odl_act, as PyTorch computes them: ReLU keeps NaN, SiLU x / (1 + e^-x),
+ * sigmoid 1 / (1 + e^-x) (accurate expf; the library is built without fast math). */
+__device__ __forceinline__ float act_apply(int act, float v) {
+    switch (act) {
+    case ODL_ACT_RELU: return v < 0.0f ? 0.0f : v;
+    case ODL_ACT_SILU: return v / (1.0f + expf(-v));
+    case ODL_ACT_SIGMOID: return 1.0f / (1.0f + expf(-v));
+    default: return v;
+    }
+}
+
+} // namespace odlk
+
+/* ---- internal entry points (one per op-table entry; formulas in odl/backend.h) ---- */
+extern "C" {
+odl_status odl_cuda_gemm(const odl_gemm_args *a);
+odl_status odl_cuda_conv2d_fwd(const odl_conv2d_shape *s, const float *x, const float *w, const odl_epilogue *ep,
+                               float *y);
+odl_status odl_cuda_conv2d_bwd_data(const odl_conv2d_shape *s, const float *dy, const float *w, float *dx);
+odl_status odl_cuda_conv2d_bwd_weight(const odl_conv2d_shape *s, const float *x, const float *dy, float *dw,
+                                      float *db);
+odl_status odl_cuda_maxpool2d_fwd(const odl_pool2d_shape *s, const float *x, float *y, int32_t *argmax);
+odl_status odl_cuda_maxpool2d_bwd(const odl_pool2d_shape *s, const float *dy, const int32_t *argmax, float *dx);
+odl_status odl_cuda_act_fwd(odl_act act, int64_t n, const float *x, float *y);
+odl_status odl_cuda_act_bwd(odl_act act, int64_t n, const float *x, const float *y, const float *dy, float *dx);
+odl_status odl_cuda_dropout_fwd(int64_t n, float p, uint64_t seed, uint64_t offset, const float *x, float *y);
+odl_status odl_cuda_dropout_bwd(int64_t n, float p, uint64_t seed, uint64_t offset, const float *dy, float *dx);
+odl_status odl_cuda_batchnorm_infer(int N, int C, int64_t HW, const float *x, const float *gamma, const float *beta,
+                                    const float *mean, const float *var, float eps, float *y);
+odl_status odl_cuda_batchnorm_train_fwd(int N, int C, int64_t HW, const float *x, const float *gamma,
+                                        const float *beta, float *running_mean, float *running_var, float momentum,
+                                        float eps, float *y, float *save_mean, float *save_invstd);
+odl_status odl_cuda_batchnorm_bwd(int N, int C, int64_t HW, const float *x, const float *dy, const float *gamma,
+                                  const float *save_mean, const float *save_invstd, float *dx, float *dgamma,
+                                  float *dbeta);
+odl_status odl_cuda_upsample2x_fwd(int N, int C, int H, int W, const float *x, float *y);
+odl_status odl_cuda_upsample2x_bwd(int N, int C, int H, int W, const float *dy, float *dx);
+odl_status odl_cuda_channel_copy(int N, int64_t HW, float *src, int C_src, float *dst, int C_dst, int c_offset,
+                                 int to_slice);
+odl_status odl_cuda_log_softmax_nll_fwd(int B, int C, const float *logits, const int32_t *labels, float *logprobs,
+                                        float *loss);
+odl_status odl_cuda_log_softmax_nll_bwd(int B, int C, const float *logprobs, const int32_t *labels, float dloss,
+                                        float *dlogits);
+odl_status odl_cuda_argmax_rows(int B, int C, const float *x, int32_t *out);
+odl_status odl_cuda_add(int64_t n, const float *a, const float *b, float *y);
+odl_status odl_cuda_mul(int64_t n, const float *a, const float *b, float *y);
+odl_status odl_cuda_scale(int64_t n, float alpha, const float *x, float *y);
+odl_status odl_cuda_axpy(int64_t n, float alpha, const float *x, float *y);
+odl_status odl_cuda_fill(int64_t n, float value, float *y);
+odl_status odl_cuda_sum_rows(int64_t M, int64_t N, const float *x, float *y);
+odl_status odl_cuda_sum(int64_t n, const float *x, float *out);
+odl_status odl_cuda_sgd_step(int64_t n, float *p, const float *g, float *buf, float lr, float momentum,
+                             float dampening, float weight_decay, int nesterov, int64_t step);
+odl_status odl_cuda_adam_step(int64_t n, float *p, const float *g, float *m, float *v, float lr, float beta1,
+                              float beta2, float eps, float weight_decay, int decoupled, int64_t step);
+odl_status odl_cuda_adadelta_step(int64_t n, float *p, const float *g, float *sq, float *acc, float lr, float rho,
+                                  float eps, float weight_decay);
+
+/* Release the backend's cached workspaces (call before the device pools are destroyed, e.g. from
+ * odl_cuda_shutdown). Safe to call when nothing was allocated. */
+void odl_cuda_backend_release(void);
+
+/* ---- for bench/ and tests: GEMM and convolution with a forced kernel configuration ----
+ * cfg: -1 = the heuristic's choice, otherwise an index below odl_cuda_gemm_num_configs();
+ * splits: 0 = the heuristic's choice, >= 1 forces that split-K factor (clamped to what K allows). */
+int odl_cuda_gemm_num_configs(void);
+const char *odl_cuda_gemm_config_name(int cfg);
+odl_status odl_cuda_gemm_ex(const odl_gemm_args *a, int cfg, int splits);
+/* The configuration and split-K factor the heuristic picks for an M x N x K product. */
+void odl_cuda_gemm_plan(int64_t M, int64_t N, int64_t K, int *cfg, int *splits);
+}
+
+#endif

@@ -1,0 +1,571 @@
+/* 2-D convolution of the CUDA backend (dilation 1, groups 1; formulas and layouts in odl/backend.h),
+ * as implicit GEMMs on the tiled kernel of gemm_core.cuh: the loaders gather the im2col matrix tile
+ * by tile into shared memory, so no im2col buffer is ever written.
+ *
+ *   forward      y[k, (n,p,q)]  = sum_(c,r,s)  w[k, (c,r,s)] * x[n, c, p*sh-ph+r, q*sw-pw+s]
+ *                M = K, N = N*P*Q, reduction C*R*S; epilogue bias per channel, ReLU/SiLU/sigmoid,
+ *                residual (YOLOv5's Conv = conv + BN folded into bias + SiLU, and its shortcut).
+ *   bwd_data     dx[c, (n,h,w)] = sum_(k,r,s)  w[k, c, r, s] * dy[n, k, (h+ph-r)/sh, (w+pw-s)/sw]
+ *                (terms whose division is inexact or lands outside dy are zero); the weights are
+ *                first transposed to [C][K*R*S] in the workspace so that A loads like a dense matrix.
+ *                M = C, N = N*H*W, reduction K*R*S.
+ *   bwd_weight   dw[k, (c,r,s)] = sum_(n,p,q)  dy[n, k, p, q] * x[n, c, p*sh-ph+r, q*sw-pw+s]
+ *                M = K, N = C*R*S, reduction N*P*Q, nearly always split over the reduction (split-K
+ *                with partial sums in the workspace, added in a fixed order: deterministic).
+ *                db[k] = sum over n, p, q of dy: slices of N*P*Q summed per block in double, then
+ *                the slices in order (bias_grad_*_kernel; fixed shapes, no atomics: deterministic).
+ * Index arithmetic inside the gathers uses FastDiv (multiply-high) for the divisions by R*S, S, P*Q,
+ * Q, H*W, W and the strides. Limits: each image (C*H*W, K*P*Q) and N*P*Q, N*H*W below 2^31 elements.
+ */
+#include <limits.h>
+
+#include "gemm_core.cuh"
+#include "ops_util.cuh"
+
+namespace odlk {
+
+/* Where element e of a thread's share of a BK x COLS gather tile lies, when consecutive threads take
+ * consecutive columns (coalesced along the output's contiguous index): column and reduction row. */
+template <int COLS, int BK, int THREADS>
+struct ColMajorShare {
+    static_assert(THREADS % COLS == 0 || COLS % THREADS == 0, "threads and columns must nest");
+    static constexpr int ELEMS = COLS * BK / THREADS;
+    static constexpr int NCOL = THREADS >= COLS ? 1 : COLS / THREADS; /* distinct columns per thread */
+    __device__ __forceinline__ static int col(int e) {
+        return THREADS >= COLS ? (int)threadIdx.x % COLS : (int)threadIdx.x + (e % NCOL) * THREADS;
+    }
+    __device__ __forceinline__ static int row(int e) {
+        return THREADS >= COLS ? (int)threadIdx.x / COLS + e * (THREADS / COLS) : e / NCOL;
+    }
+};
+
+/* Where element e lies when consecutive threads take consecutive reduction rows (coalesced along the
+ * reduction index n*P*Q + p*Q + q of the weight gradient): one row per thread, ELEMS columns. */
+template <int COLS, int BK, int THREADS>
+struct RowMajorShare {
+    static_assert(THREADS % BK == 0, "threads must cover the reduction rows");
+    static constexpr int ELEMS = COLS * BK / THREADS;
+    __device__ __forceinline__ static int row() { return (int)threadIdx.x % BK; }
+    __device__ __forceinline__ static int col(int e) { return (int)threadIdx.x / BK + e * (THREADS / BK); }
+};
+
+/* ---- forward: B operand = im2col(x), element (k = c*RS + r*S + s, column n*PQ + p*Q + q) ---- */
+template <int BN, int BK, int THREADS, bool K1>
+struct Im2colTile {
+    struct Params {
+        const float *x;
+        int C, H, W, sh, sw, ph, pw;
+        int NPQ, CRS;
+        FastDiv fPQ, fQ, fRS, fS;
+    };
+    using Share = ColMajorShare<BN, BK, THREADS>;
+    static constexpr int ELEMS = Share::ELEMS, NCOL = Share::NCOL, LDS = BN + 4;
+    static constexpr int OUT = -(1 << 28); /* hb of a column outside the output: every h fails */
+
+    const float *xb[NCOL]; /* image of the column (K1: its pixel) */
+    int hb[NCOL], wb[NCOL]; /* top-left input row and column of the column's window */
+    int H, W, HW, CRS, k0;
+    FastDiv fRS, fS;
+    float reg[ELEMS];
+
+    __device__ __forceinline__ Im2colTile(const Params &pr, int n0, int kb)
+        : H(pr.H), W(pr.W), HW(pr.H * pr.W), CRS(pr.CRS), k0(kb), fRS(pr.fRS), fS(pr.fS) {
+#pragma unroll
+        for (int c = 0; c < NCOL; c++) {
+            const int col = n0 + Share::col(c);
+            int img = 0, pq = 0, p = 0, q = 0;
+            if (col < pr.NPQ) {
+                pr.fPQ.divmod(col, img, pq);
+                pr.fQ.divmod(pq, p, q);
+            }
+            const int64_t ibase = (int64_t)img * pr.C * HW;
+            hb[c] = col < pr.NPQ ? p * pr.sh - pr.ph : OUT;
+            wb[c] = q * pr.sw - pr.pw;
+            xb[c] = pr.x + (K1 ? ibase + pq : ibase);
+        }
+    }
+
+    __device__ __forceinline__ void fetch() {
+#pragma unroll
+        for (int e = 0; e < ELEMS; e++) {
+            const int ci = e % NCOL;
+            const int k = k0 + Share::row(e);
+            if (K1) {
+                const bool ok = k < CRS && hb[ci] >= 0;
+                reg[e] = ok ? __ldg(xb[ci] + k * HW) : 0.0f;
+            } else {
+                int c, rs, r, s;
+                fRS.divmod(k, c, rs);
+                fS.divmod(rs, r, s);
+                const int h = hb[ci] + r, w = wb[ci] + s;
+                const bool ok = k < CRS && (unsigned)h < (unsigned)H && (unsigned)w < (unsigned)W;
+                reg[e] = ok ? __ldg(xb[ci] + (c * HW + h * W + w)) : 0.0f;
+            }
+        }
+        k0 += BK;
+    }
+
+    __device__ __forceinline__ void stash(float *s) const {
+#pragma unroll
+        for (int e = 0; e < ELEMS; e++) s[Share::row(e) * LDS + Share::col(e)] = reg[e];
+    }
+};
+
+/* ---- bwd_data: B operand, element (kk = k*RS + r*S + s, column n*HW + h*W + w) =
+ *      dy[n, k, (h+ph-r)/sh, (w+pw-s)/sw] when both divisions are exact and inside dy, else 0 ---- */
+template <int BN, int BK, int THREADS, bool UNIT>
+struct DyGatherTile {
+    struct Params {
+        const float *dy;
+        int K, P, Q, sh, sw, ph, pw;
+        int NHW, KRS;
+        FastDiv fHW, fW, fRS, fS, fsh, fsw;
+    };
+    using Share = ColMajorShare<BN, BK, THREADS>;
+    static constexpr int ELEMS = Share::ELEMS, NCOL = Share::NCOL, LDS = BN + 4;
+    static constexpr int OUT = -(1 << 28);
+
+    const float *db[NCOL]; /* dy of the column's image */
+    int hp[NCOL], wp[NCOL]; /* h + ph, w + pw of the column */
+    int P, Q, PQ, KRS, sh, sw, k0;
+    FastDiv fRS, fS, fsh, fsw;
+    float reg[ELEMS];
+
+    __device__ __forceinline__ DyGatherTile(const Params &pr, int n0, int kb)
+        : P(pr.P), Q(pr.Q), PQ(pr.P * pr.Q), KRS(pr.KRS), sh(pr.sh), sw(pr.sw), k0(kb), fRS(pr.fRS), fS(pr.fS),
+          fsh(pr.fsh), fsw(pr.fsw) {
+#pragma unroll
+        for (int c = 0; c < NCOL; c++) {
+            const int col = n0 + Share::col(c);
+            int img = 0, hw = 0, h = 0, w = 0;
+            if (col < pr.NHW) {
+                pr.fHW.divmod(col, img, hw);
+                pr.fW.divmod(hw, h, w);
+            }
+            db[c] = pr.dy + (int64_t)img * pr.K * PQ;
+            hp[c] = col < pr.NHW ? h + pr.ph : OUT;
+            wp[c] = w + pr.pw;
+        }
+    }
+
+    __device__ __forceinline__ void fetch() {
+#pragma unroll
+        for (int e = 0; e < ELEMS; e++) {
+            const int ci = e % NCOL;
+            const int kk = k0 + Share::row(e);
+            int k, rs, r, s;
+            fRS.divmod(kk, k, rs);
+            fS.divmod(rs, r, s);
+            const int th = hp[ci] - r, tw = wp[ci] - s;
+            int p, q;
+            bool ok;
+            if (UNIT) {
+                p = th;
+                q = tw;
+                ok = true;
+            } else {
+                ok = th >= 0 && tw >= 0;
+                p = fsh.div(ok ? th : 0);
+                q = fsw.div(ok ? tw : 0);
+                ok = ok && p * sh == th && q * sw == tw;
+            }
+            ok = ok && kk < KRS && (unsigned)p < (unsigned)P && (unsigned)q < (unsigned)Q;
+            reg[e] = ok ? __ldg(db[ci] + (k * PQ + p * Q + q)) : 0.0f;
+        }
+        k0 += BK;
+    }
+
+    __device__ __forceinline__ void stash(float *s) const {
+#pragma unroll
+        for (int e = 0; e < ELEMS; e++) s[Share::row(e) * LDS + Share::col(e)] = reg[e];
+    }
+};
+
+/* ---- bwd_weight: A operand, element (m = output channel, j = n*PQ + pq) = dy[n, m, pq] ---- */
+template <int BM, int BK, int THREADS>
+struct DyRowsTile {
+    struct Params {
+        const float *dy;
+        int K, PQ, NPQ;
+        FastDiv fPQ;
+    };
+    using Share = RowMajorShare<BM, BK, THREADS>;
+    static constexpr int ELEMS = Share::ELEMS, LDS = BM + 4;
+
+    const float *dy;
+    int K, PQ, NPQ, m0, k0;
+    FastDiv fPQ;
+    float reg[ELEMS];
+
+    __device__ __forceinline__ DyRowsTile(const Params &pr, int m0_, int kb)
+        : dy(pr.dy), K(pr.K), PQ(pr.PQ), NPQ(pr.NPQ), m0(m0_), k0(kb), fPQ(pr.fPQ) {}
+
+    __device__ __forceinline__ void fetch() {
+        const int j = k0 + Share::row();
+        int img, pq;
+        fPQ.divmod(j < NPQ ? j : 0, img, pq);
+        const float *base = dy + (int64_t)img * K * PQ + pq;
+#pragma unroll
+        for (int e = 0; e < ELEMS; e++) {
+            const int m = m0 + Share::col(e);
+            reg[e] = (j < NPQ && m < K) ? __ldg(base + (int64_t)m * PQ) : 0.0f;
+        }
+        k0 += BK;
+    }
+
+    __device__ __forceinline__ void stash(float *s) const {
+#pragma unroll
+        for (int e = 0; e < ELEMS; e++) s[Share::row() * LDS + Share::col(e)] = reg[e];
+    }
+};
+
+/* ---- bwd_weight: B operand, element (column c*RS + r*S + s, j = n*PQ + p*Q + q) =
+ *      x[n, c, p*sh-ph+r, q*sw-pw+s] (0 outside the image) ---- */
+template <int BN, int BK, int THREADS>
+struct XColsTile {
+    struct Params {
+        const float *x;
+        int C, H, W, sh, sw, ph, pw;
+        int CRS, NPQ;
+        FastDiv fPQ, fQ, fRS, fS;
+    };
+    using Share = RowMajorShare<BN, BK, THREADS>;
+    static constexpr int ELEMS = Share::ELEMS, LDS = BN + 4;
+    static constexpr int OUT = 1 << 28; /* r of a column outside dw: every h fails */
+
+    const float *x;
+    int coff[ELEMS], rr[ELEMS], ss[ELEMS]; /* c*HW + r*W + s, r, s of each column */
+    int H, W, CHW, sh, sw, ph, pw, NPQ, k0;
+    FastDiv fPQ, fQ;
+    float reg[ELEMS];
+
+    __device__ __forceinline__ XColsTile(const Params &pr, int n0, int kb)
+        : x(pr.x), H(pr.H), W(pr.W), CHW(pr.C * pr.H * pr.W), sh(pr.sh), sw(pr.sw), ph(pr.ph), pw(pr.pw),
+          NPQ(pr.NPQ), k0(kb), fPQ(pr.fPQ), fQ(pr.fQ) {
+#pragma unroll
+        for (int e = 0; e < ELEMS; e++) {
+            const int col = n0 + Share::col(e);
+            int c, rs, r, s;
+            pr.fRS.divmod(col, c, rs);
+            pr.fS.divmod(rs, r, s);
+            coff[e] = c * H * W + r * W + s;
+            rr[e] = col < pr.CRS ? r : OUT;
+            ss[e] = s;
+        }
+    }
+
+    __device__ __forceinline__ void fetch() {
+        const int j = k0 + Share::row();
+        int img, pq, p, q;
+        fPQ.divmod(j < NPQ ? j : 0, img, pq);
+        fQ.divmod(pq, p, q);
+        const int h0 = p * sh - ph, w0 = q * sw - pw;
+        const int64_t base = (int64_t)img * CHW + (int64_t)h0 * W + w0;
+#pragma unroll
+        for (int e = 0; e < ELEMS; e++) {
+            const int h = h0 + rr[e], w = w0 + ss[e];
+            const bool ok = j < NPQ && (unsigned)h < (unsigned)H && (unsigned)w < (unsigned)W;
+            reg[e] = ok ? __ldg(x + (base + coff[e])) : 0.0f;
+        }
+        k0 += BK;
+    }
+
+    __device__ __forceinline__ void stash(float *s) const {
+#pragma unroll
+        for (int e = 0; e < ELEMS; e++) s[Share::row() * LDS + Share::col(e)] = reg[e];
+    }
+};
+
+/* ---- launch helpers ---- */
+
+/* One implicit GEMM: tiled_gemm_kernel with loaders LA, LB into `fin`, split `splits` ways over the
+ * reduction (partials in ws through `part`, then the fixed-order reduction with the epilogue). */
+template <class Cfg, class LA, class LB, class Out>
+static odl_status run_implicit(const typename LA::Params &pa, const typename LB::Params &pb, const Out &fin,
+                               const Out &part, const Epi &ep, int M, int N, int Kd, int splits, int k_chunk,
+                               const char *what) {
+    if (splits <= 1) {
+        tiled_gemm_kernel<Cfg, LA, LB, Out>
+            <<<tile_grid<Cfg>(M, N, 1), Cfg::THREADS, 0, stream()>>>(pa, pb, fin, ep, M, N, Kd, k_chunk, 8);
+        ODL_CUDA_LAUNCH_CHECK(what);
+        return ODL_OK;
+    }
+    tiled_gemm_kernel<Cfg, LA, LB, Out>
+        <<<tile_grid<Cfg>(M, N, splits), Cfg::THREADS, 0, stream()>>>(pa, pb, part, epi_raw(), M, N, Kd, k_chunk, 8);
+    ODL_CUDA_LAUNCH_CHECK(what);
+    return splitk_reduce(part, splits, M, N, fin, ep, "odl_conv2d_splitk_reduce");
+}
+
+/* Configuration, split count and slice depth for an implicit GEMM of M x N with reduction Kd. */
+struct Plan {
+    int cfg, splits, k_chunk;
+};
+static Plan plan_for(int M, int N, int Kd, bool allow_split) {
+    Plan p;
+    p.cfg = plan_cfg(M, N);
+    p.splits = allow_split ? plan_splits(p.cfg, M, N, Kd) : 1;
+    p.k_chunk = Kd > 0 ? Kd : 1;
+    if (p.splits > 1) p.splits = k_chunk_for(p.cfg, Kd, p.splits, &p.k_chunk);
+    if (p.splits <= 1) {
+        p.splits = 1;
+        p.k_chunk = Kd > 0 ? Kd : 1;
+    }
+    return p;
+}
+
+/* The workspace, carved: `a` floats then `b` floats, each 256-byte aligned. */
+static odl_status workspace2(size_t a, size_t b, float **pa, float **pb) {
+    const size_t a_bytes = (a * sizeof(float) + 255) & ~(size_t)255;
+    void *p = nullptr;
+    ODL_CHECK(workspace(a_bytes + b * sizeof(float) + 256, &p));
+    *pa = (float *)p;
+    *pb = (float *)((char *)p + a_bytes);
+    return ODL_OK;
+}
+
+static odl_status check_sizes(const odl_conv2d_shape *s, const char *what) {
+    const int64_t chw = (int64_t)s->C * s->H * s->W, kpq = (int64_t)s->K * s->P * s->Q;
+    const int64_t npq = (int64_t)s->N * s->P * s->Q, nhw = (int64_t)s->N * s->H * s->W;
+    const int64_t crs = (int64_t)s->C * s->R * s->S, krs = (int64_t)s->K * s->R * s->S;
+    if (chw >= INT_MAX || kpq >= INT_MAX || npq >= INT_MAX || nhw >= INT_MAX || crs >= INT_MAX || krs >= INT_MAX)
+        return ODL_ERR(ODL_E_UNSUPPORTED,
+                       "%s: N=%d C=%d H=%d W=%d K=%d R=%d S=%d exceeds the CUDA backend's 2^31-element limits", what,
+                       s->N, s->C, s->H, s->W, s->K, s->R, s->S);
+    return ODL_OK;
+}
+
+/* ---- forward ---- */
+template <class Cfg>
+static odl_status fwd_cfg(const odl_conv2d_shape *s, const float *x, const float *w, const Epi &ep, float *y,
+                          const Plan &pl, float *ws) {
+    const int M = s->K, N = s->N * s->P * s->Q, Kd = s->C * s->R * s->S;
+    using LA = DenseTile<Cfg::BM, Cfg::BK, Cfg::THREADS, true>;
+    typename LA::Params pa = {w, (int64_t)Kd, M, Kd, aligned16(w) && Kd % 4 == 0};
+    OutNCHW fin;
+    fin.y = y;
+    fin.Kc = s->K;
+    fin.PQ = s->P * s->Q;
+    fin.fPQ = FastDiv(fin.PQ);
+    fin.zstride = 0;
+    fin.vec = fin.PQ % 4 == 0 && aligned16(y) && (!ep.residual || aligned16(ep.residual));
+    OutNCHW part = fin;
+    part.y = ws;
+    part.zstride = (int64_t)M * N;
+    part.vec = fin.PQ % 4 == 0;
+    const bool k1 = s->R == 1 && s->S == 1 && s->stride_h == 1 && s->stride_w == 1 && s->pad_h == 0 && s->pad_w == 0;
+    const FastDiv fPQ(s->P * s->Q), fQ(s->Q), fRS(s->R * s->S), fS(s->S);
+    if (k1) {
+        using LB = Im2colTile<Cfg::BN, Cfg::BK, Cfg::THREADS, true>;
+        typename LB::Params pb = {x, s->C, s->H, s->W, 1, 1, 0, 0, N, Kd, fPQ, fQ, fRS, fS};
+        return run_implicit<Cfg, LA, LB>(pa, pb, fin, part, ep, M, N, Kd, pl.splits, pl.k_chunk, "odl_conv2d_fwd_1x1");
+    }
+    using LB = Im2colTile<Cfg::BN, Cfg::BK, Cfg::THREADS, false>;
+    typename LB::Params pb = {x, s->C, s->H, s->W, s->stride_h, s->stride_w, s->pad_h, s->pad_w, N, Kd,
+                              fPQ, fQ, fRS, fS};
+    return run_implicit<Cfg, LA, LB>(pa, pb, fin, part, ep, M, N, Kd, pl.splits, pl.k_chunk, "odl_conv2d_fwd");
+}
+
+/* ---- bwd_data ---- */
+__global__ void transpose_weights_kernel(const float *__restrict__ w, int K, int C, int RS, float *__restrict__ wt) {
+    /* wt[c][k*RS + rs] = w[k][c][rs] */
+    const int64_t total = (int64_t)K * C * RS;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
+        const int rs = (int)(i % RS);
+        const int64_t kc = i / RS;
+        const int c = (int)(kc % C), k = (int)(kc / C);
+        wt[((int64_t)c * K + k) * RS + rs] = w[i];
+    }
+}
+
+template <class Cfg>
+static odl_status bwd_data_cfg(const odl_conv2d_shape *s, const float *dy, const float *wt, float *dx,
+                               const Plan &pl, float *ws) {
+    const int M = s->C, N = s->N * s->H * s->W, Kd = s->K * s->R * s->S;
+    using LA = DenseTile<Cfg::BM, Cfg::BK, Cfg::THREADS, true>;
+    typename LA::Params pa = {wt, (int64_t)Kd, M, Kd, Kd % 4 == 0};
+    OutNCHW fin;
+    fin.y = dx;
+    fin.Kc = s->C;
+    fin.PQ = s->H * s->W;
+    fin.fPQ = FastDiv(fin.PQ);
+    fin.zstride = 0;
+    fin.vec = fin.PQ % 4 == 0 && aligned16(dx);
+    OutNCHW part = fin;
+    part.y = ws;
+    part.zstride = (int64_t)M * N;
+    part.vec = fin.PQ % 4 == 0;
+    const FastDiv fHW(s->H * s->W), fW(s->W), fRS(s->R * s->S), fS(s->S), fsh(s->stride_h), fsw(s->stride_w);
+    const Epi ep = epi_raw();
+    if (s->stride_h == 1 && s->stride_w == 1) {
+        using LB = DyGatherTile<Cfg::BN, Cfg::BK, Cfg::THREADS, true>;
+        typename LB::Params pb = {dy, s->K, s->P, s->Q, 1, 1, s->pad_h, s->pad_w, N, Kd, fHW, fW, fRS, fS, fsh, fsw};
+        return run_implicit<Cfg, LA, LB>(pa, pb, fin, part, ep, M, N, Kd, pl.splits, pl.k_chunk,
+                                         "odl_conv2d_bwd_data");
+    }
+    using LB = DyGatherTile<Cfg::BN, Cfg::BK, Cfg::THREADS, false>;
+    typename LB::Params pb = {dy, s->K, s->P, s->Q, s->stride_h, s->stride_w, s->pad_h, s->pad_w, N, Kd,
+                              fHW, fW, fRS, fS, fsh, fsw};
+    return run_implicit<Cfg, LA, LB>(pa, pb, fin, part, ep, M, N, Kd, pl.splits, pl.k_chunk,
+                                     "odl_conv2d_bwd_data_strided");
+}
+
+/* ---- bwd_weight ---- */
+template <class Cfg>
+static odl_status bwd_weight_cfg(const odl_conv2d_shape *s, const float *x, const float *dy, float *dw,
+                                 const Plan &pl, float *ws) {
+    const int M = s->K, N = s->C * s->R * s->S, Kd = s->N * s->P * s->Q;
+    using LA = DyRowsTile<Cfg::BM, Cfg::BK, Cfg::THREADS>;
+    using LB = XColsTile<Cfg::BN, Cfg::BK, Cfg::THREADS>;
+    const FastDiv fPQ(s->P * s->Q), fQ(s->Q), fRS(s->R * s->S), fS(s->S);
+    typename LA::Params pa = {dy, s->K, s->P * s->Q, Kd, fPQ};
+    typename LB::Params pb = {x, s->C, s->H, s->W, s->stride_h, s->stride_w, s->pad_h, s->pad_w, N, Kd,
+                              fPQ, fQ, fRS, fS};
+    OutRowMajor fin;
+    fin.C = dw;
+    fin.ldc = N;
+    fin.zstride = 0;
+    fin.vec = N % 4 == 0 && aligned16(dw);
+    OutRowMajor part = fin;
+    part.C = ws;
+    part.zstride = (int64_t)M * N;
+    part.vec = N % 4 == 0;
+    return run_implicit<Cfg, LA, LB>(pa, pb, fin, part, epi_raw(), M, N, Kd, pl.splits, pl.k_chunk,
+                                     "odl_conv2d_bwd_weight");
+}
+
+/* ---- bias gradient: db[k] = sum over n < N, pq < PQ of dy[n, k, pq] ----
+ * Pass 1: block (k, s) sums slice s of channel k's N*PQ values (a fixed split_plan of the count) in
+ * double with block_sum's fixed tree; pass 2 adds each channel's slices in order. */
+__global__ void bias_grad_partial_kernel(const float *__restrict__ dy, int K, int PQ, int NPQ, FastDiv fPQ, int64_t per,
+                                         double *__restrict__ part, float *__restrict__ db) {
+    __shared__ double sh[32];
+    const int k = blockIdx.x, s = blockIdx.y;
+    const int64_t begin = (int64_t)s * per, end = min((int64_t)NPQ, begin + per);
+    double acc = 0.0;
+    for (int64_t j = begin + threadIdx.x; j < end; j += blockDim.x) {
+        int img, pq;
+        fPQ.divmod((int)j, img, pq);
+        acc += (double)dy[((int64_t)img * K + k) * PQ + pq];
+    }
+    acc = block_sum(acc, sh);
+    if (threadIdx.x == 0) {
+        if (gridDim.y == 1) db[k] = (float)acc;
+        else part[(int64_t)k * gridDim.y + s] = acc;
+    }
+}
+
+__global__ void bias_grad_final_kernel(const double *__restrict__ part, int K, int parts, float *__restrict__ db) {
+    const int k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= K) return;
+    double acc = 0.0;
+    for (int s = 0; s < parts; s++) acc += part[(int64_t)k * parts + s];
+    db[k] = (float)acc;
+}
+
+static odl_status bias_grad(const odl_conv2d_shape *s, const float *dy, float *db) {
+    const int K = s->K, PQ = s->P * s->Q, NPQ = s->N * s->P * s->Q;
+    if (K <= 0) return ODL_OK;
+    const Split sp = split_plan(NPQ, 16384, 256);
+    double *part = nullptr;
+    if (sp.parts > 1) {
+        void *p = nullptr;
+        ODL_CHECK(workspace((size_t)K * sp.parts * sizeof(double), &p));
+        part = (double *)p;
+    }
+    bias_grad_partial_kernel<<<dim3((unsigned)K, (unsigned)sp.parts), kThreads, 0, stream()>>>(
+        dy, K, PQ, NPQ, FastDiv(PQ > 0 ? PQ : 1), sp.per, part, db);
+    ODL_CUDA_LAUNCH_CHECK("odl_conv2d_bias_grad");
+    if (sp.parts > 1) {
+        bias_grad_final_kernel<<<(unsigned)cdiv(K, 128), 128, 0, stream()>>>(part, K, sp.parts, db);
+        ODL_CUDA_LAUNCH_CHECK("odl_conv2d_bias_grad_final");
+    }
+    return ODL_OK;
+}
+
+#define ODL_CONV_DISPATCH(fn, cfg, ...)                                      \
+    switch (cfg) {                                                           \
+    case G128x128: return fn<Cfg128x128>(__VA_ARGS__);                       \
+    case G64x128: return fn<Cfg64x128>(__VA_ARGS__);                         \
+    case G64x64: return fn<Cfg64x64>(__VA_ARGS__);                           \
+    case G32x128: return fn<Cfg32x128>(__VA_ARGS__);                         \
+    default: return fn<Cfg16x128>(__VA_ARGS__);                              \
+    }
+
+static odl_status conv_fwd(const odl_conv2d_shape *s, const float *x, const float *w, const odl_epilogue *e,
+                           float *y) {
+    ODL_CHECK(check_sizes(s, "conv2d_fwd"));
+    const int M = s->K, N = s->N * s->P * s->Q, Kd = s->C * s->R * s->S;
+    if (M <= 0 || N <= 0) return ODL_OK;
+    Epi ep = epi_raw();
+    if (e) {
+        ep.bias = e->bias;
+        ep.bias_per_row = 1;
+        ep.residual = e->residual;
+        ep.act = e->act;
+    }
+    const Plan pl = plan_for(M, N, Kd, true);
+    float *ws = nullptr;
+    if (pl.splits > 1) {
+        void *p = nullptr;
+        ODL_CHECK(workspace((size_t)pl.splits * M * N * sizeof(float), &p));
+        ws = (float *)p;
+    }
+    ODL_CONV_DISPATCH(fwd_cfg, pl.cfg, s, x, w, ep, y, pl, ws)
+}
+
+static odl_status conv_bwd_data(const odl_conv2d_shape *s, const float *dy, const float *w, float *dx) {
+    ODL_CHECK(check_sizes(s, "conv2d_bwd_data"));
+    const int M = s->C, N = s->N * s->H * s->W, Kd = s->K * s->R * s->S;
+    if (M <= 0 || N <= 0) return ODL_OK;
+    const Plan pl = plan_for(M, N, Kd, true);
+    float *wt = nullptr, *ws = nullptr;
+    ODL_CHECK(workspace2((size_t)s->K * s->C * s->R * s->S, pl.splits > 1 ? (size_t)pl.splits * M * N : 0, &wt, &ws));
+    const int threads = 256;
+    transpose_weights_kernel<<<grid_for((int64_t)s->K * s->C * s->R * s->S, threads), threads, 0, stream()>>>(
+        w, s->K, s->C, s->R * s->S, wt);
+    ODL_CUDA_LAUNCH_CHECK("odl_conv2d_transpose_weights");
+    ODL_CONV_DISPATCH(bwd_data_cfg, pl.cfg, s, dy, wt, dx, pl, ws)
+}
+
+static odl_status conv_bwd_weight(const odl_conv2d_shape *s, const float *x, const float *dy, float *dw, float *db) {
+    ODL_CHECK(check_sizes(s, "conv2d_bwd_weight"));
+    const int M = s->K, N = s->C * s->R * s->S, Kd = s->N * s->P * s->Q;
+    if (M > 0 && N > 0) {
+        const Plan pl = plan_for(M, N, Kd, true);
+        float *ws = nullptr;
+        if (pl.splits > 1) {
+            void *p = nullptr;
+            ODL_CHECK(workspace((size_t)pl.splits * M * N * sizeof(float), &p));
+            ws = (float *)p;
+        }
+        odl_status st;
+        switch (pl.cfg) {
+        case G128x128: st = bwd_weight_cfg<Cfg128x128>(s, x, dy, dw, pl, ws); break;
+        case G64x128: st = bwd_weight_cfg<Cfg64x128>(s, x, dy, dw, pl, ws); break;
+        case G64x64: st = bwd_weight_cfg<Cfg64x64>(s, x, dy, dw, pl, ws); break;
+        case G32x128: st = bwd_weight_cfg<Cfg32x128>(s, x, dy, dw, pl, ws); break;
+        default: st = bwd_weight_cfg<Cfg16x128>(s, x, dy, dw, pl, ws); break;
+        }
+        ODL_CHECK(st);
+    }
+    if (db) ODL_CHECK(bias_grad(s, dy, db));
+    return ODL_OK;
+}
+
+#undef ODL_CONV_DISPATCH
+
+} // namespace odlk
+
+extern "C" odl_status odl_cuda_conv2d_fwd(const odl_conv2d_shape *s, const float *x, const float *w,
+                                          const odl_epilogue *ep, float *y) {
+    return odlk::conv_fwd(s, x, w, ep, y);
+}
+
+extern "C" odl_status odl_cuda_conv2d_bwd_data(const odl_conv2d_shape *s, const float *dy, const float *w, float *dx) {
+    return odlk::conv_bwd_data(s, dy, w, dx);
+}
+
+extern "C" odl_status odl_cuda_conv2d_bwd_weight(const odl_conv2d_shape *s, const float *x, const float *dy,
+                                                 float *dw, float *db) {
+    return odlk::conv_bwd_weight(s, x, dy, dw, db);
+}

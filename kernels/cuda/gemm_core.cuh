@@ -1,0 +1,428 @@
+/* The tiled FP32 matrix-product machinery shared by gemm.cu and conv2d.cu.
+ *
+ * One kernel template computes a BM x BN tile of C = A * B for a range of the reduction index k:
+ *
+ *   - Tile loaders (DenseTile here, the implicit-GEMM gathers in conv2d.cu) read a BK-deep slice of A
+ *     (BM rows) and B (BN columns) from global memory into registers (`fetch`, zero outside the
+ *     matrix) and write it to shared memory (`stash`) laid out k-major, [BK][rows + 4]: the 4-float pad
+ *     keeps 16-byte alignment and makes the transposing stores of k-contiguous operands conflict-free.
+ *   - Two shared-memory buffers, register-staged: the loads of slice t+1 are issued before the FMAs of
+ *     slice t and stored to the other buffer after them, so global latency hides behind BK * TM * TN
+ *     FMAs per thread, with one __syncthreads per slice.
+ *   - Each warp owns a WM x WN sub-tile; its 32 lanes form a LANES_M x LANES_N grid and each lane
+ *     holds a TM x TN register tile made of 4 x 4 blocks strided by 4 * LANES (the "split" register
+ *     tile of CUTLASS's SIMT GEMM): per k a lane reads TM/4 + TN/4 float4 from shared memory and does
+ *     TM * TN FMAs; a warp's fragment reads touch 4 * LANES_M and 4 * LANES_N consecutive floats, one
+ *     shared-memory wavefront each, with broadcast.
+ *   - Tiles are visited in groups of `group_m` tile rows (Triton's grouped ordering) so that
+ *     consecutive blocks share A and B panels in L2.
+ *   - blockIdx.z selects a split of k (split-K): each split writes raw partial sums to a workspace
+ *     slice, and splitk_reduce_kernel adds the slices in a fixed order (deterministic) and applies the
+ *     epilogue.
+ *   - The epilogue (alpha, beta * C, bias per row or column, ReLU/SiLU/sigmoid, residual) is applied to
+ *     the registers and stored through an output mapping (row-major C, or NCHW for convolutions),
+ *     16 bytes at a time where the mapping allows.
+ */
+#ifndef ODL_KERNELS_CUDA_GEMM_CORE_CUH
+#define ODL_KERNELS_CUDA_GEMM_CORE_CUH
+
+#include "common.cuh"
+
+namespace odlk {
+
+/* Block tile BM x BN x BK, WARPS_M x WARPS_N warps, TM x TN registers per thread; MINB is the
+ * __launch_bounds__ minimum of resident blocks per multiprocessor (it caps registers per thread at
+ * 65536 / (THREADS * MINB)). */
+template <int BM_, int BN_, int BK_, int WARPS_M_, int WARPS_N_, int TM_, int TN_, int MINB_>
+struct TileCfg {
+    static constexpr int BM = BM_, BN = BN_, BK = BK_;
+    static constexpr int WARPS_M = WARPS_M_, WARPS_N = WARPS_N_;
+    static constexpr int TM = TM_, TN = TN_, MINB = MINB_;
+    static constexpr int THREADS = WARPS_M * WARPS_N * 32;
+    static constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N;
+    static constexpr int LANES_M = WM / TM, LANES_N = WN / TN;
+    static constexpr int PAD = 4;
+    static constexpr int LDA = BM + PAD, LDB = BN + PAD;
+    static constexpr int SMEM_FLOATS = 2 * BK * (LDA + LDB);
+    static_assert(LANES_M * LANES_N == 32, "a warp's lanes must tile its sub-tile");
+    static_assert(TM % 4 == 0 && TN % 4 == 0, "register tiles are made of 4x4 blocks");
+    static_assert(WM * WARPS_M == BM && WN * WARPS_N == BN, "warps must tile the block");
+    static_assert(SMEM_FLOATS * 4 <= 48 * 1024, "static shared memory is limited to 48 KB");
+};
+
+/* Epilogue: out = act(alpha * acc + beta * C + bias) + residual (residual read at the output's
+ * offset). beta == 0 never reads C. */
+struct Epi {
+    float alpha, beta;
+    const float *bias;
+    int bias_per_row;
+    const float *residual;
+    int act;
+};
+
+static inline Epi epi_raw() {
+    Epi e;
+    e.alpha = 1.0f;
+    e.beta = 0.0f;
+    e.bias = nullptr;
+    e.bias_per_row = 0;
+    e.residual = nullptr;
+    e.act = ODL_ACT_NONE;
+    return e;
+}
+
+/* Row-major output C[m * ldc + n]; zstride shifts the base per split (split-K partials). vec: 4
+ * consecutive columns starting at a multiple of 4 are contiguous and 16-byte aligned (C and residual
+ * aligned, ldc % 4 == 0). */
+struct OutRowMajor {
+    float *C;
+    int64_t ldc;
+    int64_t zstride;
+    bool vec;
+    __device__ __forceinline__ void select_split(int z) { C += (int64_t)z * zstride; }
+    __device__ __forceinline__ float *base() const { return C; }
+    __device__ __forceinline__ int64_t off(int m, int n) const { return (int64_t)m * ldc + n; }
+};
+
+/* NCHW output of a convolution-like product: row m is a channel of Kc, column n = img * PQ + pq;
+ * zstride shifts the base per split. vec needs PQ % 4 == 0 and 16-byte aligned y and residual. */
+struct OutNCHW {
+    float *y;
+    int Kc, PQ;
+    FastDiv fPQ;
+    int64_t zstride;
+    bool vec;
+    __device__ __forceinline__ void select_split(int z) { y += (int64_t)z * zstride; }
+    __device__ __forceinline__ float *base() const { return y; }
+    __device__ __forceinline__ int64_t off(int m, int n) const {
+        int img, pq;
+        fPQ.divmod(n, img, pq);
+        return ((int64_t)img * Kc + m) * PQ + pq;
+    }
+};
+
+/* One output element. */
+template <class Out>
+__device__ __forceinline__ void epi_store1(const Out &out, const Epi &ep, int m, int n, float v) {
+    float *base = out.base();
+    int64_t o = out.off(m, n);
+    v *= ep.alpha;
+    if (ep.beta != 0.0f) v = fmaf(ep.beta, base[o], v);
+    if (ep.bias) v += ep.bias[ep.bias_per_row ? m : n];
+    v = act_apply(ep.act, v);
+    if (ep.residual) v += ep.residual[o];
+    base[o] = v;
+}
+
+/* Four outputs at columns n..n+3 of row m (n % 4 == 0), all inside the output, with out.vec: 16-byte
+ * accesses; the activation is a template parameter so that the unrolled tile epilogue carries one
+ * activation's code. */
+template <int ACT, class Out>
+__device__ __forceinline__ void epi_store4(const Out &out, const Epi &ep, int m, int n, const float *v) {
+    float *base = out.base();
+    const int64_t o = out.off(m, n);
+    float r[4] = {v[0] * ep.alpha, v[1] * ep.alpha, v[2] * ep.alpha, v[3] * ep.alpha};
+    if (ep.beta != 0.0f) {
+        const float4 c = *reinterpret_cast<const float4 *>(base + o);
+        r[0] = fmaf(ep.beta, c.x, r[0]);
+        r[1] = fmaf(ep.beta, c.y, r[1]);
+        r[2] = fmaf(ep.beta, c.z, r[2]);
+        r[3] = fmaf(ep.beta, c.w, r[3]);
+    }
+    if (ep.bias) {
+#pragma unroll
+        for (int j = 0; j < 4; j++) r[j] += ep.bias[ep.bias_per_row ? m : n + j];
+    }
+#pragma unroll
+    for (int j = 0; j < 4; j++) r[j] = act_apply(ACT, r[j]);
+    if (ep.residual) {
+        const float4 q = *reinterpret_cast<const float4 *>(ep.residual + o);
+        r[0] += q.x;
+        r[1] += q.y;
+        r[2] += q.z;
+        r[3] += q.w;
+    }
+    *reinterpret_cast<float4 *>(base + o) = make_float4(r[0], r[1], r[2], r[3]);
+}
+
+/* Store a thread's TM x TN accumulators (rows a_off + (i/4) * 4 * LANES_M + i%4, columns
+ * b_off + (j/4) * 4 * LANES_N + j%4) through the epilogue. Tiles wholly inside a vectorisable output
+ * take the unrolled float4 path; edge tiles go element by element through a local copy, which keeps
+ * that rare path small. */
+template <class Cfg, int ACT, class Out>
+__device__ __forceinline__ void epi_tile_vec(const Out &out, const Epi &ep, const float (&acc)[Cfg::TM][Cfg::TN],
+                                             int a_off, int b_off) {
+#pragma unroll
+    for (int i = 0; i < Cfg::TM; i++)
+#pragma unroll
+        for (int jg = 0; jg < Cfg::TN / 4; jg++)
+            epi_store4<ACT>(out, ep, a_off + (i / 4) * Cfg::LANES_M * 4 + (i % 4), b_off + jg * Cfg::LANES_N * 4,
+                            &acc[i][4 * jg]);
+}
+
+template <class Cfg, class Out>
+__device__ __forceinline__ void epi_tile(const Out &out, const Epi &ep, const float (&acc)[Cfg::TM][Cfg::TN],
+                                         int m0, int n0, int M, int N) {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int a_off = m0 + (warp / Cfg::WARPS_N) * Cfg::WM + (lane / Cfg::LANES_N) * 4;
+    const int b_off = n0 + (warp % Cfg::WARPS_N) * Cfg::WN + (lane % Cfg::LANES_N) * 4;
+    if (out.vec && m0 + Cfg::BM <= M && n0 + Cfg::BN <= N) {
+        switch (ep.act) {
+        case ODL_ACT_RELU: epi_tile_vec<Cfg, ODL_ACT_RELU>(out, ep, acc, a_off, b_off); break;
+        case ODL_ACT_SILU: epi_tile_vec<Cfg, ODL_ACT_SILU>(out, ep, acc, a_off, b_off); break;
+        case ODL_ACT_SIGMOID: epi_tile_vec<Cfg, ODL_ACT_SIGMOID>(out, ep, acc, a_off, b_off); break;
+        default: epi_tile_vec<Cfg, ODL_ACT_NONE>(out, ep, acc, a_off, b_off); break;
+        }
+        return;
+    }
+    float tmp[Cfg::TM * Cfg::TN];
+#pragma unroll
+    for (int i = 0; i < Cfg::TM; i++)
+#pragma unroll
+        for (int j = 0; j < Cfg::TN; j++) tmp[i * Cfg::TN + j] = acc[i][j];
+#pragma unroll 1
+    for (int e = 0; e < Cfg::TM * Cfg::TN; e++) {
+        const int i = e / Cfg::TN, j = e % Cfg::TN;
+        const int m = a_off + (i / 4) * Cfg::LANES_M * 4 + (i % 4);
+        const int n = b_off + (j / 4) * Cfg::LANES_N * 4 + (j % 4);
+        if (m < M && n < N) epi_store1(out, ep, m, n, tmp[e]);
+    }
+}
+
+/* A dense matrix operand as a tile loader. The tile covers ROWS rows (m of A, or n of B) starting at
+ * r0 and BK reduction indices. KCONTIG: element (r, k) at p[r * ld + k] (A not transposed, B
+ * transposed); otherwise at p[k * ld + r] (A transposed, B not transposed). Each thread loads groups
+ * of G = 4 elements consecutive along the contiguous index (G = 1 when its share is not a multiple of
+ * 4). With vec (p 16-byte aligned and ld % 4 == 0), a tile wholly inside the matrix loads one float4
+ * per group through a running pointer, with no per-element checks; edge tiles and unaligned operands
+ * take guarded scalar loads. */
+template <int ROWS, int BK, int THREADS, bool KCONTIG>
+struct DenseTile {
+    struct Params {
+        const float *p;
+        int64_t ld;
+        int rows, K;
+        bool vec;
+    };
+    static_assert((ROWS * BK) % THREADS == 0, "tile must split evenly over the threads");
+    static constexpr int ELEMS = ROWS * BK / THREADS;
+    static constexpr int G = (ELEMS % 4 == 0) ? 4 : 1; /* elements per group */
+    static constexpr int NL = ELEMS / G;
+    static constexpr int LDS = ROWS + 4;
+
+    const float *cur[NL]; /* first element of group v in the current tile */
+    int64_t step;         /* pointer advance per tile */
+    int rows, K, r0, k0;
+    bool rows_in;         /* vec and every row of the tile inside the matrix */
+    float reg[ELEMS];
+
+    /* Position in the tile of group v of this thread: row r, reduction index k (the first of G
+     * consecutive ones along the contiguous index). */
+    __device__ __forceinline__ static void pos(int v, int &r, int &k) {
+        const int idx = (int)threadIdx.x + v * THREADS;
+        if (KCONTIG) { r = idx / (BK / G); k = (idx % (BK / G)) * G; }
+        else { k = idx / (ROWS / G); r = (idx % (ROWS / G)) * G; }
+    }
+
+    /* The tile of rows r0.. and reduction indices kb.. is the first that fetch() loads. */
+    __device__ __forceinline__ DenseTile(const Params &pr, int r0_, int kb)
+        : step(KCONTIG ? BK : (int64_t)BK * pr.ld), rows(pr.rows), K(pr.K), r0(r0_), k0(kb),
+          rows_in(pr.vec && r0_ + ROWS <= pr.rows) {
+#pragma unroll
+        for (int v = 0; v < NL; v++) {
+            int r, k;
+            pos(v, r, k);
+            cur[v] = pr.p + (KCONTIG ? (int64_t)(r0 + r) * pr.ld + (kb + k) : (int64_t)(kb + k) * pr.ld + (r0 + r));
+        }
+    }
+
+    /* Load the current tile into registers and move to the next one. */
+    __device__ __forceinline__ void fetch() {
+        if (G == 4 && rows_in && k0 + BK <= K) {
+#pragma unroll
+            for (int v = 0; v < NL; v++) {
+                const float4 t = __ldg(reinterpret_cast<const float4 *>(cur[v]));
+                /* (j % G) keeps the indices valid when G == 1, where this branch is dead */
+                reg[G * v + 0] = t.x;
+                reg[G * v + 1 % G] = t.y;
+                reg[G * v + 2 % G] = t.z;
+                reg[G * v + 3 % G] = t.w;
+            }
+        } else {
+#pragma unroll
+            for (int v = 0; v < NL; v++) {
+                int r, k;
+                pos(v, r, k);
+                const int gr = r0 + r, gk = k0 + k;
+#pragma unroll
+                for (int j = 0; j < G; j++) {
+                    const bool ok = KCONTIG ? (gr < rows && gk + j < K) : (gk < K && gr + j < rows);
+                    reg[G * v + j] = ok ? __ldg(cur[v] + j) : 0.0f;
+                }
+            }
+        }
+#pragma unroll
+        for (int v = 0; v < NL; v++) cur[v] += step;
+        k0 += BK;
+    }
+
+    __device__ __forceinline__ void stash(float *s) const {
+#pragma unroll
+        for (int v = 0; v < NL; v++) {
+            int r, k;
+            pos(v, r, k);
+            if (G == 4 && !KCONTIG) {
+                *reinterpret_cast<float4 *>(s + k * LDS + r) =
+                    make_float4(reg[G * v], reg[G * v + 1 % G], reg[G * v + 2 % G], reg[G * v + 3 % G]);
+            } else {
+#pragma unroll
+                for (int j = 0; j < G; j++) s[(k + (KCONTIG ? j : 0)) * LDS + r + (KCONTIG ? 0 : j)] = reg[G * v + j];
+            }
+        }
+    }
+};
+
+/* Accumulate A[m0:m0+BM, kb:ke] * B[kb:ke, n0:n0+BN] into acc (see the file comment). */
+template <class Cfg, class LA, class LB>
+__device__ __forceinline__ void mainloop(LA &la, LB &lb, int kb, int ke, float (&acc)[Cfg::TM][Cfg::TN],
+                                         float *smem) {
+    constexpr int BK = Cfg::BK, LDA = Cfg::LDA, LDB = Cfg::LDB;
+    constexpr int TM = Cfg::TM, TN = Cfg::TN;
+    float *As = smem;
+    float *Bs = smem + 2 * BK * LDA;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int a_off = (warp / Cfg::WARPS_N) * Cfg::WM + (lane / Cfg::LANES_N) * 4;
+    const int b_off = (warp % Cfg::WARPS_N) * Cfg::WN + (lane % Cfg::LANES_N) * 4;
+    const int nt = (ke - kb + BK - 1) / BK;
+    if (nt <= 0) return;
+
+    la.fetch();
+    lb.fetch();
+    la.stash(As);
+    lb.stash(Bs);
+    __syncthreads();
+
+    for (int t = 0; t < nt; t++) {
+        const int cur = t & 1;
+        const bool more = t + 1 < nt;
+        if (more) {
+            la.fetch();
+            lb.fetch();
+        }
+        const float *a = As + cur * BK * LDA + a_off;
+        const float *b = Bs + cur * BK * LDB + b_off;
+#pragma unroll
+        for (int k = 0; k < BK; k++) {
+            float af[TM], bf[TN];
+#pragma unroll
+            for (int i = 0; i < TM / 4; i++) {
+                const float4 v = *reinterpret_cast<const float4 *>(a + k * LDA + i * Cfg::LANES_M * 4);
+                af[4 * i + 0] = v.x; af[4 * i + 1] = v.y; af[4 * i + 2] = v.z; af[4 * i + 3] = v.w;
+            }
+#pragma unroll
+            for (int j = 0; j < TN / 4; j++) {
+                const float4 v = *reinterpret_cast<const float4 *>(b + k * LDB + j * Cfg::LANES_N * 4);
+                bf[4 * j + 0] = v.x; bf[4 * j + 1] = v.y; bf[4 * j + 2] = v.z; bf[4 * j + 3] = v.w;
+            }
+#pragma unroll
+            for (int i = 0; i < TM; i++)
+#pragma unroll
+                for (int j = 0; j < TN; j++) acc[i][j] = fmaf(af[i], bf[j], acc[i][j]);
+        }
+        if (more) {
+            la.stash(As + (cur ^ 1) * BK * LDA);
+            lb.stash(Bs + (cur ^ 1) * BK * LDB);
+        }
+        __syncthreads();
+    }
+}
+
+/* C tile = epilogue(A * B) for blockIdx.x's tile and blockIdx.z's k range [z * k_chunk, ...).
+ * k_chunk is a multiple of BK (every split but the last covers whole slices). */
+template <class Cfg, class LA, class LB, class Out>
+__global__ void __launch_bounds__(Cfg::THREADS, Cfg::MINB)
+    tiled_gemm_kernel(typename LA::Params pa, typename LB::Params pb, Out out, Epi ep, int M, int N, int K,
+                      int k_chunk, int group_m) {
+    __shared__ __align__(16) float smem[Cfg::SMEM_FLOATS];
+    constexpr int TM = Cfg::TM, TN = Cfg::TN;
+    const int tiles_m = (M + Cfg::BM - 1) / Cfg::BM;
+    const int tiles_n = (N + Cfg::BN - 1) / Cfg::BN;
+    const int pid = blockIdx.x;
+    const int width = group_m * tiles_n;
+    const int first_m = (pid / width) * group_m;
+    const int gsz = min(tiles_m - first_m, group_m);
+    const int m0 = (first_m + (pid % width) % gsz) * Cfg::BM;
+    const int n0 = ((pid % width) / gsz) * Cfg::BN;
+    const int kb = (int)blockIdx.z * k_chunk;
+    const int ke = min(K, kb + k_chunk);
+
+    LA la(pa, m0, kb);
+    LB lb(pb, n0, kb);
+    float acc[TM][TN];
+#pragma unroll
+    for (int i = 0; i < TM; i++)
+#pragma unroll
+        for (int j = 0; j < TN; j++) acc[i][j] = 0.0f;
+
+    mainloop<Cfg>(la, lb, kb, ke, acc, smem);
+
+    out.select_split(blockIdx.z);
+    epi_tile<Cfg>(out, ep, acc, m0, n0, M, N);
+}
+
+/* fin(m, n) = epilogue(sum over z < splits of part's element (m, n) of split z), z in increasing order
+ * (part.zstride apart): deterministic. */
+template <class Out>
+__global__ void splitk_reduce_kernel(Out part, int splits, int M, int N, FastDiv fN, Out fin, Epi ep) {
+    const int total = M * N;
+    const float *ws = part.base();
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
+        int m, n;
+        fN.divmod(i, m, n);
+        const int64_t o = part.off(m, n);
+        float s = 0.0f;
+        for (int z = 0; z < splits; z++) s += ws[(int64_t)z * part.zstride + o];
+        epi_store1(fin, ep, m, n, s);
+    }
+}
+
+/* Grid of tiled_gemm_kernel for an M x N product with `splits` k ranges. */
+template <class Cfg>
+static inline dim3 tile_grid(int M, int N, int splits) {
+    const int tiles = ((M + Cfg::BM - 1) / Cfg::BM) * ((N + Cfg::BN - 1) / Cfg::BN);
+    return dim3((unsigned)tiles, 1, (unsigned)splits);
+}
+
+/* Launch the reduction of split-K partials written through `part` (M * N < 2^31). */
+template <class Out>
+static inline odl_status splitk_reduce(const Out &part, int splits, int M, int N, const Out &fin, const Epi &ep,
+                                       const char *what) {
+    const int threads = 256;
+    splitk_reduce_kernel<Out><<<grid_for((int64_t)M * N, threads), threads, 0, stream()>>>(part, splits, M, N,
+                                                                                          FastDiv(N), fin, ep);
+    ODL_CUDA_LAUNCH_CHECK(what);
+    return ODL_OK;
+}
+
+/* ---- tile configurations (gemm.cu picks among them; conv2d.cu uses those plan_cfg returns) ---- */
+/*                         BM   BN BK WARPS  TM  TN MINB */
+using Cfg128x128 = TileCfg<128, 128, 8, 4, 2, 8, 8, 2>;   /* 256 threads, the default for large products */
+using Cfg128x128w4 = TileCfg<128, 128, 8, 2, 2, 8, 16, 2>; /* 128 threads, 8 x 16 per thread */
+using Cfg128x256 = TileCfg<128, 256, 8, 4, 2, 8, 16, 1>;  /* 256 threads, 8 x 16 per thread */
+using Cfg64x128 = TileCfg<64, 128, 8, 2, 2, 8, 8, 3>;  /* 128 threads, up to 168 registers */
+using Cfg64x64 = TileCfg<64, 64, 8, 2, 2, 8, 4, 4>;    /* 128 threads, 8 x 4 per thread */
+using Cfg32x128 = TileCfg<32, 128, 8, 1, 4, 8, 4, 4>;   /* 128 threads, 8 x 4 per thread */
+using Cfg16x128 = TileCfg<16, 128, 8, 1, 2, 4, 8, 8>;   /* 64 threads, 4 x 8 per thread */
+
+enum { G128x128 = 0, G128x128W4, G128x256, G64x128, G64x64, G32x128, G16x128, G_COUNT };
+
+/* Planning (gemm.cu): the configuration for an M x N product (one of G128x128, G64x128, G64x64,
+ * G32x128, G16x128), the split-K factor for it, and the k slice depth for a split count (returns the
+ * number of non-empty slices). */
+int plan_cfg(int64_t M, int64_t N);
+int plan_splits(int cfg, int64_t M, int64_t N, int64_t K);
+int k_chunk_for(int cfg, int K, int splits, int *chunk);
+
+} // namespace odlk
+
+#endif

@@ -1,0 +1,13 @@
+/* The wide tile configurations of the dense GEMM (128 x 128 with 128 threads of 8 x 16, and
+ * 128 x 256 with 256 threads of 8 x 16), kept apart from gemm.cu so that the two compile in parallel.
+ * The heuristic does not pick them; bench/ times them against the default to guide it. */
+#include "gemm_run.cuh"
+
+namespace odlk {
+
+odl_status run_wide(int cfg, const odl_gemm_args *g, int splits, int k_chunk, float *ws, const char *what) {
+    if (cfg == G128x256) return run_cfg<Cfg128x256>(g, splits, k_chunk, ws, what);
+    return run_cfg<Cfg128x128w4>(g, splits, k_chunk, ws, what);
+}
+
+} // namespace odlk
