@@ -1,5 +1,5 @@
-/* CUDA reductions: sum_rows (column sums of a row-major [M, N] matrix), sum (of n elements), channel_sum
- * (per-channel sums over NCHW, the bias gradient of a convolution) and argmax_rows. Formulas:
+/* CUDA reductions: sum_rows (column sums of a row-major [M, N] matrix), sum (of n elements) and
+ * argmax_rows. Formulas:
  * odl/backend.h; CPU twins: kernels/cpu/elementwise.c (sum_rows, sum) and kernels/cpu/loss.c (argmax).
  *
  * Determinism: no atomics. Every sum is accumulated in double (as the CPU does) by a fixed pattern:
@@ -23,15 +23,12 @@
  *     partials in order. With one row range the first kernel writes y directly.
  * sum: about 1024 contiguous, 16-byte aligned ranges read as float4 (four in flight per thread), block
  *   sums in double, then one block adds the partials.
- * channel_sum: per channel c, blocks split the N*HW values of the channel (float4 when HW % 4 == 0);
- *   item q of the channel is image q / HW, offset q % HW (odlk::FastDiv); a warp per channel adds the
- *   partials.
  * argmax_rows: a warp per row (a block of 256 for C > 2048); each lane keeps the best of its elements,
  *   lanes combine by a strict total order (NaN above all, the lower index first among NaNs; else the
  *   larger value, the lower index on ties, -0 == +0), whose maximum is the CPU's sequential answer
  *   (first NaN, else first maximum) in any combination order.
  *
- * Workspace: sum_rows, sum and channel_sum take odlk::workspace() for their partial sums (at most
+ * Workspace: sum_rows and sum take odlk::workspace() for their partial sums (at most
  * 1024 * N doubles); a caller must not keep a workspace pointer of its own across these calls.
  */
 #include "kernels/cuda/common.cuh"
@@ -200,62 +197,6 @@ __global__ void __launch_bounds__(kThreads) sum_finish_kernel(int S, const doubl
     if (threadIdx.x == 0) *out = (float)a;
 }
 
-/* ---- channel_sum: blockIdx.x = channel, blockIdx.y = range of the channel's items. An item is a float4
- * (V, HW % 4 == 0) or a float; HWi = items per plane, J = N * HWi items per channel. ---- */
-template <bool V, bool FINAL>
-__global__ void __launch_bounds__(kThreads) channel_sum_kernel(int C, int HWi, FastDiv fdHW, int J, int per,
-                                                               const float *__restrict__ x,
-                                                               double *__restrict__ partial,
-                                                               float *__restrict__ out) {
-    __shared__ double sh[32];
-    const int c = blockIdx.x, s = blockIdx.y;
-    const int q0 = s * per, q1 = q0 + per < J ? q0 + per : J;
-    double a = 0.0;
-    for (int q = q0 + threadIdx.x; q < q1; q += 2 * kThreads) {
-        const int q2 = q + kThreads;
-        int n, hw;
-        fdHW.divmod(q, n, hw);
-        const int64_t i = ((int64_t)n * C + c) * HWi + hw;
-        if (V) {
-            float4 v = ld4(x, i), u = make_float4(0.f, 0.f, 0.f, 0.f);
-            if (q2 < q1) {
-                fdHW.divmod(q2, n, hw);
-                u = ld4(x, ((int64_t)n * C + c) * HWi + hw);
-            }
-            a += (double)v.x; a += (double)v.y; a += (double)v.z; a += (double)v.w;
-            a += (double)u.x; a += (double)u.y; a += (double)u.z; a += (double)u.w;
-        } else {
-            float v = x[i], u = 0.0f;
-            if (q2 < q1) {
-                fdHW.divmod(q2, n, hw);
-                u = x[((int64_t)n * C + c) * HWi + hw];
-            }
-            a += (double)v;
-            a += (double)u;
-        }
-    }
-    a = block_sum(a, sh);
-    if (threadIdx.x == 0) {
-        if (FINAL)
-            out[c] = (float)a;
-        else
-            partial[(int64_t)c * gridDim.y + s] = a;
-    }
-}
-
-/* A warp per channel: out[c] = sum over s of partial[c * S + s]. */
-__global__ void __launch_bounds__(kThreads) channel_sum_finish_kernel(int C, int S, const double *__restrict__ partial,
-                                                                      float *__restrict__ out) {
-    const int lane = threadIdx.x & 31;
-    const int warps = (gridDim.x * blockDim.x) >> 5;
-    for (int c = (blockIdx.x * blockDim.x + threadIdx.x) >> 5; c < C; c += warps) {
-        double a = 0.0;
-        for (int s = lane; s < S; s += 32) a += partial[(int64_t)c * S + s];
-        a = warp_sum(a);
-        if (lane == 0) out[c] = (float)a;
-    }
-}
-
 /* ---- argmax_rows ---- */
 /* Is candidate (v, i) above (bv, bi)? i == INT_MAX marks "no candidate". */
 __device__ __forceinline__ bool am_better(float v, int i, float bv, int bi) {
@@ -403,45 +344,6 @@ extern "C" odl_status odl_cuda_sum(int64_t n, const float *x, float *out) {
     ODL_CUDA_LAUNCH_CHECK("sum_kernel");
     sum_finish_kernel<<<1, kThreads, 0, stream()>>>((int)parts, (const double *)ws, out);
     ODL_CUDA_LAUNCH_CHECK("sum_finish_kernel");
-    return ODL_OK;
-}
-
-extern "C" odl_status odl_cuda_channel_sum(int N, int C, int64_t HW, const float *x, float *out) {
-    if (C <= 0) return ODL_OK;
-    if (N < 0) N = 0;
-    if (HW < 0) HW = 0;
-    if ((int64_t)N * HW > INT_MAX)
-        return ODL_ERR(ODL_E_UNSUPPORTED, "channel_sum: N*HW = %lld values per channel (at most 2^31-1)",
-                       (long long)((int64_t)N * HW));
-    const bool v = HW % 4 == 0 && aligned16(x);
-    const int HWi = (int)(v ? HW / 4 : HW);
-    const int J = N * HWi;
-    int64_t max_parts = kReduceBlocks / C;
-    if (max_parts < 1) max_parts = 1;
-    const Split sp = split_plan(J, v ? kMinBlockElems / 4 : kMinBlockElems, max_parts);
-    const dim3 grid((unsigned)C, (unsigned)sp.parts);
-    const FastDiv fdHW(HWi);
-    if (sp.parts == 1) {
-        if (v)
-            channel_sum_kernel<true, true><<<grid, kThreads, 0, stream()>>>(C, HWi, fdHW, J, (int)sp.per, x, nullptr, out);
-        else
-            channel_sum_kernel<false, true><<<grid, kThreads, 0, stream()>>>(C, HWi, fdHW, J, (int)sp.per, x, nullptr,
-                                                                             out);
-        ODL_CUDA_LAUNCH_CHECK("channel_sum_kernel");
-        return ODL_OK;
-    }
-    void *ws = nullptr;
-    ODL_CHECK(workspace((size_t)C * (size_t)sp.parts * sizeof(double), &ws));
-    if (v)
-        channel_sum_kernel<true, false><<<grid, kThreads, 0, stream()>>>(C, HWi, fdHW, J, (int)sp.per, x, (double *)ws,
-                                                                         nullptr);
-    else
-        channel_sum_kernel<false, false><<<grid, kThreads, 0, stream()>>>(C, HWi, fdHW, J, (int)sp.per, x, (double *)ws,
-                                                                          nullptr);
-    ODL_CUDA_LAUNCH_CHECK("channel_sum_kernel");
-    channel_sum_finish_kernel<<<grid_for((int64_t)C * 32, kThreads), kThreads, 0, stream()>>>(C, sp.parts,
-                                                                                             (const double *)ws, out);
-    ODL_CUDA_LAUNCH_CHECK("channel_sum_finish_kernel");
     return ODL_OK;
 }
 
