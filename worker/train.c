@@ -283,6 +283,14 @@ odl_status odl_train_run(const odl_config *cfg, const odl_train_opts *opts, odl_
     }
     int64_t one[1] = {1};
     ODL_CHECK_GOTO(odl_tensor_zeros(&loss_acc, dev, ODL_F32, 1, one), s, out);
+    if (st.epoch_loss_sum != 0) {
+        /* A resumed epoch: go on with the float32 accumulator from the checkpoint's sum (itself a float32
+         * value), so that the epoch's loss adds up exactly as in an uninterrupted run. With several ranks
+         * rank 0 carries it (the ranks' accumulators are summed). */
+        float acc0 = rank == 0 ? (float)st.epoch_loss_sum : 0.0f;
+        ODL_CHECK_GOTO(odl_tensor_copy_from_host(&loss_acc, &acc0, sizeof acc0), s, out);
+        st.epoch_loss_sum = 0;
+    }
 
     odl_loader_config lc = {
         .images = train.images, .labels = train.labels, .n = n_epoch, .sample_ndim = 3,
@@ -363,10 +371,11 @@ odl_status odl_train_run(const odl_config *cfg, const odl_train_opts *opts, odl_
                 st.epoch++;
                 st.cursor = 0;
                 opt.lr = (float)(cfg->train.lr * pow(cfg->train.gamma, (double)st.epoch)); /* StepLR(step_size=1) */
+                /* A stop mid-epoch keeps the epoch's sums: the checkpoint taken below must hold them. */
+                ODL_CHECK_GOTO(odl_tensor_fill(&loss_acc, 0.0f), s, out);
+                st.epoch_loss_sum = 0;
+                st.epoch_samples = 0;
             }
-            ODL_CHECK_GOTO(odl_tensor_fill(&loss_acc, 0.0f), s, out);
-            st.epoch_loss_sum = 0;
-            st.epoch_samples = 0;
             epoch_steps = 0;
             run_samples = 0;
             t_epoch = now_s();
