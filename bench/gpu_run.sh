@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# One call on the GPU machine (nvidia-h200): build for sm_90, run the GPU tests and the benchmarks, and
+# print a short table last. Data travel in ignored folders of the checkout:
+#   .devdata/fmnist      Fashion-MNIST (the four .gz files)
+#   .devdata/data        a copy of ../shared/data (ODL_TEST_DATA), possibly partial
+#   .devdata/bench       a copy of ../shared/bench (torch_baselines.py)
+# Usage: source .devdeps/env.sh && bench/gpu_run.sh train|yolo|all   (logs under $OUT)
+set -uo pipefail
+mode=${1:-all}
+src=$(cd "$(dirname "$0")/.." && pwd)
+OUT=${OUT:-/tmp/odl_out}
+mkdir -p "$OUT"
+B=$src/build-h200
+export ODL_TEST_DATA=$src/.devdata/data ODL_FMNIST_DIR=$src/.devdata/fmnist NCCL_NVLS_ENABLE=0
+summary=()
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv | tee "$OUT/gpu.txt"
+echo "== build"
+t0=$(date +%s)
+cmake -S "$src" -B "$B" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 >"$OUT/cmake.log" 2>&1 &&
+  cmake --build "$B" -j"$(nproc)" >"$OUT/build.log" 2>&1 ||
+  { echo "BUILD FAILED"; grep -E "error|Error" "$OUT/build.log" | head -40; tail -20 "$OUT/cmake.log"; exit 1; }
+grep -E "CUDA:|NCCL:|MPI:|HDF5:" "$OUT/cmake.log"
+summary+=("build: $(( $(date +%s) - t0 )) s")
+
+if [ "$mode" = train ] || [ "$mode" = all ]; then
+  echo "== ctest -L gpu (training and ops)"
+  ctest --test-dir "$B" -L gpu -E yolov5 --output-on-failure --timeout 300 >"$OUT/ctest_gpu.log" 2>&1
+  grep -E "tests passed|tests failed|Failed|\*\*\*" "$OUT/ctest_gpu.log" | tail -12
+  summary+=("ctest gpu: $(grep -E 'tests passed' "$OUT/ctest_gpu.log")")
+  grep -E "worst loss|final fc1.weight" "$OUT/ctest_gpu.log" | head -3
+  grep -E "FAIL" "$OUT/ctest_gpu.log" | head -30
+  echo "== kernel benchmark"
+  if [ -x "$B/bench/odl_bench_kernels" ]; then
+    timeout 240 "$B/bench/odl_bench_kernels" >"$OUT/bench_kernels.txt" 2>&1
+    tail -45 "$OUT/bench_kernels.txt"
+  fi
+  echo "== training benchmark"
+  TORCH_BASELINES=$src/.devdata/bench/torch_baselines.py timeout 300 "$src/bench/train_bench.sh" "$B" "$ODL_FMNIST_DIR" "$OUT" | tee "$OUT/train_table.md"
+fi
+if [ "$mode" = yolo ] || [ "$mode" = all ]; then
+  echo "== ctest -L gpu (YOLOv5)"
+  ctest --test-dir "$B" -R yolov5 --output-on-failure --timeout 300 >"$OUT/ctest_yolo.log" 2>&1
+  grep -E "tests passed|tests failed|Failed|\*\*\*" "$OUT/ctest_yolo.log" | tail -14
+  summary+=("ctest yolov5: $(grep -E 'tests passed' "$OUT/ctest_yolo.log")")
+  w=$(ls "$B"/*.h5 2>/dev/null | grep -i yolov5n | head -1)
+  if [ -n "$w" ] && [ -x "$B/bench/yolov5_bench" ]; then
+    timeout 240 "$B/bench/yolov5_bench" --weights "$w" --image "$ODL_TEST_DATA/yolov5/images/bus.jpg" \
+      --baselines "$ODL_TEST_DATA/baselines.json" >"$OUT/bench_yolov5.txt" 2>&1
+    tail -25 "$OUT/bench_yolov5.txt"
+  fi
+fi
+echo "== summary"
+printf '%s\n' "${summary[@]}"
