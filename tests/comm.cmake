@@ -27,7 +27,8 @@ if(ODL_HAVE_MPI)
     ENVIRONMENT "${_comm_env}")
 
   add_executable(comm_compare_params comm_compare_params.c)
-  target_link_libraries(comm_compare_params PRIVATE m)
+  target_link_libraries(comm_compare_params PRIVATE odl ${ODL_PRIVATE_LIBS})
+  target_include_directories(comm_compare_params PRIVATE ${PROJECT_SOURCE_DIR})
 
   if(TARGET odl_worker)
     add_test(NAME test_comm_dp_equivalence

@@ -64,14 +64,14 @@ check() { # description, then compare_params arguments
     fi
 }
 # Tolerances: the measured differences are ~5e-8 absolute (MLP, 32 steps) -- summation order only.
-check "MLP 1x64 vs 2x32" "$tmp/mlp1.rank0.bin" "$tmp/mlp2.rank0.bin" --atol 1e-6 --rtol 1e-4
-check "MLP 1x64 vs 4x16" "$tmp/mlp1.rank0.bin" "$tmp/mlp4.rank0.bin" --atol 1e-6 --rtol 1e-4
-check "MLP 2x32: rank 1 vs rank 0" "$tmp/mlp2.rank0.bin" "$tmp/mlp2.rank1.bin" --bitwise
+check "MLP 1x64 vs 2x32" "$tmp/mlp1.rank0.h5" "$tmp/mlp2.rank0.h5" --atol 1e-6 --rtol 1e-4
+check "MLP 1x64 vs 4x16" "$tmp/mlp1.rank0.h5" "$tmp/mlp4.rank0.h5" --atol 1e-6 --rtol 1e-4
+check "MLP 2x32: rank 1 vs rank 0" "$tmp/mlp2.rank0.h5" "$tmp/mlp2.rank1.h5" --bitwise
 for r in 1 2 3; do
-    check "MLP 4x16: rank $r vs rank 0" "$tmp/mlp4.rank0.bin" "$tmp/mlp4.rank$r.bin" --bitwise
+    check "MLP 4x16: rank $r vs rank 0" "$tmp/mlp4.rank0.h5" "$tmp/mlp4.rank$r.h5" --bitwise
 done
-check "CNN 1x32 vs 2x16" "$tmp/cnn1.rank0.bin" "$tmp/cnn2.rank0.bin" --atol 1e-5 --rtol 1e-3
-check "CNN 2x16: rank 1 vs rank 0" "$tmp/cnn2.rank0.bin" "$tmp/cnn2.rank1.bin" --bitwise
+check "CNN 1x32 vs 2x16" "$tmp/cnn1.rank0.h5" "$tmp/cnn2.rank0.h5" --atol 1e-5 --rtol 1e-3
+check "CNN 2x16: rank 1 vs rank 0" "$tmp/cnn2.rank0.h5" "$tmp/cnn2.rank1.h5" --bitwise
 
 # Logging: rank 0 logs progress; other ranks only warnings and errors. Metrics carry world_size.
 if grep -q "\[rank [1-3]/[24]\] INFO" "$tmp/mlp2.log" "$tmp/mlp4.log"; then

@@ -9,7 +9,7 @@
  * waits forever in a collective; a collective that hangs is ended by the watchdog (dist.timeout_s).
  *
  * Test hook: with ODL_DUMP_PARAMS=PREFIX in the environment every rank writes its final parameters to
- * PREFIX.rank<r>.bin (format in docs/distributed.md), for the data-parallel equivalence tests. */
+ * PREFIX.rank<r>.h5 (the weights format of --save), for the data-parallel equivalence tests. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,36 +29,13 @@ static void log_effective_config(const odl_config *cfg) {
 
 /* ------------------------------------------------------------------ parameter dump (tests) */
 
-/* PREFIX.rank<r>.bin: "ODLPRM1\0", int32 n_params, then per parameter int32 name length, the name
- * (no NUL), int64 numel, numel float32 values; little-endian host order. */
-static odl_status dump_params(const char *prefix, int rank, const odl_net *net) {
+/* PREFIX.rank<r>.h5: this rank's parameters in the weights format of --save (docs/checkpoint_format.md). */
+static odl_status dump_params(const char *prefix, int rank, const odl_config *cfg, const odl_net *net) {
     char path[4096];
-    snprintf(path, sizeof path, "%s.rank%d.bin", prefix, rank);
-    FILE *f = fopen(path, "wb");
-    if (!f) return ODL_ERR(ODL_E_IO, "cannot create parameter dump %s", path);
-    odl_status st = ODL_OK;
-    float *host = NULL;
-    int32_t n = net->n_params;
-    int ok = fwrite("ODLPRM1", 1, 8, f) == 8 && fwrite(&n, sizeof n, 1, f) == 1;
-    for (int i = 0; ok && i < net->n_params; i++) {
-        const odl_tensor *t = &net->params[i].value;
-        int64_t numel = odl_tensor_numel(t);
-        int32_t len = (int32_t)strlen(net->params[i].name);
-        float *p = realloc(host, (size_t)numel * sizeof *host + 1);
-        if (!p) {
-            st = ODL_ERR(ODL_E_NOMEM, "parameter dump of %s", net->params[i].name);
-            goto out;
-        }
-        host = p;
-        ODL_CHECK_GOTO(odl_tensor_copy_to_host(t, host, odl_tensor_nbytes(t)), st, out);
-        ok = fwrite(&len, sizeof len, 1, f) == 1 && fwrite(net->params[i].name, 1, (size_t)len, f) == (size_t)len &&
-             fwrite(&numel, sizeof numel, 1, f) == 1 && fwrite(host, sizeof *host, (size_t)numel, f) == (size_t)numel;
-    }
-    if (!ok) st = ODL_ERR(ODL_E_IO, "writing parameter dump %s failed", path);
-out:
-    free(host);
-    if (fclose(f) != 0 && st == ODL_OK) st = ODL_ERR(ODL_E_IO, "closing parameter dump %s failed", path);
-    if (st == ODL_OK) ODL_LOG_DEBUG("parameters written to %s", path);
+    snprintf(path, sizeof path, "%s.rank%d.h5", prefix, rank);
+    odl_status st = odl_train_save_weights(path, cfg, net);
+    if (st != ODL_OK) odl_error_prefix("ODL_DUMP_PARAMS: rank %d", rank);
+    else ODL_LOG_DEBUG("parameters written to %s", path);
     return st;
 }
 
@@ -144,7 +121,7 @@ static odl_status dp_on_finish(void *ctx, const odl_config *cfg, odl_net *net, o
         ODL_LOG_INFO("all %d ranks hold bitwise identical parameters after %" PRId64 " steps", odl_comm_size(d->comm),
                      st->step);
     }
-    if (d->dump_prefix) ODL_CHECK(dump_params(d->dump_prefix, d->comm ? odl_comm_rank(d->comm) : 0, net));
+    if (d->dump_prefix) ODL_CHECK(dump_params(d->dump_prefix, d->comm ? odl_comm_rank(d->comm) : 0, cfg, net));
     return ODL_OK;
 }
 
