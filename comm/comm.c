@@ -87,6 +87,7 @@ void odl__comm_fire(odl_comm *c, const char *msg) {
     _exit(ODL_COMM_EXIT_TIMEOUT);
 }
 
+#ifdef ODL_HAVE_MPI /* the watchdog exists only in launched jobs */
 static void *watchdog_main(void *arg) {
     odl_comm *c = arg;
     int device_set = 0;
@@ -135,6 +136,7 @@ static odl_status watchdog_start(odl_comm *c) {
     c->wd_started = 1;
     return ODL_OK;
 }
+#endif
 
 static void watchdog_stop(odl_comm *c) {
     if (!c->wd_started) return;
