@@ -11,7 +11,7 @@
  * busbw is comparable to the link speed whatever the rank count. Rank 0 prints one row per size and the
  * ratio odl/raw of bus bandwidths. Before timing, both paths are checked on a 4 MiB buffer: every
  * element must equal n (n + 1) / 2 when rank r contributes r + 1.
- * NVLink multicast (NVLS) stays off unless NCCL_NVLS_ENABLE is set by the caller. */
+ * NVLink multicast (NVLS) stays off (NCCL_NVLS_ENABLE=0) unless the caller sets NCCL_NVLS_ENABLE. */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -112,6 +112,7 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
+    setenv("NCCL_NVLS_ENABLE", "0", 0); /* NVLink multicast off unless the caller says otherwise */
     odl_launch_info li;
     CK_ODL(odl_launch_detect(&li));
     if (!li.launched) {
