@@ -257,7 +257,7 @@ odl_status odl_host_alloc_pinned(size_t nbytes, void **out) {
 
 void odl_host_free_pinned(void *p) {
     if (!p) return;
-    cudaPointerAttributes a;
+    struct cudaPointerAttributes a;
     if (cudaPointerGetAttributes(&a, p) == cudaSuccess && a.type == cudaMemoryTypeHost) cudaFreeHost(p);
     else {
         cudaGetLastError();

@@ -372,6 +372,10 @@ odl_status odl_net_backward(odl_net *net, int B, float loss_scale, uint64_t seed
             odl_error_prefix("backward of layer %d (%s)", i, l->name);
             return s;
         }
+        if (net->on_grad_ready && (l->type == ODL_LAYER_CONV2D || l->type == ODL_LAYER_LINEAR)) {
+            ODL_CHECK(net->on_grad_ready(net->on_grad_ready_ctx, (int)(l->w - net->params)));
+            ODL_CHECK(net->on_grad_ready(net->on_grad_ready_ctx, (int)(l->b - net->params)));
+        }
         if (gin_p) g = gin;
         else if (l->type != ODL_LAYER_FLATTEN && !(l->type == ODL_LAYER_DROPOUT && l->p == 0))
             break; /* nothing below this layer needs a gradient (only views remain) */

@@ -49,6 +49,10 @@ typedef struct dp_ctx {
     const char *dump_prefix;
 } dp_ctx;
 
+static odl_status dp_grad_ready(void *ctx, int param_index) {
+    return odl_grad_buckets_mark_ready((odl_grad_buckets *)ctx, param_index);
+}
+
 static odl_status dp_on_start(void *ctx, const odl_config *cfg, odl_net *net, odl_optim *opt, odl_train_state *st) {
     dp_ctx *d = ctx;
     if (d->inner && d->inner->on_start) ODL_CHECK(d->inner->on_start(d->inner->ctx, cfg, net, opt, st));
@@ -58,6 +62,9 @@ static odl_status dp_on_start(void *ctx, const odl_config *cfg, odl_net *net, od
      * optimiser state makes the replicas identical even if it were not. */
     ODL_CHECK(odl_comm_broadcast_net(c, net, opt, 0));
     ODL_CHECK(odl_grad_buckets_create(c, net, cfg->dist.bucket_mb, &d->buckets));
+    /* Reduce each bucket as soon as backward has produced it, overlapped with the rest of backward. */
+    net->on_grad_ready = dp_grad_ready;
+    net->on_grad_ready_ctx = d->buckets;
     if (odl_log_enabled(ODL_LOG_LEVEL_INFO)) {
         char sizes[512];
         size_t len = 0;
@@ -76,8 +83,7 @@ static odl_status dp_reduce_grads(void *ctx, odl_net *net) {
     dp_ctx *d = ctx;
     (void)net;
     if (!d->buckets) return ODL_OK;
-    /* odl_net_backward has no per-parameter callback yet, so every bucket is launched here, after
-     * backward (still on the communication stream, in reverse order). */
+    /* Buckets were launched during backward (net->on_grad_ready); wait for them on the compute stream. */
     return odl_grad_buckets_finish(d->buckets);
 }
 

@@ -261,7 +261,6 @@ odl_status odl_train_run(const odl_config *cfg, const odl_train_opts *opts, odl_
     have_opt = 1;
     ODL_LOG_INFO("%s: %" PRId64 " parameters", odl_model_name(kind), odl_net_num_params(&net));
 
-    if (opts->hooks && opts->hooks->on_start) ODL_CHECK_GOTO(opts->hooks->on_start(opts->hooks->ctx, cfg, &net, &opt, &st), s, out);
     ODL_CHECK_GOTO(odl_ckpt_session_start(&ckpt, cfg, rank, world), s, out);
     if (ckpt) {
         int resumed = 0;
@@ -270,6 +269,8 @@ odl_status odl_train_run(const odl_config *cfg, const odl_train_opts *opts, odl_
             ODL_LOG_INFO("resumed at epoch %" PRId64 ", step %" PRId64 ", sample cursor %" PRId64, st.epoch + 1, st.step,
                          st.cursor);
     }
+    /* After a restore, so that rank 0's broadcast of the replicas covers the restored state. */
+    if (opts->hooks && opts->hooks->on_start) ODL_CHECK_GOTO(opts->hooks->on_start(opts->hooks->ctx, cfg, &net, &opt, &st), s, out);
     if (st.epoch >= cfg->train.epochs || (cfg->train.max_steps > 0 && st.step >= cfg->train.max_steps)) {
         ODL_LOG_INFO("nothing to do: training already reached epoch %" PRId64 ", step %" PRId64, st.epoch, st.step);
         goto done;

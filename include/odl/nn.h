@@ -67,6 +67,10 @@ typedef struct odl_net {
     odl_tensor dlogits;      /* [max_batch, n_classes] */
     odl_tensor loss;         /* [1]: mean NLL of the last forward */
     odl_tensor pred;         /* [max_batch] int32: argmax of the last forward */
+    /* Called by odl_net_backward as soon as a parameter's gradient is final (layers last to first), so
+     * that data parallelism can start reducing it while the rest of backward runs. NULL: none. */
+    odl_status (*on_grad_ready)(void *ctx, int param_index);
+    void *on_grad_ready_ctx;
 } odl_net;
 
 /* Start an empty network for inputs of per-sample shape in_shape[in_ndim] (ndim 1 or 3). */
