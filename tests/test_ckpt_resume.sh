@@ -363,10 +363,11 @@ gpu)
   "$W" "${G[@]}" --max-steps 300 --checkpoint-dir A --checkpoint-every 50 --metrics-out a.jsonl --save a.h5 2> a.log ||
     fail "uninterrupted run: $(tail -3 a.log)"
   "$W" "${G[@]}" --max-steps 300 --save a2.h5 2> a2.log || fail "second uninterrupted run: $(tail -3 a2.log)"
-  "$W" "${G[@]}" --max-steps 150 --checkpoint-dir B --checkpoint-every 50 2> b.log || fail "first half: $(tail -3 b.log)"
+  # Stop inside the first epoch (100 steps), so that the resumed run prints every epoch line of run A.
+  "$W" "${G[@]}" --max-steps 50 --checkpoint-dir B --checkpoint-every 50 2> b.log || fail "first part: $(tail -3 b.log)"
   "$W" "${G[@]}" --max-steps 300 --checkpoint-dir B --checkpoint-every 50 --resume auto --metrics-out c.jsonl --save c.h5 \
       2> c.log || fail "resumed run: $(tail -3 c.log)"
-  grep -q "resuming from B/ckpt-00000150.h5: step 150" c.log || fail "did not resume from step 150"
+  grep -q "resuming from B/ckpt-00000050.h5: step 50" c.log || fail "did not resume from step 50"
   grep "step loop stalled\|checkpoints:" a.log
   if "$CK" diff a.h5 a2.h5 > /dev/null; then
     same_params a.h5 c.h5 "CUDA stop + resume"
