@@ -1,17 +1,26 @@
 /* The MNIST CNN trained step by step against PyTorch: ../shared/data/mnist/fashion_mnist_cnn_steps.h5
  * holds a float64 CPU run of the examples/mnist network (dropout off) with Adadelta (lr 1.0, rho 0.9,
  * eps 1e-6) on 20 Fashion-MNIST batches of 64. We load its initial parameters, feed the same batches
- * and compare: step-0 log-probabilities and gradients, every step's loss (1e-4 relative) and the
- * final parameters (1e-3).
+ * and compare step-0 log-probabilities and gradients, every step's loss and the final parameters.
  *
- * Tolerances. The trajectory is sensitive: Adadelta at lr 1.0 makes large moves, and rounding-sized
- * differences grow about 3x per step after step 10. Measured on the CPU backend (float32): losses of
- * steps 0-15 within 1.1e-5, step 16-18 within 4.3e-5, step 19 2.9e-4; final parameters rel-L2 <= 1.07e-3
- * (fc1.weight). Perturbing the input normalisation by 3e-7 relative (an ulp-scale change) moves the
- * step-19 error to 2.3e-4 and fc1.weight to 2.9e-3, so no float32 implementation can promise 1e-4
- * there. We therefore hold steps 0-15 to the 1e-4 bar, the last four steps to 5e-4, and the final
- * parameters to rel-L2 3e-3 and max-abs 3e-3.
- * Usage: test_train_ref [--device cpu|cuda]   (cuda without a GPU: exit 77, skipped) */
+ * Why the later steps cannot be held to 1e-4 on every backend: 2x2 max-pooling picks the larger of
+ * activations that are often equal or within an ulp (uniform image regions give identical patches).
+ * A rounding-sized difference flips an argmax now and then; the gradient then flows through another
+ * cell, which moves conv2's weight gradient by ~1e-4 relative in that step, and Adadelta at lr 1.0
+ * amplifies it. Measured: the CPU backend stays within 1.1e-5 for steps 0-15 and 2.9e-4 at step 19
+ * (final parameters rel-L2 <= 1.1e-3); the CUDA backend, whose sums round differently, flips an
+ * argmax at step 3 (lockstep below: conv2.weight gradient 1.1e-4 off, conv2.bias exact) and reaches
+ * 1.3e-3 at step 8 and 1.8e-2 at step 15. Perturbing the CPU run's input normalisation by 3e-7 moves
+ * its own numbers by as much. So the test holds:
+ *   - every backend: step-0 log-probabilities (1e-5) and gradients (1e-4), steps 0-4 losses (1e-4), and
+ *     all 20 losses within 3e-2 (a wrong kernel is off by far more within a few steps);
+ *   - the CPU backend (deterministic, summing like PyTorch's CPU path): steps 0-15 within 1e-4, 16-19
+ *     within 5e-4, final parameters rel-L2 and max-abs within 3e-3;
+ *   - the CUDA backend, in lockstep with the CPU backend (before each step the CPU network receives
+ *     the device's parameters and optimiser state, both take the step on the same batch): every step's
+ *     log-probabilities within 1e-5, every gradient within rel-L2 2e-3 (an argmax flip costs ~3e-4)
+ *     and every updated parameter within 1e-4.
+ */
 #include <hdf5.h>
 #include <math.h>
 #include <stdio.h>
@@ -60,8 +69,35 @@ static double tensor_rel_err(const odl_tensor *t, const double *ref, size_t n, d
     return r;
 }
 
+/* Lockstep diagnosis (--compare-cpu): before each step the CPU network gets the device network's
+ * parameters and optimiser state; both take the step on the same batch; the gradients and updated
+ * parameters are compared. A kernel bug shows as one step whose error is far above rounding. */
+static double max_rel_diff(const odl_tensor *a, const odl_tensor *b) {
+    size_t n = (size_t)odl_tensor_numel(a);
+    float *ha = malloc(n * sizeof *ha), *hb = malloc(n * sizeof *hb);
+    double *da = malloc(n * sizeof *da), *db = malloc(n * sizeof *db);
+    odl_tensor_copy_to_host(a, ha, n * sizeof *ha);
+    odl_tensor_copy_to_host(b, hb, n * sizeof *hb);
+    for (size_t i = 0; i < n; i++) {
+        da[i] = ha[i];
+        db[i] = hb[i];
+    }
+    double r = odl_rel_l2(da, db, n);
+    free(ha); free(hb); free(da); free(db);
+    return r;
+}
+
+static void copy_tensor(odl_tensor *dst, const odl_tensor *src) {
+    size_t n = odl_tensor_nbytes(src);
+    void *h = malloc(n);
+    odl_tensor_copy_to_host(src, h, n);
+    odl_tensor_copy_from_host(dst, h, n);
+    free(h);
+}
+
 int main(int argc, char **argv) {
     int use_cuda = argc > 2 && !strcmp(argv[1], "--device") && !strcmp(argv[2], "cuda");
+    int lockstep = use_cuda; /* the device's every step against the CPU backend's from the same state */
     odl_device dev = odl_cpu();
     if (use_cuda) {
         if (odl_cuda_device_count() == 0) {
@@ -102,6 +138,12 @@ int main(int argc, char **argv) {
     odl_optim opt;
     TOK(odl_optim_init(&opt, ODL_OPTIM_ADADELTA, 1.0f, 0, 0, &net));
 
+    odl_net cnet;
+    odl_optim copt;
+    if (lockstep) {
+        TOK(odl_model_build(&cnet, ODL_MODEL_MNIST_CNN, odl_cpu(), 64, 0));
+        TOK(odl_optim_init(&copt, ODL_OPTIM_ADADELTA, 1.0f, 0, 0, &cnet));
+    }
     int64_t idx[20][64];
     {
         hid_t d = H5Dopen2(f, "batch_indices", H5P_DEFAULT);
@@ -116,6 +158,18 @@ int main(int argc, char **argv) {
     double worst_loss = 0;
     for (int step = 0; step < 20 && losses; step++) {
         odl_loader_gather(train.images, train.labels, 784, 0.1307f, 0.3081f, idx[step], 64, hx, hy);
+        if (lockstep) {
+            for (int i = 0; i < net.n_params; i++) {
+                copy_tensor(&cnet.params[i].value, &net.params[i].value);
+                copy_tensor(&copt.state[i][0], &opt.state[i][0]);
+                copy_tensor(&copt.state[i][1], &opt.state[i][1]);
+            }
+            TOK(odl_tensor_copy_from_host(&cnet.input, hx, sizeof hx));
+            TOK(odl_tensor_copy_from_host(&cnet.labels, hy, sizeof hy));
+            TOK(odl_net_forward(&cnet, 64, 1, 0, 0));
+            TOK(odl_net_backward(&cnet, 64, 1.0f, 0, 0));
+            TOK(odl_optim_step(&copt, &cnet));
+        }
         TOK(odl_tensor_copy_from_host(&net.input, hx, sizeof hx));
         TOK(odl_tensor_copy_from_host(&net.labels, hy, sizeof hy));
         TOK(odl_net_forward(&net, 64, 1, 0, 0));
@@ -124,7 +178,7 @@ int main(int argc, char **argv) {
         double rel = fabs(loss - losses[step]) / fabs(losses[step]);
         if (rel > worst_loss) worst_loss = rel;
         printf("step %2d loss %.6f reference %.6f rel %.2e\n", step, loss, losses[step], rel);
-        double tol = step < 16 ? 1e-4 : 5e-4;
+        double tol = step < 5 ? 1e-4 : !use_cuda ? (step < 16 ? 1e-4 : 5e-4) : 3e-2;
         TCHECK(rel < tol, "step %d: loss %.7f vs PyTorch %.7f (rel %.2e > %.0e)", step, loss, losses[step], rel, tol);
         TOK(odl_net_backward(&net, 64, 1.0f, 0, 0));
         if (step == 0) {
@@ -147,6 +201,20 @@ int main(int argc, char **argv) {
             }
         }
         TOK(odl_optim_step(&opt, &net));
+        if (lockstep) {
+            double lp = max_rel_diff(&net.logprobs, &cnet.logprobs), worst_g = 0, worst_p = 0;
+            TCHECK(lp < 1e-5, "lockstep step %d: log-probabilities rel-L2 %.2e", step, lp);
+            for (int i = 0; i < net.n_params; i++) {
+                double g = max_rel_diff(&net.params[i].grad, &cnet.params[i].grad);
+                double v = max_rel_diff(&net.params[i].value, &cnet.params[i].value);
+                TCHECK(g < 2e-3, "lockstep step %d: %s gradient rel-L2 %.2e", step, net.params[i].name, g);
+                TCHECK(v < 1e-4, "lockstep step %d: updated %s rel-L2 %.2e", step, net.params[i].name, v);
+                if (g > worst_g) worst_g = g;
+                if (v > worst_p) worst_p = v;
+            }
+            printf("lockstep step %2d vs CPU: logprobs %.1e, worst gradient %.1e, worst updated parameter %.1e\n", step,
+                   lp, worst_g, worst_p);
+        }
     }
     for (int i = 0; i < net.n_params; i++) {
         odl_param *p = &net.params[i];
@@ -158,7 +226,7 @@ int main(int argc, char **argv) {
         if (!ref) continue;
         double mx, r = tensor_rel_err(&p->value, ref, n, &mx);
         printf("final %-14s rel-L2 %.2e max abs %.2e\n", p->name, r, mx);
-        TCHECK(r < 3e-3 && mx < 3e-3, "final %s: rel-L2 %.2e, max abs %.2e", p->name, r, mx);
+        if (!use_cuda) TCHECK(r < 3e-3 && mx < 3e-3, "final %s: rel-L2 %.2e, max abs %.2e", p->name, r, mx);
         free(ref);
     }
     printf("worst loss relative error %.2e over 20 steps on %s\n", worst_loss, odl_device_name(dev));
@@ -166,6 +234,10 @@ int main(int argc, char **argv) {
     free(logp0);
     H5Fclose(f);
     odl_optim_free(&opt);
+    if (lockstep) {
+        odl_optim_free(&copt);
+        odl_net_free(&cnet);
+    }
     odl_net_free(&net);
     odl_mnist_free(&train);
     odl_cuda_shutdown();
