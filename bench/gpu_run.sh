@@ -10,7 +10,7 @@ mode=${1:-all}
 src=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${OUT:-/tmp/odl_out}
 mkdir -p "$OUT"
-B=$src/build-h200
+B=${ODL_BUILD:-$src/build-h200}
 export ODL_TEST_DATA=$src/.devdata/data ODL_FMNIST_DIR=$src/.devdata/fmnist NCCL_NVLS_ENABLE=0
 summary=()
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv | tee "$OUT/gpu.txt"
