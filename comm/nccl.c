@@ -80,7 +80,10 @@ static odl_status nccl_settle(odl_comm *c, ncclResult_t r, const char *call) {
                            "aborted (a peer rank is missing or its GPU does not answer)",
                            c->rank, c->host, call, c->timeout_s);
         }
-        usleep(200);
+        /* A non-blocking communicator answers ncclInProgress to most enqueues, and the enqueue settles in
+         * microseconds: spin first (a sleep here put a ~250 us floor under every collective), then back off. */
+        if (odl__comm_now() - t0 > 2e-3) usleep(50);
+        else sched_yield();
     }
     if (r != ncclSuccess) return nccl_fail(c, r, call);
     return ODL_OK;
