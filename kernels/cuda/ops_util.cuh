@@ -18,10 +18,12 @@ namespace odlk {
 
 /* Threads per block of the streaming kernels (8 blocks of 256 fill an SM's 2048 threads). */
 constexpr int kThreads = 256;
-/* Block count the two-pass reductions aim at: about 8 blocks of 256 threads on each of an H200's 132
- * multiprocessors. A constant, not sm_count(), so that the split (and hence every rounding) is the
+/* Block count the two-pass reductions aim at: one wave of 6 blocks of 256 threads on each of an H200's
+ * 132 multiprocessors (792 slots; the reduction kernels are built with __launch_bounds__(256, 6), at
+ * most 40 registers). A constant, not sm_count(), so that the split (and hence every rounding) is the
  * same on every device. */
-constexpr int kReduceBlocks = 1024;
+constexpr int kReduceBlocks = 768;
+constexpr int kReduceMinBlocksPerSM = 6;
 
 __device__ __forceinline__ float4 ld4(const float *p, int64_t j) { return reinterpret_cast<const float4 *>(p)[j]; }
 __device__ __forceinline__ void st4(float *p, int64_t j, float4 v) { reinterpret_cast<float4 *>(p)[j] = v; }
@@ -68,6 +70,15 @@ static inline Split split_plan(int64_t items, int64_t min_per, int64_t max_parts
     s.per = cdiv(items, parts);
     s.parts = (int)cdiv(items, s.per);
     return s;
+}
+
+/* Most ranges each of `groups` independent reductions (channels, column tiles) may be split into:
+ * all groups together in one wave (kReduceBlocks blocks) when they fit, otherwise at least four waves'
+ * worth of blocks, so that the last, partly filled wave costs at most a fifth of the time. */
+static inline int64_t reduce_parts_cap(int64_t groups) {
+    if (groups < 1) groups = 1;
+    if (groups <= kReduceBlocks) return kReduceBlocks / groups;
+    return cdiv(4 * (int64_t)kReduceBlocks, groups);
 }
 
 } // namespace odlk

@@ -15,13 +15,13 @@
  *   narrow (N <= 128): a block reads a contiguous range of rows as one flat stream of floats; with
  *     G = 256 / N groups, thread t < G*N reads elements t, t + G*N, ... so that it always meets column
  *     t % N, and every warp load is 128 contiguous bytes whatever N is. The G per-thread sums of each
- *     column then meet in a fixed halving tree in shared memory; up to 1024 row ranges, whose double
+ *     column then meet in a fixed halving tree in shared memory; up to 768 row ranges, whose double
  *     partial sums a second kernel (one block per column) adds in a fixed tree.
  *   wide (N > 128): blocks of 32 columns x 8 row lanes (each warp reads 128 contiguous bytes of a
- *     row, four rows in flight per thread), split over row ranges so that about 1024 blocks run; the 8
+ *     row, four rows in flight per thread), split over row ranges (odlk::reduce_parts_cap); the 8
  *     lanes meet in a fixed tree, and a second kernel (one thread per column) adds the row ranges'
  *     partials in order. With one row range the first kernel writes y directly.
- * sum: about 1024 contiguous, 16-byte aligned ranges read as float4 (four in flight per thread), block
+ * sum: up to 768 contiguous, 16-byte aligned ranges read as float4 (four in flight per thread), block
  *   sums in double, then one block adds the partials.
  * argmax_rows: a warp per row (a block of 256 for C > 2048); each lane keeps the best of its elements,
  *   lanes combine by a strict total order (NaN above all, the lower index first among NaNs; else the
@@ -29,7 +29,7 @@
  *   (first NaN, else first maximum) in any combination order.
  *
  * Workspace: sum_rows and sum take odlk::workspace() for their partial sums (at most
- * 1024 * N doubles); a caller must not keep a workspace pointer of its own across these calls.
+ * 768 * N doubles); a caller must not keep a workspace pointer of its own across these calls.
  */
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/ops_util.cuh"
@@ -42,7 +42,7 @@ constexpr int64_t kMinBlockElems = 4096; /* smallest range a reduction block is 
 
 /* ---- sum_rows, narrow ---- */
 template <bool FINAL>
-__global__ void __launch_bounds__(kThreads) sum_rows_narrow_kernel(int64_t M, int N, int64_t rows_per,
+__global__ void __launch_bounds__(kThreads, kReduceMinBlocksPerSM) sum_rows_narrow_kernel(int64_t M, int N, int64_t rows_per,
                                                                    const float *__restrict__ x,
                                                                    double *__restrict__ partial,
                                                                    float *__restrict__ y) {
@@ -94,7 +94,7 @@ __global__ void __launch_bounds__(kThreads) sum_rows_finish_narrow_kernel(int S,
 
 /* ---- sum_rows, wide: block (32, 8), blockIdx.x = 32-column tile, blockIdx.y = row range ---- */
 template <bool FINAL>
-__global__ void __launch_bounds__(kThreads) sum_rows_wide_kernel(int64_t M, int64_t N, int64_t rows_per,
+__global__ void __launch_bounds__(kThreads, kReduceMinBlocksPerSM) sum_rows_wide_kernel(int64_t M, int64_t N, int64_t rows_per,
                                                                  const float *__restrict__ x,
                                                                  double *__restrict__ partial,
                                                                  float *__restrict__ y) {
@@ -146,7 +146,7 @@ __global__ void __launch_bounds__(kThreads) sum_rows_finish_wide_kernel(int S, i
 
 /* ---- sum of n elements: block b adds [b*per, min(n, (b+1)*per)); per % 4 == 0 ---- */
 template <bool V, bool FINAL>
-__global__ void __launch_bounds__(kThreads) sum_kernel(int64_t n, int64_t per, const float *__restrict__ x,
+__global__ void __launch_bounds__(kThreads, kReduceMinBlocksPerSM) sum_kernel(int64_t n, int64_t per, const float *__restrict__ x,
                                                        double *__restrict__ partial, float *__restrict__ out) {
     __shared__ double sh[32];
     const int t = threadIdx.x;
@@ -299,9 +299,7 @@ extern "C" odl_status odl_cuda_sum_rows(int64_t M, int64_t N, const float *x, fl
     }
     const int64_t tiles = cdiv(N, 32);
     if (tiles > INT_MAX) return ODL_ERR(ODL_E_UNSUPPORTED, "sum_rows: N=%lld is too large", (long long)N);
-    int64_t max_parts = kReduceBlocks / tiles;
-    if (max_parts < 1) max_parts = 1;
-    const Split sp = split_plan(M, 64, max_parts);
+    const Split sp = split_plan(M, 64, reduce_parts_cap(tiles));
     const dim3 grid((unsigned)tiles, (unsigned)sp.parts), block(32, 8);
     if (sp.parts == 1) {
         sum_rows_wide_kernel<true><<<grid, block, 0, stream()>>>(M, N, sp.per, x, nullptr, y);

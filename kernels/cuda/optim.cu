@@ -1,0 +1,172 @@
+/* CUDA optimiser updates, in place, with the element-wise formulas of torch.optim's single-tensor
+ * implementations (odl/backend.h). CPU twin: kernels/cpu/optim.c, whose float arithmetic is kept
+ * operation for operation and in the same order, written with __fmul_rn/__fadd_rn/__fdiv_rn/__fsqrt_rn
+ * so that nvcc contracts nothing into an FMA (the CPU build never does) and every operation is IEEE
+ * round-to-nearest: the CPU and the GPU give bitwise the same parameters and state. Scalars that
+ * PyTorch computes in Python (bias corrections, step size, the AdamW decay factor) are computed on the
+ * host in double, exactly as the CPU backend does, and rounded to float once:
+ *   SGD:      g = g + wd*p; buf = step == 1 ? g : momentum*buf + (1 - dampening)*g;
+ *             g = nesterov ? g + momentum*buf : buf; p = p + (-lr)*g.        (buf unused when momentum == 0)
+ *   Adam(W):  AdamW p = p * (1 - lr*wd); Adam g = g + wd*p; m = b1*m + (1 - b1)*g;
+ *             v = b2*v + (1 - b2)*g*g; denom = sqrt(v) / sqrt(1 - b2^step) + eps;
+ *             p = p + (-lr / (1 - b1^step)) * (m / denom).
+ *   Adadelta: g = g + wd*p; sq = rho*sq + (1 - rho)*g*g; d = sqrt(acc + eps) / sqrt(sq + eps) * g;
+ *             acc = rho*acc + (1 - rho)*d*d; p = p + (-lr)*d.
+ * Design: one grid-stride kernel per optimiser (odlk::grid_for), float4 on every stream when all
+ * pointers are 16-byte aligned (the first n % 4 threads finish the tail), scalar otherwise.
+ * Traffic per element: SGD 16 bytes (12 without momentum), Adam 28, Adadelta 28.
+ */
+#include <math.h>
+
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/ops_util.cuh"
+
+namespace odlk {
+namespace {
+
+struct SgdUpd {
+    float lr, momentum, omd, wd; /* omd = 1 - dampening */
+    int nesterov, first;
+    __device__ __forceinline__ void operator()(float &p, float g, float &buf, float &) const {
+        if (wd != 0.0f) g = __fadd_rn(g, __fmul_rn(wd, p));
+        if (momentum != 0.0f) {
+            const float b = first ? g : __fadd_rn(__fmul_rn(momentum, buf), __fmul_rn(omd, g));
+            buf = b;
+            g = nesterov ? __fadd_rn(g, __fmul_rn(momentum, b)) : b;
+        }
+        p = __fadd_rn(p, __fmul_rn(-lr, g));
+    }
+};
+
+struct AdamUpd {
+    float b1, omb1, b2, omb2, eps, wd, step_size, bc2_sqrt, decay;
+    int decoupled;
+    __device__ __forceinline__ void operator()(float &p, float g, float &m, float &v) const {
+        if (decoupled)
+            p = __fmul_rn(p, decay);
+        else if (wd != 0.0f)
+            g = __fadd_rn(g, __fmul_rn(wd, p));
+        m = __fadd_rn(__fmul_rn(b1, m), __fmul_rn(omb1, g));
+        v = __fadd_rn(__fmul_rn(b2, v), __fmul_rn(__fmul_rn(omb2, g), g));
+        const float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(v), bc2_sqrt), eps);
+        p = __fadd_rn(p, __fmul_rn(-step_size, __fdiv_rn(m, denom)));
+    }
+};
+
+struct AdadeltaUpd {
+    float lr, rho, omr, eps, wd;
+    __device__ __forceinline__ void operator()(float &p, float g, float &sq, float &acc) const {
+        if (wd != 0.0f) g = __fadd_rn(g, __fmul_rn(wd, p));
+        sq = __fadd_rn(__fmul_rn(rho, sq), __fmul_rn(__fmul_rn(omr, g), g));
+        const float d = __fmul_rn(__fdiv_rn(__fsqrt_rn(__fadd_rn(acc, eps)), __fsqrt_rn(__fadd_rn(sq, eps))), g);
+        acc = __fadd_rn(__fmul_rn(rho, acc), __fmul_rn(__fmul_rn(omr, d), d));
+        p = __fadd_rn(p, __fmul_rn(-lr, d));
+    }
+};
+
+/* NS: how many state streams (s1, s2) the update reads and writes (SGD: 1 with momentum, else 0). */
+/* At most 64 registers (4 blocks of 256 per SM): with four float4 streams and the IEEE division and
+ * square root sequences, Adam and Adadelta spill at 40. Four 16-byte loads in flight per thread keep
+ * 64 KB per SM in flight at that occupancy. */
+template <class U, int NS, bool V>
+__global__ void __launch_bounds__(kThreads, 4) optim_kernel(int64_t n, float *p, const float *__restrict__ g,
+                                                            float *s1, float *s2, U upd) {
+    const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    float z0 = 0.0f, z1 = 0.0f;
+    if (V) {
+        const int64_t n4 = n >> 2;
+        const float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
+        for (int64_t j = tid; j < n4; j += stride) {
+            float4 pv = ld4(p, j);
+            const float4 gv = ld4(g, j);
+            float4 a = NS > 0 ? ld4(s1, j) : z, b = NS > 1 ? ld4(s2, j) : z;
+            upd(pv.x, gv.x, a.x, b.x);
+            upd(pv.y, gv.y, a.y, b.y);
+            upd(pv.z, gv.z, a.z, b.z);
+            upd(pv.w, gv.w, a.w, b.w);
+            st4(p, j, pv);
+            if (NS > 0) st4(s1, j, a);
+            if (NS > 1) st4(s2, j, b);
+        }
+        const int64_t i = (n4 << 2) + tid;
+        if (i < n) {
+            float pi = p[i], a = NS > 0 ? s1[i] : 0.0f, b = NS > 1 ? s2[i] : 0.0f;
+            upd(pi, g[i], a, b);
+            p[i] = pi;
+            if (NS > 0) s1[i] = a;
+            if (NS > 1) s2[i] = b;
+        }
+    } else {
+        for (int64_t i = tid; i < n; i += stride) {
+            float pi = p[i], a = NS > 0 ? s1[i] : z0, b = NS > 1 ? s2[i] : z1;
+            upd(pi, g[i], a, b);
+            p[i] = pi;
+            if (NS > 0) s1[i] = a;
+            if (NS > 1) s2[i] = b;
+        }
+    }
+}
+
+template <class U, int NS>
+odl_status launch_optim(const char *name, int64_t n, float *p, const float *g, float *s1, float *s2, U upd) {
+    if (n <= 0) return ODL_OK;
+    const bool v = aligned16(p) && aligned16(g) && (NS < 1 || aligned16(s1)) && (NS < 2 || aligned16(s2));
+    int64_t work = v ? (n >> 2) : n;
+    if (work < 1) work = 1;
+    const unsigned grid = grid_for(work, kThreads, 4);
+    if (v)
+        optim_kernel<U, NS, true><<<grid, kThreads, 0, stream()>>>(n, p, g, s1, s2, upd);
+    else
+        optim_kernel<U, NS, false><<<grid, kThreads, 0, stream()>>>(n, p, g, s1, s2, upd);
+    ODL_CUDA_LAUNCH_CHECK(name);
+    return ODL_OK;
+}
+
+} // namespace
+} // namespace odlk
+
+using namespace odlk;
+
+extern "C" odl_status odl_cuda_sgd_step(int64_t n, float *p, const float *g, float *buf, float lr, float momentum,
+                                        float dampening, float weight_decay, int nesterov, int64_t step) {
+    SgdUpd u;
+    u.lr = lr;
+    u.momentum = momentum;
+    u.omd = 1.0f - dampening;
+    u.wd = weight_decay;
+    u.nesterov = nesterov;
+    u.first = step <= 1;
+    if (momentum != 0.0f) return launch_optim<SgdUpd, 1>("optim_kernel sgd", n, p, g, buf, nullptr, u);
+    return launch_optim<SgdUpd, 0>("optim_kernel sgd", n, p, g, nullptr, nullptr, u);
+}
+
+extern "C" odl_status odl_cuda_adam_step(int64_t n, float *p, const float *g, float *m, float *v, float lr,
+                                         float beta1, float beta2, float eps, float weight_decay, int decoupled,
+                                         int64_t step) {
+    const double s = (double)(step < 1 ? 1 : step);
+    const double bc1 = 1.0 - pow((double)beta1, s), bc2 = 1.0 - pow((double)beta2, s);
+    AdamUpd u;
+    u.b1 = beta1;
+    u.omb1 = 1.0f - beta1;
+    u.b2 = beta2;
+    u.omb2 = 1.0f - beta2;
+    u.eps = eps;
+    u.wd = weight_decay;
+    u.step_size = (float)((double)lr / bc1);
+    u.bc2_sqrt = (float)sqrt(bc2);
+    u.decay = (float)(1.0 - (double)lr * (double)weight_decay);
+    u.decoupled = decoupled;
+    return launch_optim<AdamUpd, 2>("optim_kernel adam", n, p, g, m, v, u);
+}
+
+extern "C" odl_status odl_cuda_adadelta_step(int64_t n, float *p, const float *g, float *sq, float *acc, float lr,
+                                             float rho, float eps, float weight_decay) {
+    AdadeltaUpd u;
+    u.lr = lr;
+    u.rho = rho;
+    u.omr = 1.0f - rho;
+    u.eps = eps;
+    u.wd = weight_decay;
+    return launch_optim<AdadeltaUpd, 2>("optim_kernel adadelta", n, p, g, sq, acc, u);
+}
