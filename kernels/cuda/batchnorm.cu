@@ -282,7 +282,7 @@ extern "C" odl_status odl_cuda_batchnorm_infer(int N, int C, int64_t HW, const f
                                                const float *beta, const float *mean, const float *var, float eps,
                                                float *y) {
     if (C <= 0) return ODL_OK;
-    BnPlan p;
+    BnPlan p = {};
     ODL_CHECK(bn_plan("batchnorm_infer", N, C, HW, x, y, nullptr, &p));
     if (p.items <= 0) return ODL_OK;
     void *coef = nullptr;
@@ -298,7 +298,7 @@ extern "C" odl_status odl_cuda_batchnorm_train_fwd(int N, int C, int64_t HW, con
                                                    float momentum, float eps, float *y, float *save_mean,
                                                    float *save_invstd) {
     if (C <= 0) return ODL_OK;
-    BnPlan p;
+    BnPlan p = {};
     ODL_CHECK(bn_plan("batchnorm_train_fwd", N, C, HW, x, y, nullptr, &p));
     void *coef = nullptr;
     double *part = nullptr;
@@ -317,7 +317,7 @@ extern "C" odl_status odl_cuda_batchnorm_bwd(int N, int C, int64_t HW, const flo
                                              const float *gamma, const float *save_mean, const float *save_invstd,
                                              float *dx, float *dgamma, float *dbeta) {
     if (C <= 0) return ODL_OK;
-    BnPlan p;
+    BnPlan p = {};
     ODL_CHECK(bn_plan("batchnorm_bwd", N, C, HW, x, dy, dx, &p));
     void *coef = nullptr;
     double *part = nullptr;
