@@ -32,6 +32,7 @@ int sm_count() {
 struct Workspace {
     void *p;
     size_t cap;
+    size_t n_allocs; /* the pool's allocation count just after this buffer was taken */
 };
 static Workspace g_ws[kMaxDevices];
 static std::mutex g_ws_mu;
@@ -43,7 +44,23 @@ odl_status workspace(size_t bytes, void **out) {
     std::lock_guard<std::mutex> lock(g_ws_mu);
     Workspace &w = g_ws[dev];
     if (bytes == 0) bytes = 256;
+    if (w.p) {
+        /* odl_cuda_shutdown() frees the whole pool; if the pool was made again since, this buffer is gone
+         * (it would count in in_use, and the allocation count only grows within one pool) */
+        odl_pool_stats ps;
+        if (odl_pool_get_stats(odl_cuda(dev), &ps) != ODL_OK || ps.in_use < w.cap || ps.n_allocs < w.n_allocs) {
+            odl_error_clear();
+            w.p = nullptr;
+            w.cap = 0;
+        }
+    }
     if (w.cap < bytes) {
+        cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+        if (cudaStreamIsCapturing(stream(), &cs) == cudaSuccess && cs != cudaStreamCaptureStatusNone)
+            return ODL_ERR(ODL_E_UNSUPPORTED,
+                           "CUDA backend workspace must grow to %zu bytes while the stream is being captured into a "
+                           "graph; run the captured work once before capturing it",
+                           bytes);
         /* grow by at least half, in whole MiB, so that a run settles after a few steps */
         size_t want = w.cap + w.cap / 2;
         if (want < bytes) want = bytes;
@@ -66,6 +83,8 @@ odl_status workspace(size_t bytes, void **out) {
         }
         w.p = p;
         w.cap = want;
+        odl_pool_stats ps;
+        w.n_allocs = odl_pool_get_stats(odl_cuda(dev), &ps) == ODL_OK ? ps.n_allocs : 0;
     }
     *out = w.p;
     return ODL_OK;
