@@ -2,7 +2,7 @@
  * the backend's workspace, fast integer division, activations and the internal entry points that
  * backend.cu assembles into the op table.
  *
- * Every kernel is launched on odl_cuda_stream() (the calling thread's odl_stream_current()) and every
+ * Every kernel is launched on odlk::stream() (the calling thread's odl_stream_current()) and every
  * launch is followed by ODL_CUDA_LAUNCH_CHECK("<kernel>"), which turns cudaGetLastError() into
  * ODL_E_CUDA with the kernel's name and CUDA's message.
  */
