@@ -165,7 +165,7 @@ static odl_status pool_for(odl_device dev, cuda_pool **out) {
 }
 
 static odl_status pool_alloc(odl_device dev, size_t nbytes, void **out) {
-    cuda_pool *p;
+    cuda_pool *p = NULL;
     ODL_CHECK(pool_for(dev, &p));
     size_t need = (nbytes + ODL_POOL_ALIGN - 1) / ODL_POOL_ALIGN * ODL_POOL_ALIGN;
     if (need == 0) need = ODL_POOL_ALIGN;
@@ -229,7 +229,7 @@ static void pool_free(odl_device dev, void *ptr) {
 
 odl_status odl_pool_get_stats(odl_device dev, odl_pool_stats *out) {
     if (dev.type != ODL_DEV_CUDA) return ODL_ERR(ODL_E_INVAL, "pool statistics exist for CUDA devices only");
-    cuda_pool *p;
+    cuda_pool *p = NULL;
     ODL_CHECK(pool_for(dev, &p));
     pthread_mutex_lock(&p->mu);
     *out = p->st;

@@ -15,7 +15,8 @@
  *
  * Design (3 launches for training forward and backward, 2 for inference):
  *   1. statistics: grid (channel, range of the channel's N*HW values); each block reads its range
- *      (float4 when HW % 4 == 0; item q of a channel is image q / HWi, offset q % HWi, odlk::FastDiv)
+ *      (float4 when HW % 4 == 0, two in flight per thread; item q of a channel is image q / HWi,
+ *      offset q % HWi, odlk::FastDiv)
  *      and accumulates in double; the block's sums meet in block_sum's fixed tree and go to the
  *      workspace. Forward sums are shifted by the channel's first value K (s1 = sum(x - K),
  *      s2 = sum((x - K)^2), ss = s2 - s1^2/cnt, the "shifted data" algorithm), so that one pass over x
@@ -39,49 +40,73 @@ namespace {
 
 enum { BN_FWD = 0, BN_BWD = 1 };
 
-/* Statistics of channel blockIdx.x over its items [s*per, min(J, (s+1)*per)), s = blockIdx.y.
- * FWD: part = {sum(x - K), sum((x - K)^2)}, K = x[0, c, 0]. BWD: part = {sum(dy), sum((x - mean)*dy)}. */
+/* One item of the statistics loop: a float4 (V) or a float of x (and dy). */
+template <bool V>
+struct BnItem {
+    float4 x, g;
+};
+template <bool V>
+__device__ __forceinline__ BnItem<V> bn_load(const float *__restrict__ x, const float *__restrict__ dy, int64_t i,
+                                             bool need_dy) {
+    BnItem<V> it;
+    if (V) {
+        it.x = ld4(x, i);
+        it.g = need_dy ? ld4(dy, i) : it.x;
+    } else {
+        it.x = it.g = make_float4(0.f, 0.f, 0.f, 0.f);
+        it.x.x = x[i];
+        it.g.x = need_dy ? dy[i] : 0.0f;
+    }
+    return it;
+}
+/* FWD: a += x - K, b += (x - K)^2; BWD: a += dy, b += (x - K) * dy, lane by lane in order. */
+template <int MODE>
+__device__ __forceinline__ void bn_acc1(float xv, float gv, double K, double &a, double &b) {
+    if (MODE == BN_FWD) {
+        const double d = (double)xv - K;
+        a += d;
+        b += d * d;
+    } else {
+        a += (double)gv;
+        b += ((double)xv - K) * (double)gv;
+    }
+}
 template <int MODE, bool V>
-__global__ void __launch_bounds__(kThreads, kReduceMinBlocksPerSM) bn_stats_kernel(int C, int HWi, FastDiv fdHW, int J, int per,
-                                                            const float *__restrict__ x,
-                                                            const float *__restrict__ dy,
-                                                            const float *__restrict__ mean,
-                                                            double *__restrict__ part) {
+__device__ __forceinline__ void bn_acc(const BnItem<V> &it, double K, double &a, double &b) {
+    bn_acc1<MODE>(it.x.x, it.g.x, K, a, b);
+    if (V) {
+        bn_acc1<MODE>(it.x.y, it.g.y, K, a, b);
+        bn_acc1<MODE>(it.x.z, it.g.z, K, a, b);
+        bn_acc1<MODE>(it.x.w, it.g.w, K, a, b);
+    }
+}
+
+/* Statistics of channel blockIdx.x over its items [s*per, min(J, (s+1)*per)), s = blockIdx.y (FWD: two
+ * items of x in flight per thread; BWD: one item each of x and dy). FWD: part = {sum(x - K), sum((x - K)^2)}, K = x[0, c, 0].
+ * BWD: part = {sum(dy), sum((x - mean)*dy)}. */
+template <int MODE, bool V>
+__global__ void __launch_bounds__(kThreads, kReduceMinBlocksPerSM) bn_stats_kernel(
+    int C, int HWi, FastDiv fdHW, int J, int per, const float *__restrict__ x, const float *__restrict__ dy,
+    const float *__restrict__ mean, double *__restrict__ part) {
     __shared__ double sh[32];
     const int c = blockIdx.x, s = blockIdx.y;
     const int q0 = s * per, q1 = q0 + per < J ? q0 + per : J;
     const double K = MODE == BN_FWD ? (double)x[(int64_t)c * HWi * (V ? 4 : 1)] : (double)mean[c];
     double a = 0.0, b = 0.0;
-    for (int q = q0 + threadIdx.x; q < q1; q += kThreads) {
+    constexpr int U = MODE == BN_FWD ? 2 : 1; /* items per thread and iteration (BWD loads two streams) */
+    for (int q = q0 + threadIdx.x; q < q1; q += U * kThreads) {
+        const int q2 = q + kThreads;
+        const bool two = U == 2 && q2 < q1;
         int n, hw;
         fdHW.divmod(q, n, hw);
-        const int64_t i = ((int64_t)n * C + c) * HWi + hw;
-        if (V) {
-            const float4 v = ld4(x, i);
-            if (MODE == BN_FWD) {
-                const double d0 = (double)v.x - K, d1 = (double)v.y - K, d2 = (double)v.z - K, d3 = (double)v.w - K;
-                a += d0; a += d1; a += d2; a += d3;
-                b += d0 * d0; b += d1 * d1; b += d2 * d2; b += d3 * d3;
-            } else {
-                const float4 g = ld4(dy, i);
-                a += (double)g.x; a += (double)g.y; a += (double)g.z; a += (double)g.w;
-                b += ((double)v.x - K) * (double)g.x;
-                b += ((double)v.y - K) * (double)g.y;
-                b += ((double)v.z - K) * (double)g.z;
-                b += ((double)v.w - K) * (double)g.w;
-            }
-        } else {
-            const float v = x[i];
-            if (MODE == BN_FWD) {
-                const double d = (double)v - K;
-                a += d;
-                b += d * d;
-            } else {
-                const float g = dy[i];
-                a += (double)g;
-                b += ((double)v - K) * (double)g;
-            }
+        const BnItem<V> i0 = bn_load<V>(x, dy, ((int64_t)n * C + c) * HWi + hw, MODE == BN_BWD);
+        BnItem<V> i1;
+        if (two) {
+            fdHW.divmod(q2, n, hw);
+            i1 = bn_load<V>(x, dy, ((int64_t)n * C + c) * HWi + hw, MODE == BN_BWD);
         }
+        bn_acc<MODE, V>(i0, K, a, b);
+        if (two) bn_acc<MODE, V>(i1, K, a, b);
     }
     a = block_sum(a, sh);
     b = block_sum(b, sh);
@@ -179,7 +204,7 @@ __global__ void __launch_bounds__(kThreads) bn_bwd_finalize_kernel(int C, int S,
 /* FWD: y = x*alpha + shift (coef2); BWD: dx = (dy - gm - (x - mean)*k) * w (coef4). Item q: plane q / HWi,
  * channel plane % C. */
 template <int MODE, bool V>
-__global__ void __launch_bounds__(kThreads, 8) bn_transform_kernel(int items, FastDiv fdHW, FastDiv fdC,
+__global__ void __launch_bounds__(kThreads, 6) bn_transform_kernel(int items, FastDiv fdHW, FastDiv fdC,
                                                                    const float *__restrict__ x,
                                                                    const float *__restrict__ dy,
                                                                    const void *__restrict__ coef,

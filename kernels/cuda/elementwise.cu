@@ -77,7 +77,7 @@ __device__ __forceinline__ float4 apply4(const Op &op, float4 a, float4 b, float
 /* y[i] = op(a[i], b[i], c[i]) for i < n; inputs beyond NIN are not read. V: all pointers 16-byte
  * aligned (float4 path). */
 template <int NIN, bool V, class Op>
-__global__ void __launch_bounds__(kThreads, 8) map_kernel(int64_t n, const float *a, const float *b, const float *c,
+__global__ void __launch_bounds__(kThreads, 6) map_kernel(int64_t n, const float *a, const float *b, const float *c,
                                                        float *y, Op op) {
     const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -124,7 +124,7 @@ __device__ __forceinline__ float drop1(uint32_t w, float p, float scale, float x
 
 /* Thread-per-Philox-block: block j covers elements 4j..4j+3. V: x and y 16-byte aligned. */
 template <bool V>
-__global__ void __launch_bounds__(kThreads, 8) dropout_kernel(int64_t n, float p, float scale, uint64_t seed,
+__global__ void __launch_bounds__(kThreads, 6) dropout_kernel(int64_t n, float p, float scale, uint64_t seed,
                                                            uint64_t offset, const float *x, float *y) {
     const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;

@@ -24,7 +24,7 @@ namespace {
 
 /* Item k = small-tensor element (V: pair of elements 2k, 2k+1 of a row; Wi = W/2 pairs per row). */
 template <bool V>
-__global__ void __launch_bounds__(kThreads, 8) upsample2x_fwd_kernel(int items, int W, FastDiv fdWi,
+__global__ void __launch_bounds__(kThreads, 6) upsample2x_fwd_kernel(int items, int W, FastDiv fdWi,
                                                                      const float *__restrict__ x,
                                                                      float *__restrict__ y) {
     const int stride = gridDim.x * blockDim.x;
@@ -51,7 +51,7 @@ __global__ void __launch_bounds__(kThreads, 8) upsample2x_fwd_kernel(int items, 
 }
 
 template <bool V>
-__global__ void __launch_bounds__(kThreads, 8) upsample2x_bwd_kernel(int items, int W, FastDiv fdWi,
+__global__ void __launch_bounds__(kThreads, 6) upsample2x_bwd_kernel(int items, int W, FastDiv fdWi,
                                                                      const float *__restrict__ dy,
                                                                      float *__restrict__ dx) {
     const int stride = gridDim.x * blockDim.x;
@@ -77,7 +77,7 @@ __global__ void __launch_bounds__(kThreads, 8) upsample2x_bwd_kernel(int items, 
 /* Copy L items per image from `from` (image stride sfrom items) to `to` (stride sto); V: items are
  * float4. */
 template <bool V>
-__global__ void __launch_bounds__(kThreads, 8) channel_copy_kernel(int N, int64_t L, const float *__restrict__ from,
+__global__ void __launch_bounds__(kThreads, 6) channel_copy_kernel(int N, int64_t L, const float *__restrict__ from,
                                                                    int64_t sfrom, float *__restrict__ to,
                                                                    int64_t sto) {
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;

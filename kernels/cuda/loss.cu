@@ -132,7 +132,7 @@ __global__ void __launch_bounds__(kThreads) label_check_kernel(int B, int C, con
 }
 
 template <bool BIG>
-__global__ void __launch_bounds__(kThreads, 8) lsm_bwd_kernel(int64_t n, int C, FastDiv fdC,
+__global__ void __launch_bounds__(kThreads, 6) lsm_bwd_kernel(int64_t n, int C, FastDiv fdC,
                                                               const float *__restrict__ lp,
                                                               const int32_t *__restrict__ labels, float g,
                                                               float *__restrict__ d) {

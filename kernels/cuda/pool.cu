@@ -35,7 +35,7 @@ struct PoolGeom {
 };
 
 /* General window: one thread per output element o = (plane * P + p) * Q + q. */
-__global__ void __launch_bounds__(kThreads, 8) maxpool_fwd_kernel(int total, PoolGeom g, FastDiv fdQ, FastDiv fdP,
+__global__ void __launch_bounds__(kThreads, 6) maxpool_fwd_kernel(int total, PoolGeom g, FastDiv fdQ, FastDiv fdP,
                                                                const float *__restrict__ x, float *__restrict__ y,
                                                                int32_t *__restrict__ argmax) {
     const int stride = gridDim.x * blockDim.x;
@@ -71,7 +71,7 @@ __global__ void __launch_bounds__(kThreads, 8) maxpool_fwd_kernel(int total, Poo
  * first cell taken unconditionally equals starting from -inf with that cell first). V2: W even and x
  * 8-byte aligned, so each window row is one float2. */
 template <bool V2>
-__global__ void __launch_bounds__(kThreads, 8) maxpool_fwd_2x2_kernel(int total, int H, int W, FastDiv fdQ,
+__global__ void __launch_bounds__(kThreads, 6) maxpool_fwd_2x2_kernel(int total, int H, int W, FastDiv fdQ,
                                                                    FastDiv fdP, const float *__restrict__ x,
                                                                    float *__restrict__ y,
                                                                    int32_t *__restrict__ argmax) {
@@ -120,7 +120,7 @@ __global__ void __launch_bounds__(kThreads, 8) maxpool_fwd_2x2_kernel(int total,
  * window covers. Same values as the gather kernel with a quarter of the threads and no division per
  * cell. V2: W even and dx 8-byte aligned (float2 stores). */
 template <bool V2>
-__global__ void __launch_bounds__(kThreads, 8) maxpool_bwd_2x2_kernel(int total, int H, int W, int P, int Q,
+__global__ void __launch_bounds__(kThreads, 6) maxpool_bwd_2x2_kernel(int total, int H, int W, int P, int Q,
                                                                       FastDiv fdQ, FastDiv fdP,
                                                                       const float *__restrict__ dy,
                                                                       const int32_t *__restrict__ argmax,
@@ -159,7 +159,7 @@ __global__ void __launch_bounds__(kThreads, 8) maxpool_bwd_2x2_kernel(int total,
 }
 
 /* Gather backward: one thread per input cell i = (plane * H + ih) * W + iw. */
-__global__ void __launch_bounds__(kThreads, 8) maxpool_bwd_kernel(int total, PoolGeom g, FastDiv fdW, FastDiv fdH,
+__global__ void __launch_bounds__(kThreads, 6) maxpool_bwd_kernel(int total, PoolGeom g, FastDiv fdW, FastDiv fdH,
                                                                FastDiv fdSh, FastDiv fdSw,
                                                                const float *__restrict__ dy,
                                                                const int32_t *__restrict__ argmax,

@@ -14,11 +14,12 @@
  * sum_rows, two regimes:
  *   narrow (N <= 128): a block reads a contiguous range of rows as one flat stream of floats; with
  *     G = 256 / N groups, thread t < G*N reads elements t, t + G*N, ... so that it always meets column
- *     t % N, and every warp load is 128 contiguous bytes whatever N is. The G per-thread sums of each
+ *     t % N, and every warp load is 128 contiguous bytes whatever N is (eight loads in flight per
+ *     thread). The G per-thread sums of each
  *     column then meet in a fixed halving tree in shared memory; up to 768 row ranges, whose double
  *     partial sums a second kernel (one block per column) adds in a fixed tree.
  *   wide (N > 128): blocks of 32 columns x 8 row lanes (each warp reads 128 contiguous bytes of a
- *     row, four rows in flight per thread), split over row ranges (odlk::reduce_parts_cap); the 8
+ *     row, eight rows in flight per thread), split over row ranges (odlk::reduce_parts_cap); the 8
  *     lanes meet in a fixed tree, and a second kernel (one thread per column) adds the row ranges'
  *     partials in order. With one row range the first kernel writes y directly.
  * sum: up to 768 contiguous, 16-byte aligned ranges read as float4 (four in flight per thread), block
@@ -55,12 +56,12 @@ __global__ void __launch_bounds__(kThreads, kReduceMinBlocksPerSM) sum_rows_narr
     double a = 0.0;
     if (t < T) {
         int64_t e = r0 * N + t;
-        for (; e + 3 * (int64_t)T < e1; e += 4 * (int64_t)T) {
-            const float v0 = x[e], v1 = x[e + T], v2 = x[e + 2 * T], v3 = x[e + 3 * T];
-            a += (double)v0;
-            a += (double)v1;
-            a += (double)v2;
-            a += (double)v3;
+        for (; e + 7 * (int64_t)T < e1; e += 8 * (int64_t)T) {
+            float v[8];
+#pragma unroll
+            for (int k = 0; k < 8; k++) v[k] = x[e + k * (int64_t)T];
+#pragma unroll
+            for (int k = 0; k < 8; k++) a += (double)v[k];
         }
         for (; e < e1; e += T) a += (double)x[e];
     }
@@ -108,12 +109,12 @@ __global__ void __launch_bounds__(kThreads, kReduceMinBlocksPerSM) sum_rows_wide
         int64_t m = r0 + ty;
         const float *p = x + m * N + n;
         const int64_t s8 = 8 * N;
-        for (; m + 24 < r1; m += 32, p += 4 * s8) {
-            const float v0 = p[0], v1 = p[s8], v2 = p[2 * s8], v3 = p[3 * s8];
-            a += (double)v0;
-            a += (double)v1;
-            a += (double)v2;
-            a += (double)v3;
+        for (; m + 56 < r1; m += 64, p += 8 * s8) {
+            float v[8];
+#pragma unroll
+            for (int k = 0; k < 8; k++) v[k] = p[k * s8];
+#pragma unroll
+            for (int k = 0; k < 8; k++) a += (double)v[k];
         }
         for (; m < r1; m += 8, p += s8) a += (double)p[0];
     }
