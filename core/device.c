@@ -139,7 +139,11 @@ out:
     return st;
 }
 
+/* Frees the CUDA backend's cached workspace (kernels/cuda/backend.cu), which lives in the pools. */
+void odl_cuda_backend_release(void);
+
 void odl_cuda_shutdown(void) {
+    odl_cuda_backend_release();
     pthread_mutex_lock(&g_init_mu);
     for (int i = 0; i < ODL_MAX_CUDA_DEVICES; i++) {
         cuda_pool *p = &g_pools[i];
