@@ -296,14 +296,33 @@ static odl_status run_implicit(const typename LA::Params &pa, const typename LB:
     return splitk_reduce(part, splits, M, N, fin, ep, "odl_conv2d_splitk_reduce");
 }
 
-/* Configuration, split count and slice depth for an implicit GEMM of M x N with reduction Kd. */
+/* Wide tiles for the implicit GEMMs with few rows (K or C of 17..64) and many columns (N*P*Q): along
+ * the gathered operand a thread holds 2 columns of 8 reduction rows, so each row's (c, r, s)
+ * decomposition serves two loads, and 8 x 16 / 8 x 8 register tiles read shared memory less per FMA
+ * than 64 x 128 / 32 x 128. Conv-only (not in the GEMM's table). */
+/*                         BM   BN BK WARPS  TM  TN MINB */
+using Cfg64x256 = TileCfg<64, 256, 8, 1, 4, 8, 16, 2>; /* 128 threads, 8 x 16 per thread */
+using Cfg32x256 = TileCfg<32, 256, 8, 1, 4, 8, 8, 3>;  /* 128 threads, 8 x 8 per thread */
+enum { C64x256 = G_COUNT, C32x256 };
+
+static int64_t tiles2(int64_t M, int64_t N, int bm, int bn) { return cdiv(M, bm) * cdiv(N, bn); }
+
+/* Configuration, split count and slice depth for an implicit GEMM of M x N with reduction Kd.
+ * wide: the wide conv tiles may be used (forward and bwd_data), when they give at least three blocks per
+ * multiprocessor; otherwise plan_cfg's choice, with 128 x 256 narrowed to 128 x 128 unless allow_256.
+ * max_splits: cap of the split-K factor. */
 struct Plan {
     int cfg, splits, k_chunk;
 };
-static Plan plan_for(int M, int N, int Kd, bool allow_split) {
+static Plan plan_for(int M, int N, int Kd, bool allow_split, bool wide = false, bool allow_256 = false,
+                     int max_splits = 64) {
     Plan p;
+    const int64_t sms = sm_count();
     p.cfg = plan_cfg(M, N);
-    p.splits = allow_split ? plan_splits(p.cfg, M, N, Kd) : 1;
+    if (p.cfg == G128x256 && !allow_256) p.cfg = G128x128;
+    if (wide && M > 16 && M <= 32 && tiles2(M, N, 32, 256) >= 3 * sms) p.cfg = C32x256;
+    if (wide && M > 32 && M <= 64 && tiles2(M, N, 64, 256) >= 3 * sms) p.cfg = C64x256;
+    p.splits = allow_split && p.cfg < G_COUNT ? plan_splits(p.cfg, M, N, Kd, max_splits) : 1;
     p.k_chunk = Kd > 0 ? Kd : 1;
     if (p.splits > 1) p.splits = k_chunk_for(p.cfg, Kd, p.splits, &p.k_chunk);
     if (p.splits <= 1) {
@@ -433,6 +452,101 @@ static odl_status bwd_weight_cfg(const odl_conv2d_shape *s, const float *x, cons
                                      "odl_conv2d_bwd_weight");
 }
 
+/* ---- bwd_weight for few columns (C*R*S <= 16, e.g. a first layer with C = 1): the tiled GEMM would
+ * waste most of a 128-column tile, so a dedicated reduction kernel instead. Block (chunk b, channel
+ * group g): warp w of the block owns output channels k0 = (g * 8 + w) * KT .. k0 + KT - 1; lane l
+ * walks the reduction indices j = n*PQ + p*Q + q of chunk b with stride 32 (coalesced dy and x reads),
+ * accumulating dy[n, k, pq] * x[n, c, p*sh-ph+r, q*sw-pw+s] for its KT channels and all C*R*S columns
+ * in registers; a fixed xor-butterfly over the warp's lanes then adds the 32 lane sums (every lane
+ * ends with the same value: IEEE addition commutes) and the block writes part[b][k][crs]. The chunks
+ * are added in order by splitk_reduce_kernel: deterministic, FP32 FMAs. ---- */
+template <int KT, int CRS_MAX>
+__global__ void __launch_bounds__(256)
+    bwd_weight_smalln_kernel(const float *__restrict__ x, const float *__restrict__ dy, int K, int C, int H, int W,
+                             int sh, int sw, int ph, int pw, int PQ, int NPQ, int CRS, int RS, int S, FastDiv fPQ,
+                             FastDiv fQ, int chunk, float *__restrict__ part) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int k0 = ((int)blockIdx.y * 8 + warp) * KT;
+    if (k0 >= K) return; /* whole warp: no block-wide barrier below */
+    const int HW = H * W;
+    int coff[CRS_MAX], rr[CRS_MAX], ss[CRS_MAX];
+#pragma unroll
+    for (int e = 0; e < CRS_MAX; e++) {
+        const int c = e / RS, rs = e % RS, r = rs / S, s_ = rs % S;
+        coff[e] = c * HW + r * W + s_;
+        rr[e] = e < CRS ? r : (1 << 28); /* columns past C*R*S fail every bounds check */
+        ss[e] = s_;
+    }
+    float acc[KT][CRS_MAX];
+#pragma unroll
+    for (int t = 0; t < KT; t++)
+#pragma unroll
+        for (int e = 0; e < CRS_MAX; e++) acc[t][e] = 0.0f;
+    const int jb = (int)blockIdx.x * chunk;
+    const int je = min(NPQ, jb + chunk);
+    const int64_t CHW = (int64_t)C * HW;
+    for (int j = jb + lane; j < je; j += 32) {
+        int img, pq, p, q;
+        fPQ.divmod(j, img, pq);
+        fQ.divmod(pq, p, q);
+        const int h0 = p * sh - ph, w0 = q * sw - pw;
+        const int64_t xbase = (int64_t)img * CHW + (int64_t)h0 * W + w0;
+        const float *dyb = dy + ((int64_t)img * K + k0) * PQ + pq;
+        float dv[KT], xv[CRS_MAX];
+#pragma unroll
+        for (int t = 0; t < KT; t++) dv[t] = k0 + t < K ? __ldg(dyb + (int64_t)t * PQ) : 0.0f;
+#pragma unroll
+        for (int e = 0; e < CRS_MAX; e++) {
+            const int h = h0 + rr[e], w = w0 + ss[e];
+            xv[e] = ((unsigned)h < (unsigned)H && (unsigned)w < (unsigned)W) ? __ldg(x + (xbase + coff[e])) : 0.0f;
+        }
+#pragma unroll
+        for (int t = 0; t < KT; t++)
+#pragma unroll
+            for (int e = 0; e < CRS_MAX; e++) acc[t][e] = fmaf(dv[t], xv[e], acc[t][e]);
+    }
+    float *pb = part + ((int64_t)blockIdx.x * K + k0) * CRS;
+#pragma unroll
+    for (int t = 0; t < KT; t++)
+#pragma unroll
+        for (int e = 0; e < CRS_MAX; e++) {
+            float v = acc[t][e];
+#pragma unroll
+            for (int off = 16; off >= 1; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+            if (lane == ((t * CRS_MAX + e) & 31) && e < CRS && k0 + t < K) pb[t * CRS + e] = v;
+        }
+}
+
+template <int CRS_MAX>
+static odl_status bwd_weight_smalln(const odl_conv2d_shape *s, const float *x, const float *dy, float *dw) {
+    constexpr int KT = 4;
+    const int K = s->K, CRS = s->C * s->R * s->S, PQ = s->P * s->Q, NPQ = s->N * s->P * s->Q;
+    const int groups = (int)cdiv(K, 8 * KT);
+    /* about four blocks per multiprocessor in all, each chunk at least 256 reduction indices deep and a
+     * multiple of 32 */
+    const int64_t want = (int64_t)sm_count() * 4 / groups > 0 ? (int64_t)sm_count() * 4 / groups : 1;
+    int64_t chunk = cdiv(NPQ, want);
+    if (chunk < 256) chunk = 256;
+    chunk = cdiv(chunk, 32) * 32;
+    const int chunks = (int)cdiv(NPQ, chunk);
+    void *p = nullptr;
+    ODL_CHECK(workspace((size_t)chunks * K * CRS * sizeof(float), &p));
+    float *ws = (float *)p;
+    bwd_weight_smalln_kernel<KT, CRS_MAX><<<dim3((unsigned)chunks, (unsigned)groups), 256, 0, stream()>>>(
+        x, dy, K, s->C, s->H, s->W, s->stride_h, s->stride_w, s->pad_h, s->pad_w, PQ, NPQ, CRS, s->R * s->S, s->S,
+        FastDiv(PQ), FastDiv(s->Q), (int)chunk, ws);
+    ODL_CUDA_LAUNCH_CHECK("odl_conv2d_bwd_weight_smalln");
+    OutRowMajor part;
+    part.C = ws;
+    part.ldc = CRS;
+    part.zstride = (int64_t)K * CRS;
+    part.vec = false;
+    OutRowMajor fin = part;
+    fin.C = dw;
+    fin.zstride = 0;
+    return splitk_reduce(part, chunks, K, CRS, fin, epi_raw(), "odl_conv2d_bwd_weight_smalln_reduce");
+}
+
 /* ---- bias gradient: db[k] = sum over n < N, pq < PQ of dy[n, k, pq] ----
  * Pass 1: block (k, s) sums slice s of channel k's N*PQ values (a fixed split_plan of the count) in
  * double with block_sum's fixed tree; pass 2 adds each channel's slices in order. */
@@ -484,6 +598,8 @@ static odl_status bias_grad(const odl_conv2d_shape *s, const float *dy, float *d
 
 #define ODL_CONV_DISPATCH(fn, cfg, ...)                                      \
     switch (cfg) {                                                           \
+    case C64x256: return fn<Cfg64x256>(__VA_ARGS__);                         \
+    case C32x256: return fn<Cfg32x256>(__VA_ARGS__);                         \
     case G128x128: return fn<Cfg128x128>(__VA_ARGS__);                       \
     case G64x128: return fn<Cfg64x128>(__VA_ARGS__);                         \
     case G64x64: return fn<Cfg64x64>(__VA_ARGS__);                           \
@@ -503,13 +619,14 @@ static odl_status conv_fwd(const odl_conv2d_shape *s, const float *x, const floa
         ep.residual = e->residual;
         ep.act = e->act;
     }
-    const Plan pl = plan_for(M, N, Kd, true);
+    const Plan pl = plan_for(M, N, Kd, true, true, true);
     float *ws = nullptr;
     if (pl.splits > 1) {
         void *p = nullptr;
         ODL_CHECK(workspace((size_t)pl.splits * M * N * sizeof(float), &p));
         ws = (float *)p;
     }
+    if (pl.cfg == G128x256) return fwd_cfg<Cfg128x256>(s, x, w, ep, y, pl, ws);
     ODL_CONV_DISPATCH(fwd_cfg, pl.cfg, s, x, w, ep, y, pl, ws)
 }
 
@@ -517,7 +634,7 @@ static odl_status conv_bwd_data(const odl_conv2d_shape *s, const float *dy, cons
     ODL_CHECK(check_sizes(s, "conv2d_bwd_data"));
     const int M = s->C, N = s->N * s->H * s->W, Kd = s->K * s->R * s->S;
     if (M <= 0 || N <= 0) return ODL_OK;
-    const Plan pl = plan_for(M, N, Kd, true);
+    const Plan pl = plan_for(M, N, Kd, true, true, false);
     float *wt = nullptr, *ws = nullptr;
     ODL_CHECK(workspace2((size_t)s->K * s->C * s->R * s->S, pl.splits > 1 ? (size_t)pl.splits * M * N : 0, &wt, &ws));
     const int threads = 256;
@@ -530,8 +647,14 @@ static odl_status conv_bwd_data(const odl_conv2d_shape *s, const float *dy, cons
 static odl_status conv_bwd_weight(const odl_conv2d_shape *s, const float *x, const float *dy, float *dw, float *db) {
     ODL_CHECK(check_sizes(s, "conv2d_bwd_weight"));
     const int M = s->K, N = s->C * s->R * s->S, Kd = s->N * s->P * s->Q;
-    if (M > 0 && N > 0) {
-        const Plan pl = plan_for(M, N, Kd, true);
+    if (M > 0 && N > 0 && N <= 16) {
+        if (N <= 4) ODL_CHECK(bwd_weight_smalln<4>(s, x, dy, dw));
+        else if (N <= 9) ODL_CHECK(bwd_weight_smalln<9>(s, x, dy, dw));
+        else ODL_CHECK(bwd_weight_smalln<16>(s, x, dy, dw));
+    } else if (M > 0 && N > 0) {
+        /* up to 256 k slices: enough blocks to fill every resident slot (64 x 288 x 346112 of the MNIST
+         * conv2 at batch 512 had 64 slices = 192 blocks of 4 warps, 1-2 per multiprocessor) */
+        const Plan pl = plan_for(M, N, Kd, true, false, false, 256);
         float *ws = nullptr;
         if (pl.splits > 1) {
             void *p = nullptr;

@@ -3,7 +3,8 @@
  *
  * The kernel is tiled_gemm_kernel (gemm_core.cuh) with dense tile loaders; this file holds the tile
  * configurations, the heuristic that picks one (and a split-K factor) for a shape, and the launch.
- * Large products use 128 x 128 x 8 tiles of 256 threads with an 8 x 8 register tile per thread; thin
+ * Large products use 128 x 256 x 8 tiles of 256 threads with an 8 x 16 register tile per thread
+ * (128 x 128 with 8 x 8 when the wide tiles would leave multiprocessors idle); thin
  * ones (small M, as an MNIST batch of 64) use 64-, 32- or 16-row tiles, and products whose tiles
  * cannot fill the device split K into slices reduced in a fixed order (deterministic). Operands load
  * as float4 when both are 16-byte aligned with leading dimensions divisible by 4; otherwise element by
@@ -35,25 +36,29 @@ static int64_t tiles_of(int cfg, int64_t M, int64_t N) { return cdiv(M, g_cfgs[c
 /* Split-K factor for an M x N x K product on `cfg`: enough k slices that the tiles fill every resident
  * block slot once, each slice at least 256 deep, at most 64 slices. 1 when the tiles fill the device
  * already. */
-int plan_splits(int cfg, int64_t M, int64_t N, int64_t K) {
+int plan_splits(int cfg, int64_t M, int64_t N, int64_t K, int max_splits) {
     const int64_t tiles = tiles_of(cfg, M, N);
     const int64_t sms = sm_count();
     if (tiles >= sms || K < 512) return 1;
     int64_t s = sms * g_cfgs[cfg].minb / tiles;
     if (s > K / 256) s = K / 256;
-    if (s > 64) s = 64;
+    if (s > max_splits) s = max_splits;
     /* the partial sums must stay indexable by int and modest in size (<= 256 MB) */
     while (s > 1 && (s * M * N > INT_MAX || s * M * N * 4 > (int64_t)256 << 20)) s--;
     return s < 1 ? 1 : (int)s;
 }
 
 /* Tile configuration for a shape (see the file comment): rows per tile from M, then the largest tile
- * that still gives at least one block per multiprocessor. */
+ * that still gives at least one block per multiprocessor. 128 x 256 (8 x 16 per thread) once its tiles
+ * fill at least 7/8 of the multiprocessors: measured on an H200 at 0.95 of cuBLAS for 4096^3 and
+ * 8192^3 against 0.81 for 128 x 128, and 46 vs 39 TFLOP/s at 2048^3 with 128 tiles on 132 SMs
+ * (bench/NOTES.md). */
 int plan_cfg(int64_t M, int64_t N) {
     const int64_t sms = sm_count();
     if (M <= 16) return G16x128;
     if (M <= 32) return G32x128;
     if (M <= 64) return tiles_of(G64x128, M, N) >= sms ? G64x128 : G64x64;
+    if (tiles_of(G128x256, M, N) * 8 >= sms * 7) return G128x256;
     if (tiles_of(G128x128, M, N) >= sms) return G128x128;
     if (tiles_of(G64x128, M, N) >= sms) return G64x128;
     return G64x64;

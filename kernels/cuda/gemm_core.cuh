@@ -416,11 +416,11 @@ using Cfg16x128 = TileCfg<16, 128, 8, 1, 2, 4, 8, 8>;   /* 64 threads, 4 x 8 per
 
 enum { G128x128 = 0, G128x128W4, G128x256, G64x128, G64x64, G32x128, G16x128, G_COUNT };
 
-/* Planning (gemm.cu): the configuration for an M x N product (one of G128x128, G64x128, G64x64,
- * G32x128, G16x128), the split-K factor for it, and the k slice depth for a split count (returns the
- * number of non-empty slices). */
+/* Planning (gemm.cu): the configuration for an M x N product (one of G128x256, G128x128, G64x128,
+ * G64x64, G32x128, G16x128), the split-K factor for it (at most max_splits), and the k slice depth for
+ * a split count (returns the number of non-empty slices). */
 int plan_cfg(int64_t M, int64_t N);
-int plan_splits(int cfg, int64_t M, int64_t N, int64_t K);
+int plan_splits(int cfg, int64_t M, int64_t N, int64_t K, int max_splits = 64);
 int k_chunk_for(int cfg, int K, int splits, int *chunk);
 
 } // namespace odlk
