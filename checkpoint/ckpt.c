@@ -93,7 +93,7 @@ odl_status odl_ckpt_list(const char *dir, odl_ckpt_entry **out, size_t *n) {
             cap = nc;
         }
         v[cnt].step = step;
-        snprintf(v[cnt].name, sizeof v[cnt].name, "%s", de->d_name);
+        snprintf(v[cnt].name, sizeof v[cnt].name, "%.63s", de->d_name); /* ckpt-<step>.h5 names are short */
         cnt++;
     }
     closedir(d);
