@@ -7,10 +7,19 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ./launch/install_deps.sh
 BUILD=${BUILD:-build}
-cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release
+gpu=0
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then gpu=1; fi
+cuda_opts=()
+if [ $gpu = 0 ]; then
+  # No GPU here: build the CPU runtime only (the CUDA kernels would take long to compile for nothing).
+  # A GPU machine builds the CUDA backend for the GPU it has; ODL_WITH_CUDA=ON forces it anyway.
+  cuda_opts=(-DODL_WITH_CUDA="${ODL_WITH_CUDA:-OFF}")
+  echo "quickstart: no GPU found, building the CPU runtime (ODL_WITH_CUDA=${ODL_WITH_CUDA:-OFF})"
+fi
+cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release "${cuda_opts[@]}"
 cmake --build "$BUILD" -j"$(nproc)"
 DATA=${DATA:-/usr/share/datasets/fashion-mnist}
-if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+if [ $gpu = 1 ]; then
   set -x
   "$BUILD"/odl_worker --task=train --model=mnist --data_dir="$DATA" --epochs 1 --metrics-out "$BUILD"/metrics.jsonl "$@"
 else
