@@ -521,6 +521,10 @@ template <int CRS_MAX>
 static odl_status bwd_weight_smalln(const odl_conv2d_shape *s, const float *x, const float *dy, float *dw) {
     constexpr int KT = 4;
     const int K = s->K, CRS = s->C * s->R * s->S, PQ = s->P * s->Q, NPQ = s->N * s->P * s->Q;
+    if (NPQ <= 0) { /* an empty batch: the sums are zero */
+        ODL_CUDA_CALL(cudaMemsetAsync(dw, 0, (size_t)K * CRS * sizeof(float), stream()));
+        return ODL_OK;
+    }
     const int groups = (int)cdiv(K, 8 * KT);
     /* about four blocks per multiprocessor in all, each chunk at least 256 reduction indices deep and a
      * multiple of 32 */
