@@ -4,6 +4,7 @@
 #include <inttypes.h>
 #include <sched.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -131,7 +132,11 @@ odl_status odl__comm_nccl_init(odl_comm *c) {
     ODL_CHECK(odl__comm_mpi_bcast(c, &id, sizeof id, 0));
 
     ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
-    cfg.blocking = 0;
+    /* Non-blocking by default, so that set-up and hangs are bounded by dist.timeout_s here; the
+     * watchdog thread also bounds them (MPI_Abort), so ODL_NCCL_BLOCKING=1 (read once, here) trades
+     * that for a cheaper enqueue of each collective. */
+    const char *blk = getenv("ODL_NCCL_BLOCKING");
+    cfg.blocking = blk && blk[0] == '1';
     c->nccl = NULL;
     ncclResult_t r = ncclCommInitRankConfig(&c->nccl, c->size, id, c->rank, &cfg);
     if (r == ncclSuccess || r == ncclInProgress) {
