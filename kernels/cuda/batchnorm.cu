@@ -82,8 +82,8 @@ __device__ __forceinline__ void bn_acc(const BnItem<V> &it, double K, double &a,
 }
 
 /* Statistics of channel blockIdx.x over its items [s*per, min(J, (s+1)*per)), s = blockIdx.y (FWD: two
- * items of x in flight per thread; BWD: one item each of x and dy). FWD: part = {sum(x - K), sum((x - K)^2)}, K = x[0, c, 0].
- * BWD: part = {sum(dy), sum((x - mean)*dy)}. */
+ * items of x in flight per thread; BWD: one item each of x and dy).
+ * FWD: part = {sum(x - K), sum((x - K)^2)}, K = x[0, c, 0]. BWD: part = {sum(dy), sum((x - mean)*dy)}. */
 template <int MODE, bool V>
 __global__ void __launch_bounds__(kThreads, kReduceMinBlocksPerSM) bn_stats_kernel(
     int C, int HWi, FastDiv fdHW, int J, int per, const float *__restrict__ x, const float *__restrict__ dy,
@@ -204,7 +204,7 @@ __global__ void __launch_bounds__(kThreads) bn_bwd_finalize_kernel(int C, int S,
 /* FWD: y = x*alpha + shift (coef2); BWD: dx = (dy - gm - (x - mean)*k) * w (coef4). Item q: plane q / HWi,
  * channel plane % C. */
 template <int MODE, bool V>
-__global__ void __launch_bounds__(kThreads, 6) bn_transform_kernel(int items, FastDiv fdHW, FastDiv fdC,
+__global__ void ODLK_MAXNREG32 bn_transform_kernel(int items, FastDiv fdHW, FastDiv fdC,
                                                                    const float *__restrict__ x,
                                                                    const float *__restrict__ dy,
                                                                    const void *__restrict__ coef,
@@ -278,12 +278,11 @@ odl_status launch_stats(const BnPlan &p, int C, const float *x, const float *dy,
 template <int MODE>
 odl_status launch_transform(const BnPlan &p, int C, const float *x, const float *dy, const void *coef, float *out) {
     if (p.items <= 0) return ODL_OK;
-    const unsigned grid = grid_for(p.items, kThreads);
     const FastDiv fdHW(p.HWi), fdC(C);
-    if (p.v)
-        bn_transform_kernel<MODE, true><<<grid, kThreads, 0, stream()>>>(p.items, fdHW, fdC, x, dy, coef, out);
-    else
-        bn_transform_kernel<MODE, false><<<grid, kThreads, 0, stream()>>>(p.items, fdHW, fdC, x, dy, coef, out);
+    void (*k)(int, FastDiv, FastDiv, const float *, const float *, const void *, float *) =
+        p.v ? bn_transform_kernel<MODE, true> : bn_transform_kernel<MODE, false>;
+    k<<<grid_for_kernel((const void *)k, p.items, kThreads), kThreads, 0, stream()>>>(p.items, fdHW, fdC, x, dy, coef,
+                                                                                    out);
     ODL_CUDA_LAUNCH_CHECK("bn_transform_kernel");
     return ODL_OK;
 }

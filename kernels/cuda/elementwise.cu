@@ -9,12 +9,13 @@
  *   dropout: keep element i when odl_philox_uniform(seed, offset, i) >= p; y = keep ? x * scale : 0,
  *     scale = 1/(1 - p) rounded once to float on the host (a dropped inf or NaN gives 0, as the CPU).
  *
- * Design: one grid-stride kernel per operation (a functor over up to three inputs), sized by
- * odlk::grid_for. When every pointer is 16-byte aligned the loop moves one float4 per input and
- * iteration (at full occupancy, 2048 threads per SM, that keeps 32 KB per input stream in flight on
- * every SM, several times what HBM latency times bandwidth needs), and the first n % 4 threads of the grid finish the tail; otherwise it moves
- * single floats. Dropout gives each thread whole Philox blocks: one Philox4x32-10 call yields the four
- * words of elements 4j..4j+3 (odl/rng.h stream layout), i.e. exactly one float4.
+ * Design: one grid-stride kernel per operation (a functor over up to three inputs), capped at 32
+ * registers (ODLK_MAXNREG32) and sized by odlk::grid_for_kernel to exactly one resident wave (8 blocks
+ * of 256 per SM on an H200). When every pointer is 16-byte aligned the loop moves one float4 per input
+ * and iteration (at 2048 threads per SM that keeps 32 KB per input stream in flight on every SM, more
+ * than HBM latency times bandwidth needs), and the first n % 4 threads of the grid finish the tail;
+ * otherwise it moves single floats. Dropout gives each thread whole Philox blocks: one Philox4x32-10
+ * call yields the four words of elements 4j..4j+3 (odl/rng.h stream layout), i.e. exactly one float4.
  * y may alias an input (in-place use): each element is read before it is written, by the same thread.
  */
 #include "kernels/cuda/common.cuh"
@@ -77,7 +78,7 @@ __device__ __forceinline__ float4 apply4(const Op &op, float4 a, float4 b, float
 /* y[i] = op(a[i], b[i], c[i]) for i < n; inputs beyond NIN are not read. V: all pointers 16-byte
  * aligned (float4 path). */
 template <int NIN, bool V, class Op>
-__global__ void __launch_bounds__(kThreads, 6) map_kernel(int64_t n, const float *a, const float *b, const float *c,
+__global__ void ODLK_MAXNREG32 map_kernel(int64_t n, const float *a, const float *b, const float *c,
                                                        float *y, Op op) {
     const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -107,11 +108,9 @@ odl_status launch_map(const char *name, int64_t n, const float *a, const float *
                    (NIN < 3 || aligned16(c));
     int64_t work = v ? (n >> 2) : n;
     if (work < 1) work = 1;
-    const unsigned grid = grid_for(work, kThreads);
-    if (v)
-        map_kernel<NIN, true, Op><<<grid, kThreads, 0, stream()>>>(n, a, b, c, y, op);
-    else
-        map_kernel<NIN, false, Op><<<grid, kThreads, 0, stream()>>>(n, a, b, c, y, op);
+    void (*k)(int64_t, const float *, const float *, const float *, float *, Op) =
+        v ? map_kernel<NIN, true, Op> : map_kernel<NIN, false, Op>;
+    k<<<grid_for_kernel((const void *)k, work, kThreads), kThreads, 0, stream()>>>(n, a, b, c, y, op);
     ODL_CUDA_LAUNCH_CHECK(name);
     return ODL_OK;
 }
@@ -124,7 +123,7 @@ __device__ __forceinline__ float drop1(uint32_t w, float p, float scale, float x
 
 /* Thread-per-Philox-block: block j covers elements 4j..4j+3. V: x and y 16-byte aligned. */
 template <bool V>
-__global__ void __launch_bounds__(kThreads, 6) dropout_kernel(int64_t n, float p, float scale, uint64_t seed,
+__global__ void ODLK_MAXNREG32 dropout_kernel(int64_t n, float p, float scale, uint64_t seed,
                                                            uint64_t offset, const float *x, float *y) {
     const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -185,11 +184,9 @@ extern "C" odl_status odl_cuda_dropout_fwd(int64_t n, float p, uint64_t seed, ui
     if (n <= 0) return ODL_OK;
     const float scale = 1.0f / (1.0f - p); /* once, in float, as the CPU and PyTorch */
     const int64_t nblk = (n + 3) >> 2;
-    const unsigned grid = grid_for(nblk, kThreads);
-    if (aligned16(x) && aligned16(y))
-        dropout_kernel<true><<<grid, kThreads, 0, stream()>>>(n, p, scale, seed, offset, x, y);
-    else
-        dropout_kernel<false><<<grid, kThreads, 0, stream()>>>(n, p, scale, seed, offset, x, y);
+    void (*k)(int64_t, float, float, uint64_t, uint64_t, const float *, float *) =
+        aligned16(x) && aligned16(y) ? dropout_kernel<true> : dropout_kernel<false>;
+    k<<<grid_for_kernel((const void *)k, nblk, kThreads), kThreads, 0, stream()>>>(n, p, scale, seed, offset, x, y);
     ODL_CUDA_LAUNCH_CHECK("dropout_kernel");
     return ODL_OK;
 }

@@ -13,7 +13,8 @@
  *   channel_copy: grid (x: range of the C_src*HW floats of an image, y: images); float4 when the slice
  *     length, both image strides and the channel offset are multiples of 4 floats and both pointers
  *     16-byte aligned.
- * All grid-stride loops sized by odlk::grid_for. Limit: N*C*H*W < 2^31 for upsampling
+ * All grid-stride loops (32 registers) sized by odlk::grid_for_kernel to one resident wave.
+ * Limit: N*C*H*W < 2^31 for upsampling
  * (ODL_E_UNSUPPORTED otherwise).
  */
 #include "kernels/cuda/common.cuh"
@@ -24,7 +25,7 @@ namespace {
 
 /* Item k = small-tensor element (V: pair of elements 2k, 2k+1 of a row; Wi = W/2 pairs per row). */
 template <bool V>
-__global__ void __launch_bounds__(kThreads, 6) upsample2x_fwd_kernel(int items, int W, FastDiv fdWi,
+__global__ void ODLK_MAXNREG32 upsample2x_fwd_kernel(int items, int W, FastDiv fdWi,
                                                                      const float *__restrict__ x,
                                                                      float *__restrict__ y) {
     const int stride = gridDim.x * blockDim.x;
@@ -51,7 +52,7 @@ __global__ void __launch_bounds__(kThreads, 6) upsample2x_fwd_kernel(int items, 
 }
 
 template <bool V>
-__global__ void __launch_bounds__(kThreads, 6) upsample2x_bwd_kernel(int items, int W, FastDiv fdWi,
+__global__ void ODLK_MAXNREG32 upsample2x_bwd_kernel(int items, int W, FastDiv fdWi,
                                                                      const float *__restrict__ dy,
                                                                      float *__restrict__ dx) {
     const int stride = gridDim.x * blockDim.x;
@@ -77,7 +78,7 @@ __global__ void __launch_bounds__(kThreads, 6) upsample2x_bwd_kernel(int items, 
 /* Copy L items per image from `from` (image stride sfrom items) to `to` (stride sto); V: items are
  * float4. */
 template <bool V>
-__global__ void __launch_bounds__(kThreads, 6) channel_copy_kernel(int N, int64_t L, const float *__restrict__ from,
+__global__ void ODLK_MAXNREG32 channel_copy_kernel(int N, int64_t L, const float *__restrict__ from,
                                                                    int64_t sfrom, float *__restrict__ to,
                                                                    int64_t sto) {
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -109,13 +110,12 @@ extern "C" odl_status odl_cuda_upsample2x_fwd(int N, int C, int H, int W, const 
     int64_t nx;
     ODL_CHECK(up_size("upsample2x_fwd", N, C, H, W, &nx));
     if (nx <= 0) return ODL_OK;
-    if (W % 2 == 0 && ((uintptr_t)x & 7u) == 0 && aligned16(y)) {
-        const int items = (int)(nx / 2);
-        upsample2x_fwd_kernel<true><<<grid_for(items, kThreads), kThreads, 0, stream()>>>(items, W, FastDiv(W / 2), x, y);
-    } else {
-        const int items = (int)nx;
-        upsample2x_fwd_kernel<false><<<grid_for(items, kThreads), kThreads, 0, stream()>>>(items, W, FastDiv(W), x, y);
-    }
+    const bool v = W % 2 == 0 && ((uintptr_t)x & 7u) == 0 && aligned16(y);
+    const int items = (int)(v ? nx / 2 : nx);
+    void (*k)(int, int, FastDiv, const float *, float *) =
+        v ? upsample2x_fwd_kernel<true> : upsample2x_fwd_kernel<false>;
+    k<<<grid_for_kernel((const void *)k, items, kThreads), kThreads, 0, stream()>>>(items, W, FastDiv(v ? W / 2 : W), x,
+                                                                                  y);
     ODL_CUDA_LAUNCH_CHECK("upsample2x_fwd_kernel");
     return ODL_OK;
 }
@@ -124,15 +124,12 @@ extern "C" odl_status odl_cuda_upsample2x_bwd(int N, int C, int H, int W, const 
     int64_t nx;
     ODL_CHECK(up_size("upsample2x_bwd", N, C, H, W, &nx));
     if (nx <= 0) return ODL_OK;
-    if (W % 2 == 0 && aligned16(dy) && ((uintptr_t)dx & 7u) == 0) {
-        const int items = (int)(nx / 2);
-        upsample2x_bwd_kernel<true><<<grid_for(items, kThreads), kThreads, 0, stream()>>>(items, W, FastDiv(W / 2), dy,
-                                                                                          dx);
-    } else {
-        const int items = (int)nx;
-        upsample2x_bwd_kernel<false><<<grid_for(items, kThreads), kThreads, 0, stream()>>>(items, W, FastDiv(W), dy,
-                                                                                           dx);
-    }
+    const bool v = W % 2 == 0 && aligned16(dy) && ((uintptr_t)dx & 7u) == 0;
+    const int items = (int)(v ? nx / 2 : nx);
+    void (*k)(int, int, FastDiv, const float *, float *) =
+        v ? upsample2x_bwd_kernel<true> : upsample2x_bwd_kernel<false>;
+    k<<<grid_for_kernel((const void *)k, items, kThreads), kThreads, 0, stream()>>>(items, W, FastDiv(v ? W / 2 : W),
+                                                                                  dy, dx);
     ODL_CUDA_LAUNCH_CHECK("upsample2x_bwd_kernel");
     return ODL_OK;
 }
@@ -148,16 +145,15 @@ extern "C" odl_status odl_cuda_channel_copy(int N, int64_t HW, float *src, int C
     const bool v = L % 4 == 0 && sfrom % 4 == 0 && sto % 4 == 0 && aligned16(from) && aligned16(to);
     const int64_t items = v ? L / 4 : L;
     const unsigned gy = (unsigned)(N < 65535 ? N : 65535);
-    unsigned gx = grid_for(items * gy, kThreads);
+    void (*k)(int, int64_t, const float *, int64_t, float *, int64_t) =
+        v ? channel_copy_kernel<true> : channel_copy_kernel<false>;
+    unsigned gx = grid_for_kernel((const void *)k, items * gy, kThreads);
     gx = (gx + gy - 1) / gy;
     const int64_t need = cdiv(items, kThreads);
     if ((int64_t)gx > need) gx = (unsigned)need;
     if (gx < 1) gx = 1;
     const dim3 grid(gx, gy);
-    if (v)
-        channel_copy_kernel<true><<<grid, kThreads, 0, stream()>>>(N, items, from, sfrom / 4, to, sto / 4);
-    else
-        channel_copy_kernel<false><<<grid, kThreads, 0, stream()>>>(N, items, from, sfrom, to, sto);
+    k<<<grid, kThreads, 0, stream()>>>(N, items, from, v ? sfrom / 4 : sfrom, to, v ? sto / 4 : sto);
     ODL_CUDA_LAUNCH_CHECK("channel_copy_kernel");
     return ODL_OK;
 }

@@ -132,7 +132,7 @@ __global__ void __launch_bounds__(kThreads) label_check_kernel(int B, int C, con
 }
 
 template <bool BIG>
-__global__ void __launch_bounds__(kThreads, 6) lsm_bwd_kernel(int64_t n, int C, FastDiv fdC,
+__global__ void ODLK_MAXNREG32 lsm_bwd_kernel(int64_t n, int C, FastDiv fdC,
                                                               const float *__restrict__ lp,
                                                               const int32_t *__restrict__ labels, float g,
                                                               float *__restrict__ d) {
@@ -197,10 +197,12 @@ extern "C" odl_status odl_cuda_log_softmax_nll_fwd(int B, int C, const float *lo
     double *term = (double *)((char *)ws + 16);
     if (B > 0 && C > 0) {
         if (C > kBlockRowC) {
-            lsm_fwd_kernel<kThreads><<<grid_for(B, 1), kThreads, 0, stream()>>>(B, C, logits, labels, logprobs, term);
+            const int res = resident_blocks((const void *)lsm_fwd_kernel<kThreads>, kThreads);
+            lsm_fwd_kernel<kThreads><<<grid_for(B, 1, res), kThreads, 0, stream()>>>(B, C, logits, labels, logprobs,
+                                                                                     term);
         } else {
-            lsm_fwd_kernel<32><<<grid_for((int64_t)B * 32, kThreads, 4), kThreads, 0, stream()>>>(B, C, logits, labels,
-                                                                                               logprobs, term);
+            lsm_fwd_kernel<32><<<grid_for_kernel((const void *)lsm_fwd_kernel<32>, (int64_t)B * 32, kThreads), kThreads,
+                                 0, stream()>>>(B, C, logits, labels, logprobs, term);
         }
         ODL_CUDA_LAUNCH_CHECK("lsm_fwd_kernel");
     }
@@ -218,11 +220,10 @@ extern "C" odl_status odl_cuda_log_softmax_nll_bwd(int B, int C, const float *lo
     void *ws = nullptr;
     ODL_CHECK(workspace(16, &ws));
     int *err = (int *)ws;
-    const unsigned grid = grid_for(n, kThreads);
-    if (n <= INT_MAX)
-        lsm_bwd_kernel<false><<<grid, kThreads, 0, stream()>>>(n, C, FastDiv(C), logprobs, labels, g, dlogits);
-    else
-        lsm_bwd_kernel<true><<<grid, kThreads, 0, stream()>>>(n, C, FastDiv(C), logprobs, labels, g, dlogits);
+    void (*k)(int64_t, int, FastDiv, const float *, const int32_t *, float, float *) =
+        n <= INT_MAX ? lsm_bwd_kernel<false> : lsm_bwd_kernel<true>;
+    k<<<grid_for_kernel((const void *)k, n, kThreads), kThreads, 0, stream()>>>(n, C, FastDiv(C), logprobs, labels, g,
+                                                                              dlogits);
     ODL_CUDA_LAUNCH_CHECK("lsm_bwd_kernel");
     if (!label_check_wanted()) return ODL_OK;
     label_check_kernel<<<1, kThreads, 0, stream()>>>(B, C, labels, err);

@@ -11,8 +11,15 @@
 #define ODL_KERNELS_CUDA_OPS_UTIL_CUH
 
 #include <climits>
+#include <mutex>
 
 #include "kernels/cuda/common.cuh"
+
+/* Register cap of the simple streaming kernels: 32 registers let 8 blocks of 256 threads (2048, all an
+ * sm_90 SM holds) be resident, and as many as fit where an SM holds 1536 threads (sm_86/89), without
+ * the ptxas warning a __launch_bounds__(256, 8) gives there. Grids are then sized from the occupancy
+ * the device reports (odlk::resident_blocks), so a grid-stride loop always runs in a single wave. */
+#define ODLK_MAXNREG32 __maxnreg__(32)
 
 namespace odlk {
 
@@ -46,6 +53,44 @@ __device__ __forceinline__ double block_sum(double v, double *sh) {
     __syncthreads();
     if (warp == 0) v = warp_sum(lane < nw ? sh[lane] : 0.0);
     return v;
+}
+
+/* Blocks of `threads` threads of `kernel` that are resident at once on one multiprocessor of the current
+ * device (cudaOccupancyMaxActiveBlocksPerMultiprocessor, no dynamic shared memory), cached per kernel
+ * and device; 1 if the query fails. With grid_for(work, threads, resident_blocks(k, threads)) a
+ * grid-stride loop fills the device in exactly one wave: every block does the same work, so a grid of
+ * more blocks than fit would leave a partly filled second wave. */
+static inline int resident_blocks(const void *kernel, int threads) {
+    struct Entry {
+        const void *k;
+        int dev, threads, n;
+    };
+    static Entry cache[128];
+    static int used = 0;
+    static std::mutex mu;
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) {
+        (void)cudaGetLastError();
+        dev = 0;
+    }
+    {
+        std::lock_guard<std::mutex> lock(mu);
+        for (int i = 0; i < used; i++)
+            if (cache[i].k == kernel && cache[i].dev == dev && cache[i].threads == threads) return cache[i].n;
+    }
+    int n = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, 0) != cudaSuccess || n < 1) {
+        (void)cudaGetLastError();
+        n = 1;
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    if (used < 128) cache[used++] = Entry{kernel, dev, threads, n};
+    return n;
+}
+
+/* grid_for sized for one resident wave of `kernel` (see resident_blocks). */
+static inline unsigned grid_for_kernel(const void *kernel, int64_t work, int threads) {
+    return grid_for(work, threads, resident_blocks(kernel, threads));
 }
 
 /* Ceiling division for positive 64-bit values. */

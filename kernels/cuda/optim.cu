@@ -12,8 +12,9 @@
  *             p = p + (-lr / (1 - b1^step)) * (m / denom).
  *   Adadelta: g = g + wd*p; sq = rho*sq + (1 - rho)*g*g; d = sqrt(acc + eps) / sqrt(sq + eps) * g;
  *             acc = rho*acc + (1 - rho)*d*d; p = p + (-lr)*d.
- * Design: one grid-stride kernel per optimiser (odlk::grid_for), float4 on every stream when all
- * pointers are 16-byte aligned (the first n % 4 threads finish the tail), scalar otherwise.
+ * Design: one grid-stride kernel per optimiser (one resident wave, odlk::grid_for_kernel), float4 on
+ * every stream when all pointers are 16-byte aligned (the first n % 4 threads finish the tail), scalar
+ * otherwise.
  * Traffic per element: SGD 16 bytes (12 without momentum), Adam 28, Adadelta 28.
  */
 #include <math.h>
@@ -114,11 +115,9 @@ odl_status launch_optim(const char *name, int64_t n, float *p, const float *g, f
     const bool v = aligned16(p) && aligned16(g) && (NS < 1 || aligned16(s1)) && (NS < 2 || aligned16(s2));
     int64_t work = v ? (n >> 2) : n;
     if (work < 1) work = 1;
-    const unsigned grid = grid_for(work, kThreads, 4);
-    if (v)
-        optim_kernel<U, NS, true><<<grid, kThreads, 0, stream()>>>(n, p, g, s1, s2, upd);
-    else
-        optim_kernel<U, NS, false><<<grid, kThreads, 0, stream()>>>(n, p, g, s1, s2, upd);
+    void (*k)(int64_t, float *, const float *, float *, float *, U) =
+        v ? optim_kernel<U, NS, true> : optim_kernel<U, NS, false>;
+    k<<<grid_for_kernel((const void *)k, work, kThreads), kThreads, 0, stream()>>>(n, p, g, s1, s2, upd);
     ODL_CUDA_LAUNCH_CHECK(name);
     return ODL_OK;
 }

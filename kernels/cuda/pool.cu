@@ -35,7 +35,7 @@ struct PoolGeom {
 };
 
 /* General window: one thread per output element o = (plane * P + p) * Q + q. */
-__global__ void __launch_bounds__(kThreads, 6) maxpool_fwd_kernel(int total, PoolGeom g, FastDiv fdQ, FastDiv fdP,
+__global__ void ODLK_MAXNREG32 maxpool_fwd_kernel(int total, PoolGeom g, FastDiv fdQ, FastDiv fdP,
                                                                const float *__restrict__ x, float *__restrict__ y,
                                                                int32_t *__restrict__ argmax) {
     const int stride = gridDim.x * blockDim.x;
@@ -71,7 +71,7 @@ __global__ void __launch_bounds__(kThreads, 6) maxpool_fwd_kernel(int total, Poo
  * first cell taken unconditionally equals starting from -inf with that cell first). V2: W even and x
  * 8-byte aligned, so each window row is one float2. */
 template <bool V2>
-__global__ void __launch_bounds__(kThreads, 6) maxpool_fwd_2x2_kernel(int total, int H, int W, FastDiv fdQ,
+__global__ void ODLK_MAXNREG32 maxpool_fwd_2x2_kernel(int total, int H, int W, FastDiv fdQ,
                                                                    FastDiv fdP, const float *__restrict__ x,
                                                                    float *__restrict__ y,
                                                                    int32_t *__restrict__ argmax) {
@@ -120,7 +120,7 @@ __global__ void __launch_bounds__(kThreads, 6) maxpool_fwd_2x2_kernel(int total,
  * window covers. Same values as the gather kernel with a quarter of the threads and no division per
  * cell. V2: W even and dx 8-byte aligned (float2 stores). */
 template <bool V2>
-__global__ void __launch_bounds__(kThreads, 6) maxpool_bwd_2x2_kernel(int total, int H, int W, int P, int Q,
+__global__ void ODLK_MAXNREG32 maxpool_bwd_2x2_kernel(int total, int H, int W, int P, int Q,
                                                                       FastDiv fdQ, FastDiv fdP,
                                                                       const float *__restrict__ dy,
                                                                       const int32_t *__restrict__ argmax,
@@ -159,7 +159,7 @@ __global__ void __launch_bounds__(kThreads, 6) maxpool_bwd_2x2_kernel(int total,
 }
 
 /* Gather backward: one thread per input cell i = (plane * H + ih) * W + iw. */
-__global__ void __launch_bounds__(kThreads, 6) maxpool_bwd_kernel(int total, PoolGeom g, FastDiv fdW, FastDiv fdH,
+__global__ void ODLK_MAXNREG32 maxpool_bwd_kernel(int total, PoolGeom g, FastDiv fdW, FastDiv fdH,
                                                                FastDiv fdSh, FastDiv fdSw,
                                                                const float *__restrict__ dy,
                                                                const int32_t *__restrict__ argmax,
@@ -213,17 +213,17 @@ extern "C" odl_status odl_cuda_maxpool2d_fwd(const odl_pool2d_shape *s, const fl
     ODL_CHECK(pool_sizes("maxpool2d_fwd", s, &nx, &ny));
     if (ny == 0) return ODL_OK;
     const int total = (int)ny;
-    const unsigned grid = grid_for(total, kThreads);
     const FastDiv fdQ(s->Q), fdP(s->P);
     if (s->kh == 2 && s->kw == 2 && s->stride_h == 2 && s->stride_w == 2 && s->pad_h == 0 && s->pad_w == 0) {
-        if ((s->W & 1) == 0 && ((uintptr_t)x & 7u) == 0)
-            maxpool_fwd_2x2_kernel<true><<<grid, kThreads, 0, stream()>>>(total, s->H, s->W, fdQ, fdP, x, y, argmax);
-        else
-            maxpool_fwd_2x2_kernel<false><<<grid, kThreads, 0, stream()>>>(total, s->H, s->W, fdQ, fdP, x, y, argmax);
+        void (*k)(int, int, int, FastDiv, FastDiv, const float *, float *, int32_t *) =
+            (s->W & 1) == 0 && ((uintptr_t)x & 7u) == 0 ? maxpool_fwd_2x2_kernel<true> : maxpool_fwd_2x2_kernel<false>;
+        k<<<grid_for_kernel((const void *)k, total, kThreads), kThreads, 0, stream()>>>(total, s->H, s->W, fdQ, fdP, x,
+                                                                                      y, argmax);
         ODL_CUDA_LAUNCH_CHECK("maxpool_fwd_2x2_kernel");
         return ODL_OK;
     }
-    maxpool_fwd_kernel<<<grid, kThreads, 0, stream()>>>(total, pool_geom(s), fdQ, fdP, x, y, argmax);
+    maxpool_fwd_kernel<<<grid_for_kernel((const void *)maxpool_fwd_kernel, total, kThreads), kThreads, 0, stream()>>>(
+        total, pool_geom(s), fdQ, fdP, x, y, argmax);
     ODL_CUDA_LAUNCH_CHECK("maxpool_fwd_kernel");
     return ODL_OK;
 }
@@ -236,21 +236,18 @@ extern "C" odl_status odl_cuda_maxpool2d_bwd(const odl_pool2d_shape *s, const fl
     if (s->kh == 2 && s->kw == 2 && s->stride_h == 2 && s->stride_w == 2 && s->pad_h == 0 && s->pad_w == 0 &&
         ny > 0) {
         const int windows = (int)ny;
-        const unsigned grid = grid_for(windows, kThreads);
         const FastDiv fdQ(s->Q), fdP(s->P);
-        if ((s->W & 1) == 0 && ((uintptr_t)dx & 7u) == 0)
-            maxpool_bwd_2x2_kernel<true><<<grid, kThreads, 0, stream()>>>(windows, s->H, s->W, s->P, s->Q, fdQ, fdP,
-                                                                           dy, argmax, dx);
-        else
-            maxpool_bwd_2x2_kernel<false><<<grid, kThreads, 0, stream()>>>(windows, s->H, s->W, s->P, s->Q, fdQ, fdP,
-                                                                            dy, argmax, dx);
+        void (*k)(int, int, int, int, int, FastDiv, FastDiv, const float *, const int32_t *, float *) =
+            (s->W & 1) == 0 && ((uintptr_t)dx & 7u) == 0 ? maxpool_bwd_2x2_kernel<true> : maxpool_bwd_2x2_kernel<false>;
+        k<<<grid_for_kernel((const void *)k, windows, kThreads), kThreads, 0, stream()>>>(
+            windows, s->H, s->W, s->P, s->Q, fdQ, fdP, dy, argmax, dx);
         ODL_CUDA_LAUNCH_CHECK("maxpool_bwd_2x2_kernel");
         return ODL_OK;
     }
     const int total = (int)nx;
     const FastDiv fdW(s->W), fdH(s->H), fdSh(s->stride_h), fdSw(s->stride_w);
-    maxpool_bwd_kernel<<<grid_for(total, kThreads), kThreads, 0, stream()>>>(total, pool_geom(s), fdW, fdH, fdSh, fdSw,
-                                                                             dy, argmax, dx);
+    maxpool_bwd_kernel<<<grid_for_kernel((const void *)maxpool_bwd_kernel, total, kThreads), kThreads, 0, stream()>>>(
+        total, pool_geom(s), fdW, fdH, fdSh, fdSw, dy, argmax, dx);
     ODL_CUDA_LAUNCH_CHECK("maxpool_bwd_kernel");
     return ODL_OK;
 }

@@ -43,7 +43,8 @@ constexpr int64_t kMinBlockElems = 4096; /* smallest range a reduction block is 
 
 /* ---- sum_rows, narrow ---- */
 template <bool FINAL>
-__global__ void __launch_bounds__(kThreads, kReduceMinBlocksPerSM) sum_rows_narrow_kernel(int64_t M, int N, int64_t rows_per,
+__global__ void __launch_bounds__(kThreads, kReduceMinBlocksPerSM)
+    sum_rows_narrow_kernel(int64_t M, int N, int64_t rows_per,
                                                                    const float *__restrict__ x,
                                                                    double *__restrict__ partial,
                                                                    float *__restrict__ y) {
@@ -95,7 +96,8 @@ __global__ void __launch_bounds__(kThreads) sum_rows_finish_narrow_kernel(int S,
 
 /* ---- sum_rows, wide: block (32, 8), blockIdx.x = 32-column tile, blockIdx.y = row range ---- */
 template <bool FINAL>
-__global__ void __launch_bounds__(kThreads, kReduceMinBlocksPerSM) sum_rows_wide_kernel(int64_t M, int64_t N, int64_t rows_per,
+__global__ void __launch_bounds__(kThreads, kReduceMinBlocksPerSM)
+    sum_rows_wide_kernel(int64_t M, int64_t N, int64_t rows_per,
                                                                  const float *__restrict__ x,
                                                                  double *__restrict__ partial,
                                                                  float *__restrict__ y) {
@@ -147,7 +149,8 @@ __global__ void __launch_bounds__(kThreads) sum_rows_finish_wide_kernel(int S, i
 
 /* ---- sum of n elements: block b adds [b*per, min(n, (b+1)*per)); per % 4 == 0 ---- */
 template <bool V, bool FINAL>
-__global__ void __launch_bounds__(kThreads, kReduceMinBlocksPerSM) sum_kernel(int64_t n, int64_t per, const float *__restrict__ x,
+__global__ void __launch_bounds__(kThreads, kReduceMinBlocksPerSM)
+    sum_kernel(int64_t n, int64_t per, const float *__restrict__ x,
                                                        double *__restrict__ partial, float *__restrict__ out) {
     __shared__ double sh[32];
     const int t = threadIdx.x;
@@ -353,7 +356,8 @@ extern "C" odl_status odl_cuda_argmax_rows(int B, int C, const float *x, int32_t
         ODL_CUDA_LAUNCH_CHECK("argmax_rows_block_kernel");
         return ODL_OK;
     }
-    argmax_rows_warp_kernel<<<grid_for((int64_t)B * 32, kThreads), kThreads, 0, stream()>>>(B, C, x, out);
+    argmax_rows_warp_kernel<<<grid_for_kernel((const void *)argmax_rows_warp_kernel, (int64_t)B * 32, kThreads),
+                              kThreads, 0, stream()>>>(B, C, x, out);
     ODL_CUDA_LAUNCH_CHECK("argmax_rows_warp_kernel");
     return ODL_OK;
 }
