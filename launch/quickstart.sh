@@ -14,7 +14,11 @@ if [ $gpu = 0 ]; then
   # No GPU here: build the CPU runtime only (the CUDA kernels would take long to compile for nothing).
   # A GPU machine builds the CUDA backend for the GPU it has; ODL_WITH_CUDA=ON forces it anyway.
   cuda_opts=(-DODL_WITH_CUDA="${ODL_WITH_CUDA:-OFF}")
-  echo "quickstart: no GPU found, building the CPU runtime (ODL_WITH_CUDA=${ODL_WITH_CUDA:-OFF})"
+  if [ "${ODL_WITH_CUDA:-OFF}" = OFF ]; then
+    echo "quickstart: no GPU found: building the CPU runtime only (ODL_WITH_CUDA=ON to build the CUDA backend too)"
+  else
+    echo "quickstart: no GPU found: building the CUDA backend anyway (ODL_WITH_CUDA=$ODL_WITH_CUDA); training runs on the CPU"
+  fi
 fi
 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release "${cuda_opts[@]}"
 cmake --build "$BUILD" -j"$(nproc)"
