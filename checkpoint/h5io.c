@@ -81,18 +81,6 @@ static odl_status h5_fail_at(const char *file, int line, odl_status code, const 
 /* ---------------------------------------------------------------------------------------------- */
 /* Types and checksums                                                                              */
 
-static size_t dtype_size(odl_dtype t) {
-    switch (t) {
-    case ODL_F32: return 4;
-    case ODL_F64: return 8;
-    case ODL_F16: return 2;
-    case ODL_BF16: return 2;
-    case ODL_I32: return 4;
-    case ODL_I64: return 8;
-    case ODL_U8: return 1;
-    }
-    return 0;
-}
 
 static const char *dtype_name(odl_dtype t) {
     switch (t) {
@@ -136,7 +124,7 @@ static int host_is_little_endian(void) {
 }
 
 uint32_t odl_h5_crc32(odl_dtype dtype, const void *data, int64_t numel) {
-    size_t es = dtype_size(dtype);
+    size_t es = odl_dtype_size(dtype);
     uint64_t nbytes = numel > 0 ? (uint64_t)numel * es : 0;
     uLong crc = crc32(0L, Z_NULL, 0);
     const unsigned char *p = data;
@@ -918,7 +906,7 @@ static odl_status reader_read(odl_h5_reader *r, const char *dset_in, odl_dtype d
     }
     void *target = buf;
     if (dtype != info.dtype) {
-        size_t bytes = (size_t)info.numel * dtype_size(info.dtype);
+        size_t bytes = (size_t)info.numel * odl_dtype_size(info.dtype);
         tmp = malloc(bytes ? bytes : 1);
         if (!tmp) {
             st = ODL_ERR(ODL_E_NOMEM, "%s:%s: cannot allocate %zu bytes for conversion", r->path, dset, bytes);
