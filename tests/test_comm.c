@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "odl/comm.h"
+#include "fake_net.h"
 #include "test_util.h"
 
 static const char *k_vars[] = {
@@ -102,26 +103,6 @@ static void test_pick_cuda(void) {
     TCHECK(strstr(odl_error_msg(), "local rank 2") != NULL, "message: %s", odl_error_msg());
     TFAIL(odl_launch_pick_cuda(0, 3, 2, &idx), ODL_E_NODEV);
     TFAIL(odl_launch_pick_cuda(0, 1, 0, &idx), ODL_E_NODEV);
-}
-
-/* A network of CPU parameters only (no layers), enough for the buckets and the sync helpers. */
-static void fake_net(odl_net *net, int n, const int64_t *numel) {
-    memset(net, 0, sizeof *net);
-    net->device = odl_cpu();
-    net->n_params = n;
-    for (int i = 0; i < n; i++) {
-        odl_param *p = &net->params[i];
-        snprintf(p->name, sizeof p->name, "layer%d.weight", i);
-        odl_tensor_zeros(&p->value, odl_cpu(), ODL_F32, 1, &numel[i]);
-        odl_tensor_zeros(&p->grad, odl_cpu(), ODL_F32, 1, &numel[i]);
-    }
-}
-
-static void free_net(odl_net *net) {
-    for (int i = 0; i < net->n_params; i++) {
-        odl_tensor_free(&net->params[i].value);
-        odl_tensor_free(&net->params[i].grad);
-    }
 }
 
 static void test_local_group(void) {
