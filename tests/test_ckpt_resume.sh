@@ -320,8 +320,8 @@ world_size)
   "${MPI[@]}" "$W" "${MLP[@]}" --batch-size 32 --max-steps 1 > p.out 2> p.log
   grep -q "world size 2" p.log || skip "odl_worker does not run data-parallel under mpirun here: $(tail -2 p.log)"
   mkdir S2 S1
-  # 2 ranks x 32 = 64 per step; checkpoint at step 3 (cursor 192); the run goes one step further.
-  "${MPI[@]}" "$W" "${MLP[@]}" --batch-size 32 --max-steps 4 --checkpoint-dir S2 --checkpoint-every 3 2> s2.log ||
+  # 2 ranks x 32 = 64 per step; stop with the checkpoint at step 3 (cursor 192).
+  "${MPI[@]}" "$W" "${MLP[@]}" --batch-size 32 --max-steps 3 --checkpoint-dir S2 --checkpoint-every 3 2> s2.log ||
     fail "2 ranks: $(tail -3 s2.log)"
   "$CK" inspect S2/ckpt-00000003.h5 --no-config > i2.out
   grep -q "world size:      2" i2.out && grep -q "sample cursor:   192" i2.out || { cat i2.out; fail "2-rank checkpoint"; }
@@ -332,10 +332,11 @@ world_size)
   grep -q '"event":"epoch","epoch":1,"step":13,' s21.jsonl || { cat s21.jsonl; fail "2 -> 1: the epoch did not end at step 13"; }
   "$CK" inspect S2/ckpt-00000012.h5 --no-config | grep -q "epoch so far:    624 samples" ||
     fail "2 -> 1: step 12 should have seen 192 + 9 x 48 = 624 samples of the epoch"
+  [ -f S2/ckpt-00000014.h5 ] || fail "no final checkpoint after the last step (14, not a multiple of 3)"
   echo "ok: 2 -> 1 ranks: epoch 1 ended at step 13 with the cursor at 640 (each sample once)"
   # 1 rank x 64, checkpoint at step 3 (cursor 192), resumed by 2 ranks x 40: 448 left = 5 steps of
   # 80 + one of 48; the epoch ends at step 9.
-  "$W" "${MLP[@]}" --max-steps 4 --checkpoint-dir S1 --checkpoint-every 3 --metrics-out s1.jsonl 2> s1.log ||
+  "$W" "${MLP[@]}" --max-steps 3 --checkpoint-dir S1 --checkpoint-every 3 --metrics-out s1.jsonl 2> s1.log ||
     fail "1 rank: $(tail -3 s1.log)"
   "${MPI[@]}" "$W" "${MLP[@]}" --batch-size 40 --max-steps 10 --checkpoint-dir S1 --checkpoint-every 3 --resume auto \
       --metrics-out s12.jsonl 2> s12.log || fail "resume with 2 ranks: $(tail -3 s12.log)"

@@ -384,7 +384,9 @@ odl_status odl_train_run(const odl_config *cfg, const odl_train_opts *opts, odl_
             run_samples = 0;
             t_epoch = now_s();
         }
-        if (ckpt && odl_ckpt_session_due(ckpt, &st)) {
+        /* Also after the last step of the run, so that a resume never repeats steps already taken. */
+        const int last_step = stop || (epoch_end && st.epoch >= cfg->train.epochs);
+        if (ckpt && (odl_ckpt_session_due(ckpt, &st) || (last_step && cfg->checkpoint.every > 0))) {
             /* The checkpoint holds the epoch's loss so far, so a resumed run prints the same epoch line. */
             float acc_h;
             ODL_CHECK_GOTO(odl_tensor_copy_to_host(&loss_acc, &acc_h, sizeof acc_h), s, out);
