@@ -52,6 +52,15 @@ static double *read_f64(hid_t f, const char *path, size_t expect) {
     return buf;
 }
 
+/* The reference of parameter p under group ("init", "step0_grad", "final"), or NULL (a failed check). */
+static double *read_param_ref(hid_t f, const char *group, const odl_param *p) {
+    char path[128];
+    snprintf(path, sizeof path, "%s/%s", group, p->name);
+    double *ref = read_f64(f, path, (size_t)odl_tensor_numel(&p->value));
+    TCHECK(ref != NULL, "dataset %s missing or of the wrong size", path);
+    return ref;
+}
+
 /* rel-L2 of a device tensor against a float64 reference. */
 static double tensor_rel_err(const odl_tensor *t, const double *ref, size_t n, double *max_abs) {
     float *h = malloc(n * sizeof *h);
@@ -73,17 +82,14 @@ static double tensor_rel_err(const odl_tensor *t, const double *ref, size_t n, d
  * parameters and optimiser state; both take the step on the same batch; the gradients and updated
  * parameters are compared. A kernel bug shows as one step whose error is far above rounding. */
 static double max_rel_diff(const odl_tensor *a, const odl_tensor *b) {
-    size_t n = (size_t)odl_tensor_numel(a);
-    float *ha = malloc(n * sizeof *ha), *hb = malloc(n * sizeof *hb);
-    double *da = malloc(n * sizeof *da), *db = malloc(n * sizeof *db);
-    odl_tensor_copy_to_host(a, ha, n * sizeof *ha);
-    odl_tensor_copy_to_host(b, hb, n * sizeof *hb);
-    for (size_t i = 0; i < n; i++) {
-        da[i] = ha[i];
-        db[i] = hb[i];
-    }
-    double r = odl_rel_l2(da, db, n);
-    free(ha); free(hb); free(da); free(db);
+    size_t n = (size_t)odl_tensor_numel(b);
+    float *hb = malloc(n * sizeof *hb);
+    double *db = malloc(n * sizeof *db), mx;
+    TOK(odl_tensor_copy_to_host(b, hb, n * sizeof *hb));
+    for (size_t i = 0; i < n; i++) db[i] = hb[i];
+    double r = tensor_rel_err(a, db, n, &mx);
+    free(hb);
+    free(db);
     return r;
 }
 
@@ -124,10 +130,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < net.n_params; i++) {
         odl_param *p = &net.params[i];
         size_t n = (size_t)odl_tensor_numel(&p->value);
-        char path[128];
-        snprintf(path, sizeof path, "init/%s", p->name);
-        double *ref = read_f64(f, path, n);
-        TCHECK(ref != NULL, "dataset %s missing or of the wrong size", path);
+        double *ref = read_param_ref(f, "init", p);
         if (!ref) return odl_test_finish("test_train_ref");
         float *h = malloc(n * sizeof *h);
         for (size_t j = 0; j < n; j++) h[j] = (float)ref[j];
@@ -189,10 +192,7 @@ int main(int argc, char **argv) {
             for (int i = 0; i < net.n_params; i++) {
                 odl_param *p = &net.params[i];
                 size_t n = (size_t)odl_tensor_numel(&p->grad);
-                char path[128];
-                snprintf(path, sizeof path, "step0_grad/%s", p->name);
-                double *g = read_f64(f, path, n);
-                TCHECK(g != NULL, "%s", path);
+                double *g = read_param_ref(f, "step0_grad", p);
                 if (!g) continue;
                 r = tensor_rel_err(&p->grad, g, n, &mx);
                 printf("step 0 grad %-14s rel-L2 %.2e max abs %.2e\n", p->name, r, mx);
@@ -219,10 +219,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < net.n_params; i++) {
         odl_param *p = &net.params[i];
         size_t n = (size_t)odl_tensor_numel(&p->value);
-        char path[128];
-        snprintf(path, sizeof path, "final/%s", p->name);
-        double *ref = read_f64(f, path, n);
-        TCHECK(ref != NULL, "%s", path);
+        double *ref = read_param_ref(f, "final", p);
         if (!ref) continue;
         double mx, r = tensor_rel_err(&p->value, ref, n, &mx);
         printf("final %-14s rel-L2 %.2e max abs %.2e\n", p->name, r, mx);
