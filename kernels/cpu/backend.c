@@ -1,7 +1,7 @@
 /* The CPU op table (odl/backend.h): the readable reference of every operation and the CPU runtime.
  * Each entry lives in the file named for its concern: gemm.c, conv2d.c, pool.c, elementwise.c (activations,
- * dropout, arithmetic, reductions), batchnorm.c, layout.c (upsample, channel copy), loss.c, optim.c;
- * threads.c holds the thread pool and scratch buffers they share. */
+ * dropout, arithmetic, reductions), batchnorm.c, layout.c (upsample, channel copy), loss.c, optim.c,
+ * nhwc_f16.c (float16 NHWC inference); threads.c holds the thread pool and scratch buffers they share. */
 #include "kernels/cpu/cpu.h"
 
 static const odl_backend g_cpu_backend = {
@@ -35,6 +35,11 @@ static const odl_backend g_cpu_backend = {
     .sgd_step = odl_cpu_sgd_step,
     .adam_step = odl_cpu_adam_step,
     .adadelta_step = odl_cpu_adadelta_step,
+    .conv2d_f16 = odl_cpu_conv2d_f16,
+    .maxpool2d_f16 = odl_cpu_maxpool2d_f16,
+    .upsample2x_f16 = odl_cpu_upsample2x_f16,
+    .copy_f16 = odl_cpu_copy_f16,
+    .nchw_f32_to_nhwc_f16 = odl_cpu_nchw_f32_to_nhwc_f16,
 };
 
 const odl_backend *odl_backend_cpu(void) { return &g_cpu_backend; }

@@ -117,6 +117,15 @@ odl_status odl_cpu_upsample2x_bwd(int N, int C, int H, int W, const float *dy, f
 odl_status odl_cpu_channel_copy(int N, int64_t HW, float *src, int C_src, float *dst, int C_dst, int c_offset,
                                 int to_slice);
 
+/* ---- float16 NHWC inference (nhwc_f16.c): the entries of odl/backend.h's "float16 NHWC inference" ---- */
+odl_status odl_cpu_conv2d_f16(const odl_conv2d_f16_args *a);
+odl_status odl_cpu_maxpool2d_f16(const odl_pool2d_shape *s, const odl_half *x, int64_t ldx, odl_half *y,
+                                 int64_t ldy);
+odl_status odl_cpu_upsample2x_f16(int N, int H, int W, int C, const odl_half *x, int64_t ldx, odl_half *y,
+                                  int64_t ldy);
+odl_status odl_cpu_copy_f16(int64_t pixels, int C, const odl_half *x, int64_t ldx, odl_half *y, int64_t ldy);
+odl_status odl_cpu_nchw_f32_to_nhwc_f16(int N, int C, int H, int W, const float *x, int C_pad, odl_half *y);
+
 /* ---- losses (loss.c) ---- */
 odl_status odl_cpu_log_softmax_nll_fwd(int B, int C, const float *logits, const int32_t *labels, float *logprobs,
                                        float *loss);
