@@ -43,7 +43,8 @@ odl_status odl_conv2d_f16_check(const odl_conv2d_f16_args *a) {
         return ODL_ERR(ODL_E_INVAL, OP ": ldx = %lld must be >= C = %d", (long long)a->ldx, s->C);
     if (a->ldy < s->K)
         return ODL_ERR(ODL_E_INVAL, OP ": ldy = %lld must be >= K = %d", (long long)a->ldy, s->K);
-    if (a->ldy % 2 != 0) return ODL_ERR(ODL_E_INVAL, OP ": ldy = %lld must be even", (long long)a->ldy);
+    if (!a->y_f32 && a->ldy % 2 != 0)
+        return ODL_ERR(ODL_E_INVAL, OP ": ldy = %lld must be even for a float16 output", (long long)a->ldy);
     if (a->residual) {
         if (a->ldr < s->K)
             return ODL_ERR(ODL_E_INVAL, OP ": ldr = %lld must be >= K = %d", (long long)a->ldr, s->K);
@@ -52,6 +53,7 @@ odl_status odl_conv2d_f16_check(const odl_conv2d_f16_args *a) {
             return ODL_ERR(ODL_E_INVAL, OP ": residual %p must be 4-byte aligned", (const void *)a->residual);
     }
     if ((uintptr_t)a->x % 16 != 0) return ODL_ERR(ODL_E_INVAL, OP ": x %p must be 16-byte aligned", (const void *)a->x);
+    if ((uintptr_t)a->w % 16 != 0) return ODL_ERR(ODL_E_INVAL, OP ": w %p must be 16-byte aligned", (const void *)a->w);
     if ((uintptr_t)a->y % 4 != 0) return ODL_ERR(ODL_E_INVAL, OP ": y %p must be 4-byte aligned", a->y);
     if (a->act != ODL_ACT_NONE && a->act != ODL_ACT_RELU && a->act != ODL_ACT_SILU && a->act != ODL_ACT_SIGMOID)
         return ODL_ERR(ODL_E_INVAL, OP ": unknown activation %d", (int)a->act);

@@ -347,6 +347,7 @@ static void test_conv_check(void) {
     BAD((a.s.K = 23, a.ldy = 24, a.ldr = 23), "even");
     BAD(a.residual = rbuf + 1, "residual");
     BAD(a.x = xbuf + 4, "16-byte"); /* 8 bytes off */
+    BAD(a.w = (const odl_half *)((const char *)a.w + 8), "w ");
     BAD(a.y = ybuf + 1, "4-byte");
     BAD(a.act = (odl_act)7, "activation");
 #undef BAD
@@ -357,6 +358,8 @@ static void test_conv_check(void) {
     a.s.K = 255;
     a.ldy = 256;
     a.y_f32 = 1;
+    TOK(odl_conv2d_f16_check(&a));
+    a.ldy = 255; /* float32 output: any stride (the YOLOv5 Detect head, 255 channels) */
     TOK(odl_conv2d_f16_check(&a));
     a = g;
     a.x = xbuf + 8; /* a channel slice at offset 8: 16-byte aligned */

@@ -75,6 +75,38 @@ typedef struct odl_pool2d_shape {
     int P, Q;
 } odl_pool2d_shape;
 
+/* ---- float16 NHWC inference (YOLOv5 --half) ----
+ * odl_half holds IEEE 754 binary16 bits (odl/half.h converts); the C side never computes in half.
+ * Tensors are [N, H, W, C] with a pixel stride ld >= C: element (n, h, w, c) is at ((n*H + h)*W + w)*ld + c.
+ * A tensor can so be a channel slice of a wider one (pointer + channel offset, ld = the wide C), which
+ * makes concatenation along channels free: producers write into slices of the consumer's buffer.
+ * Arithmetic is float32 with one rounding to half (round to nearest even) when an element is stored, as
+ * cuDNN's float16 convolution with float32 accumulation; the CPU entries are the readable reference. */
+typedef uint16_t odl_half;
+
+/* y = act(conv(x, w) + bias) + residual in NHWC (dilation 1, groups 1).
+ * Requirements (checked by odl_conv2d_f16_check): C % 8 == 0, ldx % 8 == 0, x and w 16-byte aligned
+ * (the CUDA kernel loads 8 channels at a time; pad channels with zeros, e.g. the 3 of an RGB image to 8);
+ * ldr even, and ldy even for a float16 y; y and residual 4-byte aligned; ldx >= C, ldy >= K, ldr >= K.
+ * residual may be y itself (each element is read before it is written, by the same thread); y must not
+ * overlap x. */
+typedef struct odl_conv2d_f16_args {
+    odl_conv2d_shape s;       /* geometry as for conv2d_fwd (N, C, H, W, K, R, S, stride, pad, P, Q) */
+    const odl_half *x;        /* [N, H, W, C], pixel stride ldx */
+    int64_t ldx;
+    const odl_half *w;        /* [K, R, S, C] (KRSC), contiguous */
+    const float *bias;        /* [K] float32, or NULL */
+    odl_act act;
+    const odl_half *residual; /* NULL, or [N, P, Q, K] with pixel stride ldr, added after act */
+    int64_t ldr;
+    void *y;                  /* [N, P, Q, K] with pixel stride ldy: half, or float32 when y_f32 */
+    int64_t ldy;
+    int y_f32;
+} odl_conv2d_f16_args;
+
+/* ODL_OK, or ODL_E_INVAL naming the requirement of odl_conv2d_f16_args that a does not meet. */
+odl_status odl_conv2d_f16_check(const odl_conv2d_f16_args *a);
+
 typedef struct odl_backend {
     const char *name;
 
@@ -170,6 +202,23 @@ typedef struct odl_backend {
                             float beta2, float eps, float weight_decay, int decoupled, int64_t step);
     odl_status (*adadelta_step)(int64_t n, float *p, const float *g, float *sq, float *acc, float lr, float rho,
                                 float eps, float weight_decay);
+
+    /* ---- float16 NHWC inference (see odl_conv2d_f16_args above; arguments are valid, checked by the
+     * caller with odl_conv2d_f16_check / the shapes) ----
+     * conv2d_f16: the convolution of odl_conv2d_f16_args.
+     * maxpool2d_f16: y = max-pool(x) with odl_pool2d_shape (pad cells -inf, no argmax); x [N, H, W, C]
+     *   pixel stride ldx, y [N, P, Q, C] pixel stride ldy (s->C is the channel count).
+     * upsample2x_f16: y[n, h, w, c] = x[n, h/2, w/2, c]; H, W are x's size; x stride ldx, y stride ldy.
+     * copy_f16: y[i, c] = x[i, c] for `pixels` pixels of C channels (a channel-slice copy).
+     * nchw_f32_to_nhwc_f16: y[n, h, w, c] = half(x[n, c, h, w]) for c < C and 0 for C <= c < C_pad;
+     *   x [N, C, H, W] float32 contiguous, y [N, H, W, C_pad] contiguous. */
+    odl_status (*conv2d_f16)(const odl_conv2d_f16_args *a);
+    odl_status (*maxpool2d_f16)(const odl_pool2d_shape *s, const odl_half *x, int64_t ldx, odl_half *y,
+                                int64_t ldy);
+    odl_status (*upsample2x_f16)(int N, int H, int W, int C, const odl_half *x, int64_t ldx, odl_half *y,
+                                 int64_t ldy);
+    odl_status (*copy_f16)(int64_t pixels, int C, const odl_half *x, int64_t ldx, odl_half *y, int64_t ldy);
+    odl_status (*nchw_f32_to_nhwc_f16)(int N, int C, int H, int W, const float *x, int C_pad, odl_half *y);
 } odl_backend;
 
 /* The op table of a device type; NULL for CUDA in a CPU-only build. */

@@ -73,8 +73,28 @@ odl_status odl_yolov5_input(odl_yolov5 *m, int N, int H, int W, odl_tensor **x);
  * next forward. Asynchronous on CUDA (kernels on the current stream). */
 odl_status odl_yolov5_forward(odl_yolov5 *m, const odl_tensor *x, const odl_tensor **out);
 
-/* Output of layer `layer` of the last forward ([N, C, H, W]; for Detect [N, A, 5 + nc]), or NULL. */
+/* Output of layer `layer` of the last forward ([N, C, H, W]; for Detect [N, A, 5 + nc]), or NULL.
+ * In half mode only the Detect output is a tensor (float32); the others are NULL (use
+ * odl_yolov5_layer_output_host). */
 const odl_tensor *odl_yolov5_layer_output(const odl_yolov5 *m, int layer);
+
+/* Copy layer `layer`'s output of the last forward to host memory as float32, NCHW [N, C, H, W] (Detect:
+ * [N, A, 5 + nc]); count is the number of floats of dst and must equal the output's element count.
+ * Synchronous. Works in both precisions. Errors: ODL_E_INVAL (no such layer, no forward yet, wrong
+ * count), device errors. */
+odl_status odl_yolov5_layer_output_host(const odl_yolov5 *m, int layer, float *dst, size_t count);
+
+/* Half precision, as YOLOv5's detect.py --half (model.half()): from the next forward on, the network
+ * runs in float16 with the activations NHWC ([N, H, W, C], channels padded to 8 for the 3-channel input),
+ * tensor-core convolutions on CUDA (kernels/cuda/conv2d_f16.cu) and the CPU backend's float16 reference
+ * otherwise. Weights are the float32 BatchNorm-folded ones rounded to half; biases, accumulation and
+ * activations are float32 inside each convolution, whose output is rounded once to half; the Detect heads
+ * write float32 and the decoding is float32, so the Detect output stays [N, A, 5 + nc] float32. Input
+ * and output of odl_yolov5_forward are the same as in float32 mode. Switching frees the activations of
+ * the other mode. Errors: ODL_E_UNSUPPORTED (the backend has no float16 kernels; a layer whose input
+ * channel count is not a multiple of 8, other than the 3-channel image), ODL_E_NOMEM. */
+odl_status odl_yolov5_set_half(odl_yolov5 *m, int half);
+int odl_yolov5_is_half(const odl_yolov5 *m);
 
 #ifdef __cplusplus
 }

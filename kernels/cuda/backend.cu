@@ -140,6 +140,11 @@ static odl_backend make_table() {
     b.sgd_step = odl_cuda_sgd_step;
     b.adam_step = odl_cuda_adam_step;
     b.adadelta_step = odl_cuda_adadelta_step;
+    b.conv2d_f16 = odl_cuda_conv2d_f16;
+    b.maxpool2d_f16 = odl_cuda_maxpool2d_f16;
+    b.upsample2x_f16 = odl_cuda_upsample2x_f16;
+    b.copy_f16 = odl_cuda_copy_f16;
+    b.nchw_f32_to_nhwc_f16 = odl_cuda_nchw_f32_to_nhwc_f16;
     return b;
 }
 

@@ -145,6 +145,14 @@ odl_status odl_cuda_adam_step(int64_t n, float *p, const float *g, float *m, flo
                               float beta2, float eps, float weight_decay, int decoupled, int64_t step);
 odl_status odl_cuda_adadelta_step(int64_t n, float *p, const float *g, float *sq, float *acc, float lr, float rho,
                                   float eps, float weight_decay);
+/* float16 NHWC inference (conv2d_f16.cu, nhwc_f16.cu) */
+odl_status odl_cuda_conv2d_f16(const odl_conv2d_f16_args *a);
+odl_status odl_cuda_maxpool2d_f16(const odl_pool2d_shape *s, const odl_half *x, int64_t ldx, odl_half *y,
+                                  int64_t ldy);
+odl_status odl_cuda_upsample2x_f16(int N, int H, int W, int C, const odl_half *x, int64_t ldx, odl_half *y,
+                                   int64_t ldy);
+odl_status odl_cuda_copy_f16(int64_t pixels, int C, const odl_half *x, int64_t ldx, odl_half *y, int64_t ldy);
+odl_status odl_cuda_nchw_f32_to_nhwc_f16(int N, int C, int H, int W, const float *x, int C_pad, odl_half *y);
 
 /* Release the backend's cached workspaces (call before the device pools are destroyed, e.g. from
  * odl_cuda_shutdown). Safe to call when nothing was allocated. */
@@ -158,6 +166,10 @@ const char *odl_cuda_gemm_config_name(int cfg);
 odl_status odl_cuda_gemm_ex(const odl_gemm_args *a, int cfg, int splits);
 /* The configuration and split-K factor the heuristic picks for an M x N x K product. */
 void odl_cuda_gemm_plan(int64_t M, int64_t N, int64_t K, int *cfg, int *splits);
+/* float16 convolution with a forced tile: cfg -1 = the heuristic's, else below
+ * odl_cuda_conv2d_f16_num_configs() (0: 128x16, 1: 128x32, 2: 128x64, 3: 128x128 pixels x channels). */
+int odl_cuda_conv2d_f16_num_configs(void);
+odl_status odl_cuda_conv2d_f16_ex(const odl_conv2d_f16_args *a, int cfg);
 }
 
 #endif

@@ -3,7 +3,8 @@
  * s = sigmoid(head), cx, cy = (s * 2 + (grid - 0.5)) * stride, w, h = (s * 2)^2 * anchor (pixels),
  * objectness and class scores = s.
  *
- * head: one level's 1x1-convolution output [N, na * no, ny, nx]; out: [N, rows_total, no], this level's
+ * head: one level's 1x1-convolution output [N, na * no, ny, nx], or with nhwc [N, ny, nx, na * no] (the
+ * float16 path's head, stored as float32); out: [N, rows_total, no], this level's
  * rows starting at row_offset, ordered anchor, y, x. One thread per output element, writes coalesced
  * along `no` (reads strided by ny * nx, which the L2 absorbs: the head is at most a few MB). */
 #include <cuda_runtime.h>
@@ -20,7 +21,7 @@ struct Anchors {
 
 __global__ void yolov5_decode_kernel(const float *__restrict__ head, float *__restrict__ out, int N, int na, int no,
                                      int ny, int nx, long long rows_total, long long row_offset, float stride,
-                                     Anchors anc) {
+                                     Anchors anc, int nhwc) {
     const long long plane = (long long)ny * nx;
     const long long total = (long long)N * na * plane * no;
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
@@ -33,7 +34,9 @@ __global__ void yolov5_decode_kernel(const float *__restrict__ head, float *__re
         long long r3 = r2 / ny;
         int a = (int)(r3 % na);
         int n = (int)(r3 / na);
-        float v = head[(((long long)n * na + a) * no + k) * plane + (long long)yy * nx + xx];
+        const long long pix = (long long)yy * nx + xx;
+        float v = nhwc ? head[(((long long)n * plane + pix) * na + a) * no + k]
+                       : head[(((long long)n * na + a) * no + k) * plane + pix];
         float s = 1.0f / (1.0f + expf(-v));
         float o;
         if (k == 0) o = (s * 2.0f + ((float)xx - 0.5f)) * stride;
@@ -50,7 +53,7 @@ __global__ void yolov5_decode_kernel(const float *__restrict__ head, float *__re
 
 extern "C" odl_status odl_cuda_yolov5_detect_decode(const float *head, float *out, int N, int na, int no, int ny,
                                                     int nx, int64_t rows_total, int64_t row_offset, float stride,
-                                                    const float *anchors_wh) {
+                                                    const float *anchors_wh, int nhwc) {
     if (na < 1 || na > 16) return ODL_ERR(ODL_E_INVAL, "yolov5 decode: %d anchors (1..16)", na);
     Anchors anc;
     for (int i = 0; i < 2 * na; i++) anc.wh[i] = anchors_wh[i];
@@ -60,7 +63,7 @@ extern "C" odl_status odl_cuda_yolov5_detect_decode(const float *head, float *ou
     long long blocks = (total + threads - 1) / threads;
     if (blocks > 65536) blocks = 65536; /* grid-stride loop covers the rest */
     yolov5_decode_kernel<<<(unsigned)blocks, threads, 0, (cudaStream_t)odl_stream_current()>>>(
-        head, out, N, na, no, ny, nx, rows_total, row_offset, stride, anc);
+        head, out, N, na, no, ny, nx, rows_total, row_offset, stride, anc, nhwc);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return ODL_ERR(ODL_E_CUDA, "yolov5_decode_kernel: %s", cudaGetErrorString(e));
     return ODL_OK;

@@ -1,0 +1,318 @@
+/* float16 NHWC convolution on tensor cores (odl/backend.h, odl_conv2d_f16_args; CPU twin:
+ * kernels/cpu/nhwc_f16.c). Inference only: YOLOv5 --half.
+ *
+ * Implicit GEMM (as CUTLASS's "analytic" iterator, NVIDIA, cutlass/conv/threadblock): the output
+ * y[N*P*Q, K] (NHWC rows are pixels, pixel stride ldy) is
+ *     A[N*P*Q, R*S*C] x W^T,  A[(n, p, q), (r, s, c)] = x[n, p*stride_h - pad_h + r, q*stride_w - pad_w + s, c]
+ * and W is the KRSC weight read as [K, R*S*C] row-major. The reduction index (r, s, c) runs with c fastest,
+ * so 8 consecutive reduction elements are 8 consecutive channels of one input pixel: one 16-byte load
+ * (C % 8 == 0), zero-filled by cp.async when the pixel lies in the padding.
+ *
+ * Block tile BM pixels x BN output channels x BK = 32 reduction elements, STAGES-deep cp.async pipeline
+ * in shared memory (rows padded to 40 halves = 80 bytes, which keeps ldmatrix conflict-free), warps of
+ * MT x NT mma.sync.m16n8k16 tiles (float16 inputs, float32 accumulation: the PTX ISA's
+ * "Matrix fragments for mma.m16n8k16"). Each thread loads fixed tile rows for the whole reduction, so a
+ * row's pixel (n, p, q) is decoded once per block, and the (r, s, c) of its chunk once per k-step.
+ * Epilogue in registers: v = act(acc + bias[k]) + residual, rounded once to half (or stored as float).
+ * The reduction order is fixed by the tile shape, so results are deterministic.
+ * Limits: N*P*Q < 2^31 and R*S*C < 2^31 (ODL_E_UNSUPPORTED otherwise).
+ */
+#include <cuda_fp16.h>
+
+#include "kernels/cuda/common.cuh"
+
+namespace odlk {
+namespace {
+
+constexpr int kBK = 32;
+constexpr int kLds = kBK + 8; /* shared-memory row, in halves */
+
+__device__ __forceinline__ uint32_t smem_u32(const void *p) {
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, bool valid) {
+    const int n = valid ? 16 : 0; /* src-size 0: 16 zero bytes */
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t addr, uint32_t &r0, uint32_t &r1, uint32_t &r2, uint32_t &r3) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "r"(addr));
+}
+
+__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+                 "{%8, %9}, {%0, %1, %2, %3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+struct ConvF16Params {
+    const __half *x;
+    const __half *w;
+    const float *bias;
+    const __half *res;
+    void *y;
+    int64_t ldx, ldr, ldy;
+    int M;    /* N*P*Q */
+    int Kout; /* output channels */
+    int Kred; /* R*S*C */
+    int H, W, C, S;
+    int sh, sw, ph, pw;
+    FastDiv fdPQ, fdQ, fdC, fdS;
+    int tilesN;
+    int act;
+};
+
+/* WM x WN warps, each MT x NT mma tiles of 16 x 8: BM = WM*MT*16 pixels, BN = WN*NT*8 channels. */
+template <int WM, int WN, int MT, int NT, int STAGES, bool YF32>
+__global__ void __launch_bounds__(WM *WN * 32)
+    conv2d_f16_kernel(const ConvF16Params p) {
+    constexpr int BM = WM * MT * 16, BN = WN * NT * 8, THREADS = WM * WN * 32;
+    constexpr int A_CHUNKS = BM * (kBK / 8), B_CHUNKS = BN * (kBK / 8);
+    static_assert(A_CHUNKS % THREADS == 0, "A tile chunks must divide among the threads");
+    static_assert(THREADS % (kBK / 8) == 0, "a thread keeps one chunk column");
+    constexpr int A_PER = A_CHUNKS / THREADS;
+    constexpr int B_PER = (B_CHUNKS + THREADS - 1) / THREADS;
+    static_assert(NT % 2 == 0, "B fragments are loaded two n-tiles at a time");
+
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    __half *sA = reinterpret_cast<__half *>(smem_raw);      /* [STAGES][BM][kLds] */
+    __half *sB = sA + STAGES * BM * kLds;                   /* [STAGES][BN][kLds] */
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int wm = warp % WM, wn = warp / WM;
+    const int tileN = blockIdx.x % p.tilesN, tileM = blockIdx.x / p.tilesN;
+    const int m0 = tileM * BM, n0 = tileN * BN;
+
+    /* This thread's A chunks: rows tid/4 + i*(THREADS/4), chunk column tid%4 (8 reduction elements). */
+    const int kc = tid & 3;
+    int a_ih[A_PER], a_iw[A_PER];
+    int64_t a_base[A_PER];
+#pragma unroll
+    for (int i = 0; i < A_PER; i++) {
+        const int row = (tid >> 2) + i * (THREADS / 4);
+        const int gm = m0 + row;
+        if (gm < p.M) {
+            int n, pq, pp, qq;
+            p.fdPQ.divmod(gm, n, pq);
+            p.fdQ.divmod(pq, pp, qq);
+            a_ih[i] = pp * p.sh - p.ph;
+            a_iw[i] = qq * p.sw - p.pw;
+            a_base[i] = (((int64_t)n * p.H + a_ih[i]) * p.W + a_iw[i]) * p.ldx;
+        } else {
+            a_ih[i] = -(1 << 29); /* never inside the image */
+            a_iw[i] = 0;
+            a_base[i] = 0;
+        }
+    }
+
+    const int KT = (p.Kred + kBK - 1) / kBK;
+
+    auto load_stage = [&](int stage, int kt) {
+        const int kk = kt * kBK + kc * 8;
+        const bool kin = kk < p.Kred;
+        int rs = 0, c = 0, r = 0, s = 0;
+        if (kin) {
+            p.fdC.divmod(kk, rs, c);
+            p.fdS.divmod(rs, r, s);
+        }
+        const int64_t off = ((int64_t)r * p.W + s) * p.ldx + c;
+        __half *dA = sA + stage * BM * kLds;
+#pragma unroll
+        for (int i = 0; i < A_PER; i++) {
+            const int row = (tid >> 2) + i * (THREADS / 4);
+            const bool v = kin && (unsigned)(a_ih[i] + r) < (unsigned)p.H && (unsigned)(a_iw[i] + s) < (unsigned)p.W;
+            const __half *src = v ? p.x + a_base[i] + off : p.x;
+            cp_async16(smem_u32(dA + row * kLds + kc * 8), src, v);
+        }
+        __half *dB = sB + stage * BN * kLds;
+#pragma unroll
+        for (int i = 0; i < B_PER; i++) {
+            const int id = tid + i * THREADS;
+            if (B_CHUNKS % THREADS == 0 || id < B_CHUNKS) {
+                const int row = id >> 2, col = (id & 3) * 8;
+                const int gk = kt * kBK + col, gn = n0 + row;
+                const bool v = gn < p.Kout && gk < p.Kred;
+                const __half *src = v ? p.w + (int64_t)gn * p.Kred + gk : p.w;
+                cp_async16(smem_u32(dB + row * kLds + col), src, v);
+            }
+        }
+    };
+
+    float acc[MT][NT][4];
+#pragma unroll
+    for (int i = 0; i < MT; i++)
+#pragma unroll
+        for (int j = 0; j < NT; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) acc[i][j][e] = 0.0f;
+
+#pragma unroll
+    for (int st = 0; st < STAGES - 1; st++) {
+        if (st < KT) load_stage(st, st);
+        cp_async_commit();
+    }
+
+    for (int kt = 0; kt < KT; kt++) {
+        cp_async_wait<STAGES - 2>();
+        __syncthreads();
+        {
+            const int nk = kt + STAGES - 1;
+            if (nk < KT) load_stage(nk % STAGES, nk);
+            cp_async_commit();
+        }
+        const __half *tA = sA + (kt % STAGES) * BM * kLds;
+        const __half *tB = sB + (kt % STAGES) * BN * kLds;
+#pragma unroll
+        for (int k16 = 0; k16 < kBK / 16; k16++) {
+            uint32_t af[MT][4];
+#pragma unroll
+            for (int i = 0; i < MT; i++) {
+                const int row = wm * MT * 16 + i * 16 + (lane & 15);
+                const int col = k16 * 16 + (lane >> 4) * 8;
+                ldmatrix_x4(smem_u32(tA + row * kLds + col), af[i][0], af[i][1], af[i][2], af[i][3]);
+            }
+            uint32_t bf[NT][2];
+#pragma unroll
+            for (int j = 0; j < NT / 2; j++) {
+                const int row = wn * NT * 8 + j * 16 + (lane >> 4) * 8 + (lane & 7);
+                const int col = k16 * 16 + ((lane >> 3) & 1) * 8;
+                ldmatrix_x4(smem_u32(tB + row * kLds + col), bf[2 * j][0], bf[2 * j][1], bf[2 * j + 1][0],
+                            bf[2 * j + 1][1]);
+            }
+#pragma unroll
+            for (int i = 0; i < MT; i++)
+#pragma unroll
+                for (int j = 0; j < NT; j++) mma16816(acc[i][j], af[i], bf[j][0], bf[j][1]);
+        }
+    }
+    cp_async_wait<0>();
+
+    /* Epilogue: c0, c1 at (row lane/4, cols 2*(lane%4) + {0, 1}); c2, c3 eight rows further down. */
+#pragma unroll
+    for (int j = 0; j < NT; j++) {
+        const int col = n0 + wn * NT * 8 + j * 8 + (lane & 3) * 2;
+        if (col >= p.Kout) continue;
+        const bool two = col + 1 < p.Kout;
+        float b0 = 0.0f, b1 = 0.0f;
+        if (p.bias) {
+            b0 = p.bias[col];
+            if (two) b1 = p.bias[col + 1];
+        }
+#pragma unroll
+        for (int i = 0; i < MT; i++) {
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const int gm = m0 + wm * MT * 16 + i * 16 + (lane >> 2) + h * 8;
+                if (gm >= p.M) continue;
+                float v0 = act_apply(p.act, acc[i][j][2 * h] + b0);
+                float v1 = act_apply(p.act, acc[i][j][2 * h + 1] + b1);
+                if (p.res) {
+                    const __half *rp = p.res + (int64_t)gm * p.ldr + col;
+                    if (two) {
+                        const float2 r = __half22float2(*reinterpret_cast<const __half2 *>(rp));
+                        v0 += r.x;
+                        v1 += r.y;
+                    } else {
+                        v0 += __half2float(rp[0]);
+                    }
+                }
+                if (YF32) {
+                    float *yp = reinterpret_cast<float *>(p.y) + (int64_t)gm * p.ldy + col;
+                    yp[0] = v0;
+                    if (two) yp[1] = v1;
+                } else {
+                    __half *yp = reinterpret_cast<__half *>(p.y) + (int64_t)gm * p.ldy + col;
+                    if (two) *reinterpret_cast<__half2 *>(yp) = __floats2half2_rn(v0, v1);
+                    else yp[0] = __float2half_rn(v0);
+                }
+            }
+        }
+    }
+}
+
+template <int WM, int WN, int MT, int NT, int STAGES>
+odl_status launch_cfg(const ConvF16Params &p, bool yf32, const char *name) {
+    constexpr int BM = WM * MT * 16, BN = WN * NT * 8, THREADS = WM * WN * 32;
+    constexpr size_t smem = (size_t)STAGES * (BM + BN) * kLds * sizeof(__half);
+    ConvF16Params q = p;
+    q.tilesN = (p.Kout + BN - 1) / BN;
+    const int64_t tilesM = ((int64_t)p.M + BM - 1) / BM;
+    const int64_t blocks = tilesM * q.tilesN;
+    if (blocks > INT32_MAX) return ODL_ERR(ODL_E_UNSUPPORTED, "conv2d_f16: %lld blocks", (long long)blocks);
+    if (yf32) {
+        auto k = conv2d_f16_kernel<WM, WN, MT, NT, STAGES, true>;
+        if (smem > 48 * 1024) ODL_CUDA_CALL(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        k<<<(unsigned)blocks, THREADS, smem, stream()>>>(q);
+    } else {
+        auto k = conv2d_f16_kernel<WM, WN, MT, NT, STAGES, false>;
+        if (smem > 48 * 1024) ODL_CUDA_CALL(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        k<<<(unsigned)blocks, THREADS, smem, stream()>>>(q);
+    }
+    ODL_CUDA_LAUNCH_CHECK(name);
+    return ODL_OK;
+}
+
+} // namespace
+} // namespace odlk
+
+/* Tile choice: the narrowest tile that covers the output channels (YOLOv5n has 16..256 channels and a
+ * 255-channel Detect head), so that few columns are wasted; 128 pixels per block everywhere.
+ * ODL_CONV_F16_CFG (0..3) forces one, for the benchmark. */
+extern "C" int odl_cuda_conv2d_f16_num_configs(void) { return 4; }
+
+extern "C" odl_status odl_cuda_conv2d_f16_ex(const odl_conv2d_f16_args *a, int cfg) {
+    using namespace odlk;
+    const odl_conv2d_shape &s = a->s;
+    const int64_t M = (int64_t)s.N * s.P * s.Q, Kred = (int64_t)s.R * s.S * s.C;
+    if (M > INT32_MAX || Kred > INT32_MAX)
+        return ODL_ERR(ODL_E_UNSUPPORTED, "conv2d_f16: N*P*Q = %lld, R*S*C = %lld (limit 2^31)", (long long)M,
+                       (long long)Kred);
+    if (M == 0 || s.K == 0) return ODL_OK;
+    ConvF16Params p;
+    p.x = reinterpret_cast<const __half *>(a->x);
+    p.w = reinterpret_cast<const __half *>(a->w);
+    p.bias = a->bias;
+    p.res = reinterpret_cast<const __half *>(a->residual);
+    p.y = a->y;
+    p.ldx = a->ldx;
+    p.ldr = a->ldr;
+    p.ldy = a->ldy;
+    p.M = (int)M;
+    p.Kout = s.K;
+    p.Kred = (int)Kred;
+    p.H = s.H;
+    p.W = s.W;
+    p.C = s.C;
+    p.S = s.S;
+    p.sh = s.stride_h;
+    p.sw = s.stride_w;
+    p.ph = s.pad_h;
+    p.pw = s.pad_w;
+    p.fdPQ = FastDiv(s.P * s.Q);
+    p.fdQ = FastDiv(s.Q);
+    p.fdC = FastDiv(s.C);
+    p.fdS = FastDiv(s.S);
+    p.tilesN = 1;
+    p.act = (int)a->act;
+    const bool f32 = a->y_f32 != 0;
+    if (cfg < 0) {
+        if (s.K <= 16) cfg = 0;
+        else if (s.K <= 32) cfg = 1;
+        else if (s.K <= 64) cfg = 2;
+        else cfg = 3;
+    }
+    switch (cfg) {
+    case 0: return launch_cfg<4, 1, 2, 2, 4>(p, f32, "conv2d_f16_kernel<128x16>");
+    case 1: return launch_cfg<4, 1, 2, 4, 4>(p, f32, "conv2d_f16_kernel<128x32>");
+    case 2: return launch_cfg<2, 2, 4, 4, 4>(p, f32, "conv2d_f16_kernel<128x64>");
+    default: return launch_cfg<2, 4, 4, 4, 3>(p, f32, "conv2d_f16_kernel<128x128>");
+    }
+}
+
+extern "C" odl_status odl_cuda_conv2d_f16(const odl_conv2d_f16_args *a) { return odl_cuda_conv2d_f16_ex(a, -1); }
