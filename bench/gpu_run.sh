@@ -38,10 +38,11 @@ if [ "$mode" = train ] || [ "$mode" = all ]; then
   TORCH_BASELINES=$src/.devdata/bench/torch_baselines.py timeout 300 "$src/bench/train_bench.sh" "$B" "$ODL_FMNIST_DIR" "$OUT" | tee "$OUT/train_table.md"
 fi
 if [ "$mode" = yolo ] || [ "$mode" = all ]; then
-  echo "== ctest -L gpu (YOLOv5)"
-  ctest --test-dir "$B" -R yolov5 --output-on-failure --timeout 300 >"$OUT/ctest_yolo.log" 2>&1
+  echo "== ctest -L gpu (YOLOv5 and the float16 ops)"
+  ctest --test-dir "$B" -L gpu -R "yolov5|ops_f16" --output-on-failure --timeout 300 >"$OUT/ctest_yolo.log" 2>&1
   grep -E "tests passed|tests failed|Failed|\*\*\*" "$OUT/ctest_yolo.log" | tail -14
   summary+=("ctest yolov5: $(grep -E 'tests passed' "$OUT/ctest_yolo.log")")
+  grep -E "FAIL|float16|Detect|max box delta|checks" "$OUT/ctest_yolo.log" | head -40
   w=$(ls "$B"/*.h5 2>/dev/null | grep -i yolov5n | head -1)
   if [ -n "$w" ] && [ -x "$B/bench/yolov5_bench" ]; then
     timeout 240 "$B/bench/yolov5_bench" --weights "$w" --image "$ODL_TEST_DATA/yolov5/images/bus.jpg" \

@@ -11,60 +11,7 @@
 #include <zlib.h>
 
 #include "odl/ops.h"
-
-#define Y_MAX_FROM 8
-#define Y_MAX_LEVELS 8
-#define Y_MAX_ANCHORS 16
-#define Y_NSCRATCH 6
-
-#ifdef ODL_HAVE_CUDA
-/* kernels/cuda/yolov5_detect.cu: the same decoding as detect_decode_cpu below, on the current stream. */
-odl_status odl_cuda_yolov5_detect_decode(const float *head, float *out, int N, int na, int no, int ny, int nx,
-                                         int64_t rows_total, int64_t row_offset, float stride,
-                                         const float *anchors_wh);
-#endif
-
-typedef struct yconv {
-    int c1, c2, k, s, p;
-    odl_tensor w, b; /* folded weight [c2, c1, k, k] and bias [c2] on the model's device */
-} yconv;
-
-typedef enum { YL_CONV, YL_C3, YL_SPPF, YL_UPSAMPLE, YL_CONCAT, YL_DETECT } ytype;
-static const char *const YTYPE_NAMES[] = {"Conv", "C3", "SPPF", "Upsample", "Concat", "Detect"};
-
-typedef struct ylayer {
-    ytype type;
-    int nfrom;
-    int from[Y_MAX_FROM]; /* absolute layer indices; -1 = the network input */
-    int c_out;
-    int down;             /* output size = input size / down */
-    yconv conv;           /* Conv */
-    yconv cv1, cv2, cv3;  /* C3: cv1, cv2, cv3; SPPF: cv1, cv2 */
-    int nb, shortcut;     /* C3 bottlenecks */
-    yconv *bcv1, *bcv2;
-    int pool_k;           /* SPPF */
-    yconv *heads;         /* Detect: one 1x1 convolution with bias per level */
-    odl_tensor out;
-    size_t out_cap;
-} ylayer;
-
-struct odl_yolov5 {
-    odl_device dev;
-    char path[1024];
-    int nc, na, nl, no;
-    int nlayers;
-    ylayer *L;
-    float strides[Y_MAX_LEVELS];
-    float anchors[Y_MAX_LEVELS][Y_MAX_ANCHORS][2];
-    char **names;
-    int max_stride;
-    int64_t n_params;
-    int N, H, W; /* prepared input size (0 before the first prepare) */
-    odl_tensor scratch[Y_NSCRATCH];
-    size_t scratch_cap[Y_NSCRATCH];
-    odl_tensor input;
-    size_t input_cap;
-};
+#include "models/yolov5_impl.h"
 
 /* ------------------------------------------------------------------------------------------------
  * HDF5 helpers (the HDF5 C API directly; errors carry the file path and the object name)
@@ -527,6 +474,7 @@ static void free_layers(odl_yolov5 *m) {
 
 void odl_yolov5_free(odl_yolov5 *m) {
     if (!m) return;
+    yolov5_half_release(m);
     free_layers(m);
     for (int i = 0; i < Y_NSCRATCH; i++) odl_tensor_free(&m->scratch[i]);
     odl_tensor_free(&m->input);
@@ -725,19 +673,20 @@ int64_t odl_yolov5_num_predictions(const odl_yolov5 *m, int H, int W) {
  * Buffers
  * ---------------------------------------------------------------------------------------------- */
 
-/* Give t the shape [a, b, c, d] (or 3-D when d < 0), reusing its memory when large enough. */
-static odl_status buf_set(odl_device dev, odl_tensor *t, size_t *cap, int64_t a, int64_t b, int64_t c, int64_t d) {
+odl_status yolov5_buf_set(odl_device dev, odl_tensor *t, size_t *cap, odl_dtype dtype, int64_t a, int64_t b, int64_t c,
+                          int64_t d) {
     int64_t shape[4] = {a, b, c, d};
     int nd = d < 0 ? 3 : 4;
-    size_t need = (size_t)(a * b * c * (d < 0 ? 1 : d)) * sizeof(float);
+    size_t need = (size_t)(a * b * c * (d < 0 ? 1 : d)) * odl_dtype_size(dtype);
     if (t->data && *cap >= need) {
         t->ndim = nd;
+        t->dtype = dtype;
         for (int i = 0; i < nd; i++) t->shape[i] = shape[i];
         return ODL_OK;
     }
     odl_tensor_free(t);
     *cap = 0;
-    ODL_CHECK(odl_tensor_alloc(t, dev, ODL_F32, nd, shape));
+    ODL_CHECK(odl_tensor_alloc(t, dev, dtype, nd, shape));
     *cap = need;
     return ODL_OK;
 }
@@ -770,14 +719,14 @@ odl_status odl_yolov5_prepare(odl_yolov5 *m, int N, int H, int W) {
         ylayer *L = &m->L[i];
         int h = H / L->down, w = W / L->down;
         if (L->type == YL_DETECT) {
-            ODL_CHECK(buf_set(m->dev, &L->out, &L->out_cap, N, odl_yolov5_num_predictions(m, H, W), m->no, -1));
+            ODL_CHECK(yolov5_buf_set(m->dev, &L->out, &L->out_cap, ODL_F32, N, odl_yolov5_num_predictions(m, H, W), m->no, -1));
             for (int l = 0; l < m->nl; l++) {
                 int s = (int)m->strides[l];
                 need_scr(need, 0, N, m->na * m->no, H / s, W / s);
             }
             continue;
         }
-        ODL_CHECK(buf_set(m->dev, &L->out, &L->out_cap, N, L->c_out, h, w));
+        ODL_CHECK(yolov5_buf_set(m->dev, &L->out, &L->out_cap, ODL_F32, N, L->c_out, h, w));
         if (L->type == YL_C3) {
             int c_ = L->cv1.c2;
             for (int s = 0; s < 5; s++) need_scr(need, s, N, c_, h, w);
@@ -789,8 +738,9 @@ odl_status odl_yolov5_prepare(odl_yolov5 *m, int N, int H, int W) {
         }
     }
     for (int s = 0; s < Y_NSCRATCH; s++)
-        if (need[s]) ODL_CHECK(buf_set(m->dev, &m->scratch[s], &m->scratch_cap[s], (int64_t)(need[s] / sizeof(float)), 1, 1, 1));
-    ODL_CHECK(buf_set(m->dev, &m->input, &m->input_cap, N, 3, H, W));
+        if (need[s]) ODL_CHECK(yolov5_buf_set(m->dev, &m->scratch[s], &m->scratch_cap[s], ODL_F32, (int64_t)(need[s] / sizeof(float)), 1, 1, 1));
+    ODL_CHECK(yolov5_buf_set(m->dev, &m->input, &m->input_cap, ODL_F32, N, 3, H, W));
+    if (m->half) ODL_CHECK(yolov5_half_prepare(m, N, H, W));
     m->N = N;
     m->H = H;
     m->W = W;
@@ -811,8 +761,41 @@ odl_status odl_yolov5_input(odl_yolov5 *m, int N, int H, int W, odl_tensor **x) 
 
 const odl_tensor *odl_yolov5_layer_output(const odl_yolov5 *m, int i) {
     if (!m || i < 0 || i >= m->nlayers || !m->L[i].out.data || m->N == 0) return NULL;
+    if (m->half && m->L[i].type != YL_DETECT) return NULL;
     return &m->L[i].out;
 }
+
+odl_status odl_yolov5_layer_output_host(const odl_yolov5 *m, int i, float *dst, size_t count) {
+    if (!m || !dst || i < 0 || i >= m->nlayers || m->N == 0)
+        return ODL_ERR(ODL_E_INVAL, "odl_yolov5_layer_output_host: no layer %d output (bad argument or no forward yet)", i);
+    if (m->half && m->L[i].type != YL_DETECT) return yolov5_half_layer_to_host(m, i, dst, count);
+    const odl_tensor *t = &m->L[i].out;
+    if ((size_t)odl_tensor_numel(t) != count)
+        return ODL_ERR(ODL_E_INVAL, "odl_yolov5_layer_output_host: layer %d has %lld values, %zu asked for", i,
+                       (long long)odl_tensor_numel(t), count);
+    return odl_tensor_copy_to_host(t, dst, count * sizeof(float));
+}
+
+odl_status odl_yolov5_set_half(odl_yolov5 *m, int half) {
+    if (!m) return ODL_ERR(ODL_E_INVAL, "odl_yolov5_set_half: NULL model");
+    half = half != 0;
+    if (half == m->half) return ODL_OK;
+    const odl_backend *be = odl_backend_for(m->dev);
+    if (!be) return ODL_ERR(ODL_E_NODEV, "yolov5 --half: no backend for %s", odl_device_name(m->dev));
+    if (half && !be->conv2d_f16)
+        return ODL_ERR(ODL_E_UNSUPPORTED, "yolov5 --half: backend %s has no float16 kernels", be->name);
+    yolov5_half_release(m);
+    for (int i = 0; i < m->nlayers; i++)
+        if (m->L[i].type != YL_DETECT) {
+            odl_tensor_free(&m->L[i].out);
+            m->L[i].out_cap = 0;
+        }
+    m->half = half;
+    m->N = m->H = m->W = 0; /* the next prepare sizes the buffers of the new mode */
+    return ODL_OK;
+}
+
+int odl_yolov5_is_half(const odl_yolov5 *m) { return m ? m->half : 0; }
 
 /* ------------------------------------------------------------------------------------------------
  * Forward
@@ -822,18 +805,21 @@ static odl_status conv_fwd(const yconv *c, const odl_tensor *x, const odl_tensor
     return odl_conv2d_fwd(x, &c->w, &c->b, residual, act, c->s, c->p, y);
 }
 
-/* Detect decoding on the CPU (YOLOv5 v7.0 Detect.forward, inference branch). */
-static void detect_decode_cpu(const float *head, float *out, int N, int na, int no, int ny, int nx, int64_t rows_total,
-                              int64_t row_offset, float stride, const float (*anchors)[2]) {
+void yolov5_detect_decode_cpu(const float *head, float *out, int N, int na, int no, int ny, int nx, int64_t rows_total,
+                              int64_t row_offset, float stride, const float (*anchors)[2], int nhwc) {
     const int64_t plane = (int64_t)ny * nx;
     for (int n = 0; n < N; n++)
         for (int a = 0; a < na; a++)
             for (int yy = 0; yy < ny; yy++)
                 for (int xx = 0; xx < nx; xx++) {
-                    float *row = out + ((int64_t)n * rows_total + row_offset + (int64_t)a * plane + (int64_t)yy * nx + xx) * no;
-                    const float *h = head + ((int64_t)n * na * no + (int64_t)a * no) * plane + (int64_t)yy * nx + xx;
+                    const int64_t pix = (int64_t)yy * nx + xx;
+                    float *row = out + ((int64_t)n * rows_total + row_offset + (int64_t)a * plane + pix) * no;
+                    /* element k of this anchor's outputs is h[k * hs] */
+                    const float *h = nhwc ? head + (((int64_t)n * plane + pix) * na + a) * no
+                                          : head + ((int64_t)n * na * no + (int64_t)a * no) * plane + pix;
+                    const int64_t hs = nhwc ? 1 : plane;
                     for (int k = 0; k < no; k++) {
-                        float s = 1.0f / (1.0f + expf(-h[(int64_t)k * plane]));
+                        float s = 1.0f / (1.0f + expf(-h[(int64_t)k * hs]));
                         float v;
                         if (k == 0) v = (s * 2.0f + ((float)xx - 0.5f)) * stride;
                         else if (k == 1) v = (s * 2.0f + ((float)yy - 0.5f)) * stride;
@@ -844,6 +830,21 @@ static void detect_decode_cpu(const float *head, float *out, int N, int na, int 
                         row[k] = v;
                     }
                 }
+}
+
+odl_status yolov5_detect_decode(const odl_yolov5 *m, const float *head, float *out, int ny, int nx, int64_t rows_total,
+                                int64_t row_offset, int l, int nhwc) {
+    if (m->dev.type == ODL_DEV_CPU) {
+        yolov5_detect_decode_cpu(head, out, m->N, m->na, m->no, ny, nx, rows_total, row_offset, m->strides[l],
+                                 (const float (*)[2])m->anchors[l], nhwc);
+        return ODL_OK;
+    }
+#ifdef ODL_HAVE_CUDA
+    return odl_cuda_yolov5_detect_decode(head, out, m->N, m->na, m->no, ny, nx, rows_total, row_offset, m->strides[l],
+                                         &m->anchors[l][0][0], nhwc);
+#else
+    return ODL_ERR(ODL_E_UNSUPPORTED, "yolov5 Detect: no decoder for device %s", odl_device_name(m->dev));
+#endif
 }
 
 /* Channels [c0, c0 + c) of a [1, C, H, W] tensor: contiguous, a non-owning view. */
@@ -929,17 +930,7 @@ static odl_status run_layer(odl_yolov5 *m, const odl_tensor *x, int i) {
             const int ny = (int)xl->shape[2], nx = (int)xl->shape[3];
             odl_tensor *hd = scr(m, 0, N, m->na * m->no, ny, nx);
             ODL_CHECK(conv_fwd(&L->heads[l], xl, NULL, ODL_ACT_NONE, hd));
-            if (m->dev.type == ODL_DEV_CPU) {
-                detect_decode_cpu((const float *)hd->data, (float *)L->out.data, N, m->na, m->no, ny, nx, rows, off,
-                                  m->strides[l], (const float (*)[2])m->anchors[l]);
-            } else {
-#ifdef ODL_HAVE_CUDA
-                ODL_CHECK(odl_cuda_yolov5_detect_decode((const float *)hd->data, (float *)L->out.data, N, m->na, m->no,
-                                                        ny, nx, rows, off, m->strides[l], &m->anchors[l][0][0]));
-#else
-                return ODL_ERR(ODL_E_UNSUPPORTED, "yolov5 Detect: no decoder for device %s", odl_device_name(m->dev));
-#endif
-            }
+            ODL_CHECK(yolov5_detect_decode(m, (const float *)hd->data, (float *)L->out.data, ny, nx, rows, off, l, 0));
             off += (int64_t)m->na * ny * nx;
         }
         return ODL_OK;
@@ -957,6 +948,11 @@ odl_status odl_yolov5_forward(odl_yolov5 *m, const odl_tensor *x, const odl_tens
                        odl_device_name(m->dev));
     }
     ODL_CHECK(odl_yolov5_prepare(m, (int)x->shape[0], (int)x->shape[2], (int)x->shape[3]));
+    if (m->half) {
+        ODL_CHECK(yolov5_half_forward(m, x));
+        if (out) *out = &m->L[m->nlayers - 1].out;
+        return ODL_OK;
+    }
     for (int i = 0; i < m->nlayers; i++) {
         odl_status st = run_layer(m, x, i);
         if (st != ODL_OK) {

@@ -87,3 +87,23 @@ set_tests_properties(yolov5_synth PROPERTIES FIXTURES_REQUIRED yolov5_synth)
 add_test(NAME yolov5_synth_gpu COMMAND yolov5_synth cuda)
 set_tests_properties(yolov5_synth_gpu PROPERTIES TIMEOUT 600 LABELS gpu SKIP_RETURN_CODE 77
   FIXTURES_REQUIRED yolov5_synth ENVIRONMENT "${ODL_YOLO_TEST_ENV}")
+
+# Float16 (odl_yolov5_set_half, --half): the same programs with a third argument. On the CPU the float16
+# reference kernels run (kernels/cpu/nhwc_f16.c); on CUDA the tensor-core ones.
+foreach(_dev cpu cuda)
+  if(_dev STREQUAL cpu)
+    set(_sfx "")
+    set(_lab integration)
+  else()
+    set(_sfx "_gpu")
+    set(_lab gpu)
+  endif()
+  add_test(NAME yolov5_half_forward_bus640${_sfx} COMMAND yolov5_forward_bus640 ${_dev} bus640 half)
+  add_test(NAME yolov5_half_layers_zidane320${_sfx} COMMAND yolov5_forward_bus640 ${_dev} zidane320 half)
+  add_test(NAME yolov5_half_detect_rect640${_sfx} COMMAND yolov5_detect_rect640 ${_dev} rect half)
+  add_test(NAME yolov5_half_detect_square640${_sfx} COMMAND yolov5_detect_rect640 ${_dev} square half)
+  set_tests_properties(yolov5_half_forward_bus640${_sfx} yolov5_half_layers_zidane320${_sfx}
+    yolov5_half_detect_rect640${_sfx} yolov5_half_detect_square640${_sfx}
+    PROPERTIES TIMEOUT 1200 LABELS ${_lab} SKIP_RETURN_CODE 77 FIXTURES_REQUIRED yolov5_weights
+    ENVIRONMENT "${ODL_YOLO_TEST_ENV}")
+endforeach()

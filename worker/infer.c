@@ -23,7 +23,7 @@
 
 typedef struct infer_opts {
     const char *model, *weights, *input, *output, *device;
-    int img_size, max_det, square, batch, save_images;
+    int img_size, max_det, square, batch, save_images, half;
     float conf, iou;
 } infer_opts;
 
@@ -36,6 +36,7 @@ static void infer_usage(FILE *f) {
             "  --max-det N         at most N boxes per image (default 1000)\n"
             "  --square            letterbox to an N x N square (default: minimum stride-32 padding)\n"
             "  --batch-size B      images per forward for a directory (default 8)\n"
+            "  --half              float16 inference (YOLOv5's --half; tensor cores on CUDA)\n"
             "  --device D          auto (default), cpu, cuda or cuda:N\n"
             "  --output DIR        where detections.json and the drawn images go (default runs/detect)\n"
             "  --no-save-images    write detections.json only\n"
@@ -103,6 +104,7 @@ static int parse_opts(int argc, char **argv, infer_opts *o) {
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) return 3;
         if (!strcmp(a, "--square")) { o->square = 1; continue; }
         if (!strcmp(a, "--no-save-images")) { o->save_images = 0; continue; }
+        if (!strcmp(a, "--half")) { o->half = 1; continue; }
 #define STR_FLAG(name, field)                                                                      \
         v = flag_value(argc, argv, &i, name, &m);                                                  \
         if (m) {                                                                                   \
@@ -391,6 +393,10 @@ int odl_task_infer_main(int argc, char **argv) {
     }
     if (odl_yolov5_load(o.weights, dev, &net) != ODL_OK) {
         fprintf(stderr, "odl_worker: error: --weights %s\n", odl_error_msg());
+        goto out;
+    }
+    if (o.half && odl_yolov5_set_half(net, 1) != ODL_OK) {
+        fprintf(stderr, "odl_worker: error: --half: %s\n", odl_error_msg());
         goto out;
     }
     if (list_inputs(o.input, &files, &is_dir) != ODL_OK) {

@@ -1,0 +1,107 @@
+/* Internals of the YOLOv5 model shared by models/yolov5.c (loading, buffers, the float32 NCHW forward)
+ * and models/yolov5_half.c (the float16 NHWC forward). Not installed. */
+#ifndef ODL_MODELS_YOLOV5_IMPL_H
+#define ODL_MODELS_YOLOV5_IMPL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "odl/backend.h"
+#include "odl/tensor.h"
+#include "odl/yolov5.h"
+
+#define Y_MAX_FROM 8
+#define Y_MAX_LEVELS 8
+#define Y_MAX_ANCHORS 16
+#define Y_NSCRATCH 6
+
+#ifdef ODL_HAVE_CUDA
+/* kernels/cuda/yolov5_detect.cu: the same decoding as yolov5_detect_decode_cpu, on the current stream. */
+odl_status odl_cuda_yolov5_detect_decode(const float *head, float *out, int N, int na, int no, int ny, int nx,
+                                         int64_t rows_total, int64_t row_offset, float stride,
+                                         const float *anchors_wh, int nhwc);
+#endif
+
+typedef struct yconv {
+    int c1, c2, k, s, p;
+    odl_tensor w, b; /* folded weight [c2, c1, k, k] and bias [c2] on the model's device */
+    odl_tensor wh;   /* half mode: the folded weight as float16 KRSC [c2, k, k, c1p] */
+    int c1p;         /* half mode: input channels rounded up to a multiple of 8 (zero weights) */
+} yconv;
+
+/* Half mode: an NHWC float16 activation [N, h, w, C] with pixel stride ld (a channel slice when ld > C). */
+typedef struct hview {
+    odl_half *p;
+    int C;
+    int64_t ld;
+} hview;
+
+typedef enum { YL_CONV, YL_C3, YL_SPPF, YL_UPSAMPLE, YL_CONCAT, YL_DETECT } ytype;
+static const char *const YTYPE_NAMES[] = {"Conv", "C3", "SPPF", "Upsample", "Concat", "Detect"};
+
+typedef struct ylayer {
+    ytype type;
+    int nfrom;
+    int from[Y_MAX_FROM]; /* absolute layer indices; -1 = the network input */
+    int c_out;
+    int down;             /* output size = input size / down */
+    yconv conv;           /* Conv */
+    yconv cv1, cv2, cv3;  /* C3: cv1, cv2, cv3; SPPF: cv1, cv2 */
+    int nb, shortcut;     /* C3 bottlenecks */
+    yconv *bcv1, *bcv2;
+    int pool_k;           /* SPPF */
+    yconv *heads;         /* Detect: one 1x1 convolution with bias per level */
+    odl_tensor out;
+    size_t out_cap;
+    /* half mode */
+    hview hv;          /* this layer's output (into hbuf, or a slice of the Concat layer cat_into's hbuf) */
+    odl_tensor hbuf;
+    size_t hbuf_cap;
+    int cat_into;      /* index of the Concat layer whose buffer holds this output, or -1 */
+    int cat_off;       /* channel offset in that buffer */
+} ylayer;
+
+struct odl_yolov5 {
+    odl_device dev;
+    char path[1024];
+    int nc, na, nl, no;
+    int nlayers;
+    ylayer *L;
+    float strides[Y_MAX_LEVELS];
+    float anchors[Y_MAX_LEVELS][Y_MAX_ANCHORS][2];
+    char **names;
+    int max_stride;
+    int64_t n_params;
+    int N, H, W; /* prepared input size (0 before the first prepare) */
+    odl_tensor scratch[Y_NSCRATCH];
+    size_t scratch_cap[Y_NSCRATCH];
+    odl_tensor input;
+    size_t input_cap;
+    int half;           /* odl_yolov5_set_half */
+    odl_tensor hinput;  /* half mode: the input as [N, H, W, 8] float16 */
+    size_t hinput_cap;
+};
+
+
+/* Detect decoding on the CPU (YOLOv5 v7.0 Detect.forward, inference branch; formula in odl/yolov5.h) of
+ * one level's head [N, na * no, ny, nx] float32, or [N, ny, nx, na * no] with nhwc, into rows
+ * [row_offset, row_offset + na * ny * nx) of out [N, rows_total, no]. */
+void yolov5_detect_decode_cpu(const float *head, float *out, int N, int na, int no, int ny, int nx, int64_t rows_total,
+                              int64_t row_offset, float stride, const float (*anchors)[2], int nhwc);
+/* The same on the device of the model (CPU or CUDA, on the current stream). */
+odl_status yolov5_detect_decode(const odl_yolov5 *m, const float *head, float *out, int ny, int nx, int64_t rows_total,
+                                int64_t row_offset, int level, int nhwc);
+
+/* Give t the shape [a, b, c, d] (or 3-D when d < 0) of dtype, reusing its memory when large enough. */
+odl_status yolov5_buf_set(odl_device dev, odl_tensor *t, size_t *cap, odl_dtype dtype, int64_t a, int64_t b, int64_t c,
+                          int64_t d);
+
+/* Half mode (models/yolov5_half.c): sizes of the float16 buffers for inputs [N, 3, H, W]; the forward. */
+odl_status yolov5_half_prepare(odl_yolov5 *m, int N, int H, int W);
+odl_status yolov5_half_forward(odl_yolov5 *m, const odl_tensor *x);
+/* Release every half-mode buffer and weight. */
+void yolov5_half_release(odl_yolov5 *m);
+/* Layer output of the last half forward as NCHW float32 on the host (count = N*C*h*w floats). */
+odl_status yolov5_half_layer_to_host(const odl_yolov5 *m, int layer, float *dst, size_t count);
+
+#endif
