@@ -5,7 +5,9 @@
  *    a README (ignored): goes on with the good images, writes detections.json (checked against
  *    detect_rect640.json) and the drawn images, names each failure at the end and exits 1;
  *  - odl_worker on one missing image, with weights of another kind, with a bad flag: one clear line,
- *    non-zero exit. */
+ *    non-zero exit;
+ *  - odl_worker --half on bus.jpg (the CPU's float16 reference kernels): the boxes of the float32 run, and
+ *    --half listed by --task=infer --help. */
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -114,6 +116,82 @@ static void weights_errors(const char *weights) {
     TCHECK(m == NULL, "no model on failure");
 }
 
+/* The detections (a J_ARR) of the one image of DIR/detections.json, loaded into js; NULL on failure. */
+static const jval *single_image_dets(const char *dir, jval *js) {
+    char p[4096];
+    snprintf(p, sizeof p, "%s/detections.json", dir);
+    if (j_load(p, js) != 0) return NULL;
+    const jval *d = js->t == J_ARR && js->n == 1 ? j_get(&js->items[0], "detections") : NULL;
+    return d && d->t == J_ARR ? d : NULL;
+}
+
+/* --half against float32 on bus.jpg: the boxes with conf >= 0.3 pair up one to one (same class, every
+ * coordinate within 1 px, conf within 0.01). Pairing by nearest box of the same class, not by position,
+ * since two boxes of close confidence may swap places in NMS's order between the precisions. */
+static void half_matches_float(const char *worker, const char *weights, const char *dir) {
+    char cmd[16384], err[65536];
+    const char *prec[2] = {"", " --half"};
+    for (int h = 0; h < 2; h++) {
+        snprintf(cmd, sizeof cmd, "'%s' --task=infer --model=yolov5 --weights='%s' --input='%s/bus.jpg' "
+                 "--output='%s/o_%s' --device cpu --no-save-images%s", worker, weights, dir, g_tmp,
+                 h ? "half" : "float", prec[h]);
+        int rc = run_cmd(cmd, err, sizeof err);
+        if (h) printf("--- --half run (exit %d) ---\n%s", rc, err);
+        TCHECK(rc == 0, "%s run on bus.jpg: exit %d: %s", h ? "--half" : "float32", rc, err);
+    }
+    char d32[4096], d16[4096];
+    snprintf(d32, sizeof d32, "%s/o_float", g_tmp);
+    snprintf(d16, sizeof d16, "%s/o_half", g_tmp);
+    jval j32 = {0}, j16 = {0};
+    const jval *a = single_image_dets(d32, &j32), *b = single_image_dets(d16, &j16);
+    TCHECK(a && b, "detections.json of both runs (one image each)");
+    if (a && b) {
+        int na = 0, nb = 0, used[1024] = {0};
+        for (int k = 0; k < b->n; k++) nb += j_get(&b->items[k], "conf")->num >= 0.3;
+        for (int i = 0; i < a->n; i++) {
+            const jval *da = &a->items[i];
+            if (j_get(da, "conf")->num < 0.3) continue;
+            na++;
+            int best = -1;
+            double best_md = 1e30;
+            for (int k = 0; k < b->n && k < 1024; k++) {
+                const jval *db = &b->items[k];
+                if (used[k] || j_get(db, "conf")->num < 0.3 ||
+                    (int)j_get(db, "class_id")->num != (int)j_get(da, "class_id")->num)
+                    continue;
+                double md = 0;
+                for (int c = 0; c < 4; c++)
+                    md = fmax(md, fabs(j_get(da, "xyxy")->items[c].num - j_get(db, "xyxy")->items[c].num));
+                if (md < best_md) best_md = md, best = k;
+            }
+            TCHECK(best >= 0, "float32 box %d (class %d) has no --half box of its class", i,
+                   (int)j_get(da, "class_id")->num);
+            if (best < 0) continue;
+            used[best] = 1;
+            double dc = fabs(j_get(da, "conf")->num - j_get(&b->items[best], "conf")->num);
+            printf("box %d class %d: --half delta %.3f px, conf %.4f\n", i, (int)j_get(da, "class_id")->num,
+                   best_md, dc);
+            TCHECK(best_md <= 1.0 && dc <= 0.01, "box %d: --half delta %.3f px, conf %.4f", i, best_md, dc);
+        }
+        TCHECK(na == nb && na > 0, "%d float32 boxes with conf >= 0.3, %d --half", na, nb);
+    }
+    j_free(&j32);
+    j_free(&j16);
+
+    /* --half is documented by --help (printed on stdout, which run_cmd discards) */
+    char line[1024];
+    int listed = 0;
+    snprintf(cmd, sizeof cmd, "'%s' --task=infer --help", worker);
+    FILE *f = popen(cmd, "r");
+    TCHECK(f != NULL, "popen %s", cmd);
+    if (f) {
+        while (fgets(line, sizeof line, f))
+            if (strstr(line, "--half")) listed = 1;
+        TCHECK(pclose(f) == 0, "--task=infer --help exit status");
+    }
+    TCHECK(listed, "--half in --task=infer --help");
+}
+
 static void worker_runs(const char *weights) {
     const char *bin = getenv("ODL_BINARY_DIR");
     char worker[2048], dir[2048], out[2048], cmd[16384], err[65536], p[4096];
@@ -220,6 +298,8 @@ static void worker_runs(const char *weights) {
     if (ok) j_free(&js);
     snprintf(p, sizeof p, "%s/o5/zidane.jpg", g_tmp);
     TCHECK(access(p, F_OK) != 0, "--no-save-images wrote %s", p);
+
+    half_matches_float(worker, weights, dir);
 }
 
 int main(void) {
