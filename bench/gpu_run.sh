@@ -46,8 +46,8 @@ if [ "$mode" = yolo ] || [ "$mode" = all ]; then
   w=$(ls "$B"/*.h5 2>/dev/null | grep -i yolov5n | head -1)
   if [ -n "$w" ] && [ -x "$B/bench/yolov5_bench" ]; then
     timeout 240 "$B/bench/yolov5_bench" --weights "$w" --image "$ODL_TEST_DATA/yolov5/images/bus.jpg" \
-      --baselines "$ODL_TEST_DATA/baselines.json" >"$OUT/bench_yolov5.txt" 2>&1
-    tail -25 "$OUT/bench_yolov5.txt"
+      --baselines "$ODL_TEST_DATA/baselines.json" --layers >"$OUT/bench_yolov5.txt" 2>&1
+    grep -v "^  layer" "$OUT/bench_yolov5.txt" | tail -14
   fi
 fi
 echo "== summary"

@@ -209,7 +209,7 @@ static double end_to_end(odl_yolov5 *m, const char *image, float *host_in, float
 
 int main(int argc, char **argv) {
     const char *weights = "yolov5n.h5", *image = NULL, *device = "cuda", *bfile = NULL;
-    int iters = 50, warmup = 10, batch = 32, use_graph = 1, no_half = 0;
+    int iters = 50, warmup = 10, batch = 32, use_graph = 1, no_half = 0, half_only = 0, no_e2e = 0, layers = 0;
     const char *data = getenv("ODL_TEST_DATA");
     if (!data || !data[0]) data = "../shared/data";
     for (int i = 1; i < argc; i++) {
@@ -224,9 +224,12 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--batch") && v) batch = atoi(argv[++i]);
         else if (!strcmp(a, "--no-graph")) use_graph = 0;
         else if (!strcmp(a, "--no-half")) no_half = 1;
+        else if (!strcmp(a, "--half-only")) half_only = 1; /* for profiling */
+        else if (!strcmp(a, "--no-e2e")) no_e2e = 1;
+        else if (!strcmp(a, "--layers")) layers = 1;
         else {
             fprintf(stderr, "usage: yolov5_bench [--weights W.h5] [--image bus.jpg] [--device cuda|cpu] [--iters N] "
-                            "[--warmup N] [--batch B] [--no-graph] [--no-half] [--baselines FILE]\n");
+                            "[--warmup N] [--batch B] [--no-graph] [--no-half] [--half-only] [--no-e2e] [--layers] [--baselines FILE]\n");
             return 2;
         }
     }
@@ -270,7 +273,7 @@ int main(int argc, char **argv) {
     double r[2][3] = {{0}};
     int graphs[2] = {0}, nd[2] = {0};
     const int nprec = dev.type == ODL_DEV_CUDA && !no_half ? 2 : 1;
-    for (int h = 0; h < nprec; h++) {
+    for (int h = half_only && nprec == 2 ? 1 : 0; h < nprec; h++) {
         CK(odl_yolov5_set_half(m, h));
         odl_tensor *x;
         int g1 = 0, gN = 0;
@@ -281,6 +284,21 @@ int main(int argc, char **argv) {
         CK(odl_tensor_copy_from_host(x, hin, sizeof(float) * maxin));
         r[h][1] = time_forward(m, x, warmup, iters, use_graph, &gN);
         graphs[h] = g1 && gN;
+        if (layers && dev.type == ODL_DEV_CUDA) {
+            /* one eager forward with an event after each layer */
+            const int nl = odl_yolov5_num_layers(m);
+            float lm[1024];
+            CK(odl_yolov5_set_profile(m, 1));
+            for (int i = 0; i < 3; i++) CK(odl_yolov5_forward(m, x, NULL));
+            CK(odl_yolov5_layer_ms(m, lm, nl));
+            CK(odl_yolov5_set_profile(m, 0));
+            float tot = 0;
+            for (int i = 0; i < nl; i++) tot += lm[i];
+            printf("per layer, %s, batch %d (eager, %.3f ms in all):\n", h ? "fp16" : "fp32", batch, tot);
+            for (int i = 0; i < nl; i++)
+                printf("  layer %2d %-8s %8.3f ms  %5.1f%%\n", i, odl_yolov5_layer_type(m, i), lm[i], 100 * lm[i] / tot);
+        }
+        if (no_e2e) continue;
         for (int i = 0; i < warmup; i++) end_to_end(m, image, hin, hout, out_cap, &nd[h]);
         double *v = malloc(sizeof(double) * iters);
         for (int i = 0; i < iters; i++) v[i] = end_to_end(m, image, hin, hout, out_cap, &nd[h]);

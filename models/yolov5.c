@@ -13,6 +13,8 @@
 #include "odl/ops.h"
 #include "models/yolov5_impl.h"
 
+static void prof_free(odl_yolov5 *m);
+
 /* ------------------------------------------------------------------------------------------------
  * HDF5 helpers (the HDF5 C API directly; errors carry the file path and the object name)
  * ---------------------------------------------------------------------------------------------- */
@@ -475,6 +477,7 @@ static void free_layers(odl_yolov5 *m) {
 void odl_yolov5_free(odl_yolov5 *m) {
     if (!m) return;
     yolov5_half_release(m);
+    prof_free(m);
     free_layers(m);
     for (int i = 0; i < Y_NSCRATCH; i++) odl_tensor_free(&m->scratch[i]);
     odl_tensor_free(&m->input);
@@ -797,6 +800,47 @@ odl_status odl_yolov5_set_half(odl_yolov5 *m, int half) {
 
 int odl_yolov5_is_half(const odl_yolov5 *m) { return m ? m->half : 0; }
 
+static void prof_free(odl_yolov5 *m) {
+    if (!m->prof) return;
+    for (int i = 0; i <= m->nlayers; i++)
+        if (m->prof[i]) odl_event_destroy(m->prof[i]);
+    free(m->prof);
+    m->prof = NULL;
+    m->prof_done = 0;
+}
+
+odl_status odl_yolov5_set_profile(odl_yolov5 *m, int on) {
+    if (!m) return ODL_ERR(ODL_E_INVAL, "odl_yolov5_set_profile: NULL model");
+    prof_free(m);
+    if (!on) return ODL_OK;
+    if (m->dev.type != ODL_DEV_CUDA) return ODL_ERR(ODL_E_UNSUPPORTED, "yolov5 per-layer timing needs a CUDA model");
+    m->prof = calloc((size_t)m->nlayers + 1, sizeof(odl_event));
+    if (!m->prof) return ODL_ERR(ODL_E_NOMEM, "yolov5 profiling events");
+    for (int i = 0; i <= m->nlayers; i++) {
+        odl_status st = odl_event_create(&m->prof[i]);
+        if (st != ODL_OK) {
+            prof_free(m);
+            return st;
+        }
+    }
+    return ODL_OK;
+}
+
+odl_status yolov5_prof_mark(odl_yolov5 *m, int k) {
+    if (!m->prof) return ODL_OK;
+    ODL_CHECK(odl_event_record(m->prof[k], odl_stream_current()));
+    if (k == m->nlayers) m->prof_done = 1;
+    return ODL_OK;
+}
+
+odl_status odl_yolov5_layer_ms(const odl_yolov5 *m, float *ms, int n) {
+    if (!m || !ms || n < 0 || n > m->nlayers) return ODL_ERR(ODL_E_INVAL, "odl_yolov5_layer_ms: bad argument");
+    if (!m->prof || !m->prof_done) return ODL_ERR(ODL_E_INVAL, "odl_yolov5_layer_ms: no profiled forward yet");
+    ODL_CHECK(odl_event_synchronize(m->prof[m->nlayers]));
+    for (int i = 0; i < n; i++) ODL_CHECK(odl_event_elapsed_ms(m->prof[i], m->prof[i + 1], &ms[i]));
+    return ODL_OK;
+}
+
 /* ------------------------------------------------------------------------------------------------
  * Forward
  * ---------------------------------------------------------------------------------------------- */
@@ -948,6 +992,7 @@ odl_status odl_yolov5_forward(odl_yolov5 *m, const odl_tensor *x, const odl_tens
                        odl_device_name(m->dev));
     }
     ODL_CHECK(odl_yolov5_prepare(m, (int)x->shape[0], (int)x->shape[2], (int)x->shape[3]));
+    ODL_CHECK(yolov5_prof_mark(m, 0));
     if (m->half) {
         ODL_CHECK(yolov5_half_forward(m, x));
         if (out) *out = &m->L[m->nlayers - 1].out;
@@ -959,6 +1004,7 @@ odl_status odl_yolov5_forward(odl_yolov5 *m, const odl_tensor *x, const odl_tens
             odl_error_prefix("yolov5 layer %d (%s)", i, YTYPE_NAMES[m->L[i].type]);
             return st;
         }
+        ODL_CHECK(yolov5_prof_mark(m, i + 1));
     }
     if (out) *out = &m->L[m->nlayers - 1].out;
     return ODL_OK;

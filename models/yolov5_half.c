@@ -8,6 +8,13 @@
  * two Concat layers (none does in the YOLOv5 P5 models) writes its own buffer and is copied into the
  * second. The network input [N, 3, H, W] float32 is converted to [N, H, W, 8] float16 with zero channels
  * 3..7, and the first convolution's weights get zero input channels to match.
+ *
+ * YOLOv5 v6+ starts with Conv(3, c, 6, 2, 2), which replaced the Focus layer (space-to-depth, then a 3x3
+ * convolution). It is run as such: the input becomes [N, H/2, W/2, 16] with channel (i*2 + j)*3 + c =
+ * x[c, 2h + i, 2w + j] (12 used), and with r = 2r' + i, s = 2s' + j
+ *   y[p, q] = sum_{r,s<6} x[2p - 2 + r, 2q - 2 + s] w[r, s] = sum_{r',s'<3} z[p - 1 + r', q - 1 + s'] w'[r', s'],
+ * a 3x3, stride-1, pad-1 convolution with w'[k, r', s', (i*2 + j)*3 + c] = w[k, c, 2r' + i, 2s' + j]. Same
+ * products, same sums; the reduction shrinks from 36 x 8 to 9 x 16 and the input to a quarter.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +54,51 @@ out:
     return st;
 }
 
+/* Layer 0 as a 3x3 convolution over the space-to-depth input (file comment), when it is YOLOv5's 6x6
+ * stride-2 pad-2 convolution of the 3-channel image. */
+static odl_status prepare_s2d0(odl_yolov5 *m) {
+    const ylayer *L = &m->L[0];
+    const yconv *c = &L->conv;
+    m->use_s2d0 = L->type == YL_CONV && L->from[0] == -1 && c->c1 == 3 && c->k == 6 && c->s == 2 && c->p == 2;
+    if (!m->use_s2d0 || m->s2d0.wh.data) return ODL_OK;
+    const int K = c->c2, Cp = 16;
+    float *w = malloc(sizeof(float) * K * 3 * 36);
+    odl_half *h = calloc((size_t)K * 9 * Cp, sizeof(odl_half));
+    odl_status st = ODL_OK;
+    if (!w || !h) {
+        st = ODL_ERR(ODL_E_NOMEM, "yolov5 --half: layer 0 weights");
+        goto out;
+    }
+    ODL_CHECK_GOTO(odl_tensor_copy_to_host(&c->w, w, sizeof(float) * K * 3 * 36), st, out);
+    for (int k = 0; k < K; k++)
+        for (int ci = 0; ci < 3; ci++)
+            for (int r = 0; r < 6; r++)
+                for (int s = 0; s < 6; s++) {
+                    const int rr = r / 2, i = r % 2, ss = s / 2, j = s % 2;
+                    h[((size_t)k * 9 + rr * 3 + ss) * Cp + (i * 2 + j) * 3 + ci] =
+                        odl_float_to_half(w[(((size_t)k * 3 + ci) * 6 + r) * 6 + s]);
+                }
+    int64_t shape[4] = {K, 3, 3, Cp};
+    ODL_CHECK_GOTO(odl_tensor_alloc(&m->s2d0.wh, m->dev, ODL_F16, 4, shape), st, out);
+    st = odl_tensor_copy_from_host(&m->s2d0.wh, h, sizeof(odl_half) * K * 9 * Cp);
+    if (st != ODL_OK) {
+        odl_tensor_free(&m->s2d0.wh);
+        goto out;
+    }
+    m->s2d0.c1 = 12;
+    m->s2d0.c1p = Cp;
+    m->s2d0.c2 = K;
+    m->s2d0.k = 3;
+    m->s2d0.s = 1;
+    m->s2d0.p = 1;
+    m->s2d0.b = c->b;
+    m->s2d0.b.owns = 0;
+out:
+    free(w);
+    free(h);
+    return st;
+}
+
 /* Float16 weights of every convolution of layer L. */
 static odl_status layer_convs_to_half(odl_yolov5 *m, ylayer *L) {
     switch (L->type) {
@@ -75,6 +127,8 @@ void yolov5_half_release(odl_yolov5 *m) {
     if (!m) return;
     odl_tensor_free(&m->hinput);
     m->hinput_cap = 0;
+    free_half_conv(&m->s2d0);
+    m->use_s2d0 = 0;
     if (!m->L) return;
     for (int i = 0; i < m->nlayers; i++) {
         ylayer *L = &m->L[i];
@@ -114,6 +168,7 @@ static void plan_concat_slices(odl_yolov5 *m) {
 
 odl_status yolov5_half_prepare(odl_yolov5 *m, int N, int H, int W) {
     plan_concat_slices(m);
+    ODL_CHECK(prepare_s2d0(m));
     for (int i = 0; i < m->nlayers; i++) {
         ylayer *L = &m->L[i];
         ODL_CHECK(layer_convs_to_half(m, L));
@@ -145,38 +200,44 @@ typedef struct hctx {
     int N;
 } hctx;
 
-/* y = act(conv(x) + b) + res, x an [N, H, W, x.C] view; y half (y_f32 = 0) or float32 with pixel stride ldy. */
-static odl_status hconv(const hctx *c, const yconv *cv, hview x, int H, int W, const hview *res, odl_act act, void *y,
-                        int64_t ldy, int y_f32) {
+/* The arguments of y = act(conv(x) + b) + res for x an [N, H, W, x.C] view; y half (y_f32 = 0) or float32
+ * with pixel stride ldy. */
+static odl_status hconv_args(const hctx *c, const yconv *cv, hview x, int H, int W, const hview *res, odl_act act,
+                             void *y, int64_t ldy, int y_f32, odl_conv2d_f16_args *a) {
     if (x.C != cv->c1p)
         return ODL_ERR(ODL_E_UNSUPPORTED,
                        "yolov5 --half: a convolution reads %d channels but its weights have %d (float16 needs channel "
                        "counts that are multiples of 8)", x.C, cv->c1p);
-    odl_conv2d_f16_args a;
-    memset(&a, 0, sizeof a);
-    a.s.N = c->N;
-    a.s.C = cv->c1p;
-    a.s.H = H;
-    a.s.W = W;
-    a.s.K = cv->c2;
-    a.s.R = a.s.S = cv->k;
-    a.s.stride_h = a.s.stride_w = cv->s;
-    a.s.pad_h = a.s.pad_w = cv->p;
-    a.s.P = (H + 2 * cv->p - cv->k) / cv->s + 1;
-    a.s.Q = (W + 2 * cv->p - cv->k) / cv->s + 1;
-    a.x = x.p;
-    a.ldx = x.ld;
-    a.w = (const odl_half *)cv->wh.data;
-    a.bias = (const float *)cv->b.data;
-    a.act = act;
+    memset(a, 0, sizeof *a);
+    a->s.N = c->N;
+    a->s.C = cv->c1p;
+    a->s.H = H;
+    a->s.W = W;
+    a->s.K = cv->c2;
+    a->s.R = a->s.S = cv->k;
+    a->s.stride_h = a->s.stride_w = cv->s;
+    a->s.pad_h = a->s.pad_w = cv->p;
+    a->s.P = (H + 2 * cv->p - cv->k) / cv->s + 1;
+    a->s.Q = (W + 2 * cv->p - cv->k) / cv->s + 1;
+    a->x = x.p;
+    a->ldx = x.ld;
+    a->w = (const odl_half *)cv->wh.data;
+    a->bias = (const float *)cv->b.data;
+    a->act = act;
     if (res) {
-        a.residual = res->p;
-        a.ldr = res->ld;
+        a->residual = res->p;
+        a->ldr = res->ld;
     }
-    a.y = y;
-    a.ldy = ldy;
-    a.y_f32 = y_f32;
-    ODL_CHECK(odl_conv2d_f16_check(&a));
+    a->y = y;
+    a->ldy = ldy;
+    a->y_f32 = y_f32;
+    return odl_conv2d_f16_check(a);
+}
+
+static odl_status hconv(const hctx *c, const yconv *cv, hview x, int H, int W, const hview *res, odl_act act, void *y,
+                        int64_t ldy, int y_f32) {
+    odl_conv2d_f16_args a;
+    ODL_CHECK(hconv_args(c, cv, x, H, W, res, act, y, ldy, y_f32, &a));
     return c->be->conv2d_f16(&a);
 }
 
@@ -191,7 +252,8 @@ static hview scratch_view(odl_yolov5 *m, int slot, int C, int64_t ld, int c0) {
 
 static hview input_view(odl_yolov5 *m, int idx) {
     if (idx >= 0) return m->L[idx].hv;
-    hview v = {(odl_half *)m->hinput.data, IMG_CPAD, IMG_CPAD};
+    const int C = m->use_s2d0 ? 16 : IMG_CPAD;
+    hview v = {(odl_half *)m->hinput.data, C, C};
     return v;
 }
 
@@ -204,6 +266,7 @@ static odl_status half_layer(const hctx *c, int i) {
     const hview in = input_view(m, L->from[0]);
     switch (L->type) {
     case YL_CONV:
+        if (i == 0 && m->use_s2d0) return hconv_silu(c, &m->s2d0, in, hin / 2, win / 2, NULL, L->hv);
         return hconv_silu(c, &L->conv, in, hin, win, NULL, L->hv);
     case YL_C3: {
         /* scratch: 0 = cv1 out, 1 = bottleneck middle, 2/3 = bottleneck outputs, 5 = the concatenation */
@@ -253,7 +316,19 @@ static odl_status half_layer(const hctx *c, int i) {
         for (int l = 0; l < m->nl; l++) {
             const int src = L->from[l];
             const int ny = m->H / m->L[src].down, nx = m->W / m->L[src].down;
-            ODL_CHECK(hconv(c, &L->heads[l], m->L[src].hv, ny, nx, NULL, ODL_ACT_NONE, head, (int64_t)m->na * m->no, 1));
+            const int64_t ldh = (int64_t)m->na * m->no;
+#ifdef ODL_HAVE_CUDA
+            if (m->dev.type == ODL_DEV_CUDA) {
+                /* decoding fused into the head's epilogue: the head output never reaches memory */
+                odl_conv2d_f16_args a;
+                ODL_CHECK(hconv_args(c, &L->heads[l], m->L[src].hv, ny, nx, NULL, ODL_ACT_NONE, head, ldh, 1, &a));
+                ODL_CHECK(odl_cuda_yolov5_detect_head_f16(&a, (float *)L->out.data, m->na, m->no, rows, off,
+                                                          m->strides[l], &m->anchors[l][0][0]));
+                off += (int64_t)m->na * ny * nx;
+                continue;
+            }
+#endif
+            ODL_CHECK(hconv(c, &L->heads[l], m->L[src].hv, ny, nx, NULL, ODL_ACT_NONE, head, ldh, 1));
             ODL_CHECK(yolov5_detect_decode(m, head, (float *)L->out.data, ny, nx, rows, off, l, 1));
             off += (int64_t)m->na * ny * nx;
         }
@@ -267,7 +342,8 @@ odl_status yolov5_half_forward(odl_yolov5 *m, const odl_tensor *x) {
     hctx c = {m, odl_backend_for(m->dev), m->N};
     if (!c.be || !c.be->conv2d_f16)
         return ODL_ERR(ODL_E_UNSUPPORTED, "yolov5 --half: no float16 kernels on %s", odl_device_name(m->dev));
-    ODL_CHECK(c.be->nchw_f32_to_nhwc_f16(m->N, 3, m->H, m->W, (const float *)x->data, IMG_CPAD,
+    const int block = m->use_s2d0 ? 2 : 1;
+    ODL_CHECK(c.be->nchw_f32_to_nhwc_f16(m->N, 3, m->H, m->W, (const float *)x->data, block, m->use_s2d0 ? 16 : IMG_CPAD,
                                          (odl_half *)m->hinput.data));
     for (int i = 0; i < m->nlayers; i++) {
         odl_status st = half_layer(&c, i);
@@ -275,6 +351,7 @@ odl_status yolov5_half_forward(odl_yolov5 *m, const odl_tensor *x) {
             odl_error_prefix("yolov5 --half layer %d (%s)", i, odl_yolov5_layer_type(m, i));
             return st;
         }
+        ODL_CHECK(yolov5_prof_mark(m, i + 1));
     }
     return ODL_OK;
 }

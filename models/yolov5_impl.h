@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "odl/backend.h"
+#include "odl/device.h"
 #include "odl/tensor.h"
 #include "odl/yolov5.h"
 
@@ -20,6 +21,11 @@
 odl_status odl_cuda_yolov5_detect_decode(const float *head, float *out, int N, int na, int no, int ny, int nx,
                                          int64_t rows_total, int64_t row_offset, float stride,
                                          const float *anchors_wh, int nhwc);
+/* kernels/cuda/conv2d_f16.cu: a float16 Detect head convolution (a's act, residual and y ignored) with
+ * the decoding fused into its epilogue, writing this level's rows of out [N, rows_total, no]. */
+odl_status odl_cuda_yolov5_detect_head_f16(const odl_conv2d_f16_args *a, float *out, int na, int no,
+                                           int64_t rows_total, int64_t row_offset, float stride,
+                                           const float *anchors_wh);
 #endif
 
 typedef struct yconv {
@@ -78,7 +84,12 @@ struct odl_yolov5 {
     odl_tensor input;
     size_t input_cap;
     int half;           /* odl_yolov5_set_half */
-    odl_tensor hinput;  /* half mode: the input as [N, H, W, 8] float16 */
+    odl_event *prof;    /* odl_yolov5_set_profile: nlayers + 1 events, or NULL */
+    int prof_done;      /* a profiled forward has been recorded */
+    odl_tensor hinput;  /* half mode: the input as [N, H, W, 8] float16, or [N, H/2, W/2, 16] with s2d0 */
+    int use_s2d0;       /* half mode: layer 0 runs as s2d0 on the space-to-depth input */
+    yconv s2d0;         /* layer 0's 6x6 stride-2 convolution as 3x3 stride 1 over 16 channels (wh only; b is
+                         * layer 0's bias, not owned) */
     size_t hinput_cap;
 };
 
@@ -99,6 +110,8 @@ odl_status yolov5_buf_set(odl_device dev, odl_tensor *t, size_t *cap, odl_dtype 
 /* Half mode (models/yolov5_half.c): sizes of the float16 buffers for inputs [N, 3, H, W]; the forward. */
 odl_status yolov5_half_prepare(odl_yolov5 *m, int N, int H, int W);
 odl_status yolov5_half_forward(odl_yolov5 *m, const odl_tensor *x);
+/* Record profiling event k (0: before the first layer, i + 1: after layer i) when profiling. */
+odl_status yolov5_prof_mark(odl_yolov5 *m, int k);
 /* Release every half-mode buffer and weight. */
 void yolov5_half_release(odl_yolov5 *m);
 /* Layer output of the last half forward as NCHW float32 on the host (count = N*C*h*w floats). */

@@ -707,10 +707,11 @@ static void test_moves(void) {
 
 /* ================================================================ nchw_f32_to_nhwc_f16 */
 
-static void run_layout_case(int id, int N, int C, int H, int W, int C_pad) {
-    const int64_t nx = (int64_t)N * C * H * W, npix = (int64_t)N * H * W;
+static void run_layout_case(int id, int N, int C, int H, int W, int b, int C_pad) {
+    const int Ho = H / b, Wo = W / b;
+    const int64_t nx = (int64_t)N * C * H * W, npix = (int64_t)N * Ho * Wo;
     char desc[96];
-    snprintf(desc, sizeof desc, "N%d C%d %dx%d C_pad %d", N, C, H, W, C_pad);
+    snprintf(desc, sizeof desc, "N%d C%d %dx%d block %d C_pad %d", N, C, H, W, b, C_pad);
     rng_seed(7000 + (uint64_t)id);
     float *xh = xmalloc((size_t)nx * 4);
     for (int64_t i = 0; i < nx; i++) xh[i] = rng_sym() * (i % 3 == 0 ? 300.0f : 1.0f);
@@ -732,17 +733,20 @@ static void run_layout_case(int id, int N, int C, int H, int W, int C_pad) {
     dbuf dx, dy;
     int ok = dput(&dx, xh, (size_t)nx * 4) & dput(&dy, yh, (size_t)ytotal * 2);
     if (ok) {
-        odl_status st = g_be->nchw_f32_to_nhwc_f16(N, C, H, W, (const float *)dx.t.data, C_pad, (odl_half *)dy.t.data);
+        odl_status st = g_be->nchw_f32_to_nhwc_f16(N, C, H, W, (const float *)dx.t.data, b, C_pad, (odl_half *)dy.t.data);
         TCHECK(st == ODL_OK, "nchw_f32_to_nhwc_f16 %s: %s", desc, odl_error_msg());
         ok = st == ODL_OK && dgetb(&dy, got);
     }
     int64_t nbad = 0, nguard = 0;
     if (ok) {
         for (int64_t j = 0; j < npix; j++) {
-            const int64_t n = j / ((int64_t)H * W), hw = j % ((int64_t)H * W);
+            const int64_t n = j / ((int64_t)Ho * Wo), hw = j % ((int64_t)Ho * Wo);
+            const int h = (int)(hw / Wo), w = (int)(hw % Wo);
             for (int ch = 0; ch < C_pad; ch++) {
-                const double xv = ch < C ? (double)xh[(n * C + ch) * H * W + hw] : 0.0;
-                const odl_half want = ch < C ? ref_d2h(xv) : 0;
+                /* channel ch = (i*b + jj)*C + c holds x[n, c, h*b + i, w*b + jj] */
+                const int used = ch < b * b * C, c = ch % C, i = ch / C / b, jj = ch / C % b;
+                const double xv = used ? (double)xh[(n * C + c) * H * W + (int64_t)(h * b + i) * W + (w * b + jj)] : 0.0;
+                const odl_half want = used ? ref_d2h(xv) : 0;
                 if (got[j * C_pad + ch] != want) {
                     if (nbad < 5)
                         fprintf(stderr, "  layout %s: pixel %" PRId64 " c%d (x = %.9g) got %#x want %#x\n", desc,
@@ -814,9 +818,12 @@ int main(int argc, char **argv) {
     test_conv_check();
     test_conv();
     test_moves();
-    run_layout_case(0, 2, 3, 5, 7, 8);
-    run_layout_case(1, 1, 16, 3, 4, 16);
-    run_layout_case(2, 3, 3, 17, 1, 8);
+    run_layout_case(0, 2, 3, 5, 7, 1, 8);
+    run_layout_case(1, 1, 16, 3, 4, 1, 16);
+    run_layout_case(2, 3, 3, 17, 1, 1, 8);
+    run_layout_case(3, 2, 3, 6, 10, 2, 16); /* YOLOv5's space-to-depth input: 12 channels, 4 zero */
+    run_layout_case(4, 1, 2, 9, 6, 3, 24);  /* block 3: 18 channels, 6 zero (H, W multiples of 3) */
+    run_layout_case(5, 1, 3, 4, 4, 2, 12);  /* C_pad not a multiple of 8: element stores */
     printf("test_ops_f16: %.1f s\n", now_s() - t0);
     if (have_cuda) odl_cuda_shutdown();
     char name[64];

@@ -210,15 +210,20 @@ typedef struct odl_backend {
      *   pixel stride ldx, y [N, P, Q, C] pixel stride ldy (s->C is the channel count).
      * upsample2x_f16: y[n, h, w, c] = x[n, h/2, w/2, c]; H, W are x's size; x stride ldx, y stride ldy.
      * copy_f16: y[i, c] = x[i, c] for `pixels` pixels of C channels (a channel-slice copy).
-     * nchw_f32_to_nhwc_f16: y[n, h, w, c] = half(x[n, c, h, w]) for c < C and 0 for C <= c < C_pad;
-     *   x [N, C, H, W] float32 contiguous, y [N, H, W, C_pad] contiguous. */
+     * nchw_f32_to_nhwc_f16 with space-to-depth by `block` (1: none): x [N, C, H, W] float32 contiguous,
+     *   H and W multiples of block; y [N, H/block, W/block, C_pad] contiguous with
+     *   y[n, h, w, (i*block + j)*C + c] = half(x[n, c, h*block + i, w*block + j]) and 0 in channels
+     *   block*block*C .. C_pad-1 (C_pad >= block*block*C). Block 2 turns YOLOv5's first convolution
+     *   (6x6, stride 2, pad 2) into a 3x3 stride-1 convolution over 4x the channels (as the Focus layer it
+     *   replaced), half the reduction length and a quarter of the padded input. */
     odl_status (*conv2d_f16)(const odl_conv2d_f16_args *a);
     odl_status (*maxpool2d_f16)(const odl_pool2d_shape *s, const odl_half *x, int64_t ldx, odl_half *y,
                                 int64_t ldy);
     odl_status (*upsample2x_f16)(int N, int H, int W, int C, const odl_half *x, int64_t ldx, odl_half *y,
                                  int64_t ldy);
     odl_status (*copy_f16)(int64_t pixels, int C, const odl_half *x, int64_t ldx, odl_half *y, int64_t ldy);
-    odl_status (*nchw_f32_to_nhwc_f16)(int N, int C, int H, int W, const float *x, int C_pad, odl_half *y);
+    odl_status (*nchw_f32_to_nhwc_f16)(int N, int C, int H, int W, const float *x, int block, int C_pad,
+                                       odl_half *y);
 } odl_backend;
 
 /* The op table of a device type; NULL for CUDA in a CPU-only build. */

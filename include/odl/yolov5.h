@@ -94,6 +94,14 @@ odl_status odl_yolov5_layer_output_host(const odl_yolov5 *m, int layer, float *d
  * the other mode. Errors: ODL_E_UNSUPPORTED (the backend has no float16 kernels; a layer whose input
  * channel count is not a multiple of 8, other than the 3-channel image), ODL_E_NOMEM. */
 odl_status odl_yolov5_set_half(odl_yolov5 *m, int half);
+
+/* Per-layer timing for benchmarks (CUDA only): with on = 1, every later forward records an event before
+ * its first layer and after each layer on the current stream (do not capture such a forward into a graph).
+ * odl_yolov5_layer_ms then waits for the last forward and gives each layer's milliseconds in ms[0..n)
+ * (layer 0 includes the input's conversion in half mode). Errors: ODL_E_UNSUPPORTED (not a CUDA model),
+ * ODL_E_INVAL (no timed forward yet, n > layers), event errors. */
+odl_status odl_yolov5_set_profile(odl_yolov5 *m, int on);
+odl_status odl_yolov5_layer_ms(const odl_yolov5 *m, float *ms, int n);
 int odl_yolov5_is_half(const odl_yolov5 *m);
 
 #ifdef __cplusplus

@@ -124,7 +124,8 @@ odl_status odl_cpu_maxpool2d_f16(const odl_pool2d_shape *s, const odl_half *x, i
 odl_status odl_cpu_upsample2x_f16(int N, int H, int W, int C, const odl_half *x, int64_t ldx, odl_half *y,
                                   int64_t ldy);
 odl_status odl_cpu_copy_f16(int64_t pixels, int C, const odl_half *x, int64_t ldx, odl_half *y, int64_t ldy);
-odl_status odl_cpu_nchw_f32_to_nhwc_f16(int N, int C, int H, int W, const float *x, int C_pad, odl_half *y);
+odl_status odl_cpu_nchw_f32_to_nhwc_f16(int N, int C, int H, int W, const float *x, int block, int C_pad,
+                                       odl_half *y);
 
 /* ---- losses (loss.c) ---- */
 odl_status odl_cpu_log_softmax_nll_fwd(int B, int C, const float *logits, const int32_t *labels, float *logprobs,

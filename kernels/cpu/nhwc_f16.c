@@ -246,26 +246,33 @@ odl_status odl_cpu_copy_f16(int64_t pixels, int C, const odl_half *x, int64_t ld
 /* ================================================================ nchw_f32_to_nhwc_f16 */
 
 typedef struct layout_f16_job {
-    int C, HW, C_pad;
+    int C, H, W, b, C_pad;
     const float *x;
     odl_half *y;
 } layout_f16_job;
 
-/* Output pixels [begin, end) of index n*HW + hw. */
+/* Output pixels [begin, end) of index (n*(H/b) + h)*(W/b) + w. */
 static odl_status layout_f16_chunk(void *ctx, int chunk, int64_t begin, int64_t end) {
     (void)chunk;
     const layout_f16_job *J = (const layout_f16_job *)ctx;
+    const int b = J->b, Ho = J->H / b, Wo = J->W / b;
+    const int64_t HW = (int64_t)J->H * J->W;
     for (int64_t i = begin; i < end; i++) {
-        const int64_t n = i / J->HW, hw = i % J->HW;
-        const float *xp = J->x + n * J->C * J->HW + hw;
+        const int64_t n = i / ((int64_t)Ho * Wo), hw = i % ((int64_t)Ho * Wo);
+        const int h = (int)(hw / Wo), w = (int)(hw % Wo);
         odl_half *y = J->y + i * J->C_pad;
-        for (int c = 0; c < J->C; c++) y[c] = odl_float_to_half(xp[(int64_t)c * J->HW]);
-        for (int c = J->C; c < J->C_pad; c++) y[c] = 0;
+        int o = 0;
+        for (int di = 0; di < b; di++)
+            for (int dj = 0; dj < b; dj++)
+                for (int c = 0; c < J->C; c++)
+                    y[o++] = odl_float_to_half(J->x[(n * J->C + c) * HW + (int64_t)(h * b + di) * J->W + (w * b + dj)]);
+        for (; o < J->C_pad; o++) y[o] = 0;
     }
     return ODL_OK;
 }
 
-odl_status odl_cpu_nchw_f32_to_nhwc_f16(int N, int C, int H, int W, const float *x, int C_pad, odl_half *y) {
-    layout_f16_job J = {C, H * W, C_pad, x, y};
-    return odl_cpu_parallel_for((int64_t)N * H * W, grain_for(C_pad), layout_f16_chunk, &J, NULL);
+odl_status odl_cpu_nchw_f32_to_nhwc_f16(int N, int C, int H, int W, const float *x, int block, int C_pad,
+                                       odl_half *y) {
+    layout_f16_job J = {C, H, W, block, C_pad, x, y};
+    return odl_cpu_parallel_for((int64_t)N * (H / block) * (W / block), grain_for(C_pad), layout_f16_chunk, &J, NULL);
 }

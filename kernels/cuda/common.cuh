@@ -152,7 +152,8 @@ odl_status odl_cuda_maxpool2d_f16(const odl_pool2d_shape *s, const odl_half *x, 
 odl_status odl_cuda_upsample2x_f16(int N, int H, int W, int C, const odl_half *x, int64_t ldx, odl_half *y,
                                    int64_t ldy);
 odl_status odl_cuda_copy_f16(int64_t pixels, int C, const odl_half *x, int64_t ldx, odl_half *y, int64_t ldy);
-odl_status odl_cuda_nchw_f32_to_nhwc_f16(int N, int C, int H, int W, const float *x, int C_pad, odl_half *y);
+odl_status odl_cuda_nchw_f32_to_nhwc_f16(int N, int C, int H, int W, const float *x, int block, int C_pad,
+                                        odl_half *y);
 
 /* Release the backend's cached workspaces (call before the device pools are destroyed, e.g. from
  * odl_cuda_shutdown). Safe to call when nothing was allocated. */

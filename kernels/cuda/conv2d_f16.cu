@@ -15,6 +15,9 @@
  * row's pixel (n, p, q) is decoded once per block, and the (r, s, c) of its chunk once per k-step.
  * Epilogue in registers: v = act(acc + bias[k]) + residual, rounded once to half (or stored as float).
  * The reduction order is fixed by the tile shape, so results are deterministic.
+ * A third epilogue (odl_cuda_yolov5_detect_head_f16) applies YOLOv5's Detect decoding to each head value
+ * and writes it straight to its row of the detection output, so the head tensor never reaches memory
+ * (the decode was a third of the batch-32 float16 forward as a separate pass).
  * Limits: N*P*Q < 2^31 and R*S*C < 2^31 (ODL_E_UNSUPPORTED otherwise).
  */
 #include <cuda_fp16.h>
@@ -65,11 +68,39 @@ struct ConvF16Params {
     int sh, sw, ph, pw;
     FastDiv fdPQ, fdQ, fdC, fdS;
     int tilesN;
+    int smem_stages; /* pipeline stages in shared memory: STAGES, or KT when the reduction is shorter */
     int act;
+    /* OUT == kOutDetect: YOLOv5 Detect decoding of this level into out [N, rows_total, no] */
+    int na, no;
+    int64_t rows_total, row_offset;
+    float stride;
+    float anchors[32];
 };
 
+enum { kOutHalf = 0, kOutF32 = 1, kOutDetect = 2 };
+
+/* YOLOv5 Detect decoding of head output v at pixel gm = (n, y, x), channel col = a * no + k: the formula
+ * of yolov5_detect_decode_cpu (models/yolov5.c) and kernels/cuda/yolov5_detect.cu, the same float
+ * operations, written to out[n, row_offset + a * ny * nx + y * nx + x, k]. */
+__device__ __forceinline__ void detect_store(const ConvF16Params &p, int gm, int col, float v) {
+    int n, pix, yy, xx;
+    p.fdPQ.divmod(gm, n, pix);
+    p.fdQ.divmod(pix, yy, xx);
+    const int a = col / p.no, k = col - a * p.no;
+    const float s = 1.0f / (1.0f + expf(-v));
+    float o;
+    if (k == 0) o = (s * 2.0f + ((float)xx - 0.5f)) * p.stride;
+    else if (k == 1) o = (s * 2.0f + ((float)yy - 0.5f)) * p.stride;
+    else if (k < 4) {
+        const float t = s * 2.0f;
+        o = t * t * p.anchors[a * 2 + (k - 2)];
+    } else o = s;
+    const int64_t PQ = (int64_t)p.fdPQ.d;
+    reinterpret_cast<float *>(p.y)[((int64_t)n * p.rows_total + p.row_offset + (int64_t)a * PQ + pix) * p.no + k] = o;
+}
+
 /* WM x WN warps, each MT x NT mma tiles of 16 x 8: BM = WM*MT*16 pixels, BN = WN*NT*8 channels. */
-template <int WM, int WN, int MT, int NT, int STAGES, bool YF32>
+template <int WM, int WN, int MT, int NT, int STAGES, int OUT>
 __global__ void __launch_bounds__(WM *WN * 32)
     conv2d_f16_kernel(const ConvF16Params p) {
     constexpr int BM = WM * MT * 16, BN = WN * NT * 8, THREADS = WM * WN * 32;
@@ -82,7 +113,7 @@ __global__ void __launch_bounds__(WM *WN * 32)
 
     extern __shared__ __align__(16) unsigned char smem_raw[];
     __half *sA = reinterpret_cast<__half *>(smem_raw);      /* [STAGES][BM][kLds] */
-    __half *sB = sA + STAGES * BM * kLds;                   /* [STAGES][BN][kLds] */
+    __half *sB = sA + p.smem_stages * BM * kLds;            /* [smem_stages][BN][kLds] */
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int wm = warp % WM, wn = warp / WM;
@@ -212,6 +243,11 @@ __global__ void __launch_bounds__(WM *WN * 32)
                 if (gm >= p.M) continue;
                 float v0 = act_apply(p.act, acc[i][j][2 * h] + b0);
                 float v1 = act_apply(p.act, acc[i][j][2 * h + 1] + b1);
+                if (OUT == kOutDetect) {
+                    detect_store(p, gm, col, v0);
+                    if (two) detect_store(p, gm, col + 1, v1);
+                    continue;
+                }
                 if (p.res) {
                     const __half *rp = p.res + (int64_t)gm * p.ldr + col;
                     if (two) {
@@ -222,7 +258,7 @@ __global__ void __launch_bounds__(WM *WN * 32)
                         v0 += __half2float(rp[0]);
                     }
                 }
-                if (YF32) {
+                if (OUT == kOutF32) {
                     float *yp = reinterpret_cast<float *>(p.y) + (int64_t)gm * p.ldy + col;
                     yp[0] = v0;
                     if (two) yp[1] = v1;
@@ -237,23 +273,26 @@ __global__ void __launch_bounds__(WM *WN * 32)
 }
 
 template <int WM, int WN, int MT, int NT, int STAGES>
-odl_status launch_cfg(const ConvF16Params &p, bool yf32, const char *name) {
+odl_status launch_cfg(const ConvF16Params &p, int out, const char *name) {
     constexpr int BM = WM * MT * 16, BN = WN * NT * 8, THREADS = WM * WN * 32;
-    constexpr size_t smem = (size_t)STAGES * (BM + BN) * kLds * sizeof(__half);
+    /* A reduction of KT < STAGES k-tiles only ever touches stages 0..KT-1 (the pipeline loads k-tile t into
+     * stage t % STAGES), so a short reduction (a 1x1 convolution of 16..32 channels: KT = 1) gets a smaller
+     * buffer and more resident blocks: those layers are bound by load latency, not by the tensor cores. */
+    const int KT = (p.Kred + kBK - 1) / kBK;
     ConvF16Params q = p;
+    q.smem_stages = KT < STAGES ? KT : STAGES;
+    const size_t smem = (size_t)q.smem_stages * (BM + BN) * kLds * sizeof(__half);
+    constexpr size_t smem_max = (size_t)STAGES * (BM + BN) * kLds * sizeof(__half);
     q.tilesN = (p.Kout + BN - 1) / BN;
     const int64_t tilesM = ((int64_t)p.M + BM - 1) / BM;
     const int64_t blocks = tilesM * q.tilesN;
     if (blocks > INT32_MAX) return ODL_ERR(ODL_E_UNSUPPORTED, "conv2d_f16: %lld blocks", (long long)blocks);
-    if (yf32) {
-        auto k = conv2d_f16_kernel<WM, WN, MT, NT, STAGES, true>;
-        if (smem > 48 * 1024) ODL_CUDA_CALL(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-        k<<<(unsigned)blocks, THREADS, smem, stream()>>>(q);
-    } else {
-        auto k = conv2d_f16_kernel<WM, WN, MT, NT, STAGES, false>;
-        if (smem > 48 * 1024) ODL_CUDA_CALL(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-        k<<<(unsigned)blocks, THREADS, smem, stream()>>>(q);
-    }
+    auto k = out == kOutDetect ? conv2d_f16_kernel<WM, WN, MT, NT, STAGES, kOutDetect>
+             : out == kOutF32  ? conv2d_f16_kernel<WM, WN, MT, NT, STAGES, kOutF32>
+                               : conv2d_f16_kernel<WM, WN, MT, NT, STAGES, kOutHalf>;
+    if (smem_max > 48 * 1024)
+        ODL_CUDA_CALL(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_max));
+    k<<<(unsigned)blocks, THREADS, smem, stream()>>>(q);
     ODL_CUDA_LAUNCH_CHECK(name);
     return ODL_OK;
 }
@@ -263,11 +302,12 @@ odl_status launch_cfg(const ConvF16Params &p, bool yf32, const char *name) {
 
 /* Tile choice: the narrowest tile that covers the output channels (YOLOv5n has 16..256 channels and a
  * 255-channel Detect head), so that few columns are wasted; 128 pixels per block everywhere.
- * ODL_CONV_F16_CFG (0..3) forces one, for the benchmark. */
+ * odl_cuda_conv2d_f16_ex forces one, for benchmarks. */
 extern "C" int odl_cuda_conv2d_f16_num_configs(void) { return 4; }
 
-extern "C" odl_status odl_cuda_conv2d_f16_ex(const odl_conv2d_f16_args *a, int cfg) {
-    using namespace odlk;
+namespace odlk {
+namespace {
+odl_status run(const odl_conv2d_f16_args *a, int cfg, int out, const ConvF16Params *detect) {
     const odl_conv2d_shape &s = a->s;
     const int64_t M = (int64_t)s.N * s.P * s.Q, Kred = (int64_t)s.R * s.S * s.C;
     if (M > INT32_MAX || Kred > INT32_MAX)
@@ -300,7 +340,17 @@ extern "C" odl_status odl_cuda_conv2d_f16_ex(const odl_conv2d_f16_args *a, int c
     p.fdS = FastDiv(s.S);
     p.tilesN = 1;
     p.act = (int)a->act;
-    const bool f32 = a->y_f32 != 0;
+    p.na = p.no = 0;
+    p.rows_total = p.row_offset = 0;
+    p.stride = 0.0f;
+    if (detect) {
+        p.na = detect->na;
+        p.no = detect->no;
+        p.rows_total = detect->rows_total;
+        p.row_offset = detect->row_offset;
+        p.stride = detect->stride;
+        for (int i = 0; i < 32; i++) p.anchors[i] = detect->anchors[i];
+    }
     if (cfg < 0) {
         if (s.K <= 16) cfg = 0;
         else if (s.K <= 32) cfg = 1;
@@ -308,11 +358,36 @@ extern "C" odl_status odl_cuda_conv2d_f16_ex(const odl_conv2d_f16_args *a, int c
         else cfg = 3;
     }
     switch (cfg) {
-    case 0: return launch_cfg<4, 1, 2, 2, 4>(p, f32, "conv2d_f16_kernel<128x16>");
-    case 1: return launch_cfg<4, 1, 2, 4, 4>(p, f32, "conv2d_f16_kernel<128x32>");
-    case 2: return launch_cfg<2, 2, 4, 4, 4>(p, f32, "conv2d_f16_kernel<128x64>");
-    default: return launch_cfg<2, 4, 4, 4, 3>(p, f32, "conv2d_f16_kernel<128x128>");
+    case 0: return launch_cfg<4, 1, 2, 2, 4>(p, out, "conv2d_f16_kernel<128x16>");
+    case 1: return launch_cfg<4, 1, 2, 4, 4>(p, out, "conv2d_f16_kernel<128x32>");
+    case 2: return launch_cfg<2, 2, 4, 4, 4>(p, out, "conv2d_f16_kernel<128x64>");
+    default: return launch_cfg<2, 4, 4, 4, 3>(p, out, "conv2d_f16_kernel<128x128>");
     }
+}
+} // namespace
+} // namespace odlk
+
+extern "C" odl_status odl_cuda_conv2d_f16_ex(const odl_conv2d_f16_args *a, int cfg) {
+    return odlk::run(a, cfg, a->y_f32 ? odlk::kOutF32 : odlk::kOutHalf, nullptr);
+}
+
+extern "C" odl_status odl_cuda_yolov5_detect_head_f16(const odl_conv2d_f16_args *a, float *out, int na, int no,
+                                                      int64_t rows_total, int64_t row_offset, float stride,
+                                                      const float *anchors_wh) {
+    if (na < 1 || na > 16 || no < 6 || (int64_t)na * no != a->s.K)
+        return ODL_ERR(ODL_E_INVAL, "yolov5 Detect head: %d anchors x %d outputs for %d channels", na, no, a->s.K);
+    odlk::ConvF16Params d;
+    d.na = na;
+    d.no = no;
+    d.rows_total = rows_total;
+    d.row_offset = row_offset;
+    d.stride = stride;
+    for (int i = 0; i < 32; i++) d.anchors[i] = i < 2 * na ? anchors_wh[i] : 0.0f;
+    odl_conv2d_f16_args b = *a;
+    b.act = ODL_ACT_NONE;
+    b.residual = nullptr;
+    b.y = out;
+    return odlk::run(&b, -1, odlk::kOutDetect, &d);
 }
 
 extern "C" odl_status odl_cuda_conv2d_f16(const odl_conv2d_f16_args *a) { return odl_cuda_conv2d_f16_ex(a, -1); }

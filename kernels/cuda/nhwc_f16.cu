@@ -6,7 +6,8 @@
  * one pixel's 8 channels as one 16-byte vector when C, both strides and both pointers allow it
  * (C % 8 == 0, ld % 8 == 0, 16-byte aligned), else one element; the values are the same either way:
  * pooling compares in float32 (exact for halves), a NaN wins as in pool.cu (`v > m || v != v`), and
- * padding cells are -inf. Grid-stride loops of 256 threads. Limits: pixel and element counts < 2^31.
+ * padding cells are -inf. The conversion of the input can also apply space-to-depth (odl/backend.h).
+ * Grid-stride loops of 256 threads. Limits: pixel and element counts < 2^31.
  */
 #include <cuda_fp16.h>
 
@@ -98,30 +99,33 @@ __global__ void copy_f16_kernel(int items, FastDiv fdG, const __half *__restrict
     }
 }
 
-/* One thread per pixel: reads the C planes (coalesced across threads), writes C_pad halves (V: as
- * 16-byte vectors). */
+/* One thread per output pixel o = (n*Ho + h)*Wo + w: channel ch = (i*b + j)*C + c of it is
+ * x[n, c, h*b + i, w*b + j] (space-to-depth by b), zero from b*b*C on; writes C_pad halves (V: as 16-byte
+ * vectors). Reads are coalesced across threads within each (c, i, j) plane. */
 template <bool V>
-__global__ void nchw_to_nhwc_f16_kernel(int pixels, int C, int64_t HW, FastDiv fdHW, int C_pad,
-                                        const float *__restrict__ x, __half *__restrict__ y) {
+__global__ void nchw_to_nhwc_f16_kernel(int pixels, int C, int H, int W, int b, FastDiv fdHoWo, FastDiv fdWo,
+                                        int C_pad, const float *__restrict__ x, __half *__restrict__ y) {
+    const int used = b * b * C;
     for (int o = blockIdx.x * blockDim.x + threadIdx.x; o < pixels; o += gridDim.x * blockDim.x) {
-        int n, hw;
-        fdHW.divmod(o, n, hw);
-        const float *src = x + (int64_t)n * C * HW + hw;
+        int n, hw, h, w;
+        fdHoWo.divmod(o, n, hw);
+        fdWo.divmod(hw, h, w);
+        const float *src = x + (int64_t)n * C * H * W + (int64_t)(h * b) * W + w * b;
+        auto val = [&](int ch) -> float {
+            if (ch >= used) return 0.0f;
+            const int ij = ch / C, c = ch - ij * C, i = ij / b, j = ij - i * b;
+            return src[(int64_t)c * H * W + (int64_t)i * W + j];
+        };
         __half *dst = y + (int64_t)o * C_pad;
         if (V) {
             for (int c0 = 0; c0 < C_pad; c0 += 8) {
                 Half8 hv;
 #pragma unroll
-                for (int k = 0; k < 4; k++) {
-                    const int c = c0 + 2 * k;
-                    const float a = c < C ? src[(int64_t)c * HW] : 0.0f;
-                    const float b = c + 1 < C ? src[(int64_t)(c + 1) * HW] : 0.0f;
-                    hv.h[k] = __floats2half2_rn(a, b);
-                }
+                for (int k = 0; k < 4; k++) hv.h[k] = __floats2half2_rn(val(c0 + 2 * k), val(c0 + 2 * k + 1));
                 *reinterpret_cast<Half8 *>(dst + c0) = hv;
             }
         } else {
-            for (int c = 0; c < C_pad; c++) dst[c] = __float2half_rn(c < C ? src[(int64_t)c * HW] : 0.0f);
+            for (int c = 0; c < C_pad; c++) dst[c] = __float2half_rn(val(c));
         }
     }
 }
@@ -194,18 +198,21 @@ extern "C" odl_status odl_cuda_copy_f16(int64_t pixels, int C, const odl_half *x
     return ODL_OK;
 }
 
-extern "C" odl_status odl_cuda_nchw_f32_to_nhwc_f16(int N, int C, int H, int W, const float *x, int C_pad,
+extern "C" odl_status odl_cuda_nchw_f32_to_nhwc_f16(int N, int C, int H, int W, const float *x, int block, int C_pad,
                                                     odl_half *y) {
-    const int64_t pix = (int64_t)N * H * W;
-    if (pix > INT32_MAX || (int64_t)H * W > INT32_MAX)
-        return ODL_ERR(ODL_E_UNSUPPORTED, "nchw_f32_to_nhwc_f16: %lld pixels", (long long)pix);
+    const int Ho = H / block, Wo = W / block;
+    const int64_t pix = (int64_t)N * Ho * Wo;
+    if ((int64_t)N * C * H * W > INT32_MAX)
+        return ODL_ERR(ODL_E_UNSUPPORTED, "nchw_f32_to_nhwc_f16: %lld elements", (long long)N * C * H * W);
     if (pix == 0) return ODL_OK;
     __half *hy = reinterpret_cast<__half *>(y);
-    const FastDiv fdHW((int)((int64_t)H * W));
+    const FastDiv fdHoWo(Ho * Wo), fdWo(Wo);
     if ((C_pad & 7) == 0 && aligned16(y))
-        nchw_to_nhwc_f16_kernel<true><<<grid_for(pix, kT), kT, 0, stream()>>>((int)pix, C, (int64_t)H * W, fdHW, C_pad, x, hy);
+        nchw_to_nhwc_f16_kernel<true><<<grid_for(pix, kT), kT, 0, stream()>>>((int)pix, C, H, W, block, fdHoWo, fdWo,
+                                                                               C_pad, x, hy);
     else
-        nchw_to_nhwc_f16_kernel<false><<<grid_for(pix, kT), kT, 0, stream()>>>((int)pix, C, (int64_t)H * W, fdHW, C_pad, x, hy);
+        nchw_to_nhwc_f16_kernel<false><<<grid_for(pix, kT), kT, 0, stream()>>>((int)pix, C, H, W, block, fdHoWo, fdWo,
+                                                                                C_pad, x, hy);
     ODL_CUDA_LAUNCH_CHECK("nchw_to_nhwc_f16_kernel");
     return ODL_OK;
 }
