@@ -4,7 +4,8 @@
 #   .devdata/fmnist      Fashion-MNIST (the four .gz files)
 #   .devdata/data        a copy of ../shared/data (ODL_TEST_DATA), possibly partial
 #   .devdata/bench       a copy of ../shared/bench (torch_baselines.py)
-# Usage: source .devdeps/env.sh && bench/gpu_run.sh train|yolo|all   (logs under $OUT)
+# Usage: source .devdeps/env.sh && bench/gpu_run.sh train|yolo|tests|all   (logs under $OUT)
+#   tests: every GPU test (ctest -L gpu), then the YOLOv5 benchmark
 set -uo pipefail
 mode=${1:-all}
 src=$(cd "$(dirname "$0")/.." && pwd)
@@ -37,9 +38,17 @@ if [ "$mode" = train ] || [ "$mode" = all ]; then
   echo "== training benchmark"
   TORCH_BASELINES=$src/.devdata/bench/torch_baselines.py timeout 300 "$src/bench/train_bench.sh" "$B" "$ODL_FMNIST_DIR" "$OUT" | tee "$OUT/train_table.md"
 fi
-if [ "$mode" = yolo ] || [ "$mode" = all ]; then
+if [ "$mode" = tests ]; then
+  echo "== ctest -L gpu (all)"
+  ctest --test-dir "$B" -L gpu --output-on-failure --timeout 300 >"$OUT/ctest_gpu.log" 2>&1
+  grep -E "tests passed|tests failed|Failed|\*\*\*" "$OUT/ctest_gpu.log" | tail -14
+  summary+=("ctest gpu: $(grep -E 'tests passed' "$OUT/ctest_gpu.log")")
+fi
+if [ "$mode" = yolo ] || [ "$mode" = all ] || [ "$mode" = tests ]; then
   echo "== ctest -L gpu (YOLOv5 and the float16 ops)"
-  ctest --test-dir "$B" -L gpu -R "yolov5|ops_f16" --output-on-failure --timeout 300 >"$OUT/ctest_yolo.log" 2>&1
+  if [ "$mode" = tests ]; then cp "$OUT/ctest_gpu.log" "$OUT/ctest_yolo.log"; else
+    ctest --test-dir "$B" -L gpu -R "yolov5|ops_f16" --output-on-failure --timeout 300 >"$OUT/ctest_yolo.log" 2>&1
+  fi
   grep -E "tests passed|tests failed|Failed|\*\*\*" "$OUT/ctest_yolo.log" | tail -14
   summary+=("ctest yolov5: $(grep -E 'tests passed' "$OUT/ctest_yolo.log")")
   grep -E "FAIL|float16|Detect|max box delta|checks" "$OUT/ctest_yolo.log" | head -40
