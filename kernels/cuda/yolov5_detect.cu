@@ -1,12 +1,14 @@
 /* YOLOv5 Detect decoding on the GPU (owned by the YOLOv5 model, models/yolov5.c; CPU twin there:
- * detect_decode_cpu). YOLOv5 v7.0 models/yolo.py Detect.forward, inference branch: with
+ * yolov5_detect_decode_cpu). YOLOv5 v7.0 models/yolo.py Detect.forward, inference branch: with
  * s = sigmoid(head), cx, cy = (s * 2 + (grid - 0.5)) * stride, w, h = (s * 2)^2 * anchor (pixels),
  * objectness and class scores = s.
  *
- * head: one level's 1x1-convolution output [N, na * no, ny, nx], or with nhwc [N, ny, nx, na * no] (the
- * float16 path's head, stored as float32); out: [N, rows_total, no], this level's
- * rows starting at row_offset, ordered anchor, y, x. One thread per output element, writes coalesced
- * along `no` (reads strided by ny * nx, which the L2 absorbs: the head is at most a few MB). */
+ * head: one level's 1x1-convolution output [N, na * no, ny, nx], or with nhwc [N, ny, nx, na * no]
+ * (float32 either way; the CUDA float16 path decodes inside its head convolution instead, conv2d_f16.cu);
+ * out: [N, rows_total, no], this level's rows starting at row_offset, ordered anchor, y, x. NCHW heads go
+ * through a tiled kernel (reads along the pixels, writes along the rows, a shared-memory transpose
+ * between); the general kernel (one thread per output element) serves NHWC heads and class counts too
+ * large for the tile. */
 #include <cuda_runtime.h>
 #include <stdint.h>
 
@@ -49,6 +51,39 @@ __global__ void yolov5_decode_kernel(const float *__restrict__ head, float *__re
     }
 }
 
+/* NCHW head, tiled: block (x: 32-pixel tile of the plane, y: n * na + a). The head's no planes of the
+ * tile are read along the pixels (coalesced) into shared memory, and the tile's 32 output rows, which
+ * are contiguous (32 * no floats), are written along the row. Same float operations as above. */
+constexpr int kTile = 32;
+__global__ void yolov5_decode_tiled_kernel(const float *__restrict__ head, float *__restrict__ out, int na, int no,
+                                           int nx, long long plane, long long rows_total, long long row_offset,
+                                           float stride, Anchors anc) {
+    extern __shared__ float sh[]; /* [no][kTile + 1] */
+    const int na_idx = blockIdx.y, n = na_idx / na, a = na_idx % na;
+    const long long p0 = (long long)blockIdx.x * kTile;
+    const int np = (int)(plane - p0 < kTile ? plane - p0 : kTile);
+    const float *h = head + (long long)na_idx * no * plane + p0;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+    for (int k = warp; k < no; k += nwarps)
+        if (lane < np) sh[k * (kTile + 1) + lane] = h[(long long)k * plane + lane];
+    __syncthreads();
+    float *o = out + ((long long)n * rows_total + row_offset + (long long)a * plane + p0) * no;
+    for (int idx = threadIdx.x; idx < np * no; idx += blockDim.x) {
+        const int t = idx / no, k = idx - t * no;
+        const int pix = (int)(p0 + t); /* plane < 2^31 (checked by the caller) */
+        const int yy = pix / nx, xx = pix - yy * nx;
+        const float s = 1.0f / (1.0f + expf(-sh[k * (kTile + 1) + t]));
+        float v;
+        if (k == 0) v = (s * 2.0f + ((float)xx - 0.5f)) * stride;
+        else if (k == 1) v = (s * 2.0f + ((float)yy - 0.5f)) * stride;
+        else if (k < 4) {
+            const float tt = s * 2.0f;
+            v = tt * tt * anc.wh[a * 2 + (k - 2)];
+        } else v = s;
+        o[idx] = v;
+    }
+}
+
 } // namespace
 
 extern "C" odl_status odl_cuda_yolov5_detect_decode(const float *head, float *out, int N, int na, int no, int ny,
@@ -59,6 +94,16 @@ extern "C" odl_status odl_cuda_yolov5_detect_decode(const float *head, float *ou
     for (int i = 0; i < 2 * na; i++) anc.wh[i] = anchors_wh[i];
     const long long total = (long long)N * na * ny * nx * no;
     if (total == 0) return ODL_OK;
+    const long long plane = (long long)ny * nx;
+    const size_t smem = (size_t)no * (kTile + 1) * sizeof(float);
+    if (!nhwc && smem <= 48 * 1024 && (long long)N * na <= 65535 && plane <= INT32_MAX) {
+        dim3 grid((unsigned)((plane + kTile - 1) / kTile), (unsigned)(N * na));
+        yolov5_decode_tiled_kernel<<<grid, 256, smem, (cudaStream_t)odl_stream_current()>>>(
+            head, out, na, no, nx, plane, rows_total, row_offset, stride, anc);
+        cudaError_t e = cudaGetLastError();
+        if (e != cudaSuccess) return ODL_ERR(ODL_E_CUDA, "yolov5_decode_tiled_kernel: %s", cudaGetErrorString(e));
+        return ODL_OK;
+    }
     const int threads = 256;
     long long blocks = (total + threads - 1) / threads;
     if (blocks > 65536) blocks = 65536; /* grid-stride loop covers the rest */
