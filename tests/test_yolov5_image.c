@@ -92,6 +92,19 @@ static void resize_vs_reference(void) {
     uint8_t red[3] = {255, 0, 0};
     odl_image_draw_box(&img, 100, 100, 300, 400, red, 3, "person 0.87", 2);
     TCHECK(img.data[(200 * 810 + 100) * 3] == 255 && img.data[(200 * 810 + 100) * 3 + 1] == 0, "box edge drawn");
+    {
+        /* The label sits above the box: 22 px high (7 rows x 2 + 2 x 4 padding), characters 12 px apart from
+         * x = 104, y = 82. The space (character 6) must leave its 10 x 14 cell in the red background; 'p'
+         * (character 0) must put white text pixels in its cell. */
+        int space_white = 0, p_white = 0;
+        for (int y = 82; y < 96; y++)
+            for (int x = 0; x < 10; x++) {
+                space_white += img.data[((size_t)y * 810 + 176 + x) * 3 + 1] == 255;
+                p_white += img.data[((size_t)y * 810 + 104 + x) * 3 + 1] == 255;
+            }
+        TCHECK(space_white == 0, "label space drawn with %d text pixels", space_white);
+        TCHECK(p_white > 0, "label text not drawn");
+    }
     char path[4096];
     snprintf(path, sizeof path, "%s/yolov5_image_test.jpg", getenv("ODL_BINARY_DIR") ? getenv("ODL_BINARY_DIR") : ".");
     TOK(odl_image_save_jpeg(&img, path, 95));

@@ -413,9 +413,9 @@ int odl_task_infer_main(int argc, char **argv) {
         goto out;
     }
     const int stride = odl_yolov5_max_stride(net);
-    fprintf(stderr, "odl_worker: yolov5 %s on %s: %d classes, %lld parameters; %d image(s), %s letterbox %d\n",
-            o.weights, odl_device_name(dev), odl_yolov5_num_classes(net), (long long)odl_yolov5_num_params(net),
-            files.n, o.square ? "square" : "rectangular", o.img_size);
+    fprintf(stderr, "odl_worker: yolov5 %s on %s, %s: %d classes, %lld parameters; %d image(s), %s letterbox %d\n",
+            o.weights, odl_device_name(dev), o.half ? "float16" : "float32", odl_yolov5_num_classes(net),
+            (long long)odl_yolov5_num_params(net), files.n, o.square ? "square" : "rectangular", o.img_size);
 
     int B = is_dir ? o.batch : 1;
     for (int start = 0; start < files.n; start += B) {

@@ -13,6 +13,7 @@ static void usage(FILE *f) {
             "             [--max-train-samples N] [--save FILE.h5] [--metrics-out FILE.jsonl] [--KEY=VALUE]\n"
             "  odl_worker --task=infer --model=yolov5 --weights=W.h5 --input=IMAGE|DIR [options]\n"
             "  odl_worker --task=train --help     all training options\n"
+            "  odl_worker --task=infer --help     all inference options (YOLOv5)\n"
             "  odl_worker --help-config           every config.yaml key\n");
 }
 
