@@ -26,11 +26,13 @@
 
 static int round8(int c) { return (c + 7) / 8 * 8; }
 
-/* Float16 KRSC weights [c2, k, k, c1p] from the folded float32 [c2, c1, k, k] ones on the device. */
-static odl_status conv_to_half(odl_device dev, yconv *c) {
-    if (c->wh.data) return ODL_OK;
-    const int K = c->c2, C = c->c1, RS = c->k * c->k, Cp = round8(c->c1);
-    const size_t nf = (size_t)K * C * RS, nh = (size_t)K * RS * Cp;
+/* dst->wh = float16 [c2, k/b, k/b, c1p] with c1p = round8(b*b*c1) and
+ *   w'[o, r', s', (i*b + j)*c1 + c] = w[o, c, r'*b + i, s'*b + j]   (zero in the padding channels)
+ * from src's folded float32 weights [c2, c1, k, k] on the device; sets dst->c1p. b = 1 is the plain
+ * KRSC layout, b = 2 the space-to-depth form of the first convolution (file comment). */
+static odl_status weights_to_half(odl_device dev, const yconv *src, int b, yconv *dst) {
+    const int K = src->c2, C = src->c1, k = src->k, kb = k / b, Cp = round8(b * b * C);
+    const size_t nf = (size_t)K * C * k * k, nh = (size_t)K * kb * kb * Cp;
     float *w = malloc(nf * sizeof(float));
     odl_half *h = calloc(nh, sizeof(odl_half));
     odl_status st = ODL_OK;
@@ -38,65 +40,46 @@ static odl_status conv_to_half(odl_device dev, yconv *c) {
         st = ODL_ERR(ODL_E_NOMEM, "yolov5 --half: weights of a %dx%d convolution", K, C);
         goto out;
     }
-    ODL_CHECK_GOTO(odl_tensor_copy_to_host(&c->w, w, nf * sizeof(float)), st, out);
-    for (int k = 0; k < K; k++)
-        for (int ci = 0; ci < C; ci++)
-            for (int rs = 0; rs < RS; rs++)
-                h[((size_t)k * RS + rs) * Cp + ci] = odl_float_to_half(w[((size_t)k * C + ci) * RS + rs]);
-    int64_t shape[4] = {K, c->k, c->k, Cp};
-    ODL_CHECK_GOTO(odl_tensor_alloc(&c->wh, dev, ODL_F16, 4, shape), st, out);
-    c->c1p = Cp;
-    st = odl_tensor_copy_from_host(&c->wh, h, nh * sizeof(odl_half));
-    if (st != ODL_OK) odl_tensor_free(&c->wh);
+    ODL_CHECK_GOTO(odl_tensor_copy_to_host(&src->w, w, nf * sizeof(float)), st, out);
+    for (int o = 0; o < K; o++)
+        for (int c = 0; c < C; c++)
+            for (int r = 0; r < k; r++)
+                for (int q = 0; q < k; q++) {
+                    const int cc = ((r % b) * b + q % b) * C + c;
+                    h[(((size_t)o * kb + r / b) * kb + q / b) * Cp + cc] =
+                        odl_float_to_half(w[(((size_t)o * C + c) * k + r) * k + q]);
+                }
+    int64_t shape[4] = {K, kb, kb, Cp};
+    ODL_CHECK_GOTO(odl_tensor_alloc(&dst->wh, dev, ODL_F16, 4, shape), st, out);
+    dst->c1p = Cp;
+    st = odl_tensor_copy_from_host(&dst->wh, h, nh * sizeof(odl_half));
+    if (st != ODL_OK) odl_tensor_free(&dst->wh);
 out:
     free(w);
     free(h);
     return st;
 }
 
+static odl_status conv_to_half(odl_device dev, yconv *c) {
+    return c->wh.data ? ODL_OK : weights_to_half(dev, c, 1, c);
+}
+
 /* Layer 0 as a 3x3 convolution over the space-to-depth input (file comment), when it is YOLOv5's 6x6
  * stride-2 pad-2 convolution of the 3-channel image. */
 static odl_status prepare_s2d0(odl_yolov5 *m) {
-    const ylayer *L = &m->L[0];
-    const yconv *c = &L->conv;
-    m->use_s2d0 = L->type == YL_CONV && L->from[0] == -1 && c->c1 == 3 && c->k == 6 && c->s == 2 && c->p == 2;
+    const yconv *c = &m->L[0].conv;
+    m->use_s2d0 = m->L[0].type == YL_CONV && m->L[0].from[0] == -1 && c->c1 == 3 && c->k == 6 && c->s == 2 &&
+                  c->p == 2;
     if (!m->use_s2d0 || m->s2d0.wh.data) return ODL_OK;
-    const int K = c->c2, Cp = 16;
-    float *w = malloc(sizeof(float) * K * 3 * 36);
-    odl_half *h = calloc((size_t)K * 9 * Cp, sizeof(odl_half));
-    odl_status st = ODL_OK;
-    if (!w || !h) {
-        st = ODL_ERR(ODL_E_NOMEM, "yolov5 --half: layer 0 weights");
-        goto out;
-    }
-    ODL_CHECK_GOTO(odl_tensor_copy_to_host(&c->w, w, sizeof(float) * K * 3 * 36), st, out);
-    for (int k = 0; k < K; k++)
-        for (int ci = 0; ci < 3; ci++)
-            for (int r = 0; r < 6; r++)
-                for (int s = 0; s < 6; s++) {
-                    const int rr = r / 2, i = r % 2, ss = s / 2, j = s % 2;
-                    h[((size_t)k * 9 + rr * 3 + ss) * Cp + (i * 2 + j) * 3 + ci] =
-                        odl_float_to_half(w[(((size_t)k * 3 + ci) * 6 + r) * 6 + s]);
-                }
-    int64_t shape[4] = {K, 3, 3, Cp};
-    ODL_CHECK_GOTO(odl_tensor_alloc(&m->s2d0.wh, m->dev, ODL_F16, 4, shape), st, out);
-    st = odl_tensor_copy_from_host(&m->s2d0.wh, h, sizeof(odl_half) * K * 9 * Cp);
-    if (st != ODL_OK) {
-        odl_tensor_free(&m->s2d0.wh);
-        goto out;
-    }
-    m->s2d0.c1 = 12;
-    m->s2d0.c1p = Cp;
-    m->s2d0.c2 = K;
-    m->s2d0.k = 3;
-    m->s2d0.s = 1;
-    m->s2d0.p = 1;
-    m->s2d0.b = c->b;
-    m->s2d0.b.owns = 0;
-out:
-    free(w);
-    free(h);
-    return st;
+    yconv *d = &m->s2d0;
+    d->c1 = 4 * c->c1;
+    d->c2 = c->c2;
+    d->k = c->k / 2;
+    d->s = 1;
+    d->p = c->p / 2;
+    d->b = c->b;
+    d->b.owns = 0;
+    return weights_to_half(m->dev, c, 2, d);
 }
 
 /* Float16 weights of every convolution of layer L. */
