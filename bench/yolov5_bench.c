@@ -209,7 +209,7 @@ static double end_to_end(odl_yolov5 *m, const char *image, float *host_in, float
 
 int main(int argc, char **argv) {
     const char *weights = "yolov5n.h5", *image = NULL, *device = "cuda", *bfile = NULL;
-    int iters = 50, warmup = 10, batch = 32, use_graph = 1, no_half = 0, half_only = 0, no_e2e = 0, layers = 0;
+    int iters = 50, warmup = 10, batch = 32, use_graph = 1, no_half = 0, layers = 0;
     const char *data = getenv("ODL_TEST_DATA");
     if (!data || !data[0]) data = "../shared/data";
     for (int i = 1; i < argc; i++) {
@@ -224,12 +224,10 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--batch") && v) batch = atoi(argv[++i]);
         else if (!strcmp(a, "--no-graph")) use_graph = 0;
         else if (!strcmp(a, "--no-half")) no_half = 1;
-        else if (!strcmp(a, "--half-only")) half_only = 1; /* for profiling */
-        else if (!strcmp(a, "--no-e2e")) no_e2e = 1;
         else if (!strcmp(a, "--layers")) layers = 1;
         else {
             fprintf(stderr, "usage: yolov5_bench [--weights W.h5] [--image bus.jpg] [--device cuda|cpu] [--iters N] "
-                            "[--warmup N] [--batch B] [--no-graph] [--no-half] [--half-only] [--no-e2e] [--layers] [--baselines FILE]\n");
+                            "[--warmup N] [--batch B] [--no-graph] [--no-half] [--layers] [--baselines FILE]\n");
             return 2;
         }
     }
@@ -273,7 +271,7 @@ int main(int argc, char **argv) {
     double r[2][3] = {{0}};
     int graphs[2] = {0}, nd[2] = {0};
     const int nprec = dev.type == ODL_DEV_CUDA && !no_half ? 2 : 1;
-    for (int h = half_only && nprec == 2 ? 1 : 0; h < nprec; h++) {
+    for (int h = 0; h < nprec; h++) {
         CK(odl_yolov5_set_half(m, h));
         odl_tensor *x;
         int g1 = 0, gN = 0;
@@ -298,7 +296,6 @@ int main(int argc, char **argv) {
             for (int i = 0; i < nl; i++)
                 printf("  layer %2d %-8s %8.3f ms  %5.1f%%\n", i, odl_yolov5_layer_type(m, i), lm[i], 100 * lm[i] / tot);
         }
-        if (no_e2e) continue;
         for (int i = 0; i < warmup; i++) end_to_end(m, image, hin, hout, out_cap, &nd[h]);
         double *v = malloc(sizeof(double) * iters);
         for (int i = 0; i < iters; i++) v[i] = end_to_end(m, image, hin, hout, out_cap, &nd[h]);

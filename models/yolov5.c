@@ -11,6 +11,7 @@
 #include <zlib.h>
 
 #include "odl/ops.h"
+#include "models/yolov5_decode.h"
 #include "models/yolov5_impl.h"
 
 static void prof_free(odl_yolov5 *m);
@@ -862,30 +863,22 @@ void yolov5_detect_decode_cpu(const float *head, float *out, int N, int na, int 
                     const float *h = nhwc ? head + (((int64_t)n * plane + pix) * na + a) * no
                                           : head + ((int64_t)n * na * no + (int64_t)a * no) * plane + pix;
                     const int64_t hs = nhwc ? 1 : plane;
-                    for (int k = 0; k < no; k++) {
-                        float s = 1.0f / (1.0f + expf(-h[(int64_t)k * hs]));
-                        float v;
-                        if (k == 0) v = (s * 2.0f + ((float)xx - 0.5f)) * stride;
-                        else if (k == 1) v = (s * 2.0f + ((float)yy - 0.5f)) * stride;
-                        else if (k < 4) {
-                            float t = s * 2.0f;
-                            v = t * t * anchors[a][k - 2];
-                        } else v = s;
-                        row[k] = v;
-                    }
+                    for (int k = 0; k < no; k++)
+                        row[k] = yolov5_decode(h[(int64_t)k * hs], k, (float)xx - 0.5f, (float)yy - 0.5f, stride,
+                                               k == 2 || k == 3 ? anchors[a][k - 2] : 0.0f);
                 }
 }
 
 odl_status yolov5_detect_decode(const odl_yolov5 *m, const float *head, float *out, int ny, int nx, int64_t rows_total,
-                                int64_t row_offset, int l, int nhwc) {
+                                int64_t row_offset, int l) {
     if (m->dev.type == ODL_DEV_CPU) {
         yolov5_detect_decode_cpu(head, out, m->N, m->na, m->no, ny, nx, rows_total, row_offset, m->strides[l],
-                                 (const float (*)[2])m->anchors[l], nhwc);
+                                 (const float (*)[2])m->anchors[l], 0);
         return ODL_OK;
     }
 #ifdef ODL_HAVE_CUDA
     return odl_cuda_yolov5_detect_decode(head, out, m->N, m->na, m->no, ny, nx, rows_total, row_offset, m->strides[l],
-                                         &m->anchors[l][0][0], nhwc);
+                                         &m->anchors[l][0][0]);
 #else
     return ODL_ERR(ODL_E_UNSUPPORTED, "yolov5 Detect: no decoder for device %s", odl_device_name(m->dev));
 #endif
@@ -974,7 +967,7 @@ static odl_status run_layer(odl_yolov5 *m, const odl_tensor *x, int i) {
             const int ny = (int)xl->shape[2], nx = (int)xl->shape[3];
             odl_tensor *hd = scr(m, 0, N, m->na * m->no, ny, nx);
             ODL_CHECK(conv_fwd(&L->heads[l], xl, NULL, ODL_ACT_NONE, hd));
-            ODL_CHECK(yolov5_detect_decode(m, (const float *)hd->data, (float *)L->out.data, ny, nx, rows, off, l, 0));
+            ODL_CHECK(yolov5_detect_decode(m, (const float *)hd->data, (float *)L->out.data, ny, nx, rows, off, l));
             off += (int64_t)m->na * ny * nx;
         }
         return ODL_OK;

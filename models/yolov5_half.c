@@ -312,7 +312,8 @@ static odl_status half_layer(const hctx *c, int i) {
             }
 #endif
             ODL_CHECK(hconv(c, &L->heads[l], m->L[src].hv, ny, nx, NULL, ODL_ACT_NONE, head, ldh, 1));
-            ODL_CHECK(yolov5_detect_decode(m, head, (float *)L->out.data, ny, nx, rows, off, l, 1));
+            yolov5_detect_decode_cpu(head, (float *)L->out.data, N, m->na, m->no, ny, nx, rows, off, m->strides[l],
+                                     (const float (*)[2])m->anchors[l], 1);
             off += (int64_t)m->na * ny * nx;
         }
         return ODL_OK;

@@ -17,10 +17,10 @@
 #define Y_NSCRATCH 6
 
 #ifdef ODL_HAVE_CUDA
-/* kernels/cuda/yolov5_detect.cu: the same decoding as yolov5_detect_decode_cpu, on the current stream. */
+/* kernels/cuda/yolov5_detect.cu: yolov5_detect_decode_cpu of an NCHW head, on the current stream. */
 odl_status odl_cuda_yolov5_detect_decode(const float *head, float *out, int N, int na, int no, int ny, int nx,
                                          int64_t rows_total, int64_t row_offset, float stride,
-                                         const float *anchors_wh, int nhwc);
+                                         const float *anchors_wh);
 /* kernels/cuda/conv2d_f16.cu: a float16 Detect head convolution (a's act, residual and y ignored) with
  * the decoding fused into its epilogue, writing this level's rows of out [N, rows_total, no]. */
 odl_status odl_cuda_yolov5_detect_head_f16(const odl_conv2d_f16_args *a, float *out, int na, int no,
@@ -99,9 +99,11 @@ struct odl_yolov5 {
  * [row_offset, row_offset + na * ny * nx) of out [N, rows_total, no]. */
 void yolov5_detect_decode_cpu(const float *head, float *out, int N, int na, int no, int ny, int nx, int64_t rows_total,
                               int64_t row_offset, float stride, const float (*anchors)[2], int nhwc);
-/* The same on the device of the model (CPU or CUDA, on the current stream). */
+/* The same for an NCHW head of level `level` on the device of the model (CPU or CUDA, on the current
+ * stream). The float16 path decodes its NHWC heads with yolov5_detect_decode_cpu on the CPU and inside the
+ * head convolution on CUDA. */
 odl_status yolov5_detect_decode(const odl_yolov5 *m, const float *head, float *out, int ny, int nx, int64_t rows_total,
-                                int64_t row_offset, int level, int nhwc);
+                                int64_t row_offset, int level);
 
 /* Give t the shape [a, b, c, d] (or 3-D when d < 0) of dtype, reusing its memory when large enough. */
 odl_status yolov5_buf_set(odl_device dev, odl_tensor *t, size_t *cap, odl_dtype dtype, int64_t a, int64_t b, int64_t c,

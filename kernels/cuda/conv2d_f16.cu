@@ -23,6 +23,7 @@
 #include <cuda_fp16.h>
 
 #include "kernels/cuda/common.cuh"
+#include "models/yolov5_decode.h"
 
 namespace odlk {
 namespace {
@@ -206,9 +207,8 @@ __global__ void __launch_bounds__(WM *WN * 32)
     cp_async_wait<0>();
 
     if constexpr (OUT == kOutDetect) {
-        /* YOLOv5 Detect decoding, the formula of yolov5_detect_decode_cpu (models/yolov5.c) with the same
-         * float operations: s = sigmoid(v); x, y = (s * 2 + (grid - 0.5)) * stride; w, h = (s * 2)^2 * anchor;
-         * the rest s; stored at out[n, row_offset + a * ny * nx + y * nx + x, k] for channel a * no + k.
+        /* YOLOv5 Detect decoding (models/yolov5_decode.h), stored at out[n, row_offset + a * ny * nx +
+         * y * nx + x, k] for channel a * no + k.
          * Per-row (pixel) and per-column (anchor, k) facts are tabled once per block, and the decoded tile
          * goes through shared memory (the pipeline's buffers, free now) in chunks of rows, so that the stores
          * run along the 5 + nc values of output rows. */
@@ -255,16 +255,8 @@ __global__ void __launch_bounds__(WM *WN * 32)
 #pragma unroll
                         for (int e = 0; e < 2; e++) {
                             const int cl = wn * NT * 8 + j * 8 + (lane & 3) * 2 + e;
-                            const float sg = 1.0f / (1.0f + expf(-(acc[i][j][2 * h + e] + s_bias[cl])));
-                            const int k = s_k[cl];
-                            float o;
-                            if (k == 0) o = (sg * 2.0f + s_gx[rl]) * p.stride;
-                            else if (k == 1) o = (sg * 2.0f + s_gy[rl]) * p.stride;
-                            else if (k < 4) {
-                                const float t = sg * 2.0f;
-                                o = t * t * s_anc[cl];
-                            } else o = sg;
-                            sO[(rl - r0) * ldo + cl] = o;
+                            sO[(rl - r0) * ldo + cl] = yolov5_decode(acc[i][j][2 * h + e] + s_bias[cl], s_k[cl],
+                                                                     s_gx[rl], s_gy[rl], p.stride, s_anc[cl]);
                         }
                     }
             __syncthreads();

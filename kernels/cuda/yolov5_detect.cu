@@ -1,17 +1,15 @@
 /* YOLOv5 Detect decoding on the GPU (owned by the YOLOv5 model, models/yolov5.c; CPU twin there:
- * yolov5_detect_decode_cpu). YOLOv5 v7.0 models/yolo.py Detect.forward, inference branch: with
- * s = sigmoid(head), cx, cy = (s * 2 + (grid - 0.5)) * stride, w, h = (s * 2)^2 * anchor (pixels),
- * objectness and class scores = s.
+ * yolov5_detect_decode_cpu; the formula, shared by both: models/yolov5_decode.h).
  *
- * head: one level's 1x1-convolution output [N, na * no, ny, nx], or with nhwc [N, ny, nx, na * no]
- * (float32 either way; the CUDA float16 path decodes inside its head convolution instead, conv2d_f16.cu);
- * out: [N, rows_total, no], this level's rows starting at row_offset, ordered anchor, y, x. NCHW heads go
- * through a tiled kernel (reads along the pixels, writes along the rows, a shared-memory transpose
- * between); the general kernel (one thread per output element) serves NHWC heads and class counts too
- * large for the tile. */
+ * head: one level's 1x1-convolution output [N, na * no, ny, nx] float32 (the CUDA float16 path decodes
+ * inside its head convolution instead, conv2d_f16.cu); out: [N, rows_total, no], this level's rows
+ * starting at row_offset, ordered anchor, y, x. A tiled kernel reads the head along the pixels and writes
+ * along the rows, with a shared-memory transpose between; class counts too large for its tile, or more
+ * than 65535 (image, anchor) pairs, take a kernel with one thread per output element. */
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include "models/yolov5_decode.h"
 #include "odl/device.h"
 #include "odl/status.h"
 
@@ -23,7 +21,7 @@ struct Anchors {
 
 __global__ void yolov5_decode_kernel(const float *__restrict__ head, float *__restrict__ out, int N, int na, int no,
                                      int ny, int nx, long long rows_total, long long row_offset, float stride,
-                                     Anchors anc, int nhwc) {
+                                     Anchors anc) {
     const long long plane = (long long)ny * nx;
     const long long total = (long long)N * na * plane * no;
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
@@ -37,23 +35,15 @@ __global__ void yolov5_decode_kernel(const float *__restrict__ head, float *__re
         int a = (int)(r3 % na);
         int n = (int)(r3 / na);
         const long long pix = (long long)yy * nx + xx;
-        float v = nhwc ? head[(((long long)n * plane + pix) * na + a) * no + k]
-                       : head[(((long long)n * na + a) * no + k) * plane + pix];
-        float s = 1.0f / (1.0f + expf(-v));
-        float o;
-        if (k == 0) o = (s * 2.0f + ((float)xx - 0.5f)) * stride;
-        else if (k == 1) o = (s * 2.0f + ((float)yy - 0.5f)) * stride;
-        else if (k < 4) {
-            float t = s * 2.0f;
-            o = t * t * anc.wh[a * 2 + (k - 2)];
-        } else o = s;
-        out[((long long)n * rows_total + row_offset + (long long)a * plane + (long long)yy * nx + xx) * no + k] = o;
+        out[((long long)n * rows_total + row_offset + (long long)a * plane + pix) * no + k] =
+            yolov5_decode(head[(((long long)n * na + a) * no + k) * plane + pix], k, (float)xx - 0.5f,
+                          (float)yy - 0.5f, stride, k == 2 || k == 3 ? anc.wh[a * 2 + (k - 2)] : 0.0f);
     }
 }
 
 /* NCHW head, tiled: block (x: 32-pixel tile of the plane, y: n * na + a). The head's no planes of the
  * tile are read along the pixels (coalesced) into shared memory, and the tile's 32 output rows, which
- * are contiguous (32 * no floats), are written along the row. Same float operations as above. */
+ * are contiguous (32 * no floats), are written along the row. */
 constexpr int kTile = 32;
 __global__ void yolov5_decode_tiled_kernel(const float *__restrict__ head, float *__restrict__ out, int na, int no,
                                            int nx, long long plane, long long rows_total, long long row_offset,
@@ -72,15 +62,8 @@ __global__ void yolov5_decode_tiled_kernel(const float *__restrict__ head, float
         const int t = idx / no, k = idx - t * no;
         const int pix = (int)(p0 + t); /* plane < 2^31 (checked by the caller) */
         const int yy = pix / nx, xx = pix - yy * nx;
-        const float s = 1.0f / (1.0f + expf(-sh[k * (kTile + 1) + t]));
-        float v;
-        if (k == 0) v = (s * 2.0f + ((float)xx - 0.5f)) * stride;
-        else if (k == 1) v = (s * 2.0f + ((float)yy - 0.5f)) * stride;
-        else if (k < 4) {
-            const float tt = s * 2.0f;
-            v = tt * tt * anc.wh[a * 2 + (k - 2)];
-        } else v = s;
-        o[idx] = v;
+        o[idx] = yolov5_decode(sh[k * (kTile + 1) + t], k, (float)xx - 0.5f, (float)yy - 0.5f, stride,
+                               k == 2 || k == 3 ? anc.wh[a * 2 + (k - 2)] : 0.0f);
     }
 }
 
@@ -88,7 +71,7 @@ __global__ void yolov5_decode_tiled_kernel(const float *__restrict__ head, float
 
 extern "C" odl_status odl_cuda_yolov5_detect_decode(const float *head, float *out, int N, int na, int no, int ny,
                                                     int nx, int64_t rows_total, int64_t row_offset, float stride,
-                                                    const float *anchors_wh, int nhwc) {
+                                                    const float *anchors_wh) {
     if (na < 1 || na > 16) return ODL_ERR(ODL_E_INVAL, "yolov5 decode: %d anchors (1..16)", na);
     Anchors anc;
     for (int i = 0; i < 2 * na; i++) anc.wh[i] = anchors_wh[i];
@@ -96,7 +79,7 @@ extern "C" odl_status odl_cuda_yolov5_detect_decode(const float *head, float *ou
     if (total == 0) return ODL_OK;
     const long long plane = (long long)ny * nx;
     const size_t smem = (size_t)no * (kTile + 1) * sizeof(float);
-    if (!nhwc && smem <= 48 * 1024 && (long long)N * na <= 65535 && plane <= INT32_MAX) {
+    if (smem <= 48 * 1024 && (long long)N * na <= 65535 && plane <= INT32_MAX) {
         dim3 grid((unsigned)((plane + kTile - 1) / kTile), (unsigned)(N * na));
         yolov5_decode_tiled_kernel<<<grid, 256, smem, (cudaStream_t)odl_stream_current()>>>(
             head, out, na, no, nx, plane, rows_total, row_offset, stride, anc);
@@ -108,7 +91,7 @@ extern "C" odl_status odl_cuda_yolov5_detect_decode(const float *head, float *ou
     long long blocks = (total + threads - 1) / threads;
     if (blocks > 65536) blocks = 65536; /* grid-stride loop covers the rest */
     yolov5_decode_kernel<<<(unsigned)blocks, threads, 0, (cudaStream_t)odl_stream_current()>>>(
-        head, out, N, na, no, ny, nx, rows_total, row_offset, stride, anc, nhwc);
+        head, out, N, na, no, ny, nx, rows_total, row_offset, stride, anc);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return ODL_ERR(ODL_E_CUDA, "yolov5_decode_kernel: %s", cudaGetErrorString(e));
     return ODL_OK;
