@@ -100,12 +100,39 @@ if(PNG_FOUND)
 endif()
 odl_found("libpng" PNG_FOUND "${PNG_VERSION_STRING}")
 
-# ---- coordinator (optional): libuv, protobuf-c ----
-pkg_check_modules(UV QUIET IMPORTED_TARGET libuv)
-odl_found("libuv" UV_FOUND "${UV_VERSION}")
+# ---- JSON (required): jansson, for every JSON file read or written ----
+pkg_check_modules(JANSSON REQUIRED IMPORTED_TARGET jansson)
+list(APPEND ODL_PRIVATE_LIBS PkgConfig::JANSSON)
+odl_found("jansson" JANSSON_FOUND "${JANSSON_VERSION}")
+
+# ---- protobuf-c (optional): the coordinator's wire and TensorBoard event files ----
 pkg_check_modules(PROTOBUFC QUIET IMPORTED_TARGET libprotobuf-c)
 find_program(PROTOC_C protoc-c)
-odl_found("protobuf-c" PROTOBUFC_FOUND "${PROTOBUFC_VERSION} ${PROTOC_C}")
+set(ODL_HAVE_PROTOBUFC OFF)
+if(PROTOBUFC_FOUND AND PROTOC_C)
+  set(ODL_HAVE_PROTOBUFC ON)
+  list(APPEND ODL_PRIVATE_LIBS PkgConfig::PROTOBUFC)
+  list(APPEND ODL_PUBLIC_DEFS ODL_HAVE_PROTOBUFC=1)
+endif()
+odl_found("protobuf-c" ODL_HAVE_PROTOBUFC "${PROTOBUFC_VERSION} ${PROTOC_C}")
+
+# ---- coordinator (optional): libuv, libsodium (HMAC), libmicrohttpd (/metrics), with protobuf-c ----
+pkg_check_modules(UV QUIET IMPORTED_TARGET libuv)
+odl_found("libuv" UV_FOUND "${UV_VERSION}")
+pkg_check_modules(SODIUM QUIET IMPORTED_TARGET libsodium)
+odl_found("libsodium" SODIUM_FOUND "${SODIUM_VERSION}")
+pkg_check_modules(MHD QUIET IMPORTED_TARGET libmicrohttpd)
+odl_found("libmicrohttpd" MHD_FOUND "${MHD_VERSION}")
+set(ODL_HAVE_COORDINATOR OFF)
+if(ODL_HAVE_PROTOBUFC AND UV_FOUND AND SODIUM_FOUND AND MHD_FOUND)
+  set(ODL_HAVE_COORDINATOR ON)
+  # The worker's coordinator client needs protobuf-c and libsodium; the coordinator all four.
+  list(APPEND ODL_PRIVATE_LIBS PkgConfig::SODIUM)
+  list(APPEND ODL_PUBLIC_DEFS ODL_HAVE_COORDINATOR=1)
+endif()
+odl_found("coordinator" ODL_HAVE_COORDINATOR "(needs protobuf-c, libuv, libsodium, libmicrohttpd)")
+
+include(${CMAKE_CURRENT_LIST_DIR}/OdlProto.cmake)
 
 message(STATUS "OriginDL ${PROJECT_VERSION} configuration:")
 foreach(_l ${ODL_FOUND_LINES})

@@ -9,10 +9,12 @@ export DEBIAN_FRONTEND=noninteractive
 pkgs=(build-essential cmake pkg-config git
       libopenmpi-dev openmpi-bin libhdf5-dev hdf5-tools zlib1g-dev libyaml-dev
       libjpeg-dev libpng-dev libuv1-dev libprotobuf-c-dev protobuf-c-compiler
+      libsodium-dev libmicrohttpd-dev libjansson-dev
       python3 python3-numpy python3-h5py
       dataset-fashion-mnist)
 # Extra packages for the integration tests (local Slurm cluster).
-if [ "${ODL_TEST_DEPS:-0}" = 1 ]; then pkgs+=(slurm-wlm munge); fi
+# clang: libFuzzer targets; python3-prometheus-client: the /metrics parser test.
+if [ "${ODL_TEST_DEPS:-0}" = 1 ]; then pkgs+=(slurm-wlm munge clang libclang-rt-14-dev python3-prometheus-client); fi
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then
