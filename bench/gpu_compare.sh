@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# One call on the GPU machine (nvidia-h200) that builds this tree and, when `.base/` holds an earlier
+# tree (e.g. `git archive REV | tar -x -C .base`), that one too, and times both in the same call, so a
+# refactor or a kernel change is compared on the same GPU with PyTorch measured beside it.
+#   source .devdeps/env.sh && bench/gpu_compare.sh train|yolo      (logs under $OUT, table last)
+# train: ctest -L gpu without the YOLOv5 tests, odl_bench_kernels, bench/train_bench.sh with
+#        torch_baselines.py mnist_eager mnist_compile mnist_compile_bf16.
+# yolo:  every other GPU test, yolov5_bench, torch_baselines.py yolov5n yolov5n_compiled yolov5n_pipeline,
+#        and the evaluation / health scripts when present.
+# Data travel in ignored folders (see bench/gpu_run.sh): .devdata/fmnist, .devdata/data, .devdata/bench.
+set -uo pipefail
+mode=${1:?train|yolo}
+src=$(cd "$(dirname "$0")/.." && pwd)
+OUT=${OUT:-/tmp/odl_out}
+mkdir -p "$OUT"
+export ODL_TEST_DATA=$src/.devdata/data ODL_FMNIST_DIR=$src/.devdata/fmnist NCCL_NVLS_ENABLE=0
+TB=$src/.devdata/bench/torch_baselines.py
+H=/tmp/odl-head B=/tmp/odl-base
+summary=()
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv,noheader | tee "$OUT/gpu.txt"
+
+build() { # tree dir log
+  cmake -S "$1" -B "$2" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 >"$3.cmake" 2>&1 &&
+    cmake --build "$2" -j8 >"$3" 2>&1
+}
+t0=$(date +%s)
+build "$src" "$H" "$OUT/build_head.log" & ph=$!
+have_base=0
+if [ -f "$src/.base/CMakeLists.txt" ]; then build "$src/.base" "$B" "$OUT/build_base.log" & pb=$!; have_base=1; fi
+wait $ph || { echo "HEAD BUILD FAILED"; grep -E "error" "$OUT/build_head.log" | head -30; exit 1; }
+if [ $have_base = 1 ]; then wait $pb || { echo "base build failed"; have_base=0; }; fi
+summary+=("build (both, in parallel): $(( $(date +%s) - t0 )) s")
+
+if [ "$mode" = train ]; then
+  ctest --test-dir "$H" -L gpu -E "yolov5|ops_f16|eval|health" --output-on-failure --timeout 300 >"$OUT/ctest_gpu_train.log" 2>&1
+  summary+=("ctest -L gpu (training, ops, checkpoints): $(grep -E 'tests passed' "$OUT/ctest_gpu_train.log")")
+  grep -E "\*\*\*Failed|FAIL" "$OUT/ctest_gpu_train.log" | head -20
+  timeout 200 "$H/bench/odl_bench_kernels" >"$OUT/kernels_head.txt" 2>&1
+  [ $have_base = 1 ] && timeout 200 "$B/bench/odl_bench_kernels" >"$OUT/kernels_base.txt" 2>&1
+  mkdir -p "$OUT/train_head" "$OUT/train_base"
+  TORCH_BASELINES=$TB timeout 400 "$src/bench/train_bench.sh" "$H" "$ODL_FMNIST_DIR" "$OUT/train_head" >"$OUT/train_head.md" 2>&1
+  [ $have_base = 1 ] && timeout 120 "$src/bench/train_bench.sh" "$B" "$ODL_FMNIST_DIR" "$OUT/train_base" >"$OUT/train_base.md" 2>&1
+  echo "== kernels: time_us head vs base (same call)"
+  python3 - "$OUT/kernels_head.txt" "$OUT/kernels_base.txt" <<'PY'
+import re, sys
+def rows(p):
+    r = {}
+    try:
+        for l in open(p):
+            m = re.match(r"^(\S.{33})\s+(\S+(?: \S+)?)\s+([0-9.]+)\s", l)
+            if m and not l.startswith("name") and re.search(r"(OK|BAD|FAIL)\s*$", l):
+                r[(m.group(1).strip(), m.group(2))] = float(m.group(3))
+    except OSError:
+        pass
+    return r
+h, b = rows(sys.argv[1]), rows(sys.argv[2])
+import math
+rs = []
+for k, t in h.items():
+    if k in b and b[k] > 0:
+        rs.append(t / b[k])
+        print(f"{k[0]:34s} {k[1]:30s} {t:9.1f} {b[k]:9.1f}  head/base {t / b[k]:.3f}")
+if rs:
+    print(f"kernels: {len(rs)} rows, time head/base geometric mean {math.exp(sum(map(math.log, rs)) / len(rs)):.3f}, min {min(rs):.3f}, max {max(rs):.3f}")
+PY
+  echo "== training, head"; cat "$OUT/train_head.md"
+  echo "== training, base"; cat "$OUT/train_base.md" 2>/dev/null
+fi
+
+if [ "$mode" = yolo ]; then
+  ctest --test-dir "$H" -L gpu -R "yolov5|ops_f16|eval|health|tc" --output-on-failure --timeout 300 >"$OUT/ctest_gpu_yolo.log" 2>&1
+  summary+=("ctest -L gpu (YOLOv5, float16, eval, health): $(grep -E 'tests passed' "$OUT/ctest_gpu_yolo.log")")
+  grep -E "\*\*\*Failed|FAIL" "$OUT/ctest_gpu_yolo.log" | head -20
+  for t in head base; do
+    d=$H; [ $t = base ] && d=$B
+    [ $t = base ] && [ $have_base = 0 ] && continue
+    w=$H/yolov5n.h5   # written by the yolov5_convert test (a fixture of the YOLOv5 GPU tests)
+    [ -n "$w" ] && timeout 200 "$d/bench/yolov5_bench" --weights "$w" --image "$ODL_TEST_DATA/yolov5/images/bus.jpg" \
+        --baselines "$ODL_TEST_DATA/baselines.json" >"$OUT/yolov5_$t.txt" 2>&1
+  done
+  PYTHONUNBUFFERED=1 timeout 400 python3 "$TB" "$OUT/torch_yolo.json" yolov5n yolov5n_compiled yolov5n_pipeline >"$OUT/torch_yolo.log" 2>&1
+  [ -x "$src/bench/eval_bench.sh" ] && timeout 200 "$src/bench/eval_bench.sh" "$H" "$OUT" >"$OUT/eval_bench.txt" 2>&1
+  [ -x "$src/bench/health_gpu_check.sh" ] && timeout 60 "$src/bench/health_gpu_check.sh" "$H" >"$OUT/health.txt" 2>&1
+  echo "== yolov5_bench head"; grep -v "^  layer" "$OUT/yolov5_head.txt" | tail -12
+  echo "== yolov5_bench base"; grep -v "^  layer" "$OUT/yolov5_base.txt" 2>/dev/null | tail -12
+  echo "== torch"; python3 -c "import json,sys; d=json.load(open('$OUT/torch_yolo.json')); [print(k, json.dumps(v)[:400]) for k,v in d.items()]"
+  [ -f "$OUT/eval_bench.txt" ] && { echo "== eval"; tail -15 "$OUT/eval_bench.txt"; }
+  [ -f "$OUT/health.txt" ] && { echo "== health"; tail -20 "$OUT/health.txt"; }
+fi
+echo "== summary"
+printf '%s\n' "${summary[@]}"
