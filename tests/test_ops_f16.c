@@ -48,7 +48,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "kernels/cpu/cpu.h"
 #include "odl/backend.h"
 #include "odl/device.h"
 #include "odl/half.h"

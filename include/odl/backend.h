@@ -12,6 +12,7 @@
 #ifndef ODL_BACKEND_H
 #define ODL_BACKEND_H
 
+#include "odl/api.h"
 #include <stdint.h>
 
 #include "odl/status.h"
@@ -105,7 +106,7 @@ typedef struct odl_conv2d_f16_args {
 } odl_conv2d_f16_args;
 
 /* ODL_OK, or ODL_E_INVAL naming the requirement of odl_conv2d_f16_args that a does not meet. */
-odl_status odl_conv2d_f16_check(const odl_conv2d_f16_args *a);
+ODL_API odl_status odl_conv2d_f16_check(const odl_conv2d_f16_args *a);
 
 typedef struct odl_backend {
     const char *name;
@@ -226,11 +227,18 @@ typedef struct odl_backend {
                                        odl_half *y);
 } odl_backend;
 
+/* Number of threads the CPU backend's kernels use: $ODL_CPU_THREADS when set (1..64; odl/env.h), else the
+ * number of online CPUs (at most 64). Results do not depend on it (kernels/cpu/cpu.h says why). */
+ODL_API int odl_cpu_num_threads(void);
+/* Override the thread count (clamped to 1..64) for later loops, e.g. to show in a test that results do
+ * not depend on it. Not to be called while a parallel loop runs. */
+ODL_API void odl_cpu_set_num_threads(int n);
+
 /* The op table of a device type; NULL for CUDA in a CPU-only build. */
-const odl_backend *odl_backend_cpu(void);
-const odl_backend *odl_backend_cuda(void);
+ODL_API const odl_backend *odl_backend_cpu(void);
+ODL_API const odl_backend *odl_backend_cuda(void);
 /* The table for a device, or NULL (and an error message) when that backend is not built. */
-const odl_backend *odl_backend_for(odl_device dev);
+ODL_API const odl_backend *odl_backend_for(odl_device dev);
 
 #ifdef __cplusplus
 }

@@ -21,6 +21,7 @@
 #ifndef ODL_CONFIG_H
 #define ODL_CONFIG_H
 
+#include "odl/api.h"
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -116,12 +117,12 @@ typedef struct odl_config_key {
 } odl_config_key;
 
 /* The table, in documentation order; *n receives the number of keys. */
-const odl_config_key *odl_config_keys(size_t *n);
+ODL_API const odl_config_key *odl_config_keys(size_t *n);
 /* The descriptor of a dotted key, or NULL. */
-const odl_config_key *odl_config_find_key(const char *dotted_key);
+ODL_API const odl_config_key *odl_config_find_key(const char *dotted_key);
 
 /* Fill every field with its default. Never fails on a consistent table (the test checks it). */
-void odl_config_defaults(odl_config *cfg);
+ODL_API void odl_config_defaults(odl_config *cfg);
 
 /* Apply a YAML file over *cfg. On any error *cfg is unchanged.
  * Errors: ODL_E_NOTFOUND (no such file), ODL_E_IO (cannot read), ODL_E_FORMAT (YAML syntax error:
@@ -129,26 +130,26 @@ void odl_config_defaults(odl_config *cfg);
  * 'train.lr'?)", "file:line: train.batch_size: value '0' is out of range; allowed: an integer >= 1",
  * a key given twice, a mapping where a value is expected or the reverse, a top level that is not a
  * mapping). */
-odl_status odl_config_load_file(odl_config *cfg, const char *path);
+ODL_API odl_status odl_config_load_file(odl_config *cfg, const char *path);
 /* The same for YAML text in memory; `name` stands for the file name in messages. */
-odl_status odl_config_load_string(odl_config *cfg, const char *yaml, const char *name);
+ODL_API odl_status odl_config_load_string(odl_config *cfg, const char *yaml, const char *name);
 
 /* Set one key from text (a CLI override). On error *cfg is unchanged.
  * Errors: ODL_E_CONFIG naming the key, the value and what is allowed. */
-odl_status odl_config_set(odl_config *cfg, const char *dotted_key, const char *value);
+ODL_API odl_status odl_config_set(odl_config *cfg, const char *dotted_key, const char *value);
 /* "train.lr=0.5" (a leading "--" is accepted) -> odl_config_set. Errors: ODL_E_CONFIG also without '='. */
-odl_status odl_config_set_arg(odl_config *cfg, const char *key_eq_value);
+ODL_API odl_status odl_config_set_arg(odl_config *cfg, const char *key_eq_value);
 
 /* A key's current value as text in its value syntax (strings unquoted) into buf.
  * Errors: ODL_E_CONFIG (unknown key), ODL_E_INVAL (buffer too small, naming the size needed). */
-odl_status odl_config_get(const odl_config *cfg, const char *dotted_key, char *buf, size_t cap);
+ODL_API odl_status odl_config_get(const odl_config *cfg, const char *dotted_key, char *buf, size_t cap);
 
 /* The effective config, every key, as nested YAML that odl_config_load_string reads back to the same
  * values (floats printed with round-trip precision). NUL-terminated.
  * Errors: ODL_E_INVAL when cap is too small, naming the number of bytes needed;
  * ODL_CONFIG_YAML_MAX bytes always suffice. */
 #define ODL_CONFIG_YAML_MAX (4 * 4 * ODL_CONFIG_STR_MAX + 8192)
-odl_status odl_config_to_yaml(const odl_config *cfg, char *buf, size_t cap);
+ODL_API odl_status odl_config_to_yaml(const odl_config *cfg, char *buf, size_t cap);
 
 /* Documentation of every key generated from the table. */
 typedef enum odl_config_doc_format {
@@ -156,11 +157,11 @@ typedef enum odl_config_doc_format {
     ODL_CONFIG_DOC_MARKDOWN = 1, /* docs/config.md */
     ODL_CONFIG_DOC_YAML = 2,     /* the commented sample config.yaml, every key at its default */
 } odl_config_doc_format;
-void odl_config_doc(FILE *out);
-void odl_config_doc_write(FILE *out, odl_config_doc_format format);
+ODL_API void odl_config_doc(FILE *out);
+ODL_API void odl_config_doc_write(FILE *out, odl_config_doc_format format);
 
 /* What a key allows, e.g. "an integer >= 1", "a number in (0, 1]", "one of auto|cpu|cuda". */
-const char *odl_config_allowed(const odl_config_key *key, char *buf, size_t cap);
+ODL_API const char *odl_config_allowed(const odl_config_key *key, char *buf, size_t cap);
 
 #ifdef __cplusplus
 }

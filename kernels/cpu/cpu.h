@@ -28,12 +28,7 @@
 #endif
 
 /* ---- threads (threads.c) ----
- * Number of threads the CPU kernels use: $ODL_CPU_THREADS when set (1..64), else the number of online
- * CPUs (at most 64). Read once. */
-int odl_cpu_num_threads(void);
-/* Override the thread count (1..64) for later loops, e.g. to show in a test that results do not depend
- * on it. Not to be called while a parallel loop runs. */
-void odl_cpu_set_num_threads(int n);
+ * odl_cpu_num_threads / odl_cpu_set_num_threads are public (odl/backend.h). */
 
 /* Body of a parallel loop: handles indices [begin, end) as chunk number `chunk`. May fail; a failure
  * must leave a message with ODL_ERR as usual. */
