@@ -125,6 +125,21 @@ ODL_API odl_status odl_h5_reader_attr_i64(odl_h5_reader *r, const char *obj, con
 ODL_API odl_status odl_h5_reader_attr_f64(odl_h5_reader *r, const char *obj, const char *name, double *value);
 ODL_API odl_status odl_h5_reader_attr_str(odl_h5_reader *r, const char *obj, const char *name, char *buf, size_t cap);
 
+/* 1..cap numbers of an integer or float attribute (scalar or 1-D) as float64, their count in *n (integers
+ * up to 2^53 are exact). Errors: ODL_E_NOTFOUND (no such object or attribute), ODL_E_INVAL (not numeric,
+ * no element or more than cap), ODL_E_HDF5. */
+ODL_API odl_status odl_h5_reader_attr_f64s(odl_h5_reader *r, const char *obj, const char *name, double *values, int cap,
+                                   int *n);
+
+/* 1 when a group or dataset exists at the slash path `obj` ("/" = the root), else 0; never an error. */
+ODL_API int odl_h5_reader_exists(odl_h5_reader *r, const char *obj);
+
+/* The n strings of a string dataset (variable-length or fixed-size, e.g. h5py's string arrays) as n
+ * malloc'd NUL-terminated copies in out[0..n-1]; the caller frees each. On failure out[] is all NULL.
+ * Errors: ODL_E_NOTFOUND, ODL_E_INVAL (not a string dataset, or not exactly n elements: names both
+ * counts), ODL_E_NOMEM, ODL_E_HDF5. */
+ODL_API odl_status odl_h5_reader_read_strings(odl_h5_reader *r, const char *dset, int64_t n, char **out);
+
 /* Where a contiguous dataset's bytes lie in the file (H5Dget_offset, H5Dget_storage_size), for tools
  * and tests. Errors: ODL_E_UNSUPPORTED (chunked, compact or not allocated), ODL_E_NOTFOUND. */
 ODL_API odl_status odl_h5_reader_data_offset(odl_h5_reader *r, const char *dset, uint64_t *offset, uint64_t *nbytes);
