@@ -17,7 +17,7 @@
 #include "odl/models.h"
 #include "odl/nn.h"
 #include "test_util.h"
-#include "worker/checkpoint.h"
+#include "odl/ckpt_session.h"
 
 static char g_root[256];
 static char *g_log;

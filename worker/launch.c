@@ -18,6 +18,7 @@
 #include "odl/comm.h"
 #include "odl/config.h"
 #include "odl/device.h"
+#include "odl/env.h"
 #include "odl/log.h"
 #include "worker/train.h"
 
@@ -168,8 +169,7 @@ static int run_single(const odl_config *cfg, odl_train_opts *opts, const char *d
 }
 
 int odl_train_launch(const odl_config *cfg, odl_train_opts *opts) {
-    const char *dump = getenv("ODL_DUMP_PARAMS");
-    if (dump && !dump[0]) dump = NULL;
+    const char *dump = odl_env_is_set(ODL_ENV_DUMP_PARAMS) ? odl_env_str(ODL_ENV_DUMP_PARAMS) : NULL;
     odl_launch_info li;
     if (odl_launch_detect(&li) != ODL_OK) {
         fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg());

@@ -8,15 +8,17 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "odl/backend.h"
+#include "odl/ckpt_session.h"
 #include "odl/config.h"
 #include "odl/device.h"
+#include "odl/env.h"
 #include "odl/loader.h"
 #include "odl/log.h"
 #include "odl/mnist.h"
 #include "odl/models.h"
 #include "odl/nn.h"
 #include "odl/ops.h"
-#include "worker/checkpoint.h"
 #include "worker/tasks.h"
 #include "worker/train.h"
 
@@ -137,6 +139,15 @@ static int parse_args(int argc, char **argv, odl_config *cfg, odl_train_opts *op
     return 0;
 }
 
+/* ODL_CKPT_TEST_PAUSE_AT_STEP (tests/test_ckpt_resume.sh): stop the checkpoint write of that step with its
+ * data written but not committed, so that a kill -9 lands in the middle of a checkpoint write. */
+static odl_status pause_before_commit(void *ctx, int64_t step, const char *path) {
+    (void)ctx;
+    if (step != odl_env_int(ODL_ENV_CKPT_TEST_PAUSE_AT_STEP)) return ODL_OK;
+    ODL_LOG_WARN("test hook ODL_CKPT_TEST_PAUSE_AT_STEP: pausing the write of %s before its commit", path);
+    for (;;) sleep(60);
+}
+
 static odl_status pick_device(const odl_config *cfg, int local_rank, odl_device *dev) {
     int n = odl_cuda_device_count();
     if (cfg->device == ODL_CFG_DEVICE_CPU || (cfg->device == ODL_CFG_DEVICE_AUTO && n == 0)) {
@@ -235,7 +246,7 @@ odl_status odl_train_run(const odl_config *cfg, const odl_train_opts *opts, odl_
 
     /* Labels were range-checked when the IDX files were read; the CUDA loss's own per-call label check
      * would synchronise the stream twice a step. ODL_CUDA_LABEL_CHECK=1 in the environment keeps it. */
-    setenv("ODL_CUDA_LABEL_CHECK", "0", 0);
+    odl_backend_set_label_check(0);
     odl_device dev;
     ODL_CHECK_GOTO(pick_device(cfg, opts->local_rank, &dev), s, out);
     odl_model_kind kind;
@@ -265,6 +276,8 @@ odl_status odl_train_run(const odl_config *cfg, const odl_train_opts *opts, odl_
     ODL_LOG_INFO("%s: %" PRId64 " parameters", odl_model_name(kind), odl_net_num_params(&net));
 
     ODL_CHECK_GOTO(odl_ckpt_session_start(&ckpt, cfg, rank, world), s, out);
+    if (odl_env_int(ODL_ENV_CKPT_TEST_PAUSE_AT_STEP) >= 0)
+        odl_ckpt_session_set_before_commit(ckpt, pause_before_commit, NULL);
     if (ckpt) {
         int resumed = 0;
         ODL_CHECK_GOTO(odl_ckpt_session_restore(ckpt, &net, &opt, &st, &resumed), s, out);

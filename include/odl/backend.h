@@ -234,6 +234,12 @@ ODL_API int odl_cpu_num_threads(void);
  * not depend on it. Not to be called while a parallel loop runs. */
 ODL_API void odl_cpu_set_num_threads(int n);
 
+/* Whether a loss op copies its label range check back (one stream synchronisation per call on CUDA;
+ * kernels/cuda/loss.cu). On unless turned off here; ODL_CUDA_LABEL_CHECK (odl/env.h), when set, wins.
+ * Training turns it off: its labels are range-checked when the IDX files are read. */
+ODL_API void odl_backend_set_label_check(int on);
+ODL_API int odl_backend_label_check(void);
+
 /* The op table of a device type; NULL for CUDA in a CPU-only build. */
 ODL_API const odl_backend *odl_backend_cpu(void);
 ODL_API const odl_backend *odl_backend_cuda(void);

@@ -1,4 +1,4 @@
-/* Checkpoints of a training run (worker/checkpoint.h, docs/checkpoints.md, docs/checkpoint_format.md).
+/* Checkpoints of a training run (odl/ckpt_session.h, docs/checkpoints.md, docs/checkpoint_format.md).
  *
  * Saving: odl_ckpt_session_save copies every parameter and optimiser state tensor into a host buffer
  * (for CUDA: one asynchronous copy per tensor on the current stream, then one synchronisation) and
@@ -19,7 +19,7 @@
  * optimiser, another seed or epoch size) is an error, never skipped. Nothing of the network, the
  * optimiser or the state is changed until the whole file has been read and checked.
  */
-#include "worker/checkpoint.h"
+#include "odl/ckpt_session.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -81,6 +81,8 @@ struct odl_ckpt_session {
     int64_t seed, max_train_samples, batch;
     int optimizer;
     char *yaml; /* effective config, written into every checkpoint */
+    odl_ckpt_before_commit_fn before_commit;
+    void *before_commit_ctx;
 
     pthread_t thread;
     int thread_started, stop;
@@ -165,15 +167,7 @@ static odl_status write_job(odl_ckpt_session *s, const job *j, size_t *bytes_out
     ODL_CHECK_GOTO(odl_h5_writer_attr_str(w, "/rng", "shuffle", "Philox(seed) permutation of epoch `epoch` (odl/sampler.h)"),
                    st, fail);
 
-    {
-        /* Test hook (tests/test_ckpt_resume.sh): stop here, the data written but not committed, so that
-         * a kill -9 lands in the middle of a checkpoint write. */
-        const char *p = getenv("ODL_CKPT_TEST_PAUSE_AT_STEP");
-        if (p && p[0] && strtoll(p, NULL, 10) == t->step) {
-            ODL_LOG_WARN("test hook ODL_CKPT_TEST_PAUSE_AT_STEP: pausing the write of %s before its commit", path);
-            for (;;) sleep(60);
-        }
-    }
+    if (s->before_commit) ODL_CHECK_GOTO(s->before_commit(s->before_commit_ctx, t->step, path), st, fail);
     *bytes_out = j->used;
     return odl_h5_writer_commit(w);
 fail:
@@ -756,6 +750,12 @@ odl_status odl_ckpt_session_save(odl_ckpt_session *s, const odl_config *cfg, con
                  "the previous write %.2f ms); writing in the background",
                  st->step, stall, need / 1e6, odl_device_name(dev), stall - t_wait, t_wait);
     return ODL_OK;
+}
+
+void odl_ckpt_session_set_before_commit(odl_ckpt_session *s, odl_ckpt_before_commit_fn fn, void *ctx) {
+    if (!s) return;
+    s->before_commit = fn;
+    s->before_commit_ctx = ctx;
 }
 
 odl_status odl_ckpt_session_finish(odl_ckpt_session *s) {
