@@ -10,7 +10,6 @@
 
 #include "odl/h5io.h"
 #include "odl/ops.h"
-#include "models/yolov5_decode.h"
 #include "models/yolov5_impl.h"
 
 static void prof_free(odl_yolov5 *m);
@@ -705,38 +704,15 @@ static odl_status conv_fwd(const yconv *c, const odl_tensor *x, const odl_tensor
     return odl_conv2d_fwd(x, &c->w, &c->b, residual, act, c->s, c->p, y);
 }
 
-void yolov5_detect_decode_cpu(const float *head, float *out, int N, int na, int no, int ny, int nx, int64_t rows_total,
-                              int64_t row_offset, float stride, const float (*anchors)[2], int nhwc) {
-    const int64_t plane = (int64_t)ny * nx;
-    for (int n = 0; n < N; n++)
-        for (int a = 0; a < na; a++)
-            for (int yy = 0; yy < ny; yy++)
-                for (int xx = 0; xx < nx; xx++) {
-                    const int64_t pix = (int64_t)yy * nx + xx;
-                    float *row = out + ((int64_t)n * rows_total + row_offset + (int64_t)a * plane + pix) * no;
-                    /* element k of this anchor's outputs is h[k * hs] */
-                    const float *h = nhwc ? head + (((int64_t)n * plane + pix) * na + a) * no
-                                          : head + ((int64_t)n * na * no + (int64_t)a * no) * plane + pix;
-                    const int64_t hs = nhwc ? 1 : plane;
-                    for (int k = 0; k < no; k++)
-                        row[k] = yolov5_decode(h[(int64_t)k * hs], k, (float)xx - 0.5f, (float)yy - 0.5f, stride,
-                                               k == 2 || k == 3 ? anchors[a][k - 2] : 0.0f);
-                }
-}
-
+/* One Detect level through the backend's op (odl/backend.h yolov5_detect_decode); head on m's device. */
 odl_status yolov5_detect_decode(const odl_yolov5 *m, const float *head, float *out, int ny, int nx, int64_t rows_total,
-                                int64_t row_offset, int l) {
-    if (m->dev.type == ODL_DEV_CPU) {
-        yolov5_detect_decode_cpu(head, out, m->N, m->na, m->no, ny, nx, rows_total, row_offset, m->strides[l],
-                                 (const float (*)[2])m->anchors[l], 0);
-        return ODL_OK;
-    }
-#ifdef ODL_HAVE_CUDA
-    return odl_cuda_yolov5_detect_decode(head, out, m->N, m->na, m->no, ny, nx, rows_total, row_offset, m->strides[l],
-                                         &m->anchors[l][0][0]);
-#else
-    return ODL_ERR(ODL_E_UNSUPPORTED, "yolov5 Detect: no decoder for device %s", odl_device_name(m->dev));
-#endif
+                                int64_t row_offset, int l, int nhwc) {
+    const odl_backend *be = odl_backend_for(m->dev);
+    if (!be) return ODL_E_NODEV;
+    if (!be->yolov5_detect_decode)
+        return ODL_ERR(ODL_E_UNSUPPORTED, "yolov5 Detect: no decoder for device %s", odl_device_name(m->dev));
+    odl_detect_args d = {out, m->N, m->na, m->no, ny, nx, rows_total, row_offset, m->strides[l], &m->anchors[l][0][0]};
+    return be->yolov5_detect_decode(&d, head, nhwc);
 }
 
 /* Channels [c0, c0 + c) of a [1, C, H, W] tensor: contiguous, a non-owning view. */
@@ -822,7 +798,7 @@ static odl_status run_layer(odl_yolov5 *m, const odl_tensor *x, int i) {
             const int ny = (int)xl->shape[2], nx = (int)xl->shape[3];
             odl_tensor *hd = scr(m, 0, N, m->na * m->no, ny, nx);
             ODL_CHECK(conv_fwd(&L->heads[l], xl, NULL, ODL_ACT_NONE, hd));
-            ODL_CHECK(yolov5_detect_decode(m, (const float *)hd->data, (float *)L->out.data, ny, nx, rows, off, l));
+            ODL_CHECK(yolov5_detect_decode(m, (const float *)hd->data, (float *)L->out.data, ny, nx, rows, off, l, 0));
             off += (int64_t)m->na * ny * nx;
         }
         return ODL_OK;

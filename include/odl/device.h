@@ -25,11 +25,17 @@ ODL_API int odl_cuda_built(void);
 ODL_API int odl_cuda_device_count(void);
 
 /* Make `index` the calling thread's current CUDA device and create its pool if needed.
- * preallocate_fraction in (0, 1]: fraction of free memory the pool reserves up front.
- * Errors: ODL_E_NODEV, ODL_E_CUDA, ODL_E_NOMEM. */
+ * preallocate_fraction in (0, 1]: fraction of free memory the pool reserves up front (the program passes
+ * memory.preallocate_fraction); 0 = the fraction of the last odl_cuda_init that gave one, else
+ * ODL_CUDA_DEFAULT_FRACTION (memory.preallocate_fraction's default). An allocation on a device whose pool
+ * does not exist yet creates it the same way. Errors: ODL_E_NODEV, ODL_E_CUDA, ODL_E_NOMEM, ODL_E_INVAL. */
+#define ODL_CUDA_DEFAULT_FRACTION 0.5
 ODL_API odl_status odl_cuda_init(int index, double preallocate_fraction);
-/* Free every pool; call at exit after all tensors are freed. */
-ODL_API void odl_cuda_shutdown(void);
+/* Release the layers' cached device buffers (the CUDA backend's workspace), then free every pool, as
+ * uv_loop_close closes a loop: when a pool still has allocations in use it is kept and the call returns
+ * ODL_E_BUSY naming the device, the number of live allocations and their bytes (free every tensor
+ * first, then call again). ODL_OK in a CPU-only build. */
+ODL_API odl_status odl_cuda_shutdown(void);
 
 /* Pool statistics in bytes for a CUDA device. */
 typedef struct odl_pool_stats {

@@ -19,6 +19,9 @@ extern "C" {
 /* Output size of a convolution or pooling window along one axis (PyTorch, floor mode). */
 static inline int odl_conv_out_size(int in, int k, int stride, int pad) { return (in + 2 * pad - k) / stride + 1; }
 
+/* Fill a float32 tensor (any device) with a value. */
+ODL_API odl_status odl_tensor_fill(odl_tensor *t, float value);
+
 /* C = act(alpha * op(A) op(B) + beta * C + bias) + residual. A, B, C 2-D; bias [N] or NULL;
  * residual shaped as C or NULL. */
 ODL_API odl_status odl_gemm(int trans_a, int trans_b, float alpha, const odl_tensor *A, const odl_tensor *B, float beta,

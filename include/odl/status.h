@@ -32,6 +32,7 @@ typedef enum odl_status {
     ODL_E_CHECKSUM = -13,   /* stored checksum does not match the data */
     ODL_E_NOTFOUND = -14,   /* a file, key or dataset that must exist does not */
     ODL_E_INTERNAL = -15,   /* a bug: an invariant of the library was broken */
+    ODL_E_BUSY = -16,       /* still in use: e.g. device memory live at odl_cuda_shutdown */
 } odl_status;
 
 /* Short name of a code, e.g. "invalid argument". Never NULL. */

@@ -1,9 +1,9 @@
 /* Tensors: a typed, shaped view of host or device memory.
  *
  * An odl_tensor is plain data. Shapes are row-major (the last dimension is contiguous); image tensors
- * are NCHW. Kernels take contiguous tensors only; a view (odl_tensor_view) is a contiguous sub-range of
- * another tensor's memory that does not own it. Memory of a CUDA tensor comes from that device's
- * caching pool (odl/memory.h), so allocation in the step loop never calls cudaMalloc.
+ * are NCHW. Kernels take contiguous tensors only; a view (odl_tensor_view_rows, odl_tensor_reshape) is
+ * a contiguous sub-range of another tensor's memory that does not own it. Memory of a CUDA tensor comes
+ * from that device's caching pool (odl/device.h), so allocation in the step loop never calls cudaMalloc.
  */
 #ifndef ODL_TENSOR_H
 #define ODL_TENSOR_H
@@ -79,8 +79,7 @@ ODL_API odl_status odl_tensor_copy(odl_tensor *dst, const odl_tensor *src);
 /* Copy from/to plain host memory of nbytes == odl_tensor_nbytes(t). */
 ODL_API odl_status odl_tensor_copy_from_host(odl_tensor *t, const void *host, size_t nbytes);
 ODL_API odl_status odl_tensor_copy_to_host(const odl_tensor *t, void *host, size_t nbytes);
-/* Fill a float32 tensor with a value. */
-ODL_API odl_status odl_tensor_fill(odl_tensor *t, float value);
+/* odl_tensor_fill, which runs a kernel, is an op: odl/ops.h. */
 
 /* Shape checks that leave a message naming the tensor and both shapes.
  * odl_tensor_check(t, "x", ODL_F32, dev, 4, (int64_t[]){N, C, H, W}); a -1 in the expected shape

@@ -122,6 +122,9 @@ odl_status odl_cpu_copy_f16(int64_t pixels, int C, const odl_half *x, int64_t ld
 odl_status odl_cpu_nchw_f32_to_nhwc_f16(int N, int C, int H, int W, const float *x, int block, int C_pad,
                                        odl_half *y);
 
+/* ---- YOLOv5 Detect (yolov5_detect.c) ---- */
+odl_status odl_cpu_yolov5_detect_decode(const odl_detect_args *d, const float *head, int nhwc);
+
 /* ---- losses (loss.c) ---- */
 odl_status odl_cpu_log_softmax_nll_fwd(int B, int C, const float *logits, const int32_t *labels, float *logprobs,
                                        float *loss);

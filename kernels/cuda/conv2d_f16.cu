@@ -23,7 +23,7 @@
 #include <cuda_fp16.h>
 
 #include "kernels/cuda/common.cuh"
-#include "models/yolov5_decode.h"
+#include "kernels/yolov5_decode.h"
 
 namespace odlk {
 namespace {
@@ -207,7 +207,7 @@ __global__ void __launch_bounds__(WM *WN * 32)
     cp_async_wait<0>();
 
     if constexpr (OUT == kOutDetect) {
-        /* YOLOv5 Detect decoding (models/yolov5_decode.h), stored at out[n, row_offset + a * ny * nx +
+        /* YOLOv5 Detect decoding (kernels/yolov5_decode.h), stored at out[n, row_offset + a * ny * nx +
          * y * nx + x, k] for channel a * no + k.
          * Per-row (pixel) and per-column (anchor, k) facts are tabled once per block, and the decoded tile
          * goes through shared memory (the pipeline's buffers, free now) in chunks of rows, so that the stores
@@ -411,9 +411,12 @@ extern "C" odl_status odl_cuda_conv2d_f16_ex(const odl_conv2d_f16_args *a, int c
     return odlk::run(a, cfg, a->y_f32 ? odlk::kOutF32 : odlk::kOutHalf, nullptr);
 }
 
-extern "C" odl_status odl_cuda_yolov5_detect_head_f16(const odl_conv2d_f16_args *a, float *out, int na, int no,
-                                                      int64_t rows_total, int64_t row_offset, float stride,
-                                                      const float *anchors_wh) {
+extern "C" odl_status odl_cuda_yolov5_detect_head_f16(const odl_conv2d_f16_args *a, const odl_detect_args *det) {
+    if (!a || !det || !det->out || !det->anchors_wh) return ODL_ERR(ODL_E_INVAL, "yolov5 Detect head: NULL argument");
+    float *out = det->out;
+    const int na = det->na, no = det->no;
+    const int64_t rows_total = det->rows_total, row_offset = det->row_offset;
+    const float stride = det->stride, *anchors_wh = det->anchors_wh;
     if (na < 1 || na > 16 || no < 6 || (int64_t)na * no != a->s.K)
         return ODL_ERR(ODL_E_INVAL, "yolov5 Detect head: %d anchors x %d outputs for %d channels", na, no, a->s.K);
     odlk::ConvF16Params d;
