@@ -12,3 +12,5 @@ set_tests_properties(test_layering PROPERTIES LABELS unit TIMEOUT 120)
 odl_add_test(test_detect_decode SOURCES test_detect_decode.c LABELS unit TIMEOUT 60)
 add_test(NAME test_detect_decode_gpu COMMAND test_detect_decode --backend cuda)
 set_tests_properties(test_detect_decode_gpu PROPERTIES LABELS gpu TIMEOUT 120 SKIP_RETURN_CODE 77)
+# nn's functions for what callers used to do by hand: binding a batch's buffers, the dropout RNG offset.
+odl_add_test(test_nn_batch SOURCES test_nn_batch.c LABELS unit TIMEOUT 60)

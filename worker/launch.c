@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "odl/comm.h"
-#include "odl/config.h"
+#include "worker/config.h"
 #include "odl/device.h"
 #include "odl/env.h"
 #include "odl/log.h"

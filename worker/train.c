@@ -10,7 +10,7 @@
 
 #include "odl/backend.h"
 #include "odl/ckpt_session.h"
-#include "odl/config.h"
+#include "worker/config.h"
 #include "odl/device.h"
 #include "odl/env.h"
 #include "odl/loader.h"
@@ -148,6 +148,21 @@ static odl_status pause_before_commit(void *ctx, int64_t step, const char *path)
     for (;;) sleep(60);
 }
 
+/* The checkpoint session of this run, from the config's checkpoint.* keys (NULL when off). */
+static odl_status start_checkpoints(const odl_config *cfg, int rank, int world, odl_ckpt_session **out) {
+    char *yaml = malloc(ODL_CONFIG_YAML_MAX);
+    if (!yaml) return ODL_ERR(ODL_E_NOMEM, "config text for checkpoints");
+    odl_status s = odl_config_to_yaml(cfg, yaml, ODL_CONFIG_YAML_MAX);
+    odl_ckpt_session_opts o = {cfg->checkpoint.dir, cfg->checkpoint.every, cfg->checkpoint.keep,
+                               cfg->checkpoint.resume, odl_model_names()[cfg->model], cfg->seed,
+                               cfg->train.max_train_samples, cfg->train.batch_size, (int)cfg->train.optimizer, yaml};
+    if (s == ODL_OK) s = odl_ckpt_session_start(out, &o, rank, world);
+    free(yaml);
+    if (s == ODL_OK && *out && odl_env_int(ODL_ENV_CKPT_TEST_PAUSE_AT_STEP) >= 0)
+        odl_ckpt_session_set_before_commit(*out, pause_before_commit, NULL);
+    return s;
+}
+
 static odl_status pick_device(const odl_config *cfg, int local_rank, odl_device *dev) {
     int n = odl_cuda_device_count();
     if (cfg->device == ODL_CFG_DEVICE_CPU || (cfg->device == ODL_CFG_DEVICE_AUTO && n == 0)) {
@@ -238,7 +253,6 @@ odl_status odl_train_run(const odl_config *cfg, const odl_train_opts *opts, odl_
     int have_net = 0, have_opt = 0, have_loader = 0;
     odl_ckpt_session *ckpt = NULL;
     odl_tensor loss_acc = {0};
-    odl_tensor net_input = {0}, net_labels = {0}; /* the net's own buffers while a step borrows the loader's */
     memset(&loader, 0, sizeof loader);
     memset(&st, 0, sizeof st);
     memset(result, 0, sizeof *result);
@@ -250,7 +264,7 @@ odl_status odl_train_run(const odl_config *cfg, const odl_train_opts *opts, odl_
     odl_device dev;
     ODL_CHECK_GOTO(pick_device(cfg, opts->local_rank, &dev), s, out);
     odl_model_kind kind;
-    ODL_CHECK_GOTO(odl_model_parse(cfg->model == ODL_CFG_MODEL_MNIST_MLP ? "mnist_mlp" : "mnist", &kind), s, out);
+    ODL_CHECK_GOTO(odl_model_parse(odl_model_names()[cfg->model], &kind), s, out);
     ODL_CHECK_GOTO(odl_mnist_load(cfg->data_dir, "train", &train), s, out);
     ODL_CHECK_GOTO(odl_mnist_load(cfg->data_dir, "t10k", &test), s, out);
     if (train.rows != 28 || train.cols != 28 || test.rows != 28 || test.cols != 28) {
@@ -275,9 +289,7 @@ odl_status odl_train_run(const odl_config *cfg, const odl_train_opts *opts, odl_
     have_opt = 1;
     ODL_LOG_INFO("%s: %" PRId64 " parameters", odl_model_name(kind), odl_net_num_params(&net));
 
-    ODL_CHECK_GOTO(odl_ckpt_session_start(&ckpt, cfg, rank, world), s, out);
-    if (odl_env_int(ODL_ENV_CKPT_TEST_PAUSE_AT_STEP) >= 0)
-        odl_ckpt_session_set_before_commit(ckpt, pause_before_commit, NULL);
+    ODL_CHECK_GOTO(start_checkpoints(cfg, rank, world, &ckpt), s, out);
     if (ckpt) {
         int resumed = 0;
         ODL_CHECK_GOTO(odl_ckpt_session_restore(ckpt, &net, &opt, &st, &resumed), s, out);
@@ -325,8 +337,6 @@ odl_status odl_train_run(const odl_config *cfg, const odl_train_opts *opts, odl_
     int64_t epoch_steps = 0, run_samples = 0; /* since t_epoch, in this process (a resume starts mid-epoch) */
     double test_loss = NAN, test_acc = NAN, train_loss = NAN;
     opt.lr = (float)(cfg->train.lr * pow(cfg->train.gamma, (double)st.epoch));
-    net_input = net.input;
-    net_labels = net.labels;
     for (;;) {
         odl_batch *b;
         ODL_CHECK_GOTO(odl_loader_next(&loader, &b), s, out);
@@ -336,11 +346,8 @@ odl_status odl_train_run(const odl_config *cfg, const odl_train_opts *opts, odl_
             goto out;
         }
         /* The step reads the loader's device buffers directly. */
-        net.input = b->x;
-        net.input.owns = 0;
-        net.labels = b->y;
-        net.labels.owns = 0;
-        uint64_t offset = ((uint64_t)st.step * (uint64_t)world + (uint64_t)rank) * ODL_MAX_LAYERS;
+        ODL_CHECK_GOTO(odl_net_bind_batch(&net, &b->x, &b->y), s, out);
+        const uint64_t offset = odl_net_dropout_offset(st.step, world, rank);
         if (b->local > 0) {
             ODL_CHECK_GOTO(odl_net_forward(&net, b->local, 1, (uint64_t)cfg->seed, offset), s, out);
             ODL_CHECK_GOTO(odl_net_backward(&net, b->local, (float)b->local / (float)b->global, (uint64_t)cfg->seed, offset), s, out);
@@ -348,8 +355,7 @@ odl_status odl_train_run(const odl_config *cfg, const odl_train_opts *opts, odl_
         } else {
             for (int i = 0; i < net.n_params; i++) ODL_CHECK_GOTO(odl_tensor_fill(&net.params[i].grad, 0.0f), s, out);
         }
-        net.input = net_input;
-        net.labels = net_labels;
+        odl_net_unbind_batch(&net);
         const int64_t b_cursor = b->cursor;
         const int b_global = b->global;
         ODL_CHECK_GOTO(odl_loader_release(&loader, b), s, out); /* b belongs to the loader again */
@@ -407,7 +413,7 @@ odl_status odl_train_run(const odl_config *cfg, const odl_train_opts *opts, odl_
             if (opts->hooks && opts->hooks->reduce_scalar) ODL_CHECK_GOTO(opts->hooks->reduce_scalar(opts->hooks->ctx, &loss_sum), s, out);
             odl_train_state snap = st;
             snap.epoch_loss_sum += loss_sum;
-            ODL_CHECK_GOTO(odl_ckpt_session_save(ckpt, cfg, &net, &opt, &snap), s, out);
+            ODL_CHECK_GOTO(odl_ckpt_session_save(ckpt, &net, &opt, &snap), s, out);
         }
         if (opts->hooks && opts->hooks->after_step) ODL_CHECK_GOTO(opts->hooks->after_step(opts->hooks->ctx, cfg, &net, &opt, &st), s, out);
         if (stop) break;
@@ -431,10 +437,6 @@ out:
     if (ckpt) {
         odl_status cs = odl_ckpt_session_finish(ckpt);
         if (s == ODL_OK) s = cs;
-    }
-    if (net_input.data) {
-        net.input = net_input;
-        net.labels = net_labels;
     }
     if (have_loader) odl_loader_stop(&loader);
     odl_tensor_free(&loss_acc);

@@ -6,7 +6,7 @@
 #include <stdint.h>
 
 #include "odl/ckpt_session.h"
-#include "odl/config.h"
+#include "worker/config.h"
 #include "odl/nn.h"
 
 /* Extension points: data parallelism (reduce_*), checkpoints (on_start restores, after_step saves). */

@@ -16,7 +16,11 @@ extern "C" {
 
 typedef enum odl_model_kind { ODL_MODEL_MNIST_CNN = 0, ODL_MODEL_MNIST_MLP = 1 } odl_model_kind;
 
-/* Parse "mnist", "mnist_cnn" or "mnist_mlp". Errors: ODL_E_INVAL naming the value. */
+/* The models' one name table (models/mnist.c): {"mnist", "mnist_cnn", "mnist_mlp", NULL}; "mnist" is
+ * PyTorch examples/mnist's Net, the same network as mnist_cnn. The config schema's `model` key takes
+ * these names (its value is the index). */
+ODL_API const char *const *odl_model_names(void);
+/* Parse one of odl_model_names(). Errors: ODL_E_INVAL naming the value. */
 ODL_API odl_status odl_model_parse(const char *name, odl_model_kind *out);
 ODL_API const char *odl_model_name(odl_model_kind k);
 /* Build and allocate the network (parameters uninitialised). dropout = 0 leaves dropout layers out

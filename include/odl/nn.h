@@ -21,6 +21,10 @@ extern "C" {
 
 #define ODL_NAME_MAX 64
 #define ODL_MAX_LAYERS 32
+/* Philox offsets reserved per (step, rank) for dropout: layer i of step s on rank r draws at
+ * odl_net_dropout_offset(s, world_size, r) + i. Fixed (not ODL_MAX_LAYERS) so that the random numbers,
+ * and checkpoints that rely on them, do not change when the layer cap does; nn/net.c asserts the cap fits. */
+#define ODL_NET_RNG_STRIDE 32
 #define ODL_MAX_PARAMS 64
 
 typedef struct odl_param {
@@ -68,6 +72,8 @@ typedef struct odl_net {
     odl_tensor dlogits;      /* [max_batch, n_classes] */
     odl_tensor loss;         /* [1]: mean NLL of the last forward */
     odl_tensor pred;         /* [max_batch] int32: argmax of the last forward */
+    odl_tensor own_input, own_labels; /* the net's buffers while a batch is bound (odl_net_bind_batch) */
+    int batch_bound;
     /* Called by odl_net_backward as soon as a parameter's gradient is final (layers last to first), so
      * that data parallelism can start reducing it while the rest of backward runs. NULL: none. */
     odl_status (*on_grad_ready)(void *ctx, int param_index);
@@ -86,6 +92,17 @@ ODL_API odl_status odl_net_add_linear(odl_net *net, const char *name, int out_fe
 /* Allocate every buffer; the last layer's output is the logits (log-softmax + NLL follows). */
 ODL_API odl_status odl_net_finalize(odl_net *net);
 ODL_API void odl_net_free(odl_net *net);
+
+/* Make input and labels non-owning views of a batch's buffers (x [B, in_shape...] float32, y [B] int32 on
+ * the net's device, B <= max_batch), e.g. a loader's, so that a step reads them without a copy;
+ * odl_net_unbind_batch gives the net its own buffers back (odl_net_free does too). Errors: ODL_E_INVAL
+ * (shape, dtype or device differ). */
+ODL_API odl_status odl_net_bind_batch(odl_net *net, const odl_tensor *x, const odl_tensor *y);
+ODL_API void odl_net_unbind_batch(odl_net *net);
+
+/* The dropout RNG offset of a step on a rank (see ODL_NET_RNG_STRIDE): (step * world_size + rank) *
+ * ODL_NET_RNG_STRIDE, so that every rank and step draws its own numbers, the same on CPU and GPU. */
+ODL_API uint64_t odl_net_dropout_offset(int64_t step, int world_size, int rank);
 
 /* PyTorch's default initialisation of Conv2d and Linear (kaiming_uniform with a = sqrt(5), i.e.
  * U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for weights and biases), drawn from Philox(seed) with one offset
@@ -126,6 +143,17 @@ ODL_API void odl_optim_free(odl_optim *opt);
 /* Name of state tensor j ("square_avg", "acc_delta", "momentum_buffer", "exp_avg", "exp_avg_sq"), or
  * NULL when the optimiser has fewer. */
 ODL_API const char *odl_optim_state_name(const odl_optim *opt, int j);
+
+/* The optimisers' one name table (nn/optim.c), used by the config schema and the checkpoints:
+ * odl_optim_names() = {"adadelta", "sgd", "adam", "adamw", NULL}, index = odl_optim_type. */
+ODL_API const char *const *odl_optim_names(void);
+/* Name of a type ("?" when out of range); type of a name (-1 when unknown). */
+ODL_API const char *odl_optim_type_name(int type);
+ODL_API int odl_optim_type_parse(const char *name);
+/* State tensors per parameter (adadelta 2, sgd 1, adam/adamw 2; -1 when out of range) and their names
+ * (NULL for j out of range). */
+ODL_API int odl_optim_type_nstate(int type);
+ODL_API const char *odl_optim_type_state(int type, int j);
 
 #ifdef __cplusplus
 }
