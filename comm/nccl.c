@@ -1,6 +1,6 @@
-/* The GPU side of a process group: device selection, the NCCL communicator (bootstrapped over MPI,
- * non-blocking so that set-up and hangs can be bounded), the communication stream and the events the
- * watchdog follows. See odl/comm.h. */
+/* The GPU side of a process group: device selection, the NCCL communicator (bootstrapped over MPI;
+ * blocking by default, non-blocking with ODL_NCCL_BLOCKING=0; the watchdog bounds set-up and hangs either
+ * way), the communication stream and the events the watchdog follows. See odl/comm.h. */
 #include <inttypes.h>
 #include <sched.h>
 #include <stdio.h>

@@ -90,8 +90,9 @@ typedef struct odl_comm_options {
 /* Set up the group. li->launched: MPI_Init_thread (unless already initialised), rank and size from MPI
  * checked against the environment's, the local rank from MPI; for CUDA: pick the GPU, make it current
  * (cudaSetDevice, context creation), check that no two ranks of a host share a GPU, create the NCCL
- * communicator (ncclUniqueId broadcast from rank 0 over MPI, ncclCommInitRankConfig with blocking = 0,
- * bounded by timeout_s) and the communication stream. Every rank learns if any rank failed a step, and
+ * communicator (ncclUniqueId broadcast from rank 0 over MPI, ncclCommInitRankConfig: blocking, as measured
+ * faster, unless ODL_NCCL_BLOCKING=0; the watchdog bounds set-up and collectives by timeout_s) and the
+ * communication stream. Every rank learns if any rank failed a step, and
  * all of them return the same kind of error naming the failing rank(s), host and reason (e.g.
  * "rank 1 (host gpu3, local rank 1) cannot use its GPU: cudaSetDevice(1): invalid device ordinal").
  * !li->launched: a local group of size 1, no MPI.
