@@ -14,3 +14,5 @@ add_test(NAME test_detect_decode_gpu COMMAND test_detect_decode --backend cuda)
 set_tests_properties(test_detect_decode_gpu PROPERTIES LABELS gpu TIMEOUT 120 SKIP_RETURN_CODE 77)
 # nn's functions for what callers used to do by hand: binding a batch's buffers, the dropout RNG offset.
 odl_add_test(test_nn_batch SOURCES test_nn_batch.c LABELS unit TIMEOUT 60)
+# odl_cuda_shutdown: ODL_E_BUSY with live allocations, the backend's workspace released through its table.
+odl_add_test(test_device_shutdown SOURCES test_device_shutdown.c LABELS gpu TIMEOUT 120)
