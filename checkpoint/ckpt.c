@@ -13,6 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "odl/nn.h"
+
 /* ---------------------------------------------------------------------------------------------- */
 /* Names                                                                                            */
 
@@ -218,38 +220,14 @@ odl_status odl_ckpt_manifest_read(const char *dir, char *latest, size_t cap, int
 /* ---------------------------------------------------------------------------------------------- */
 /* Optimiser names                                                                                  */
 
-static const char *const k_optim_names[] = {"adadelta", "sgd", "adam", "adamw"}; /* odl_optim_type order */
+/* The names are nn's (odl_optim_names); these take and give the names stored in files. */
+const char *odl_ckpt_optim_name(int type) { return odl_optim_type_name(type); }
 
-const char *odl_ckpt_optim_name(int type) {
-    return type >= 0 && type < (int)(sizeof k_optim_names / sizeof k_optim_names[0]) ? k_optim_names[type] : "?";
-}
+int odl_ckpt_optim_parse(const char *name) { return odl_optim_type_parse(name); }
 
-int odl_ckpt_optim_parse(const char *name) {
-    for (int i = 0; i < (int)(sizeof k_optim_names / sizeof k_optim_names[0]); i++)
-        if (name && !strcmp(name, k_optim_names[i])) return i;
-    return -1;
-}
+int odl_ckpt_optim_nstate(const char *name) { return odl_optim_type_nstate(odl_optim_type_parse(name)); }
 
-int odl_ckpt_optim_nstate(const char *name) {
-    switch (odl_ckpt_optim_parse(name)) {
-    case 0: return 2;
-    case 1: return 1;
-    case 2:
-    case 3: return 2;
-    default: return -1;
-    }
-}
-
-const char *odl_ckpt_optim_state(const char *name, int j) {
-    static const char *ada[] = {"square_avg", "acc_delta"}, *sgd[] = {"momentum_buffer"},
-                      *adam[] = {"exp_avg", "exp_avg_sq"};
-    if (j < 0 || j >= odl_ckpt_optim_nstate(name)) return NULL;
-    switch (odl_ckpt_optim_parse(name)) {
-    case 0: return ada[j];
-    case 1: return sgd[j];
-    default: return adam[j];
-    }
-}
+const char *odl_ckpt_optim_state(const char *name, int j) { return odl_optim_type_state(odl_optim_type_parse(name), j); }
 
 /* ---------------------------------------------------------------------------------------------- */
 /* Metadata                                                                                         */

@@ -1,6 +1,6 @@
-/* The GPU side of a process group: device selection, the NCCL communicator (bootstrapped over MPI,
- * non-blocking so that set-up and hangs can be bounded), the communication stream and the events the
- * watchdog follows. See odl/comm.h. */
+/* The GPU side of a process group: device selection, the NCCL communicator (bootstrapped over MPI;
+ * blocking by default, non-blocking with ODL_NCCL_BLOCKING=0; the watchdog bounds set-up and hangs either
+ * way), the communication stream and the events the watchdog follows. See odl/comm.h. */
 #include <inttypes.h>
 #include <sched.h>
 #include <stdio.h>
@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "comm/comm_internal.h"
+#include "odl/env.h"
 #include "odl/log.h"
 
 #ifdef ODL_HAVE_CUDA
@@ -135,10 +136,9 @@ odl_status odl__comm_nccl_init(odl_comm *c) {
     /* Blocking by default: measured on 2 H200s, a non-blocking communicator's enqueue-and-settle costs
      * ~50 us per collective (odl/raw NCCL bus bandwidth 0.39 at 4 MiB, 0.79 at 8 MiB), a blocking one
      * nothing (>= 0.99 from 4 MiB to 1 GiB). Hangs stay bounded: the watchdog thread ends the job after
-     * dist.timeout_s (set-up included). ODL_NCCL_BLOCKING=0 (read once, here) selects the non-blocking
+     * dist.timeout_s (set-up included). ODL_NCCL_BLOCKING=0 (odl/env.h) selects the non-blocking
      * communicator, whose set-up is also bounded here by nccl_settle. */
-    const char *blk = getenv("ODL_NCCL_BLOCKING");
-    cfg.blocking = !(blk && blk[0] == '0');
+    cfg.blocking = odl_env_bool(ODL_ENV_NCCL_BLOCKING);
     c->nccl = NULL;
     ncclResult_t r = ncclCommInitRankConfig(&c->nccl, c->size, id, c->rank, &cfg);
     if (r == ncclSuccess || r == ncclInProgress) {

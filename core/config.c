@@ -1,5 +1,6 @@
-/* Configuration: the key table, value parsing and validation, YAML loading (libyaml's document API),
- * the effective config as YAML, and the generated documentation. See odl/config.h. */
+/* Configuration engine over a program's key table (odl_config_schema): value parsing and validation,
+ * strict YAML loading (libyaml's document API), the effective config as YAML, and the generated
+ * documentation. See odl/config.h; the training program's table is worker/config.c. */
 #include "odl/config.h"
 
 #include <errno.h>
@@ -11,103 +12,14 @@
 #include <strings.h>
 #include <yaml.h>
 
-_Static_assert(sizeof(odl_cfg_model) == sizeof(int), "enum fields are int-sized");
-_Static_assert(sizeof(odl_cfg_device) == sizeof(int), "enum fields are int-sized");
-_Static_assert(sizeof(odl_cfg_optimizer) == sizeof(int), "enum fields are int-sized");
-_Static_assert(sizeof(odl_cfg_progress) == sizeof(int), "enum fields are int-sized");
-_Static_assert(sizeof(odl_log_level) == sizeof(int), "enum fields are int-sized");
 
 /* ---------------------------------------------------------------------------------------------- */
-/* The table: the single source of truth. Defaults follow PyTorch's examples/mnist (main.py):       */
-/* epochs 14, batch 64, test batch 1000, Adadelta lr 1.0, StepLR(step_size=1, gamma=0.7), seed 1,   */
-/* dropout 0.25/0.5. bucket_mb 25 is DDP's bucket_cap_mb default.                                   */
+/* Keys                                                                                             */
 
-static const char *const k_models[] = {"mnist", "mnist_cnn", "mnist_mlp", NULL};
-static const char *const k_devices[] = {"auto", "cpu", "cuda", NULL};
-static const char *const k_optims[] = {"adadelta", "sgd", "adam", "adamw", NULL};
-static const char *const k_levels[] = {"debug", "info", "warn", "error", NULL};
-static const char *const k_progress[] = {"auto", "on", "off", NULL};
-
-#define OFF(f) offsetof(odl_config, f)
-#define GE(x) ODL_CFG_HAS_MIN, (x), 0
-#define GT(x) ODL_CFG_HAS_MIN | ODL_CFG_MIN_OPEN, (x), 0
-#define NOB 0, 0, 0
-
-static const odl_config_key g_keys[] = {
-    {"model", ODL_CFG_ENUM, OFF(model), "mnist",
-     "Network: mnist is PyTorch examples/mnist's CNN (the same as mnist_cnn); mnist_mlp is a multilayer perceptron",
-     k_models, NOB},
-    {"data_dir", ODL_CFG_STRING, OFF(data_dir), "/usr/share/datasets/fashion-mnist",
-     "Directory with the MNIST IDX files train-/t10k-images-idx3-ubyte and -labels-idx1-ubyte, plain or .gz", NULL,
-     NOB},
-    {"device", ODL_CFG_ENUM, OFF(device), "auto", "Where to run: auto is CUDA when a GPU is present, else the CPU",
-     k_devices, NOB},
-    {"seed", ODL_CFG_INT, OFF(seed), "1", "Random seed for initial weights, shuffling and dropout (Philox RNG)", NULL,
-     GE(0)},
-
-    {"train.epochs", ODL_CFG_INT, OFF(train.epochs), "14", "Number of passes over the training set", NULL, GE(1)},
-    {"train.batch_size", ODL_CFG_INT, OFF(train.batch_size), "64",
-     "Training samples per step on each rank (as PyTorch DDP: the global batch is batch_size x world size)", NULL,
-     GE(1)},
-    {"train.test_batch_size", ODL_CFG_INT, OFF(train.test_batch_size), "1000", "Evaluation batch size", NULL,
-     GE(1)},
-    {"train.lr", ODL_CFG_FLOAT, OFF(train.lr), "1.0",
-     "Initial learning rate; multiplied by train.gamma after every epoch", NULL, GT(0)},
-    {"train.optimizer", ODL_CFG_ENUM, OFF(train.optimizer), "adadelta",
-     "Optimizer: adadelta (rho 0.9, eps 1e-6, as examples/mnist), sgd (with train.momentum), adam, adamw",
-     k_optims, NOB},
-    {"train.momentum", ODL_CFG_FLOAT, OFF(train.momentum), "0.0", "SGD momentum (0 = plain SGD); used by sgd only",
-     NULL, GE(0)},
-    {"train.weight_decay", ODL_CFG_FLOAT, OFF(train.weight_decay), "0.0",
-     "Weight decay: L2 penalty added to the gradient (decoupled for adamw)", NULL, GE(0)},
-    {"train.gamma", ODL_CFG_FLOAT, OFF(train.gamma), "0.7",
-     "StepLR factor: the learning rate is multiplied by gamma after every epoch (step_size 1)", NULL, GT(0)},
-    {"train.max_steps", ODL_CFG_INT, OFF(train.max_steps), "0",
-     "Stop after this many optimizer steps in total (0 = no limit)", NULL, GE(0)},
-    {"train.max_train_samples", ODL_CFG_INT, OFF(train.max_train_samples), "0",
-     "Use only the first N samples of the training set (0 = all)", NULL, GE(0)},
-    {"train.dropout", ODL_CFG_BOOL, OFF(train.dropout), "true",
-     "Dropout layers on (examples/mnist: 0.25 and 0.5); false gives deterministic steps", NULL, NOB},
-    {"train.eval_every_epoch", ODL_CFG_BOOL, OFF(train.eval_every_epoch), "true",
-     "Evaluate on the test set after every epoch (else only after the last)", NULL, NOB},
-
-    {"memory.preallocate_fraction", ODL_CFG_FLOAT, OFF(memory.preallocate_fraction), "0.5",
-     "Fraction of the GPU's free memory the caching pool reserves at start", NULL,
-     ODL_CFG_HAS_MIN | ODL_CFG_MIN_OPEN | ODL_CFG_HAS_MAX, 0, 1},
-
-    {"logging.level", ODL_CFG_ENUM, OFF(logging.level), "info",
-     "Lowest level printed; with several ranks, ranks other than 0 print only warn and error", k_levels, NOB},
-    {"logging.metrics_out", ODL_CFG_STRING, OFF(logging.metrics_out), "",
-     "Path of a JSONL metrics file (one JSON object per line); empty = none", NULL, NOB},
-    {"logging.progress", ODL_CFG_ENUM, OFF(logging.progress), "auto",
-     "Progress bar: auto shows it only when stderr is a terminal", k_progress, NOB},
-
-    {"checkpoint.dir", ODL_CFG_STRING, OFF(checkpoint.dir), "", "Directory for checkpoints; empty = no checkpoints",
-     NULL, NOB},
-    {"checkpoint.every", ODL_CFG_INT, OFF(checkpoint.every), "0", "Save a checkpoint every N optimizer steps (0 = off)",
-     NULL, GE(0)},
-    {"checkpoint.keep", ODL_CFG_INT, OFF(checkpoint.keep), "3", "Number of most recent complete checkpoints kept", NULL,
-     GE(1)},
-    {"checkpoint.resume", ODL_CFG_STRING, OFF(checkpoint.resume), "",
-     "Resume from: empty = start fresh, auto = the latest complete checkpoint in checkpoint.dir, else a file path",
-     NULL, NOB},
-
-    {"dist.bucket_mb", ODL_CFG_FLOAT, OFF(dist.bucket_mb), "25.0",
-     "Gradient bucket size in MiB for the AllReduce overlapped with backward (DDP's bucket_cap_mb)", NULL, GT(0)},
-    {"dist.timeout_s", ODL_CFG_FLOAT, OFF(dist.timeout_s), "300.0",
-     "Seconds a collective or a peer may take before the job reports a hang", NULL, GT(0)},
-};
-#define NKEYS (sizeof g_keys / sizeof g_keys[0])
-
-const odl_config_key *odl_config_keys(size_t *n) {
-    if (n) *n = NKEYS;
-    return g_keys;
-}
-
-const odl_config_key *odl_config_find_key(const char *dotted_key) {
-    if (!dotted_key) return NULL;
-    for (size_t i = 0; i < NKEYS; i++)
-        if (strcmp(g_keys[i].name, dotted_key) == 0) return &g_keys[i];
+const odl_config_key *odl_config_schema_find_key(const odl_config_schema *sc, const char *dotted_key) {
+    if (!sc || !dotted_key) return NULL;
+    for (size_t i = 0; i < sc->n; i++)
+        if (strcmp(sc->keys[i].name, dotted_key) == 0) return &sc->keys[i];
     return NULL;
 }
 
@@ -173,7 +85,7 @@ static int in_bounds(const odl_config_key *k, double v) {
 
 /* Parse `text` for key k and store it in cfg. `where` prefixes the message ("file:line: " or "").
  * Nothing is stored on error. */
-static odl_status set_value(odl_config *cfg, const odl_config_key *k, const char *text, const char *where) {
+static odl_status set_value(void *cfg, const odl_config_key *k, const char *text, const char *where) {
     char allowed[256];
     char shown[208]; /* the value as shown in messages, shortened */
     if (!text) text = "";
@@ -247,7 +159,7 @@ static void fmt_double(double v, char *buf, size_t cap) {
 }
 
 /* The value as text (strings raw). Returns the length, or -1 when it does not fit. */
-static int value_text(const odl_config *cfg, const odl_config_key *k, char *buf, size_t cap) {
+static int value_text(const void *cfg, const odl_config_key *k, char *buf, size_t cap) {
     const void *src = (const char *)cfg + k->offset;
     char tmp[64] = "";
     const char *s = tmp;
@@ -269,15 +181,13 @@ static int value_text(const odl_config *cfg, const odl_config_key *k, char *buf,
     return (int)n;
 }
 
-void odl_config_defaults(odl_config *cfg) {
-    memset(cfg, 0, sizeof *cfg);
-    for (size_t i = 0; i < NKEYS; i++) {
+void odl_config_schema_defaults(const odl_config_schema *sc, void *cfg) {
+    memset(cfg, 0, sc->size);
+    for (size_t i = 0; i < sc->n; i++) {
         /* A default that does not parse is a bug in the table; tests/test_config checks every one. */
-        if (set_value(cfg, &g_keys[i], g_keys[i].def, "default of ") != ODL_OK) odl_error_clear();
+        if (set_value(cfg, &sc->keys[i], sc->keys[i].def, "default of ") != ODL_OK) odl_error_clear();
     }
 }
-
-odl_status odl_config_set(odl_config *cfg, const char *dotted_key, const char *value);
 
 /* ---------------------------------------------------------------------------------------------- */
 /* Unknown keys: suggest the closest name.                                                          */
@@ -307,15 +217,15 @@ static const char *last_part(const char *name) {
     return d ? d + 1 : name;
 }
 
-static const char *suggest(const char *name) {
+static const char *suggest(const odl_config_schema *sc, const char *name) {
     const odl_config_key *best = NULL;
     size_t best_d = (size_t)-1;
-    for (size_t i = 0; i < NKEYS; i++) {
-        size_t d = edit_distance(name, g_keys[i].name);
-        if (strcmp(last_part(name), last_part(g_keys[i].name)) == 0) d = d < 1 ? d : 1; /* 'lr' -> 'train.lr' */
+    for (size_t i = 0; i < sc->n; i++) {
+        size_t d = edit_distance(name, sc->keys[i].name);
+        if (strcmp(last_part(name), last_part(sc->keys[i].name)) == 0) d = d < 1 ? d : 1; /* 'lr' -> 'train.lr' */
         if (d < best_d) {
             best_d = d;
-            best = &g_keys[i];
+            best = &sc->keys[i];
         }
     }
     size_t limit = strlen(name) / 3;
@@ -324,59 +234,61 @@ static const char *suggest(const char *name) {
 }
 
 /* 1 when some key starts with "<prefix>." */
-static int is_section(const char *prefix) {
+static int is_section(const odl_config_schema *sc, const char *prefix) {
     size_t n = strlen(prefix);
-    for (size_t i = 0; i < NKEYS; i++)
-        if (strncmp(g_keys[i].name, prefix, n) == 0 && g_keys[i].name[n] == '.') return 1;
+    for (size_t i = 0; i < sc->n; i++)
+        if (strncmp(sc->keys[i].name, prefix, n) == 0 && sc->keys[i].name[n] == '.') return 1;
     return 0;
 }
 
 /* "; keys in train: train.epochs, train.batch_size, ..." */
-static void section_keys(const char *prefix, char *buf, size_t cap) {
+static void section_keys(const odl_config_schema *sc, const char *prefix, char *buf, size_t cap) {
     size_t n = strlen(prefix), pos = 0;
     buf[0] = '\0';
-    for (size_t i = 0; i < NKEYS && pos < cap; i++)
-        if (strncmp(g_keys[i].name, prefix, n) == 0 && g_keys[i].name[n] == '.')
-            pos += (size_t)snprintf(buf + pos, cap - pos, "%s%s", pos ? ", " : "", g_keys[i].name + n + 1);
+    for (size_t i = 0; i < sc->n && pos < cap; i++)
+        if (strncmp(sc->keys[i].name, prefix, n) == 0 && sc->keys[i].name[n] == '.')
+            pos += (size_t)snprintf(buf + pos, cap - pos, "%s%s", pos ? ", " : "", sc->keys[i].name + n + 1);
 }
 
-static odl_status unknown_key(const char *where, const char *name) {
-    const char *s = suggest(name);
+static odl_status unknown_key(const odl_config_schema *sc, const char *where, const char *name) {
+    const char *s = suggest(sc, name);
     if (s) return ODL_ERR(ODL_E_CONFIG, "%sunknown key '%s' (did you mean '%s'?)", where, name, s);
-    return ODL_ERR(ODL_E_CONFIG, "%sunknown key '%s' (docs/config.md lists every key)", where, name);
+    return ODL_ERR(ODL_E_CONFIG, "%sunknown key '%s' (%s lists every key)", where, name,
+                   sc->doc_path ? sc->doc_path : "the documentation");
 }
 
-odl_status odl_config_set(odl_config *cfg, const char *dotted_key, const char *value) {
-    if (!cfg || !dotted_key) return ODL_ERR(ODL_E_INVAL, "odl_config_set: NULL argument");
-    const odl_config_key *k = odl_config_find_key(dotted_key);
+odl_status odl_config_schema_set(const odl_config_schema *sc, void *cfg, const char *dotted_key, const char *value) {
+    if (!sc || !cfg || !dotted_key) return ODL_ERR(ODL_E_INVAL, "odl_config_set: NULL argument");
+    const odl_config_key *k = odl_config_schema_find_key(sc, dotted_key);
     if (!k) {
-        if (is_section(dotted_key)) {
+        if (is_section(sc, dotted_key)) {
             char keys[512];
-            section_keys(dotted_key, keys, sizeof keys);
+            section_keys(sc, dotted_key, keys, sizeof keys);
             return ODL_ERR(ODL_E_CONFIG, "'%s' is a section, not a key; its keys: %s", dotted_key, keys);
         }
-        return unknown_key("", dotted_key);
+        return unknown_key(sc, "", dotted_key);
     }
     return set_value(cfg, k, value, "");
 }
 
-odl_status odl_config_set_arg(odl_config *cfg, const char *arg) {
-    if (!cfg || !arg) return ODL_ERR(ODL_E_INVAL, "odl_config_set_arg: NULL argument");
+odl_status odl_config_schema_set_arg(const odl_config_schema *sc, void *cfg, const char *arg) {
+    if (!sc || !cfg || !arg) return ODL_ERR(ODL_E_INVAL, "odl_config_set_arg: NULL argument");
     const char *s = arg;
     if (strncmp(s, "--", 2) == 0) s += 2;
     const char *eq = strchr(s, '=');
     if (!eq) return ODL_ERR(ODL_E_CONFIG, "config override '%s' is not of the form key=value", arg);
     char key[128];
     size_t n = (size_t)(eq - s);
-    if (n >= sizeof key) return unknown_key("", s);
+    if (n >= sizeof key) return unknown_key(sc, "", s);
     memcpy(key, s, n);
     key[n] = '\0';
-    return odl_config_set(cfg, key, eq + 1);
+    return odl_config_schema_set(sc, cfg, key, eq + 1);
 }
 
-odl_status odl_config_get(const odl_config *cfg, const char *dotted_key, char *buf, size_t cap) {
-    const odl_config_key *k = odl_config_find_key(dotted_key);
-    if (!k) return unknown_key("", dotted_key ? dotted_key : "(null)");
+odl_status odl_config_schema_get(const odl_config_schema *sc, const void *cfg, const char *dotted_key, char *buf,
+                                 size_t cap) {
+    const odl_config_key *k = odl_config_schema_find_key(sc, dotted_key);
+    if (!k) return unknown_key(sc, "", dotted_key ? dotted_key : "(null)");
     if (!cfg || !buf) return ODL_ERR(ODL_E_INVAL, "odl_config_get: NULL argument");
     char tmp[ODL_CONFIG_STR_MAX];
     int n = value_text(cfg, k, tmp, sizeof tmp);
@@ -390,10 +302,11 @@ odl_status odl_config_get(const odl_config *cfg, const char *dotted_key, char *b
 /* YAML                                                                                             */
 
 typedef struct walk_ctx {
+    const odl_config_schema *sc;
     yaml_document_t *doc;
-    odl_config *cfg;
+    void *cfg;
     const char *file;
-    int seen_line[NKEYS]; /* line where each key was set, 0 = not yet */
+    int *seen_line; /* [sc->n]: line where each key was set, 0 = not yet */
 } walk_ctx;
 
 static int node_line(const yaml_node_t *n) { return (int)n->start_mark.line + 1; }
@@ -411,29 +324,29 @@ static odl_status walk_mapping(walk_ctx *c, yaml_node_t *map, const char *prefix
         const char *kname = (const char *)kn->data.scalar.value;
         char full[256];
         if (snprintf(full, sizeof full, "%s%s%s", prefix, prefix[0] ? "." : "", kname) >= (int)sizeof full)
-            return unknown_key(where, kname);
+            return unknown_key(c->sc, where, kname);
 
         if (vn->type == YAML_MAPPING_NODE) {
-            if (odl_config_find_key(full))
+            if (odl_config_schema_find_key(c->sc, full))
                 return ODL_ERR(ODL_E_CONFIG, "%s%s takes a single value, not a mapping", where, full);
-            if (!is_section(full)) return unknown_key(where, full);
+            if (!is_section(c->sc, full)) return unknown_key(c->sc, where, full);
             odl_status st = walk_mapping(c, vn, full);
             if (st != ODL_OK) return st;
             continue;
         }
-        const odl_config_key *k = odl_config_find_key(full);
+        const odl_config_key *k = odl_config_schema_find_key(c->sc, full);
         if (!k) {
-            if (is_section(full)) {
+            if (is_section(c->sc, full)) {
                 char keys[512];
-                section_keys(full, keys, sizeof keys);
+                section_keys(c->sc, full, keys, sizeof keys);
                 return ODL_ERR(ODL_E_CONFIG, "%s'%s' is a section; give its keys as a mapping under it: %s", where,
                                full, keys);
             }
-            return unknown_key(where, full);
+            return unknown_key(c->sc, where, full);
         }
         if (vn->type == YAML_SEQUENCE_NODE)
             return ODL_ERR(ODL_E_CONFIG, "%s%s takes a single value, not a list", where, full);
-        size_t idx = (size_t)(k - g_keys);
+        size_t idx = (size_t)(k - c->sc->keys);
         if (c->seen_line[idx])
             return ODL_ERR(ODL_E_CONFIG, "%s%s is given twice (first on line %d)", where, full, c->seen_line[idx]);
         c->seen_line[idx] = node_line(kn);
@@ -452,13 +365,14 @@ static odl_status walk_mapping(walk_ctx *c, yaml_node_t *map, const char *prefix
     return ODL_OK;
 }
 
-static odl_status load_text(odl_config *cfg, const char *text, size_t len, const char *name) {
+static odl_status load_text(const odl_config_schema *sc, void *cfg, const char *text, size_t len, const char *name) {
     odl_status st = ODL_OK;
     yaml_parser_t parser;
     yaml_document_t doc, extra;
     int have_doc = 0, have_extra = 0;
     walk_ctx *c = NULL;
-    odl_config *tmp = NULL;
+    void *tmp = NULL;
+    int *seen = NULL;
 
     if (!yaml_parser_initialize(&parser)) return ODL_ERR(ODL_E_NOMEM, "%s: yaml_parser_initialize failed", name);
     yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
@@ -496,19 +410,23 @@ static odl_status load_text(odl_config *cfg, const char *text, size_t len, const
         goto done;
     }
     c = calloc(1, sizeof *c);
-    tmp = malloc(sizeof *tmp);
-    if (!c || !tmp) {
+    tmp = malloc(sc->size);
+    seen = calloc(sc->n ? sc->n : 1, sizeof *seen);
+    if (!c || !tmp || !seen) {
         st = ODL_ERR(ODL_E_NOMEM, "%s: out of memory", name);
         goto done;
     }
-    memcpy(tmp, cfg, sizeof *tmp);
+    memcpy(tmp, cfg, sc->size);
+    c->sc = sc;
     c->doc = &doc;
     c->cfg = tmp;
     c->file = name;
+    c->seen_line = seen;
     st = walk_mapping(c, root, "");
-    if (st == ODL_OK) memcpy(cfg, tmp, sizeof *cfg);
+    if (st == ODL_OK) memcpy(cfg, tmp, sc->size);
 
 done:
+    free(seen);
     free(tmp);
     free(c);
     if (have_extra) yaml_document_delete(&extra);
@@ -517,13 +435,13 @@ done:
     return st;
 }
 
-odl_status odl_config_load_string(odl_config *cfg, const char *yaml, const char *name) {
-    if (!cfg || !yaml) return ODL_ERR(ODL_E_INVAL, "odl_config_load_string: NULL argument");
-    return load_text(cfg, yaml, strlen(yaml), name ? name : "<string>");
+odl_status odl_config_schema_load_string(const odl_config_schema *sc, void *cfg, const char *yaml, const char *name) {
+    if (!sc || !cfg || !yaml) return ODL_ERR(ODL_E_INVAL, "odl_config_load_string: NULL argument");
+    return load_text(sc, cfg, yaml, strlen(yaml), name ? name : "<string>");
 }
 
-odl_status odl_config_load_file(odl_config *cfg, const char *path) {
-    if (!cfg || !path) return ODL_ERR(ODL_E_INVAL, "odl_config_load_file: NULL argument");
+odl_status odl_config_schema_load_file(const odl_config_schema *sc, void *cfg, const char *path) {
+    if (!sc || !cfg || !path) return ODL_ERR(ODL_E_INVAL, "odl_config_load_file: NULL argument");
     FILE *f = fopen(path, "rb");
     if (!f) {
         int e = errno;
@@ -553,8 +471,48 @@ odl_status odl_config_load_file(odl_config *cfg, const char *path) {
     if (!buf) st = ODL_ERR(ODL_E_NOMEM, "%s: out of memory reading the config file", path);
     else if (st == ODL_OK && ferror(f)) st = ODL_ERR(ODL_E_IO, "%s: read error: %s", path, strerror(errno));
     fclose(f);
-    if (st == ODL_OK) st = load_text(cfg, buf, len, path);
+    if (st == ODL_OK) st = load_text(sc, cfg, buf, len, path);
     free(buf);
+    return st;
+}
+
+/* The scalar at `key` (dotted, possibly split over nested mappings) under mapping node map. */
+static yaml_node_t *find_scalar(yaml_document_t *doc, yaml_node_t *map, const char *key) {
+    if (!map || map->type != YAML_MAPPING_NODE) return NULL;
+    for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top; p++) {
+        yaml_node_t *kn = yaml_document_get_node(doc, p->key), *vn = yaml_document_get_node(doc, p->value);
+        if (!kn || !vn || kn->type != YAML_SCALAR_NODE) continue;
+        const char *k = (const char *)kn->data.scalar.value;
+        size_t n = strlen(k);
+        if (!strcmp(k, key)) return vn->type == YAML_SCALAR_NODE ? vn : NULL;
+        if (!strncmp(k, key, n) && key[n] == '.') {
+            yaml_node_t *v = find_scalar(doc, vn, key + n + 1);
+            if (v) return v;
+        }
+    }
+    return NULL;
+}
+
+odl_status odl_config_yaml_value(const char *yaml, const char *dotted_key, char *buf, size_t cap) {
+    if (!yaml || !dotted_key || !buf || cap == 0) return ODL_ERR(ODL_E_INVAL, "odl_config_yaml_value: NULL argument");
+    yaml_parser_t parser;
+    yaml_document_t doc;
+    if (!yaml_parser_initialize(&parser)) return ODL_ERR(ODL_E_NOMEM, "yaml_parser_initialize failed");
+    yaml_parser_set_input_string(&parser, (const unsigned char *)yaml, strlen(yaml));
+    odl_status st = ODL_OK;
+    if (!yaml_parser_load(&parser, &doc)) {
+        st = ODL_ERR(ODL_E_FORMAT, "YAML syntax error at line %zu: %s", parser.problem_mark.line + 1,
+                     parser.problem ? parser.problem : "error");
+        yaml_parser_delete(&parser);
+        return st;
+    }
+    yaml_node_t *v = find_scalar(&doc, yaml_document_get_root_node(&doc), dotted_key);
+    if (!v) st = ODL_ERR(ODL_E_NOTFOUND, "no key %s", dotted_key);
+    else if (v->data.scalar.length + 1 > cap)
+        st = ODL_ERR(ODL_E_INVAL, "%s: value of %zu bytes, buffer of %zu", dotted_key, v->data.scalar.length, cap);
+    else memcpy(buf, v->data.scalar.value, v->data.scalar.length + 1);
+    yaml_document_delete(&doc);
+    yaml_parser_delete(&parser);
     return st;
 }
 
@@ -599,14 +557,14 @@ static int section_len(const char *name) {
     return d ? (int)(d - name) : 0;
 }
 
-odl_status odl_config_to_yaml(const odl_config *cfg, char *buf, size_t cap) {
-    if (!cfg || !buf || cap == 0) return ODL_ERR(ODL_E_INVAL, "odl_config_to_yaml: NULL or empty buffer");
+odl_status odl_config_schema_to_yaml(const odl_config_schema *sc, const void *cfg, char *buf, size_t cap) {
+    if (!sc || !cfg || !buf || cap == 0) return ODL_ERR(ODL_E_INVAL, "odl_config_to_yaml: NULL or empty buffer");
     sbuf b = {buf, cap, 0};
     const char *cur = "";
     int cur_len = 0;
     char val[ODL_CONFIG_STR_MAX];
-    for (size_t i = 0; i < NKEYS; i++) {
-        const odl_config_key *k = &g_keys[i];
+    for (size_t i = 0; i < sc->n; i++) {
+        const odl_config_key *k = &sc->keys[i];
         int sl = section_len(k->name);
         if (sl != cur_len || strncmp(k->name, cur, (size_t)sl) != 0) {
             cur = k->name;
@@ -643,61 +601,37 @@ static void default_shown(const odl_config_key *k, char *buf, size_t cap) {
     }
 }
 
-static void doc_text(FILE *out) {
+static void doc_text(const odl_config_schema *sc, FILE *out) {
     char allowed[256], def[512];
     fprintf(out, "Configuration keys (config.yaml; override with --<key>=<value>):\n\n");
-    for (size_t i = 0; i < NKEYS; i++) {
-        const odl_config_key *k = &g_keys[i];
+    for (size_t i = 0; i < sc->n; i++) {
+        const odl_config_key *k = &sc->keys[i];
         default_shown(k, def, sizeof def);
         fprintf(out, "%s  (%s: %s; default %s)\n    %s\n", k->name, type_name(k->type),
                 odl_config_allowed(k, allowed, sizeof allowed), def, k->doc);
     }
 }
 
-static void doc_markdown(FILE *out) {
+static void doc_markdown(const odl_config_schema *sc, FILE *out) {
     char allowed[256], def[512];
-    fprintf(out,
-            "# Configuration keys\n\n"
-            "<!-- Generated from the key table in core/config.c by `test_config --regen <source dir>`;\n"
-            "     tests/test_config fails when this file and the table disagree. Do not edit by hand. -->\n\n"
-            "OriginDL reads one YAML file (`--config config.yaml`; the repository's `config.yaml` lists every\n"
-            "key at its default). Nested mappings name dotted keys: `train: {lr: 0.5}` sets `train.lr`, and a\n"
-            "dotted key may also be written in full at the top level. Command-line flags override the file:\n"
-            "`--train.lr=0.5`. Precedence: defaults, then the file, then the flags. The effective config\n"
-            "(`odl_config_to_yaml`: every key, nested YAML that reads back to the same values) is logged at\n"
-            "start and, per DESIGN.md, stored in checkpoints.\n\n"
-            "Errors are never warnings: an unknown key, a value of the wrong type, out of range or not among\n"
-            "an enum's names, a key given twice, or a YAML syntax error stops the program with one line naming\n"
-            "the file, line, key, value and what is allowed, e.g.\n\n"
-            "```\n"
-            "config.yaml:7: train.batch_size: value '0' is out of range; allowed: an integer >= 1\n"
-            "config.yaml:3: unknown key 'train.lrr' (did you mean 'train.lr'?)\n"
-            "```\n\n"
-            "Value syntax: `int` is a decimal integer; `float` a finite number (`1.0`, `1e-3`); `bool` is\n"
-            "`true`/`false` (also `yes`/`no`, `on`/`off`, `1`/`0`); `enum` one of the listed names; `string`\n"
-            "any text (in YAML an empty value, `~` or `null` is the empty string). Defaults follow PyTorch's\n"
-            "examples/mnist.\n\n"
-            "| Key | Type | Allowed | Default | Description |\n"
-            "|-----|------|---------|---------|-------------|\n");
-    for (size_t i = 0; i < NKEYS; i++) {
-        const odl_config_key *k = &g_keys[i];
+    fprintf(out, "%s", sc->markdown_intro ? sc->markdown_intro : "");
+    fprintf(out, "| Key | Type | Allowed | Default | Description |\n"
+                 "|-----|------|---------|---------|-------------|\n");
+    for (size_t i = 0; i < sc->n; i++) {
+        const odl_config_key *k = &sc->keys[i];
         default_shown(k, def, sizeof def);
         fprintf(out, "| `%s` | %s | %s | `%s` | %s |\n", k->name, type_name(k->type),
                 allowed_sep(k, allowed, sizeof allowed, ", "), def, k->doc);
     }
 }
 
-static void doc_yaml(FILE *out) {
+static void doc_yaml(const odl_config_schema *sc, FILE *out) {
     char allowed[256], def[512];
-    fprintf(out,
-            "# OriginDL configuration: every key at its default (PyTorch examples/mnist settings).\n"
-            "# Generated from the key table in core/config.c (`test_config --regen <source dir>`); docs/config.md\n"
-            "# describes the same keys. Use: odl_worker --config config.yaml [--train.lr=0.5 ...]\n"
-            "# Command-line flags override this file. An unknown key or a bad value is an error.\n");
+    fprintf(out, "%s", sc->yaml_intro ? sc->yaml_intro : "");
     int cur_len = -1;
     const char *cur = "";
-    for (size_t i = 0; i < NKEYS; i++) {
-        const odl_config_key *k = &g_keys[i];
+    for (size_t i = 0; i < sc->n; i++) {
+        const odl_config_key *k = &sc->keys[i];
         int sl = section_len(k->name);
         const char *ind = sl ? "  " : "";
         int first_in_section = 0;
@@ -716,13 +650,11 @@ static void doc_yaml(FILE *out) {
     }
 }
 
-void odl_config_doc_write(FILE *out, odl_config_doc_format format) {
-    if (!out) return;
+void odl_config_schema_doc_write(const odl_config_schema *sc, FILE *out, odl_config_doc_format format) {
+    if (!sc || !out) return;
     switch (format) {
-    case ODL_CONFIG_DOC_TEXT: doc_text(out); break;
-    case ODL_CONFIG_DOC_MARKDOWN: doc_markdown(out); break;
-    case ODL_CONFIG_DOC_YAML: doc_yaml(out); break;
+    case ODL_CONFIG_DOC_TEXT: doc_text(sc, out); break;
+    case ODL_CONFIG_DOC_MARKDOWN: doc_markdown(sc, out); break;
+    case ODL_CONFIG_DOC_YAML: doc_yaml(sc, out); break;
     }
 }
-
-void odl_config_doc(FILE *out) { odl_config_doc_write(out, ODL_CONFIG_DOC_TEXT); }

@@ -3,6 +3,8 @@
  * the step loop never calls cudaMalloc and peak use is known exactly. */
 #include "odl/device.h"
 
+#include "core/device_internal.h"
+
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -93,11 +95,17 @@ static void pool_remove(cuda_pool *p, int at) {
     p->nblocks--;
 }
 
+static double g_fraction = ODL_CUDA_DEFAULT_FRACTION; /* the last fraction a caller gave */
+
 odl_status odl_cuda_init(int index, double fraction) {
     if (index < 0 || index >= ODL_MAX_CUDA_DEVICES || index >= odl_cuda_device_count())
         return ODL_ERR(ODL_E_NODEV, "CUDA device %d not present (%d visible)", index, odl_cuda_device_count());
-    if (!(fraction > 0 && fraction <= 1))
+    if (fraction != 0 && !(fraction > 0 && fraction <= 1))
         return ODL_ERR(ODL_E_INVAL, "memory.preallocate_fraction %g outside (0, 1]", fraction);
+    pthread_mutex_lock(&g_init_mu);
+    if (fraction > 0) g_fraction = fraction;
+    else fraction = g_fraction;
+    pthread_mutex_unlock(&g_init_mu);
     CUDA_TRY(cudaSetDevice(index));
     t_device = index;
     pthread_mutex_lock(&g_init_mu);
@@ -139,12 +147,50 @@ out:
     return st;
 }
 
-/* Frees the CUDA backend's cached workspace (kernels/cuda/backend.cu), which lives in the pools. */
-void odl_cuda_backend_release(void);
+/* Teardown hooks (core/device_internal.h). */
+#define ODL_MAX_RELEASE_HOOKS 8
+static odl_device_release_fn g_release[ODL_MAX_RELEASE_HOOKS];
+static int g_nrelease;
 
-void odl_cuda_shutdown(void) {
-    odl_cuda_backend_release();
+odl_status odl_device_at_shutdown(odl_device_release_fn fn) {
     pthread_mutex_lock(&g_init_mu);
+    odl_status st = ODL_OK;
+    int known = 0;
+    for (int i = 0; i < g_nrelease; i++) known |= g_release[i] == fn;
+    if (!known && g_nrelease == ODL_MAX_RELEASE_HOOKS)
+        st = ODL_ERR(ODL_E_NOMEM, "more than %d device release hooks", ODL_MAX_RELEASE_HOOKS);
+    else if (!known)
+        g_release[g_nrelease++] = fn;
+    pthread_mutex_unlock(&g_init_mu);
+    return st;
+}
+
+odl_status odl_cuda_shutdown(void) {
+    pthread_mutex_lock(&g_init_mu);
+    int n = g_nrelease;
+    odl_device_release_fn hooks[ODL_MAX_RELEASE_HOOKS];
+    memcpy(hooks, g_release, sizeof hooks);
+    g_nrelease = 0;
+    pthread_mutex_unlock(&g_init_mu);
+    for (int i = n - 1; i >= 0; i--) hooks[i]();
+
+    pthread_mutex_lock(&g_init_mu);
+    /* Live allocations: report them and keep every pool (freeing memory in use would leave dangling
+     * tensors). */
+    for (int i = 0; i < ODL_MAX_CUDA_DEVICES; i++) {
+        cuda_pool *p = &g_pools[i];
+        if (!p->ready) continue;
+        pthread_mutex_lock(&p->mu);
+        int live = 0;
+        for (int b = 0; b < p->nblocks; b++) live += p->blocks[b].used;
+        size_t bytes = p->st.in_use;
+        pthread_mutex_unlock(&p->mu);
+        if (live) {
+            pthread_mutex_unlock(&g_init_mu);
+            return ODL_ERR(ODL_E_BUSY, "odl_cuda_shutdown: cuda:%d still has %d allocation(s) of %zu bytes in use; "
+                           "free every tensor first (the pools are kept)", i, live, bytes);
+        }
+    }
     for (int i = 0; i < ODL_MAX_CUDA_DEVICES; i++) {
         cuda_pool *p = &g_pools[i];
         if (!p->ready) continue;
@@ -157,13 +203,14 @@ void odl_cuda_shutdown(void) {
         memset(p, 0, sizeof *p);
     }
     pthread_mutex_unlock(&g_init_mu);
+    return ODL_OK;
 }
 
 static odl_status pool_for(odl_device dev, cuda_pool **out) {
     if (dev.index < 0 || dev.index >= ODL_MAX_CUDA_DEVICES)
         return ODL_ERR(ODL_E_NODEV, "CUDA device %d out of range", dev.index);
     cuda_pool *p = &g_pools[dev.index];
-    if (!p->ready) ODL_CHECK(odl_cuda_init(dev.index, 0.5));
+    if (!p->ready) ODL_CHECK(odl_cuda_init(dev.index, 0)); /* the program's fraction, else the default */
     *out = p;
     return ODL_OK;
 }
@@ -334,7 +381,11 @@ odl_status odl_cuda_init(int index, double fraction) {
     (void)fraction;
     return ODL_ERR(ODL_E_NODEV, "CUDA device %d requested, but this build has no CUDA backend", index);
 }
-void odl_cuda_shutdown(void) {}
+odl_status odl_cuda_shutdown(void) { return ODL_OK; }
+odl_status odl_device_at_shutdown(odl_device_release_fn fn) {
+    (void)fn;
+    return ODL_OK;
+}
 odl_status odl_pool_get_stats(odl_device dev, odl_pool_stats *out) {
     (void)dev; (void)out;
     return ODL_ERR(ODL_E_NODEV, "this build has no CUDA backend");

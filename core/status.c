@@ -25,6 +25,7 @@ const char *odl_status_str(odl_status s) {
     case ODL_E_CHECKSUM: return "checksum mismatch";
     case ODL_E_NOTFOUND: return "not found";
     case ODL_E_INTERNAL: return "internal error";
+    case ODL_E_BUSY: return "busy";
     }
     return "unknown error";
 }

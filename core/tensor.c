@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "odl/backend.h"
 #include "odl/device.h"
 
 size_t odl_dtype_size(odl_dtype t) {
@@ -145,15 +144,6 @@ odl_status odl_tensor_copy_to_host(const odl_tensor *t, void *host, size_t nbyte
         return ODL_ERR(ODL_E_INVAL, "copy of a tensor of %zu bytes into %zu bytes", odl_tensor_nbytes(t), nbytes);
     ODL_CHECK(odl_memcpy_async(host, odl_cpu(), t->data, t->device, nbytes, odl_stream_current()));
     if (t->device.type != ODL_DEV_CPU) ODL_CHECK(odl_stream_synchronize(odl_stream_current()));
-    return ODL_OK;
-}
-
-odl_status odl_tensor_fill(odl_tensor *t, float value) {
-    if (!t || !t->data) return ODL_ERR(ODL_E_INVAL, "odl_tensor_fill: NULL tensor");
-    if (t->dtype != ODL_F32) return ODL_ERR(ODL_E_INVAL, "odl_tensor_fill: %s tensor, need float32", odl_dtype_name(t->dtype));
-    const odl_backend *be = odl_backend_for(t->device);
-    if (!be) return ODL_ERR(ODL_E_NODEV, "no backend for %s", odl_device_name(t->device));
-    ODL_CHECK(be->fill(odl_tensor_numel(t), value, (float *)t->data));
     return ODL_OK;
 }
 

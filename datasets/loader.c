@@ -50,7 +50,7 @@ static odl_status fill_slot(odl_loader *L, odl_batch *b, int64_t epoch, int64_t 
 static void *loader_main(void *arg) {
     odl_loader *L = arg;
     const odl_loader_config *c = &L->cfg;
-    if (c->device.type == ODL_DEV_CUDA) odl_cuda_init(c->device.index, 0.5); /* sets this thread's device */
+    if (c->device.type == ODL_DEV_CUDA) odl_cuda_init(c->device.index, 0); /* sets this thread's device */
     int64_t epoch = c->start_epoch, cursor = c->start_cursor;
     int64_t step_span = (int64_t)c->world_size * c->batch;
     for (;;) {

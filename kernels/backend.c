@@ -1,6 +1,19 @@
 /* Backend selection: the op table for a device (odl/backend.h). */
 #include "odl/backend.h"
 
+#include <stdatomic.h>
+
+#include "odl/env.h"
+
+static atomic_int g_label_check = 1;
+
+void odl_backend_set_label_check(int on) { atomic_store(&g_label_check, on != 0); }
+
+int odl_backend_label_check(void) {
+    if (odl_env_is_set(ODL_ENV_CUDA_LABEL_CHECK)) return odl_env_bool(ODL_ENV_CUDA_LABEL_CHECK);
+    return atomic_load(&g_label_check);
+}
+
 const odl_backend *odl_backend_for(odl_device dev) {
     switch (dev.type) {
     case ODL_DEV_CPU:

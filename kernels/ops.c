@@ -13,6 +13,15 @@
 #include "odl/backend.h"
 #include "odl/tensor.h"
 
+odl_status odl_tensor_fill(odl_tensor *t, float value) {
+    if (!t || !t->data) return ODL_ERR(ODL_E_INVAL, "odl_tensor_fill: NULL tensor");
+    if (t->dtype != ODL_F32) return ODL_ERR(ODL_E_INVAL, "odl_tensor_fill: %s tensor, need float32", odl_dtype_name(t->dtype));
+    const odl_backend *be = odl_backend_for(t->device);
+    if (!be) return ODL_ERR(ODL_E_NODEV, "no backend for %s", odl_device_name(t->device));
+    ODL_CHECK(be->fill(odl_tensor_numel(t), value, (float *)t->data));
+    return ODL_OK;
+}
+
 #define SHAPE_CAP 96
 
 /* ---- argument checks ---- */

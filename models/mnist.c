@@ -2,11 +2,19 @@
 
 #include "odl/models.h"
 
+/* The one table of model names and the network each builds. */
+static const char *const k_names[] = {"mnist", "mnist_cnn", "mnist_mlp", NULL};
+static const odl_model_kind k_kinds[] = {ODL_MODEL_MNIST_CNN, ODL_MODEL_MNIST_CNN, ODL_MODEL_MNIST_MLP};
+
+const char *const *odl_model_names(void) { return k_names; }
+
 odl_status odl_model_parse(const char *name, odl_model_kind *out) {
-    if (!strcmp(name, "mnist") || !strcmp(name, "mnist_cnn")) *out = ODL_MODEL_MNIST_CNN;
-    else if (!strcmp(name, "mnist_mlp")) *out = ODL_MODEL_MNIST_MLP;
-    else return ODL_ERR(ODL_E_INVAL, "unknown model '%s' (mnist, mnist_cnn, mnist_mlp)", name);
-    return ODL_OK;
+    for (int i = 0; name && k_names[i]; i++)
+        if (!strcmp(name, k_names[i])) {
+            *out = k_kinds[i];
+            return ODL_OK;
+        }
+    return ODL_ERR(ODL_E_INVAL, "unknown model '%s' (mnist, mnist_cnn, mnist_mlp)", name ? name : "(null)");
 }
 
 const char *odl_model_name(odl_model_kind k) { return k == ODL_MODEL_MNIST_MLP ? "mnist_mlp" : "mnist_cnn"; }

@@ -2,106 +2,52 @@
  * include/odl/yolov5.h for the model definition and the sources of every formula. */
 #include "odl/yolov5.h"
 
-#include <hdf5.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <zlib.h>
 
+#include "odl/h5io.h"
 #include "odl/ops.h"
-#include "models/yolov5_decode.h"
 #include "models/yolov5_impl.h"
 
 static void prof_free(odl_yolov5 *m);
 
 /* ------------------------------------------------------------------------------------------------
- * HDF5 helpers (the HDF5 C API directly; errors carry the file path and the object name)
+ * Reading the weights file: through odl/h5io.h (the one HDF5 reader of the library), with messages that
+ * name the file, the object and the part of the description that implied it
  * ---------------------------------------------------------------------------------------------- */
 
-static int h5_exists(hid_t loc, const char *name) {
-    /* H5Lexists on each path component, so that a missing group does not raise an HDF5 error. */
-    char buf[512];
-    size_t n = strlen(name);
-    if (n >= sizeof buf) return 0;
-    memcpy(buf, name, n + 1);
-    for (size_t i = 1; i <= n; i++) {
-        if (buf[i] == '/' || buf[i] == 0) {
-            char c = buf[i];
-            buf[i] = 0;
-            if (H5Lexists(loc, buf, H5P_DEFAULT) <= 0) return 0;
-            buf[i] = c;
-        }
-    }
-    return 1;
-}
-
-/* String attribute (variable-length or fixed). *found = 0 when absent. */
-static odl_status h5_attr_str(hid_t obj, const char *name, char *out, size_t cap, const char *path, int *found) {
+/* String attribute obj@name; *found = 0 when it (or obj) is absent. */
+static odl_status h5_attr_str(odl_h5_reader *r, const char *obj, const char *name, char *out, size_t cap, int *found) {
     *found = 0;
     out[0] = 0;
-    if (H5Aexists(obj, name) <= 0) return ODL_OK;
-    hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
-    if (a < 0) return ODL_ERR(ODL_E_HDF5, "%s: cannot open attribute '%s'", path, name);
-    hid_t t = H5Aget_type(a);
-    odl_status st = ODL_OK;
-    if (H5Tget_class(t) != H5T_STRING) {
-        st = ODL_ERR(ODL_E_FORMAT, "%s: attribute '%s' is not a string", path, name);
-    } else if (H5Tis_variable_str(t) > 0) {
-        hid_t mt = H5Tcopy(H5T_C_S1);
-        H5Tset_size(mt, H5T_VARIABLE);
-        H5Tset_cset(mt, H5Tget_cset(t));
-        char *s = NULL;
-        if (H5Aread(a, mt, &s) < 0) st = ODL_ERR(ODL_E_HDF5, "%s: cannot read attribute '%s'", path, name);
-        else {
-            snprintf(out, cap, "%s", s ? s : "");
-            H5free_memory(s);
-            *found = 1;
-        }
-        H5Tclose(mt);
-    } else {
-        size_t sz = H5Tget_size(t);
-        char *s = calloc(sz + 1, 1);
-        hid_t mt = H5Tcopy(H5T_C_S1);
-        H5Tset_size(mt, sz);
-        if (!s) st = ODL_ERR(ODL_E_NOMEM, "%s: attribute '%s'", path, name);
-        else if (H5Aread(a, mt, s) < 0) st = ODL_ERR(ODL_E_HDF5, "%s: cannot read attribute '%s'", path, name);
-        else {
-            snprintf(out, cap, "%s", s);
-            *found = 1;
-        }
-        free(s);
-        H5Tclose(mt);
-    }
-    H5Tclose(t);
-    H5Aclose(a);
-    return st;
+    odl_status st = odl_h5_reader_attr_str(r, obj, name, out, cap);
+    if (st == ODL_E_NOTFOUND) return ODL_OK;
+    if (st != ODL_OK) return st;
+    *found = 1;
+    return ODL_OK;
 }
 
-/* Numeric attribute(s), converted to int or double by HDF5. n_out = element count. */
-static odl_status h5_attr_num(hid_t obj, const char *name, hid_t memtype, void *out, int cap, int *n_out,
-                              const char *path, const char *where) {
-    if (H5Aexists(obj, name) <= 0) return ODL_ERR(ODL_E_FORMAT, "%s: %s lacks attribute '%s'", path, where, name);
-    hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
-    if (a < 0) return ODL_ERR(ODL_E_HDF5, "%s: cannot open attribute '%s' of %s", path, name, where);
-    hid_t sp = H5Aget_space(a);
-    hssize_t n = H5Sget_simple_extent_npoints(sp);
-    hid_t t = H5Aget_type(a);
-    H5T_class_t cls = H5Tget_class(t);
-    odl_status st = ODL_OK;
-    if (cls != H5T_INTEGER && cls != H5T_FLOAT)
-        st = ODL_ERR(ODL_E_FORMAT, "%s: attribute '%s' of %s is not numeric", path, name, where);
-    else if (n < 1 || n > cap)
-        st = ODL_ERR(ODL_E_FORMAT, "%s: attribute '%s' of %s has %lld values (1..%d expected)", path, name, where,
-                     (long long)n, cap);
-    else if (H5Aread(a, memtype, out) < 0)
-        st = ODL_ERR(ODL_E_HDF5, "%s: cannot read attribute '%s' of %s", path, name, where);
-    if (n_out) *n_out = (int)n;
-    H5Tclose(t);
-    H5Sclose(sp);
-    H5Aclose(a);
-    return st;
+/* 1..cap numbers of attribute obj@name (integer or float) as int (as_int) or double; *n_out = count. */
+static odl_status h5_attr_num(odl_h5_reader *r, const char *obj, const char *name, int as_int, void *out, int cap,
+                              int *n_out, const char *path, const char *where) {
+    double v[Y_MAX_FROM];
+    int n = 0;
+    if (cap > Y_MAX_FROM) cap = Y_MAX_FROM;
+    odl_status st = odl_h5_reader_attr_f64s(r, obj, name, v, cap, &n);
+    if (st == ODL_E_NOTFOUND) return ODL_ERR(ODL_E_FORMAT, "%s: %s lacks attribute '%s'", path, where, name);
+    if (st != ODL_OK) {
+        odl_error_prefix("%s: attribute '%s' of %s", path, name, where);
+        return ODL_E_FORMAT;
+    }
+    for (int i = 0; i < n; i++) {
+        if (as_int) ((int *)out)[i] = (int)v[i];
+        else ((double *)out)[i] = v[i];
+    }
+    if (n_out) *n_out = n;
+    return ODL_OK;
 }
 
 static const char *shape_text(int ndim, const int64_t *shape, char *buf, size_t cap) {
@@ -113,86 +59,36 @@ static const char *shape_text(int ndim, const int64_t *shape, char *buf, size_t 
     return buf;
 }
 
-/* Read a float dataset as float32 with the expected shape (a -1 matches anything). */
-static odl_status h5_read_f32(hid_t f, const char *name, int ndim, const int64_t *expect, float **data,
+/* Read a float dataset as float32 with the expected shape (a -1 matches anything); the reader verifies
+ * its crc32 attribute when present. */
+static odl_status h5_read_f32(odl_h5_reader *r, const char *name, int ndim, const int64_t *expect, float **data,
                               int64_t *shape_out, const char *path, const char *what) {
     *data = NULL;
-    if (!h5_exists(f, name))
-        return ODL_ERR(ODL_E_FORMAT, "%s: missing tensor /%s (%s)", path, name, what);
-    hid_t d = H5Dopen2(f, name, H5P_DEFAULT);
-    if (d < 0) return ODL_ERR(ODL_E_HDF5, "%s: cannot open dataset /%s", path, name);
-    hid_t sp = H5Dget_space(d);
-    int nd = H5Sget_simple_extent_ndims(sp);
-    hsize_t dims[8] = {0};
-    odl_status st = ODL_OK;
-    int64_t got[8] = {0};
-    if (nd < 0 || nd > 8) {
-        st = ODL_ERR(ODL_E_FORMAT, "%s: dataset /%s has %d dimensions", path, name, nd);
-        goto out;
-    }
-    H5Sget_simple_extent_dims(sp, dims, NULL);
-    for (int i = 0; i < nd; i++) got[i] = (int64_t)dims[i];
-    int ok = nd == ndim;
-    for (int i = 0; ok && i < nd; i++)
-        if (expect[i] >= 0 && expect[i] != got[i]) ok = 0;
+    if (!odl_h5_reader_has(r, name)) return ODL_ERR(ODL_E_FORMAT, "%s: missing tensor /%s (%s)", path, name, what);
+    odl_h5_info info;
+    ODL_CHECK(odl_h5_reader_info(r, name, &info));
+    int ok = info.ndim == ndim;
+    for (int i = 0; ok && i < ndim; i++)
+        if (expect[i] >= 0 && expect[i] != info.shape[i]) ok = 0;
     if (!ok) {
         char a[128], b[128];
-        st = ODL_ERR(ODL_E_FORMAT, "%s: tensor /%s has shape %s but %s implies %s", path, name,
-                     shape_text(nd, got, a, sizeof a), what, shape_text(ndim, expect, b, sizeof b));
-        goto out;
+        return ODL_ERR(ODL_E_FORMAT, "%s: tensor /%s has shape %s but %s implies %s", path, name,
+                       shape_text(info.ndim, info.shape, a, sizeof a), what, shape_text(ndim, expect, b, sizeof b));
     }
-    hid_t t = H5Dget_type(d);
-    H5T_class_t cls = H5Tget_class(t);
-    H5Tclose(t);
-    if (cls != H5T_FLOAT && cls != H5T_INTEGER) {
-        st = ODL_ERR(ODL_E_FORMAT, "%s: tensor /%s is not numeric", path, name);
-        goto out;
-    }
-    hssize_t n = H5Sget_simple_extent_npoints(sp);
-    float *buf = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
-    if (!buf) {
-        st = ODL_ERR(ODL_E_NOMEM, "%s: cannot allocate %lld floats for /%s", path, (long long)n, name);
-        goto out;
-    }
-    if (H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0) {
+    if (info.dtype != ODL_F32 && info.dtype != ODL_F64)
+        return ODL_ERR(ODL_E_FORMAT, "%s: tensor /%s is not float32 or float64", path, name);
+    float *buf = malloc(sizeof(float) * (size_t)(info.numel > 0 ? info.numel : 1));
+    if (!buf) return ODL_ERR(ODL_E_NOMEM, "%s: cannot allocate %lld floats for /%s", path, (long long)info.numel, name);
+    odl_status st = odl_h5_reader_read(r, name, ODL_F32, info.ndim, info.shape, buf);
+    if (st != ODL_OK) {
         free(buf);
-        st = ODL_ERR(ODL_E_HDF5, "%s: cannot read /%s", path, name);
-        goto out;
-    }
-    /* The crc32 attribute of docs/checkpoint_format.md, when present, over the float32 LE bytes. */
-    if (H5Aexists(d, "crc32") > 0) {
-        hid_t ft = H5Dget_type(d);
-        int f32le = H5Tequal(ft, H5T_IEEE_F32LE) > 0;
-        H5Tclose(ft);
-        unsigned long long want = 0;
-        hid_t a = H5Aopen(d, "crc32", H5P_DEFAULT);
-        herr_t rr = a >= 0 ? H5Aread(a, H5T_NATIVE_ULLONG, &want) : -1;
-        if (a >= 0) H5Aclose(a);
-        if (f32le && rr >= 0) {
-            uLong crc = crc32(0L, Z_NULL, 0);
-            const unsigned char *bytes = (const unsigned char *)buf;
-            size_t left = sizeof(float) * (size_t)n;
-            while (left) { /* zlib takes uInt lengths */
-                uInt chunk = left > (1u << 30) ? (1u << 30) : (uInt)left;
-                crc = crc32(crc, bytes, chunk);
-                bytes += chunk;
-                left -= chunk;
-            }
-            if ((unsigned long long)crc != want) {
-                free(buf);
-                st = ODL_ERR(ODL_E_CHECKSUM, "%s: tensor /%s: crc32 %08llx, stored %08llx (corrupt file)", path, name,
-                             (unsigned long long)crc, want);
-                goto out;
-            }
-        }
+        odl_error_trace(__FILE__, __LINE__);
+        return st;
     }
     *data = buf;
     if (shape_out)
-        for (int i = 0; i < nd; i++) shape_out[i] = got[i];
-out:
-    H5Sclose(sp);
-    H5Dclose(d);
-    return st;
+        for (int i = 0; i < info.ndim; i++) shape_out[i] = info.shape[i];
+    return ODL_OK;
 }
 
 /* ------------------------------------------------------------------------------------------------
@@ -210,7 +106,7 @@ static odl_status upload(odl_device dev, odl_tensor *t, int ndim, const int64_t 
 }
 
 /* Load prefix/conv/weight and prefix/bn/{weight,bias,running_mean,running_var}, fold BN. */
-static odl_status load_conv(odl_yolov5 *m, hid_t f, const char *prefix, int c1, int c2, int k, int s, int p,
+static odl_status load_conv(odl_yolov5 *m, odl_h5_reader *f, const char *prefix, int c1, int c2, int k, int s, int p,
                             float eps, const char *what, yconv *cv) {
     cv->c1 = c1;
     cv->c2 = c2;
@@ -270,186 +166,196 @@ static int scale_depth(int n, double gd) {
     return v < 1 ? 1 : v;
 }
 
-static odl_status build_layer(odl_yolov5 *m, hid_t f, int i, double gd, double gw, float eps, const int *ch,
+/* What build_layer's per-type parts share: the file, the layer's group, its inputs' channels and strides. */
+typedef struct ybuild {
+    odl_yolov5 *m;
+    odl_h5_reader *f;
+    const char *group; /* "yolov5/layers/NN" */
+    const char *what;  /* "layer N (Type)", for messages */
+    int i;             /* layer index */
+    int n;             /* the description's repeat count */
+    double gd, gw;
+    float eps;
+    int c1, d1;        /* channels and stride of the first input */
+    const int *ch, *down;
+} ybuild;
+
+static odl_status attr_int(const ybuild *b, const char *name, int *v) {
+    return h5_attr_num(b->f, b->group, name, 1, v, 1, NULL, b->m->path, b->what);
+}
+
+static odl_status build_conv(const ybuild *b, ylayer *L) {
+    odl_yolov5 *m = b->m;
+    int c2 = 0, k = 1, sv = 1, p = -1;
+    char prefix[128];
+    ODL_CHECK(attr_int(b, "c2", &c2));
+    ODL_CHECK(attr_int(b, "k", &k));
+    ODL_CHECK(attr_int(b, "s", &sv));
+    ODL_CHECK(attr_int(b, "p", &p));
+    if (k < 1 || sv < 1 || sv > 2 || b->n != 1)
+        return ODL_ERR(ODL_E_FORMAT, "%s: %s: unsupported k=%d s=%d n=%d", m->path, b->what, k, sv, b->n);
+    if (p < 0) p = k / 2;
+    L->c_out = scale_width(c2, b->gw);
+    snprintf(prefix, sizeof prefix, "model/%d", b->i);
+    ODL_CHECK(load_conv(m, b->f, prefix, b->c1, L->c_out, k, sv, p, b->eps, b->what, &L->conv));
+    if (2 * p < k - sv || 2 * p > k - 1) /* output must be exactly input / s */
+        return ODL_ERR(ODL_E_FORMAT, "%s: %s: padding %d with kernel %d does not keep the size / %d", m->path, b->what,
+                       p, k, sv);
+    L->down = b->d1 * sv;
+    return ODL_OK;
+}
+
+static odl_status build_c3(const ybuild *b, ylayer *L) {
+    odl_yolov5 *m = b->m;
+    int c2 = 0, shortcut = 1, i = b->i;
+    char prefix[128];
+    ODL_CHECK(attr_int(b, "c2", &c2));
+    ODL_CHECK(attr_int(b, "shortcut", &shortcut));
+    L->c_out = scale_width(c2, b->gw);
+    int c_ = L->c_out / 2; /* int(c2 * 0.5) */
+    L->nb = scale_depth(b->n, b->gd);
+    L->shortcut = shortcut != 0;
+    snprintf(prefix, sizeof prefix, "model/%d/cv1", i);
+    ODL_CHECK(load_conv(m, b->f, prefix, b->c1, c_, 1, 1, 0, b->eps, b->what, &L->cv1));
+    snprintf(prefix, sizeof prefix, "model/%d/cv2", i);
+    ODL_CHECK(load_conv(m, b->f, prefix, b->c1, c_, 1, 1, 0, b->eps, b->what, &L->cv2));
+    snprintf(prefix, sizeof prefix, "model/%d/cv3", i);
+    ODL_CHECK(load_conv(m, b->f, prefix, 2 * c_, L->c_out, 1, 1, 0, b->eps, b->what, &L->cv3));
+    L->bcv1 = calloc((size_t)(L->nb ? L->nb : 1), sizeof(yconv));
+    L->bcv2 = calloc((size_t)(L->nb ? L->nb : 1), sizeof(yconv));
+    if (!L->bcv1 || !L->bcv2) return ODL_ERR(ODL_E_NOMEM, "%s: %s", m->path, b->what);
+    for (int j = 0; j < L->nb; j++) {
+        snprintf(prefix, sizeof prefix, "model/%d/m/%d/cv1", i, j);
+        ODL_CHECK(load_conv(m, b->f, prefix, c_, c_, 1, 1, 0, b->eps, b->what, &L->bcv1[j]));
+        snprintf(prefix, sizeof prefix, "model/%d/m/%d/cv2", i, j);
+        ODL_CHECK(load_conv(m, b->f, prefix, c_, c_, 3, 1, 1, b->eps, b->what, &L->bcv2[j]));
+    }
+    snprintf(prefix, sizeof prefix, "model/%d/m/%d", i, L->nb);
+    if (odl_h5_reader_exists(b->f, prefix))
+        return ODL_ERR(ODL_E_FORMAT, "%s: %s holds more than the %d bottlenecks its description implies "
+                                     "(depth_multiple mismatch?)", m->path, b->what, L->nb);
+    L->down = b->d1;
+    return ODL_OK;
+}
+
+static odl_status build_sppf(const ybuild *b, ylayer *L) {
+    odl_yolov5 *m = b->m;
+    int c2 = 0, k = 1;
+    char prefix[128];
+    ODL_CHECK(attr_int(b, "c2", &c2));
+    ODL_CHECK(attr_int(b, "k", &k));
+    if (k < 1 || k % 2 == 0) return ODL_ERR(ODL_E_FORMAT, "%s: %s: pool size %d must be odd", m->path, b->what, k);
+    L->c_out = scale_width(c2, b->gw);
+    int c_ = b->c1 / 2;
+    L->pool_k = k;
+    snprintf(prefix, sizeof prefix, "model/%d/cv1", b->i);
+    ODL_CHECK(load_conv(m, b->f, prefix, b->c1, c_, 1, 1, 0, b->eps, b->what, &L->cv1));
+    snprintf(prefix, sizeof prefix, "model/%d/cv2", b->i);
+    ODL_CHECK(load_conv(m, b->f, prefix, 4 * c_, L->c_out, 1, 1, 0, b->eps, b->what, &L->cv2));
+    L->down = b->d1;
+    return ODL_OK;
+}
+
+static odl_status build_upsample(const ybuild *b, ylayer *L) {
+    L->c_out = b->c1;
+    if (b->d1 % 2)
+        return ODL_ERR(ODL_E_FORMAT, "%s: %s upsamples an input of stride %d", b->m->path, b->what, b->d1);
+    L->down = b->d1 / 2;
+    return ODL_OK;
+}
+
+static odl_status build_concat(const ybuild *b, ylayer *L) {
+    L->c_out = 0;
+    for (int j = 0; j < L->nfrom; j++) {
+        L->c_out += b->ch[L->from[j] + 1];
+        if (b->down[L->from[j] + 1] != b->d1)
+            return ODL_ERR(ODL_E_FORMAT, "%s: %s joins layers of strides %d and %d", b->m->path, b->what, b->d1,
+                           b->down[L->from[j] + 1]);
+    }
+    L->down = b->d1;
+    return ODL_OK;
+}
+
+/* One Detect head: the 1x1 convolution of level l (weight and bias, no BN). */
+static odl_status load_head(const ybuild *b, const ylayer *L, int l, yconv *h) {
+    odl_yolov5 *m = b->m;
+    int cl = b->ch[L->from[l] + 1];
+    char prefix[128];
+    h->c1 = cl;
+    h->c2 = m->na * m->no;
+    h->k = h->s = 1;
+    h->p = 0;
+    float *w = NULL, *bias = NULL;
+    int64_t ws[4] = {h->c2, cl, 1, 1}, bs[1] = {h->c2};
+    snprintf(prefix, sizeof prefix, "model/%d/m/%d/weight", b->i, l);
+    ODL_CHECK(h5_read_f32(b->f, prefix, 4, ws, &w, NULL, m->path, b->what));
+    snprintf(prefix, sizeof prefix, "model/%d/m/%d/bias", b->i, l);
+    odl_status st = h5_read_f32(b->f, prefix, 1, bs, &bias, NULL, m->path, b->what);
+    if (st == ODL_OK) st = upload(m->dev, &h->w, 4, ws, w);
+    if (st == ODL_OK) st = upload(m->dev, &h->b, 1, bs, bias);
+    free(w);
+    free(bias);
+    if (st != ODL_OK) return st;
+    m->n_params += h->c2 * cl + h->c2;
+    return ODL_OK;
+}
+
+static odl_status build_detect(const ybuild *b, ylayer *L) {
+    odl_yolov5 *m = b->m;
+    int nc = 0;
+    ODL_CHECK(attr_int(b, "nc", &nc));
+    if (nc != m->nc || L->nfrom != m->nl)
+        return ODL_ERR(ODL_E_FORMAT, "%s: %s has %d classes and %d inputs; the model has %d classes, %d anchor levels",
+                       m->path, b->what, nc, L->nfrom, m->nc, m->nl);
+    L->heads = calloc((size_t)m->nl, sizeof(yconv));
+    if (!L->heads) return ODL_ERR(ODL_E_NOMEM, "%s: %s", m->path, b->what);
+    for (int l = 0; l < m->nl; l++) {
+        ODL_CHECK(load_head(b, L, l, &L->heads[l]));
+        int dl = b->down[L->from[l] + 1];
+        if ((float)dl != m->strides[l])
+            return ODL_ERR(ODL_E_FORMAT, "%s: Detect level %d reads layer %d of stride %d, the stored stride is %g",
+                           m->path, l, L->from[l], dl, m->strides[l]);
+    }
+    L->c_out = m->no;
+    L->down = 1;
+    return ODL_OK;
+}
+
+/* Layer i of the description (/yolov5/layers/NN: type, from, n and the type's arguments) and its tensors.
+ * ch[] and down[] are indexed by layer + 1 (slot 0 = the network input). */
+static odl_status build_layer(odl_yolov5 *m, odl_h5_reader *f, int i, double gd, double gw, float eps, const int *ch,
                               const int *down) {
+    typedef odl_status (*build_fn)(const ybuild *, ylayer *);
+    static const build_fn BUILD[] = {build_conv, build_c3, build_sppf, build_upsample, build_concat, build_detect};
     ylayer *L = &m->L[i];
     char gname[64], what[96], s[64];
     int found = 0;
     snprintf(gname, sizeof gname, "yolov5/layers/%02d", i);
-    if (!h5_exists(f, gname)) return ODL_ERR(ODL_E_FORMAT, "%s: missing /%s (layer %d of the description)", m->path, gname, i);
-    hid_t g = H5Gopen2(f, gname, H5P_DEFAULT);
-    if (g < 0) return ODL_ERR(ODL_E_HDF5, "%s: cannot open /%s", m->path, gname);
-    odl_status st = ODL_OK;
-    int from[Y_MAX_FROM], nfrom = 0, n = 1, c2 = 0, k = 1, sv = 1, p = -1, shortcut = 1, nc = 0;
-    ODL_CHECK_GOTO(h5_attr_str(g, "type", s, sizeof s, m->path, &found), st, out);
-    if (!found) {
-        st = ODL_ERR(ODL_E_FORMAT, "%s: layer %d has no 'type'", m->path, i);
-        goto out;
-    }
+    if (!odl_h5_reader_exists(f, gname))
+        return ODL_ERR(ODL_E_FORMAT, "%s: missing /%s (layer %d of the description)", m->path, gname, i);
+    int from[Y_MAX_FROM], nfrom = 0, n = 1;
+    ODL_CHECK(h5_attr_str(f, gname, "type", s, sizeof s, &found));
+    if (!found) return ODL_ERR(ODL_E_FORMAT, "%s: layer %d has no 'type'", m->path, i);
     int t = -1;
     for (int j = 0; j < 6; j++)
         if (!strcmp(s, YTYPE_NAMES[j])) t = j;
-    if (t < 0) {
-        st = ODL_ERR(ODL_E_FORMAT, "%s: layer %d has unsupported type '%s'", m->path, i, s);
-        goto out;
-    }
+    if (t < 0) return ODL_ERR(ODL_E_FORMAT, "%s: layer %d has unsupported type '%s'", m->path, i, s);
     L->type = (ytype)t;
     snprintf(what, sizeof what, "layer %d (%s)", i, s);
-    ODL_CHECK_GOTO(h5_attr_num(g, "from", H5T_NATIVE_INT, from, Y_MAX_FROM, &nfrom, m->path, what), st, out);
-    ODL_CHECK_GOTO(h5_attr_num(g, "n", H5T_NATIVE_INT, &n, 1, NULL, m->path, what), st, out);
+    ODL_CHECK(h5_attr_num(f, gname, "from", 1, from, Y_MAX_FROM, &nfrom, m->path, what));
+    ODL_CHECK(h5_attr_num(f, gname, "n", 1, &n, 1, NULL, m->path, what));
     L->nfrom = nfrom;
     for (int j = 0; j < nfrom; j++) {
         int a = from[j] < 0 ? i + from[j] : from[j];
-        if (a < -1 || a >= i || (a == -1 && i != 0)) {
-            st = ODL_ERR(ODL_E_FORMAT, "%s: %s reads layer %d, which does not precede it", m->path, what, from[j]);
-            goto out;
-        }
+        if (a < -1 || a >= i || (a == -1 && i != 0))
+            return ODL_ERR(ODL_E_FORMAT, "%s: %s reads layer %d, which does not precede it", m->path, what, from[j]);
         L->from[j] = a;
     }
-    if (L->type != YL_CONCAT && L->type != YL_DETECT && nfrom != 1) {
-        st = ODL_ERR(ODL_E_FORMAT, "%s: %s must have one input, has %d", m->path, what, nfrom);
-        goto out;
-    }
-    /* ch[] and down[] are indexed by layer + 1 (slot 0 = the network input). */
-    int c1 = ch[L->from[0] + 1], d1 = down[L->from[0] + 1];
-    char prefix[128];
-    switch (L->type) {
-    case YL_CONV:
-        ODL_CHECK_GOTO(h5_attr_num(g, "c2", H5T_NATIVE_INT, &c2, 1, NULL, m->path, what), st, out);
-        ODL_CHECK_GOTO(h5_attr_num(g, "k", H5T_NATIVE_INT, &k, 1, NULL, m->path, what), st, out);
-        ODL_CHECK_GOTO(h5_attr_num(g, "s", H5T_NATIVE_INT, &sv, 1, NULL, m->path, what), st, out);
-        ODL_CHECK_GOTO(h5_attr_num(g, "p", H5T_NATIVE_INT, &p, 1, NULL, m->path, what), st, out);
-        if (k < 1 || sv < 1 || sv > 2 || n != 1) {
-            st = ODL_ERR(ODL_E_FORMAT, "%s: %s: unsupported k=%d s=%d n=%d", m->path, what, k, sv, n);
-            goto out;
-        }
-        if (p < 0) p = k / 2;
-        L->c_out = scale_width(c2, gw);
-        snprintf(prefix, sizeof prefix, "model/%d", i);
-        ODL_CHECK_GOTO(load_conv(m, f, prefix, c1, L->c_out, k, sv, p, eps, what, &L->conv), st, out);
-        if (2 * p < k - sv || 2 * p > k - 1) { /* output must be exactly input / s */
-            st = ODL_ERR(ODL_E_FORMAT, "%s: %s: padding %d with kernel %d does not keep the size / %d", m->path,
-                         what, p, k, sv);
-            goto out;
-        }
-        L->down = d1 * sv;
-        break;
-    case YL_C3: {
-        ODL_CHECK_GOTO(h5_attr_num(g, "c2", H5T_NATIVE_INT, &c2, 1, NULL, m->path, what), st, out);
-        ODL_CHECK_GOTO(h5_attr_num(g, "shortcut", H5T_NATIVE_INT, &shortcut, 1, NULL, m->path, what), st, out);
-        L->c_out = scale_width(c2, gw);
-        int c_ = L->c_out / 2; /* int(c2 * 0.5) */
-        L->nb = scale_depth(n, gd);
-        L->shortcut = shortcut != 0;
-        snprintf(prefix, sizeof prefix, "model/%d/cv1", i);
-        ODL_CHECK_GOTO(load_conv(m, f, prefix, c1, c_, 1, 1, 0, eps, what, &L->cv1), st, out);
-        snprintf(prefix, sizeof prefix, "model/%d/cv2", i);
-        ODL_CHECK_GOTO(load_conv(m, f, prefix, c1, c_, 1, 1, 0, eps, what, &L->cv2), st, out);
-        snprintf(prefix, sizeof prefix, "model/%d/cv3", i);
-        ODL_CHECK_GOTO(load_conv(m, f, prefix, 2 * c_, L->c_out, 1, 1, 0, eps, what, &L->cv3), st, out);
-        L->bcv1 = calloc((size_t)(L->nb ? L->nb : 1), sizeof(yconv));
-        L->bcv2 = calloc((size_t)(L->nb ? L->nb : 1), sizeof(yconv));
-        if (!L->bcv1 || !L->bcv2) {
-            st = ODL_ERR(ODL_E_NOMEM, "%s: %s", m->path, what);
-            goto out;
-        }
-        for (int j = 0; j < L->nb; j++) {
-            snprintf(prefix, sizeof prefix, "model/%d/m/%d/cv1", i, j);
-            ODL_CHECK_GOTO(load_conv(m, f, prefix, c_, c_, 1, 1, 0, eps, what, &L->bcv1[j]), st, out);
-            snprintf(prefix, sizeof prefix, "model/%d/m/%d/cv2", i, j);
-            ODL_CHECK_GOTO(load_conv(m, f, prefix, c_, c_, 3, 1, 1, eps, what, &L->bcv2[j]), st, out);
-        }
-        snprintf(prefix, sizeof prefix, "model/%d/m/%d", i, L->nb);
-        if (h5_exists(f, prefix)) {
-            st = ODL_ERR(ODL_E_FORMAT, "%s: %s holds more than the %d bottlenecks its description implies "
-                                       "(depth_multiple mismatch?)", m->path, what, L->nb);
-            goto out;
-        }
-        L->down = d1;
-        break;
-    }
-    case YL_SPPF: {
-        ODL_CHECK_GOTO(h5_attr_num(g, "c2", H5T_NATIVE_INT, &c2, 1, NULL, m->path, what), st, out);
-        ODL_CHECK_GOTO(h5_attr_num(g, "k", H5T_NATIVE_INT, &k, 1, NULL, m->path, what), st, out);
-        if (k < 1 || k % 2 == 0) {
-            st = ODL_ERR(ODL_E_FORMAT, "%s: %s: pool size %d must be odd", m->path, what, k);
-            goto out;
-        }
-        L->c_out = scale_width(c2, gw);
-        int c_ = c1 / 2;
-        L->pool_k = k;
-        snprintf(prefix, sizeof prefix, "model/%d/cv1", i);
-        ODL_CHECK_GOTO(load_conv(m, f, prefix, c1, c_, 1, 1, 0, eps, what, &L->cv1), st, out);
-        snprintf(prefix, sizeof prefix, "model/%d/cv2", i);
-        ODL_CHECK_GOTO(load_conv(m, f, prefix, 4 * c_, L->c_out, 1, 1, 0, eps, what, &L->cv2), st, out);
-        L->down = d1;
-        break;
-    }
-    case YL_UPSAMPLE:
-        L->c_out = c1;
-        if (d1 % 2) {
-            st = ODL_ERR(ODL_E_FORMAT, "%s: %s upsamples an input of stride %d", m->path, what, d1);
-            goto out;
-        }
-        L->down = d1 / 2;
-        break;
-    case YL_CONCAT:
-        L->c_out = 0;
-        for (int j = 0; j < nfrom; j++) {
-            L->c_out += ch[L->from[j] + 1];
-            if (down[L->from[j] + 1] != d1) {
-                st = ODL_ERR(ODL_E_FORMAT, "%s: %s joins layers of strides %d and %d", m->path, what, d1,
-                             down[L->from[j] + 1]);
-                goto out;
-            }
-        }
-        L->down = d1;
-        break;
-    case YL_DETECT:
-        ODL_CHECK_GOTO(h5_attr_num(g, "nc", H5T_NATIVE_INT, &nc, 1, NULL, m->path, what), st, out);
-        if (nc != m->nc || nfrom != m->nl) {
-            st = ODL_ERR(ODL_E_FORMAT, "%s: %s has %d classes and %d inputs; the model has %d classes, %d anchor levels",
-                         m->path, what, nc, nfrom, m->nc, m->nl);
-            goto out;
-        }
-        L->heads = calloc((size_t)m->nl, sizeof(yconv));
-        if (!L->heads) {
-            st = ODL_ERR(ODL_E_NOMEM, "%s: %s", m->path, what);
-            goto out;
-        }
-        for (int l = 0; l < m->nl; l++) {
-            int cl = ch[L->from[l] + 1];
-            yconv *h = &L->heads[l];
-            h->c1 = cl;
-            h->c2 = m->na * m->no;
-            h->k = h->s = 1;
-            h->p = 0;
-            float *w = NULL, *b = NULL;
-            int64_t ws[4] = {h->c2, cl, 1, 1}, bs[1] = {h->c2};
-            snprintf(prefix, sizeof prefix, "model/%d/m/%d/weight", i, l);
-            ODL_CHECK_GOTO(h5_read_f32(f, prefix, 4, ws, &w, NULL, m->path, what), st, out);
-            snprintf(prefix, sizeof prefix, "model/%d/m/%d/bias", i, l);
-            st = h5_read_f32(f, prefix, 1, bs, &b, NULL, m->path, what);
-            if (st == ODL_OK) st = upload(m->dev, &h->w, 4, ws, w);
-            if (st == ODL_OK) st = upload(m->dev, &h->b, 1, bs, b);
-            free(w);
-            free(b);
-            if (st != ODL_OK) goto out;
-            m->n_params += h->c2 * cl + h->c2;
-            int dl = down[L->from[l] + 1];
-            if ((float)dl != m->strides[l]) {
-                st = ODL_ERR(ODL_E_FORMAT, "%s: Detect level %d reads layer %d of stride %d, the stored stride is %g",
-                             m->path, l, L->from[l], dl, m->strides[l]);
-                goto out;
-            }
-        }
-        L->c_out = m->no;
-        L->down = 1;
-        break;
-    }
-out:
-    H5Gclose(g);
-    return st;
+    if (L->type != YL_CONCAT && L->type != YL_DETECT && nfrom != 1)
+        return ODL_ERR(ODL_E_FORMAT, "%s: %s must have one input, has %d", m->path, what, nfrom);
+    ybuild b = {m, f, gname, what, i, n, gd, gw, eps, ch[L->from[0] + 1], down[L->from[0] + 1], ch, down};
+    ODL_CHECK(BUILD[L->type](&b, L));
+    return ODL_OK;
 }
 
 static void free_layers(odl_yolov5 *m) {
@@ -488,49 +394,15 @@ void odl_yolov5_free(odl_yolov5 *m) {
     free(m);
 }
 
-static odl_status read_names(odl_yolov5 *m, hid_t f) {
+static odl_status read_names(odl_yolov5 *m, odl_h5_reader *f) {
     m->names = calloc((size_t)m->nc, sizeof(char *));
     if (!m->names) return ODL_ERR(ODL_E_NOMEM, "%s: class names", m->path);
-    if (!h5_exists(f, "yolov5/names")) return ODL_ERR(ODL_E_FORMAT, "%s: missing /yolov5/names", m->path);
-    hid_t d = H5Dopen2(f, "yolov5/names", H5P_DEFAULT);
-    if (d < 0) return ODL_ERR(ODL_E_HDF5, "%s: cannot open /yolov5/names", m->path);
-    hid_t sp = H5Dget_space(d), t = H5Dget_type(d);
-    hssize_t n = H5Sget_simple_extent_npoints(sp);
-    odl_status st = ODL_OK;
-    if (H5Tget_class(t) != H5T_STRING || n != m->nc) {
-        st = ODL_ERR(ODL_E_FORMAT, "%s: /yolov5/names must hold %d strings (has %lld)", m->path, m->nc, (long long)n);
-    } else if (H5Tis_variable_str(t) > 0) {
-        char **v = calloc((size_t)n, sizeof(char *));
-        hid_t mt = H5Tcopy(H5T_C_S1);
-        H5Tset_size(mt, H5T_VARIABLE);
-        H5Tset_cset(mt, H5Tget_cset(t));
-        if (!v) st = ODL_ERR(ODL_E_NOMEM, "%s: class names", m->path);
-        else if (H5Dread(d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) < 0)
-            st = ODL_ERR(ODL_E_HDF5, "%s: cannot read /yolov5/names", m->path);
-        else
-            for (hssize_t i = 0; i < n; i++) {
-                m->names[i] = strdup(v[i] ? v[i] : "");
-                H5free_memory(v[i]);
-                if (!m->names[i]) st = ODL_ERR(ODL_E_NOMEM, "%s: class names", m->path);
-            }
-        free(v);
-        H5Tclose(mt);
-    } else {
-        size_t sz = H5Tget_size(t);
-        char *buf = calloc((size_t)n, sz + 1);
-        hid_t mt = H5Tcopy(H5T_C_S1);
-        H5Tset_size(mt, sz + 1);
-        if (!buf) st = ODL_ERR(ODL_E_NOMEM, "%s: class names", m->path);
-        else if (H5Dread(d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0)
-            st = ODL_ERR(ODL_E_HDF5, "%s: cannot read /yolov5/names", m->path);
-        else
-            for (hssize_t i = 0; i < n; i++) m->names[i] = strndup(buf + i * (sz + 1), sz);
-        free(buf);
-        H5Tclose(mt);
+    if (!odl_h5_reader_has(f, "yolov5/names")) return ODL_ERR(ODL_E_FORMAT, "%s: missing /yolov5/names", m->path);
+    odl_status st = odl_h5_reader_read_strings(f, "yolov5/names", m->nc, m->names);
+    if (st == ODL_E_INVAL) {
+        odl_error_prefix("%s: /yolov5/names must hold %d strings", m->path, m->nc);
+        return ODL_E_FORMAT;
     }
-    H5Tclose(t);
-    H5Sclose(sp);
-    H5Dclose(d);
     return st;
 }
 
@@ -540,13 +412,8 @@ odl_status odl_yolov5_load(const char *path, odl_device dev, odl_yolov5 **out) {
     struct stat sb;
     if (stat(path, &sb) != 0) return ODL_ERR(ODL_E_NOTFOUND, "%s: no such weights file", path);
     if (S_ISDIR(sb.st_mode)) return ODL_ERR(ODL_E_IO, "%s: is a directory, not a weights file", path);
-    /* Keep HDF5's own error stack off stderr: every failure is reported through odl_status. */
-    H5E_auto2_t old_fn;
-    void *old_data;
-    H5Eget_auto2(H5E_DEFAULT, &old_fn, &old_data);
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     odl_status st = ODL_OK;
-    hid_t f = -1, y = -1;
+    odl_h5_reader *f = NULL;
     odl_yolov5 *m = calloc(1, sizeof *m);
     if (!m) {
         st = ODL_ERR(ODL_E_NOMEM, "odl_yolov5_load");
@@ -554,35 +421,24 @@ odl_status odl_yolov5_load(const char *path, odl_device dev, odl_yolov5 **out) {
     }
     m->dev = dev;
     snprintf(m->path, sizeof m->path, "%s", path);
-    if (H5Fis_hdf5(path) <= 0) {
-        st = ODL_ERR(ODL_E_FORMAT, "%s: not an HDF5 weights file (convert a YOLOv5 .pt with tools/convert_yolov5.py)", path);
-        goto out;
-    }
-    f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-    if (f < 0) {
-        st = ODL_ERR(ODL_E_HDF5, "%s: cannot open the HDF5 file (damaged or truncated?)", path);
-        goto out;
-    }
+    st = odl_h5_reader_open(path, &f);
+    if (st == ODL_E_FORMAT) odl_error_prefix("YOLOv5 weights (convert a .pt with tools/convert_yolov5.py)");
+    if (st != ODL_OK) goto out;
     char kind[64];
     int found = 0;
-    ODL_CHECK_GOTO(h5_attr_str(f, "model", kind, sizeof kind, path, &found), st, out);
-    if (!found || strcmp(kind, "yolov5") != 0 || !h5_exists(f, "yolov5")) {
+    ODL_CHECK_GOTO(h5_attr_str(f, "/", "model", kind, sizeof kind, &found), st, out);
+    if (!found || strcmp(kind, "yolov5") != 0 || !odl_h5_reader_exists(f, "yolov5")) {
         st = ODL_ERR(ODL_E_FORMAT, "%s: not YOLOv5 weights (root attribute model = '%s'%s); convert a YOLOv5 .pt with "
                      "tools/convert_yolov5.py", path, found ? kind : "(none)",
-                     h5_exists(f, "yolov5") ? "" : ", no /yolov5 description");
-        goto out;
-    }
-    y = H5Gopen2(f, "yolov5", H5P_DEFAULT);
-    if (y < 0) {
-        st = ODL_ERR(ODL_E_HDF5, "%s: cannot open /yolov5", path);
+                     odl_h5_reader_exists(f, "yolov5") ? "" : ", no /yolov5 description");
         goto out;
     }
     double gd = 0, gw = 0, eps = 0;
-    ODL_CHECK_GOTO(h5_attr_num(y, "nc", H5T_NATIVE_INT, &m->nc, 1, NULL, path, "/yolov5"), st, out);
-    ODL_CHECK_GOTO(h5_attr_num(y, "num_layers", H5T_NATIVE_INT, &m->nlayers, 1, NULL, path, "/yolov5"), st, out);
-    ODL_CHECK_GOTO(h5_attr_num(y, "depth_multiple", H5T_NATIVE_DOUBLE, &gd, 1, NULL, path, "/yolov5"), st, out);
-    ODL_CHECK_GOTO(h5_attr_num(y, "width_multiple", H5T_NATIVE_DOUBLE, &gw, 1, NULL, path, "/yolov5"), st, out);
-    ODL_CHECK_GOTO(h5_attr_num(y, "bn_eps", H5T_NATIVE_DOUBLE, &eps, 1, NULL, path, "/yolov5"), st, out);
+    ODL_CHECK_GOTO(h5_attr_num(f, "yolov5", "nc", 1, &m->nc, 1, NULL, path, "/yolov5"), st, out);
+    ODL_CHECK_GOTO(h5_attr_num(f, "yolov5", "num_layers", 1, &m->nlayers, 1, NULL, path, "/yolov5"), st, out);
+    ODL_CHECK_GOTO(h5_attr_num(f, "yolov5", "depth_multiple", 0, &gd, 1, NULL, path, "/yolov5"), st, out);
+    ODL_CHECK_GOTO(h5_attr_num(f, "yolov5", "width_multiple", 0, &gw, 1, NULL, path, "/yolov5"), st, out);
+    ODL_CHECK_GOTO(h5_attr_num(f, "yolov5", "bn_eps", 0, &eps, 1, NULL, path, "/yolov5"), st, out);
     if (m->nc < 1 || m->nlayers < 2 || m->nlayers > 1000 || !(gd > 0) || !(gw > 0) || !(eps > 0)) {
         st = ODL_ERR(ODL_E_FORMAT, "%s: bad description: nc=%d layers=%d depth_multiple=%g width_multiple=%g bn_eps=%g",
                      path, m->nc, m->nlayers, gd, gw, eps);
@@ -641,9 +497,7 @@ odl_status odl_yolov5_load(const char *path, odl_device dev, odl_yolov5 **out) {
     free(down);
     if (st != ODL_OK) goto out;
 out:
-    if (y >= 0) H5Gclose(y);
-    if (f >= 0) H5Fclose(f);
-    H5Eset_auto2(H5E_DEFAULT, old_fn, old_data);
+    odl_h5_reader_close(f);
     if (st != ODL_OK) {
         odl_yolov5_free(m);
         return st;
@@ -850,38 +704,15 @@ static odl_status conv_fwd(const yconv *c, const odl_tensor *x, const odl_tensor
     return odl_conv2d_fwd(x, &c->w, &c->b, residual, act, c->s, c->p, y);
 }
 
-void yolov5_detect_decode_cpu(const float *head, float *out, int N, int na, int no, int ny, int nx, int64_t rows_total,
-                              int64_t row_offset, float stride, const float (*anchors)[2], int nhwc) {
-    const int64_t plane = (int64_t)ny * nx;
-    for (int n = 0; n < N; n++)
-        for (int a = 0; a < na; a++)
-            for (int yy = 0; yy < ny; yy++)
-                for (int xx = 0; xx < nx; xx++) {
-                    const int64_t pix = (int64_t)yy * nx + xx;
-                    float *row = out + ((int64_t)n * rows_total + row_offset + (int64_t)a * plane + pix) * no;
-                    /* element k of this anchor's outputs is h[k * hs] */
-                    const float *h = nhwc ? head + (((int64_t)n * plane + pix) * na + a) * no
-                                          : head + ((int64_t)n * na * no + (int64_t)a * no) * plane + pix;
-                    const int64_t hs = nhwc ? 1 : plane;
-                    for (int k = 0; k < no; k++)
-                        row[k] = yolov5_decode(h[(int64_t)k * hs], k, (float)xx - 0.5f, (float)yy - 0.5f, stride,
-                                               k == 2 || k == 3 ? anchors[a][k - 2] : 0.0f);
-                }
-}
-
+/* One Detect level through the backend's op (odl/backend.h yolov5_detect_decode); head on m's device. */
 odl_status yolov5_detect_decode(const odl_yolov5 *m, const float *head, float *out, int ny, int nx, int64_t rows_total,
-                                int64_t row_offset, int l) {
-    if (m->dev.type == ODL_DEV_CPU) {
-        yolov5_detect_decode_cpu(head, out, m->N, m->na, m->no, ny, nx, rows_total, row_offset, m->strides[l],
-                                 (const float (*)[2])m->anchors[l], 0);
-        return ODL_OK;
-    }
-#ifdef ODL_HAVE_CUDA
-    return odl_cuda_yolov5_detect_decode(head, out, m->N, m->na, m->no, ny, nx, rows_total, row_offset, m->strides[l],
-                                         &m->anchors[l][0][0]);
-#else
-    return ODL_ERR(ODL_E_UNSUPPORTED, "yolov5 Detect: no decoder for device %s", odl_device_name(m->dev));
-#endif
+                                int64_t row_offset, int l, int nhwc) {
+    const odl_backend *be = odl_backend_for(m->dev);
+    if (!be) return ODL_E_NODEV;
+    if (!be->yolov5_detect_decode)
+        return ODL_ERR(ODL_E_UNSUPPORTED, "yolov5 Detect: no decoder for device %s", odl_device_name(m->dev));
+    odl_detect_args d = {out, m->N, m->na, m->no, ny, nx, rows_total, row_offset, m->strides[l], &m->anchors[l][0][0]};
+    return be->yolov5_detect_decode(&d, head, nhwc);
 }
 
 /* Channels [c0, c0 + c) of a [1, C, H, W] tensor: contiguous, a non-owning view. */
@@ -967,7 +798,7 @@ static odl_status run_layer(odl_yolov5 *m, const odl_tensor *x, int i) {
             const int ny = (int)xl->shape[2], nx = (int)xl->shape[3];
             odl_tensor *hd = scr(m, 0, N, m->na * m->no, ny, nx);
             ODL_CHECK(conv_fwd(&L->heads[l], xl, NULL, ODL_ACT_NONE, hd));
-            ODL_CHECK(yolov5_detect_decode(m, (const float *)hd->data, (float *)L->out.data, ny, nx, rows, off, l));
+            ODL_CHECK(yolov5_detect_decode(m, (const float *)hd->data, (float *)L->out.data, ny, nx, rows, off, l, 0));
             off += (int64_t)m->na * ny * nx;
         }
         return ODL_OK;

@@ -300,20 +300,18 @@ static odl_status half_layer(const hctx *c, int i) {
             const int src = L->from[l];
             const int ny = m->H / m->L[src].down, nx = m->W / m->L[src].down;
             const int64_t ldh = (int64_t)m->na * m->no;
-#ifdef ODL_HAVE_CUDA
-            if (m->dev.type == ODL_DEV_CUDA) {
+            if (c->be->yolov5_detect_head_f16) {
                 /* decoding fused into the head's epilogue: the head output never reaches memory */
                 odl_conv2d_f16_args a;
+                odl_detect_args d = {(float *)L->out.data, N, m->na, m->no, ny, nx, rows, off, m->strides[l],
+                                     &m->anchors[l][0][0]};
                 ODL_CHECK(hconv_args(c, &L->heads[l], m->L[src].hv, ny, nx, NULL, ODL_ACT_NONE, head, ldh, 1, &a));
-                ODL_CHECK(odl_cuda_yolov5_detect_head_f16(&a, (float *)L->out.data, m->na, m->no, rows, off,
-                                                          m->strides[l], &m->anchors[l][0][0]));
+                ODL_CHECK(c->be->yolov5_detect_head_f16(&a, &d));
                 off += (int64_t)m->na * ny * nx;
                 continue;
             }
-#endif
             ODL_CHECK(hconv(c, &L->heads[l], m->L[src].hv, ny, nx, NULL, ODL_ACT_NONE, head, ldh, 1));
-            yolov5_detect_decode_cpu(head, (float *)L->out.data, N, m->na, m->no, ny, nx, rows, off, m->strides[l],
-                                     (const float (*)[2])m->anchors[l], 1);
+            ODL_CHECK(yolov5_detect_decode(m, head, (float *)L->out.data, ny, nx, rows, off, l, 1));
             off += (int64_t)m->na * ny * nx;
         }
         return ODL_OK;

@@ -16,17 +16,6 @@
 #define Y_MAX_ANCHORS 16
 #define Y_NSCRATCH 6
 
-#ifdef ODL_HAVE_CUDA
-/* kernels/cuda/yolov5_detect.cu: yolov5_detect_decode_cpu of an NCHW head, on the current stream. */
-odl_status odl_cuda_yolov5_detect_decode(const float *head, float *out, int N, int na, int no, int ny, int nx,
-                                         int64_t rows_total, int64_t row_offset, float stride,
-                                         const float *anchors_wh);
-/* kernels/cuda/conv2d_f16.cu: a float16 Detect head convolution (a's act, residual and y ignored) with
- * the decoding fused into its epilogue, writing this level's rows of out [N, rows_total, no]. */
-odl_status odl_cuda_yolov5_detect_head_f16(const odl_conv2d_f16_args *a, float *out, int na, int no,
-                                           int64_t rows_total, int64_t row_offset, float stride,
-                                           const float *anchors_wh);
-#endif
 
 typedef struct yconv {
     int c1, c2, k, s, p;
@@ -94,16 +83,13 @@ struct odl_yolov5 {
 };
 
 
-/* Detect decoding on the CPU (YOLOv5 v7.0 Detect.forward, inference branch; formula in odl/yolov5.h) of
- * one level's head [N, na * no, ny, nx] float32, or [N, ny, nx, na * no] with nhwc, into rows
- * [row_offset, row_offset + na * ny * nx) of out [N, rows_total, no]. */
-void yolov5_detect_decode_cpu(const float *head, float *out, int N, int na, int no, int ny, int nx, int64_t rows_total,
-                              int64_t row_offset, float stride, const float (*anchors)[2], int nhwc);
-/* The same for an NCHW head of level `level` on the device of the model (CPU or CUDA, on the current
- * stream). The float16 path decodes its NHWC heads with yolov5_detect_decode_cpu on the CPU and inside the
- * head convolution on CUDA. */
+/* Detect decoding of level `level` through the backend's yolov5_detect_decode op (odl/backend.h; YOLOv5
+ * v7.0 Detect.forward, inference branch) of a head [N, na * no, ny, nx] float32, or [N, ny, nx, na * no]
+ * with nhwc (the CPU's float16 path), on the model's device and the current stream, into rows
+ * [row_offset, row_offset + na * ny * nx) of out [N, rows_total, no]. The float16 path on CUDA decodes
+ * inside the head convolution instead (yolov5_detect_head_f16). */
 odl_status yolov5_detect_decode(const odl_yolov5 *m, const float *head, float *out, int ny, int nx, int64_t rows_total,
-                                int64_t row_offset, int level);
+                                int64_t row_offset, int level, int nhwc);
 
 /* Give t the shape [a, b, c, d] (or 3-D when d < 0) of dtype, reusing its memory when large enough. */
 odl_status yolov5_buf_set(odl_device dev, odl_tensor *t, size_t *cap, odl_dtype dtype, int64_t a, int64_t b, int64_t c,

@@ -184,7 +184,47 @@ odl_status odl_net_finalize(odl_net *net) {
     return ODL_OK;
 }
 
+_Static_assert(ODL_MAX_LAYERS <= ODL_NET_RNG_STRIDE, "each layer needs its own dropout offset");
+
+odl_status odl_net_bind_batch(odl_net *net, const odl_tensor *x, const odl_tensor *y) {
+    const odl_tensor *own_x = net->batch_bound ? &net->own_input : &net->input;
+    const odl_tensor *own_y = net->batch_bound ? &net->own_labels : &net->labels;
+    if (!x || !y || x->dtype != ODL_F32 || y->dtype != ODL_I32 || !odl_device_eq(x->device, net->device) ||
+        !odl_device_eq(y->device, net->device) || x->ndim != own_x->ndim || y->ndim != 1 || x->shape[0] != y->shape[0] ||
+        x->shape[0] > own_x->shape[0])
+        return ODL_ERR(ODL_E_INVAL, "odl_net_bind_batch: the batch does not match the network's input [%lld, ...] "
+                       "float32 and labels int32 on %s", (long long)own_y->shape[0], odl_device_name(net->device));
+    for (int d = 1; d < x->ndim; d++)
+        if (x->shape[d] != own_x->shape[d])
+            return ODL_ERR(ODL_E_INVAL, "odl_net_bind_batch: sample dimension %d is %lld, the network takes %lld", d,
+                           (long long)x->shape[d], (long long)own_x->shape[d]);
+    if (!net->batch_bound) {
+        net->own_input = net->input;
+        net->own_labels = net->labels;
+        net->batch_bound = 1;
+    }
+    net->input = *x;
+    net->input.owns = 0;
+    net->labels = *y;
+    net->labels.owns = 0;
+    return ODL_OK;
+}
+
+void odl_net_unbind_batch(odl_net *net) {
+    if (!net->batch_bound) return;
+    net->input = net->own_input;
+    net->labels = net->own_labels;
+    memset(&net->own_input, 0, sizeof net->own_input);
+    memset(&net->own_labels, 0, sizeof net->own_labels);
+    net->batch_bound = 0;
+}
+
+uint64_t odl_net_dropout_offset(int64_t step, int world_size, int rank) {
+    return ((uint64_t)step * (uint64_t)world_size + (uint64_t)rank) * ODL_NET_RNG_STRIDE;
+}
+
 void odl_net_free(odl_net *net) {
+    odl_net_unbind_batch(net);
     /* Reverse order of allocation, as the pool prefers. */
     odl_tensor_free(&net->loss);
     odl_tensor_free(&net->pred);

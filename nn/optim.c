@@ -4,26 +4,42 @@
 #include "odl/nn.h"
 #include "odl/ops.h"
 
-static int n_state(odl_optim_type t) {
-    switch (t) {
-    case ODL_OPTIM_ADADELTA: return 2;
-    case ODL_OPTIM_SGD: return 1;
-    case ODL_OPTIM_ADAM:
-    case ODL_OPTIM_ADAMW: return 2;
-    }
-    return 0;
+/* The one table of optimisers: name (config files, checkpoints) and state tensors (PyTorch's state
+ * dict names), in odl_optim_type order. */
+static const struct {
+    const char *name;
+    int nstate;
+    const char *state[2];
+} k_optims[] = {
+    [ODL_OPTIM_ADADELTA] = {"adadelta", 2, {"square_avg", "acc_delta"}},
+    [ODL_OPTIM_SGD] = {"sgd", 1, {"momentum_buffer", NULL}},
+    [ODL_OPTIM_ADAM] = {"adam", 2, {"exp_avg", "exp_avg_sq"}},
+    [ODL_OPTIM_ADAMW] = {"adamw", 2, {"exp_avg", "exp_avg_sq"}},
+};
+#define N_OPTIMS ((int)(sizeof k_optims / sizeof k_optims[0]))
+
+const char *const *odl_optim_names(void) {
+    static const char *names[N_OPTIMS + 1];
+    if (!names[0])
+        for (int i = 0; i < N_OPTIMS; i++) names[i] = k_optims[i].name;
+    return names;
 }
 
-const char *odl_optim_state_name(const odl_optim *opt, int j) {
-    static const char *ada[] = {"square_avg", "acc_delta"}, *sgd[] = {"momentum_buffer"},
-                      *adam[] = {"exp_avg", "exp_avg_sq"};
-    if (j < 0 || j >= n_state(opt->type)) return NULL;
-    switch (opt->type) {
-    case ODL_OPTIM_ADADELTA: return ada[j];
-    case ODL_OPTIM_SGD: return sgd[j];
-    default: return adam[j];
-    }
+const char *odl_optim_type_name(int type) { return type >= 0 && type < N_OPTIMS ? k_optims[type].name : "?"; }
+
+int odl_optim_type_parse(const char *name) {
+    for (int i = 0; name && i < N_OPTIMS; i++)
+        if (!strcmp(name, k_optims[i].name)) return i;
+    return -1;
 }
+
+int odl_optim_type_nstate(int type) { return type >= 0 && type < N_OPTIMS ? k_optims[type].nstate : -1; }
+
+const char *odl_optim_type_state(int type, int j) {
+    return j >= 0 && j < odl_optim_type_nstate(type) ? k_optims[type].state[j] : NULL;
+}
+
+const char *odl_optim_state_name(const odl_optim *opt, int j) { return odl_optim_type_state((int)opt->type, j); }
 
 odl_status odl_optim_init(odl_optim *opt, odl_optim_type type, float lr, float momentum, float weight_decay,
                           const odl_net *net) {
@@ -40,7 +56,7 @@ odl_status odl_optim_init(odl_optim *opt, odl_optim_type type, float lr, float m
     if (type == ODL_OPTIM_ADAMW && weight_decay == 0) opt->weight_decay = 0.01f; /* torch.optim.AdamW default */
     opt->n = net->n_params;
     for (int i = 0; i < net->n_params; i++)
-        for (int j = 0; j < n_state(type); j++) {
+        for (int j = 0; j < odl_optim_type_nstate((int)type); j++) {
             const odl_tensor *v = &net->params[i].value;
             ODL_CHECK(odl_tensor_zeros(&opt->state[i][j], v->device, ODL_F32, v->ndim, v->shape));
         }

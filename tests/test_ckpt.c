@@ -17,7 +17,7 @@
 #include "odl/models.h"
 #include "odl/nn.h"
 #include "test_util.h"
-#include "worker/checkpoint.h"
+#include "odl/ckpt_session.h"
 
 static char g_root[256];
 static char *g_log;
@@ -82,14 +82,20 @@ static int corrupt_dataset(const char *path, const char *dset, uint64_t at) {
     return 0;
 }
 
-static void base_config(odl_config *cfg, const char *dir, int64_t every, const char *resume) {
-    odl_config_defaults(cfg);
-    odl_config_set(cfg, "model", "mnist_mlp");
-    odl_config_set(cfg, "train.max_train_samples", "640");
-    snprintf(cfg->checkpoint.dir, sizeof cfg->checkpoint.dir, "%s", dir);
-    cfg->checkpoint.every = every;
-    cfg->checkpoint.keep = 2;
-    snprintf(cfg->checkpoint.resume, sizeof cfg->checkpoint.resume, "%s", resume);
+/* The session options odl_worker gives for an MLP run of 640 samples per epoch (see worker/train.c). */
+static void base_config(odl_ckpt_session_opts *cfg, const char *dir, int64_t every, const char *resume) {
+    static const char yaml[] = "model: \"mnist_mlp\"\nseed: 1\ntrain:\n  batch_size: 64\n  max_train_samples: 640\n";
+    memset(cfg, 0, sizeof *cfg);
+    cfg->model = "mnist_mlp";
+    cfg->seed = 1;
+    cfg->batch = 64;
+    cfg->max_train_samples = 640;
+    cfg->optimizer = ODL_OPTIM_ADADELTA;
+    cfg->dir = dir;
+    cfg->every = every;
+    cfg->keep = 2;
+    cfg->resume = resume;
+    cfg->config_yaml = yaml;
 }
 
 typedef struct run {
@@ -136,15 +142,15 @@ static int same_run(const run *a, const run *b) {
     return 1;
 }
 
-static odl_status save_at(odl_ckpt_session *s, const odl_config *cfg, run *r, int64_t step) {
+static odl_status save_at(odl_ckpt_session *s, run *r, int64_t step) {
     odl_train_state st = {.epoch = step / 10, .step = step, .cursor = (step % 10) * 64, .epoch_loss_sum = 1.25 * (double)step,
                           .epoch_samples = (step % 10) * 64};
-    return odl_ckpt_session_save(s, cfg, &r->net, &r->opt, &st);
+    return odl_ckpt_session_save(s, &r->net, &r->opt, &st);
 }
 
 /* Restore with `resume` into a fresh MLP; returns the status, *resumed and the state. */
 static odl_status try_restore(const char *dir, const char *resume, run *into, odl_train_state *st, int *resumed) {
-    static odl_config cfg;
+    static odl_ckpt_session_opts cfg;
     base_config(&cfg, dir, 0, resume);
     odl_ckpt_session *s = NULL;
     memset(st, 0, sizeof *st);
@@ -228,7 +234,7 @@ static void test_session(void) {
     char dir[300], p[400], q[400];
     snprintf(dir, sizeof dir, "%s/run", g_root);
     mkdir(dir, 0755);
-    static odl_config cfg;
+    static odl_ckpt_session_opts cfg;
     base_config(&cfg, dir, 2, "");
 
     run a, b, c, keep4, keep6;
@@ -261,7 +267,7 @@ static void test_session(void) {
         fill_run(&a, step);
         if (step == 4) fill_run(&keep4, step);
         if (step == 6) fill_run(&keep6, step);
-        TOK(save_at(s, &cfg, &a, step));
+        TOK(save_at(s, &a, step));
     }
     TOK(odl_ckpt_session_finish(s));
     TCHECK(strstr(log_text(), "step loop stalled") != NULL, "stall logged: %s", log_text());
@@ -342,14 +348,14 @@ static void test_mismatch(void) {
     char dir[300], p[400];
     snprintf(dir, sizeof dir, "%s/mismatch", g_root);
     mkdir(dir, 0755);
-    static odl_config cfg;
+    static odl_ckpt_session_opts cfg;
     base_config(&cfg, dir, 5, "");
     run a;
     if (make_run(&a, ODL_MODEL_MNIST_MLP, 1, ODL_OPTIM_ADADELTA)) return;
     odl_ckpt_session *s = NULL;
     TOK(odl_ckpt_session_start(&s, &cfg, 0, 1));
     fill_run(&a, 5);
-    TOK(save_at(s, &cfg, &a, 5));
+    TOK(save_at(s, &a, 5));
     TOK(odl_ckpt_session_finish(s));
     path_of(p, sizeof p, dir, "ckpt-00000005.h5");
 
@@ -358,7 +364,7 @@ static void test_mismatch(void) {
     TCHECK(make_run(&cnn, ODL_MODEL_MNIST_CNN, 1, ODL_OPTIM_ADADELTA) == 0, "cnn");
     s = NULL;
     base_config(&cfg, dir, 0, "auto");
-    odl_config_set(&cfg, "model", "mnist");
+    cfg.model = "mnist";
     TOK(odl_ckpt_session_start(&s, &cfg, 0, 1));
     odl_train_state st;
     int resumed = 0;
@@ -414,7 +420,7 @@ static void test_mismatch(void) {
 
     /* Another epoch size. */
     base_config(&cfg, dir, 0, p);
-    cfg.train.max_train_samples = 1000;
+    cfg.max_train_samples = 1000;
     s = NULL;
     TOK(odl_ckpt_session_start(&s, &cfg, 0, 1));
     TFAIL(odl_ckpt_session_restore(s, &b.net, &b.opt, &st, &resumed), ODL_E_CONFIG);
@@ -464,7 +470,7 @@ static void test_mismatch(void) {
 }
 
 static void test_directories(void) {
-    static odl_config cfg;
+    static odl_ckpt_session_opts cfg;
     odl_ckpt_session *s = NULL;
     char dir[300], p[400];
     /* Missing directory, for saving and for auto. */
@@ -509,7 +515,7 @@ static void test_directories(void) {
 /* A write that fails (the directory disappears under the writer): the error comes back from the next
  * save, due() says yes at once (one rank), finish returns it, nothing is left behind. */
 static void test_write_failure(void) {
-    static odl_config cfg;
+    static odl_ckpt_session_opts cfg;
     char dir[300];
     snprintf(dir, sizeof dir, "%s/vanishing", g_root);
     mkdir(dir, 0755);
@@ -520,11 +526,11 @@ static void test_write_failure(void) {
     TOK(odl_ckpt_session_start(&s, &cfg, 0, 1));
     rmdir(dir);
     log_capture();
-    TOK(save_at(s, &cfg, &a, 3)); /* the copy succeeds; the write fails on the thread */
+    TOK(save_at(s, &a, 3)); /* the copy succeeds; the write fails on the thread */
     odl_train_state st = {.step = 4};
     for (int i = 0; i < 200 && !odl_ckpt_session_due(s, &st); i++) usleep(10000);
     TCHECK(odl_ckpt_session_due(s, &st), "due() reports the failed write at once");
-    odl_status e = save_at(s, &cfg, &a, 4);
+    odl_status e = save_at(s, &a, 4);
     TCHECK(e != ODL_OK && strstr(odl_error_msg(), "ckpt-00000003.h5"), "save returns the write error: %s", odl_error_msg());
     e = odl_ckpt_session_finish(s);
     TCHECK(e != ODL_OK && strstr(odl_error_msg(), "does not exist"), "finish returns it: %s", odl_error_msg());
@@ -535,23 +541,23 @@ static void test_write_failure(void) {
 /* Resuming at an older checkpoint moves newer files aside (they are not overwritten nor taken by a
  * later auto). */
 static void test_supersede(void) {
-    static odl_config cfg;
+    static odl_ckpt_session_opts cfg;
     char dir[300], p[400], q[400];
     snprintf(dir, sizeof dir, "%s/supersede", g_root);
     mkdir(dir, 0755);
     base_config(&cfg, dir, 2, "");
-    cfg.checkpoint.keep = 5;
+    cfg.keep = 5;
     run a;
     if (make_run(&a, ODL_MODEL_MNIST_MLP, 1, ODL_OPTIM_ADADELTA)) return;
     odl_ckpt_session *s = NULL;
     TOK(odl_ckpt_session_start(&s, &cfg, 0, 1));
     for (int step = 2; step <= 6; step += 2) {
         fill_run(&a, step);
-        TOK(save_at(s, &cfg, &a, step));
+        TOK(save_at(s, &a, step));
     }
     TOK(odl_ckpt_session_finish(s));
     path_of(p, sizeof p, dir, "ckpt-00000004.h5");
-    snprintf(cfg.checkpoint.resume, sizeof cfg.checkpoint.resume, "%s", p);
+    cfg.resume = p;
     s = NULL;
     TOK(odl_ckpt_session_start(&s, &cfg, 0, 1));
     odl_train_state st;

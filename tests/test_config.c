@@ -9,7 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "odl/config.h"
+#include "odl/models.h"
+#include "worker/config.h"
 #include "test_util.h"
 
 static char g_dir[256];
@@ -106,14 +107,14 @@ static void test_table_and_defaults(void) {
     TCHECK(odl_config_find_key("train") == NULL && odl_config_find_key("nope") == NULL, "find_key misses");
 
     /* PyTorch examples/mnist defaults. */
-    TCHECK(cfg.model == ODL_CFG_MODEL_MNIST, "model");
+    TCHECK(!strcmp(odl_model_names()[cfg.model], "mnist"), "model");
     TCHECK(strcmp(cfg.data_dir, "/usr/share/datasets/fashion-mnist") == 0, "data_dir '%s'", cfg.data_dir);
     TCHECK(cfg.device == ODL_CFG_DEVICE_AUTO, "device");
     TCHECK(cfg.seed == 1, "seed");
     TCHECK(cfg.train.epochs == 14 && cfg.train.batch_size == 64 && cfg.train.test_batch_size == 1000, "sizes");
     TCHECK(cfg.train.lr == 1.0 && cfg.train.gamma == 0.7 && cfg.train.momentum == 0 && cfg.train.weight_decay == 0,
            "lr %g gamma %g", cfg.train.lr, cfg.train.gamma);
-    TCHECK(cfg.train.optimizer == ODL_CFG_OPT_ADADELTA, "optimizer");
+    TCHECK(cfg.train.optimizer == ODL_OPTIM_ADADELTA, "optimizer");
     TCHECK(cfg.train.max_steps == 0 && cfg.train.max_train_samples == 0, "limits");
     TCHECK(cfg.train.dropout && cfg.train.eval_every_epoch, "bools");
     TCHECK(cfg.memory.preallocate_fraction == 0.5, "preallocate");
@@ -153,11 +154,11 @@ static void test_load(void) {
                                "  every: 500\n"
                                "dist.timeout_s: 60.5\n");
     TOK(odl_config_load_file(&cfg, p));
-    TCHECK(cfg.model == ODL_CFG_MODEL_MNIST_MLP && cfg.device == ODL_CFG_DEVICE_CPU && cfg.seed == 42, "top");
+    TCHECK(!strcmp(odl_model_names()[cfg.model], "mnist_mlp") && cfg.device == ODL_CFG_DEVICE_CPU && cfg.seed == 42, "top");
     TCHECK(strcmp(cfg.data_dir, "/data/mnist") == 0, "data_dir '%s'", cfg.data_dir);
     TCHECK(cfg.train.epochs == 2 && cfg.train.batch_size == 128 && cfg.train.test_batch_size == 1000, "train ints");
     TCHECK(cfg.train.lr == 1e-3 && cfg.train.momentum == 0.9 && cfg.train.weight_decay == 0.01, "train floats");
-    TCHECK(cfg.train.optimizer == ODL_CFG_OPT_ADAMW, "optimizer");
+    TCHECK(cfg.train.optimizer == ODL_OPTIM_ADAMW, "optimizer");
     TCHECK(!cfg.train.dropout && !cfg.train.eval_every_epoch, "bools");
     TCHECK(cfg.memory.preallocate_fraction == 1.0, "fraction 1 allowed");
     TCHECK(cfg.logging.level == ODL_LOG_LEVEL_DEBUG && cfg.logging.progress == ODL_CFG_PROGRESS_OFF, "logging");
@@ -394,12 +395,12 @@ static void test_docs(void) {
         char path[1024];
         snprintf(path, sizeof path, "%s/docs/config.md", src);
         char *f_md = read_all(path);
-        TCHECK(f_md && strcmp(f_md, md) == 0, "%s is out of step with the key table in core/config.c; run "
+        TCHECK(f_md && strcmp(f_md, md) == 0, "%s is out of step with the key table in worker/config.c; run "
                                              "tests/test_config --regen %s", path, src);
         free(f_md);
         snprintf(path, sizeof path, "%s/config.yaml", src);
         char *f_yaml = read_all(path);
-        TCHECK(f_yaml && strcmp(f_yaml, yaml) == 0, "%s is out of step with the key table in core/config.c; run "
+        TCHECK(f_yaml && strcmp(f_yaml, yaml) == 0, "%s is out of step with the key table in worker/config.c; run "
                                                    "tests/test_config --regen %s", path, src);
         odl_config c;
         odl_config_defaults(&c);

@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/cpu/cpu.h"
 #include "odl/backend.h"
 #include "odl/ops.h"
 #include "odl/rng.h"

@@ -2971,6 +2971,6 @@ int main(int argc, char **argv) {
         printf("test_ops: FAILED; reproduce with: test_ops --seed %" PRIu64 " --backend %s%s%s\n", g_seed, backend,
                g_filter ? " --op " : "", g_filter ? g_filter : "");
     free(g_arena);
-    if (g_have_cuda) odl_cuda_shutdown();
+    if (g_have_cuda) TOK(odl_cuda_shutdown()); /* no device memory left in use */
     return odl_test_finish("test_ops");
 }

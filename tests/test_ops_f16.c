@@ -48,7 +48,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "kernels/cpu/cpu.h"
 #include "odl/backend.h"
 #include "odl/device.h"
 #include "odl/half.h"
@@ -825,7 +824,7 @@ int main(int argc, char **argv) {
     run_layout_case(4, 1, 2, 9, 6, 3, 24);  /* block 3: 18 channels, 6 zero (H, W multiples of 3) */
     run_layout_case(5, 1, 3, 4, 4, 2, 12);  /* C_pad not a multiple of 8: element stores */
     printf("test_ops_f16: %.1f s\n", now_s() - t0);
-    if (have_cuda) odl_cuda_shutdown();
+    if (have_cuda) TOK(odl_cuda_shutdown()); /* no device memory left in use */
     char name[64];
     snprintf(name, sizeof name, "test_ops_f16 %s", backend);
     return odl_test_finish(name);

@@ -206,6 +206,6 @@ int main(int argc, char **argv) {
     free(det);
     j_free(&root);
     odl_yolov5_free(m);
-    if (dev.type == ODL_DEV_CUDA) odl_cuda_shutdown();
+    if (dev.type == ODL_DEV_CUDA) TOK(odl_cuda_shutdown()); /* no device memory left in use */
     return odl_test_finish("test_yolov5_detect");
 }

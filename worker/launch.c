@@ -16,8 +16,9 @@
 #include <string.h>
 
 #include "odl/comm.h"
-#include "odl/config.h"
+#include "worker/config.h"
 #include "odl/device.h"
+#include "odl/env.h"
 #include "odl/log.h"
 #include "worker/train.h"
 
@@ -145,6 +146,17 @@ static void install_hooks(odl_train_opts *opts, dp_ctx *d, odl_train_hooks *h) {
 
 /* ------------------------------------------------------------------ entry */
 
+/* Free the device pools at the end of a run. Device memory still in use is a leak of the program to
+ * report (odl_cuda_shutdown keeps the pools then), not a failure of the run; the run's own error message
+ * survives. */
+static void shutdown_devices(void) {
+    char msg[2048];
+    snprintf(msg, sizeof msg, "%s", odl_error_msg());
+    if (odl_cuda_shutdown() != ODL_OK) ODL_LOG_WARN("%s", odl_error_msg());
+    odl_error_clear();
+    if (msg[0]) odl_error_prefix("%s", msg);
+}
+
 static int run_single(const odl_config *cfg, odl_train_opts *opts, const char *dump) {
     opts->rank = 0;
     opts->world_size = 1;
@@ -159,7 +171,7 @@ static int run_single(const odl_config *cfg, odl_train_opts *opts, const char *d
     odl_train_result r;
     odl_status s = odl_train_run(cfg, opts, &r);
     if (dump) opts->hooks = d.inner;
-    odl_cuda_shutdown();
+    shutdown_devices();
     if (s != ODL_OK) {
         fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg());
         return 1;
@@ -168,8 +180,7 @@ static int run_single(const odl_config *cfg, odl_train_opts *opts, const char *d
 }
 
 int odl_train_launch(const odl_config *cfg, odl_train_opts *opts) {
-    const char *dump = getenv("ODL_DUMP_PARAMS");
-    if (dump && !dump[0]) dump = NULL;
+    const char *dump = odl_env_is_set(ODL_ENV_DUMP_PARAMS) ? odl_env_str(ODL_ENV_DUMP_PARAMS) : NULL;
     odl_launch_info li;
     if (odl_launch_detect(&li) != ODL_OK) {
         fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg());
@@ -219,7 +230,7 @@ int odl_train_launch(const odl_config *cfg, odl_train_opts *opts) {
     }
     odl_grad_buckets_free(d.buckets);
     odl_status fs = odl_comm_finalize(comm);
-    odl_cuda_shutdown();
+    shutdown_devices();
     if (s != ODL_OK) return 1;
     if (fs != ODL_OK) {
         fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg());

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "odl/env.h"
 #include "worker/tasks.h"
 
 static void usage(FILE *f) {
@@ -18,6 +19,10 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
+    if (odl_env_load() != ODL_OK) {
+        fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg());
+        return 2;
+    }
     const char *task = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strncmp(argv[i], "--task=", 7)) task = argv[i] + 7;

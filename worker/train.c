@@ -8,15 +8,17 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "odl/config.h"
+#include "odl/backend.h"
+#include "odl/ckpt_session.h"
+#include "worker/config.h"
 #include "odl/device.h"
+#include "odl/env.h"
 #include "odl/loader.h"
 #include "odl/log.h"
 #include "odl/mnist.h"
 #include "odl/models.h"
 #include "odl/nn.h"
 #include "odl/ops.h"
-#include "worker/checkpoint.h"
 #include "worker/tasks.h"
 #include "worker/train.h"
 
@@ -137,6 +139,30 @@ static int parse_args(int argc, char **argv, odl_config *cfg, odl_train_opts *op
     return 0;
 }
 
+/* ODL_CKPT_TEST_PAUSE_AT_STEP (tests/test_ckpt_resume.sh): stop the checkpoint write of that step with its
+ * data written but not committed, so that a kill -9 lands in the middle of a checkpoint write. */
+static odl_status pause_before_commit(void *ctx, int64_t step, const char *path) {
+    (void)ctx;
+    if (step != odl_env_int(ODL_ENV_CKPT_TEST_PAUSE_AT_STEP)) return ODL_OK;
+    ODL_LOG_WARN("test hook ODL_CKPT_TEST_PAUSE_AT_STEP: pausing the write of %s before its commit", path);
+    for (;;) sleep(60);
+}
+
+/* The checkpoint session of this run, from the config's checkpoint.* keys (NULL when off). */
+static odl_status start_checkpoints(const odl_config *cfg, int rank, int world, odl_ckpt_session **out) {
+    char *yaml = malloc(ODL_CONFIG_YAML_MAX);
+    if (!yaml) return ODL_ERR(ODL_E_NOMEM, "config text for checkpoints");
+    odl_status s = odl_config_to_yaml(cfg, yaml, ODL_CONFIG_YAML_MAX);
+    odl_ckpt_session_opts o = {cfg->checkpoint.dir, cfg->checkpoint.every, cfg->checkpoint.keep,
+                               cfg->checkpoint.resume, odl_model_names()[cfg->model], cfg->seed,
+                               cfg->train.max_train_samples, cfg->train.batch_size, (int)cfg->train.optimizer, yaml};
+    if (s == ODL_OK) s = odl_ckpt_session_start(out, &o, rank, world);
+    free(yaml);
+    if (s == ODL_OK && *out && odl_env_int(ODL_ENV_CKPT_TEST_PAUSE_AT_STEP) >= 0)
+        odl_ckpt_session_set_before_commit(*out, pause_before_commit, NULL);
+    return s;
+}
+
 static odl_status pick_device(const odl_config *cfg, int local_rank, odl_device *dev) {
     int n = odl_cuda_device_count();
     if (cfg->device == ODL_CFG_DEVICE_CPU || (cfg->device == ODL_CFG_DEVICE_AUTO && n == 0)) {
@@ -216,220 +242,279 @@ static void metrics_line(FILE *f, const char *event, const odl_train_state *st, 
     fflush(f);
 }
 
-odl_status odl_train_run(const odl_config *cfg, const odl_train_opts *opts, odl_train_result *result) {
-    odl_status s = ODL_OK;
-    odl_mnist train = {0}, test = {0};
+/* One training run: what its parts share. */
+typedef struct train_run {
+    const odl_config *cfg;
+    const odl_train_opts *opts;
+    const odl_train_hooks *hooks; /* NULL: none */
+    odl_train_result *result;
+    int rank, world;
+    odl_device dev;
+    odl_model_kind kind;
+    odl_mnist train, test;
+    int batch, test_batch;
+    int64_t n_epoch; /* training samples per epoch */
     odl_net net;
     odl_optim opt;
     odl_loader loader;
     odl_train_state st;
-    FILE *metrics = NULL;
-    int have_net = 0, have_opt = 0, have_loader = 0;
-    odl_ckpt_session *ckpt = NULL;
-    odl_tensor loss_acc = {0};
-    odl_tensor net_input = {0}, net_labels = {0}; /* the net's own buffers while a step borrows the loader's */
-    memset(&loader, 0, sizeof loader);
-    memset(&st, 0, sizeof st);
-    memset(result, 0, sizeof *result);
-    const int rank = opts->rank, world = opts->world_size > 0 ? opts->world_size : 1;
+    odl_ckpt_session *ckpt;
+    odl_tensor loss_acc; /* [1] on the device: sum over this rank's samples of the epoch's losses */
+    FILE *metrics;
+    int have_net, have_opt, have_loader, show_progress;
+    /* since t_epoch, in this process (a resume starts mid-epoch) */
+    double t_start, t_epoch;
+    int64_t epoch_steps, run_samples;
+    double train_loss, test_loss, test_acc;
+} train_run;
 
+/* Device, data, model, optimiser, resume and the metrics file. Returns 1 in *nothing_to_do when the
+ * restored state has already reached the end of training. */
+static odl_status run_setup(train_run *r, int *nothing_to_do) {
+    const odl_config *cfg = r->cfg;
+    *nothing_to_do = 0;
     /* Labels were range-checked when the IDX files were read; the CUDA loss's own per-call label check
      * would synchronise the stream twice a step. ODL_CUDA_LABEL_CHECK=1 in the environment keeps it. */
-    setenv("ODL_CUDA_LABEL_CHECK", "0", 0);
-    odl_device dev;
-    ODL_CHECK_GOTO(pick_device(cfg, opts->local_rank, &dev), s, out);
-    odl_model_kind kind;
-    ODL_CHECK_GOTO(odl_model_parse(cfg->model == ODL_CFG_MODEL_MNIST_MLP ? "mnist_mlp" : "mnist", &kind), s, out);
-    ODL_CHECK_GOTO(odl_mnist_load(cfg->data_dir, "train", &train), s, out);
-    ODL_CHECK_GOTO(odl_mnist_load(cfg->data_dir, "t10k", &test), s, out);
-    if (train.rows != 28 || train.cols != 28 || test.rows != 28 || test.cols != 28) {
-        s = ODL_ERR(ODL_E_FORMAT, "%s: images are %dx%d, the MNIST models need 28x28", cfg->data_dir, train.rows, train.cols);
-        goto out;
-    }
-    const int batch = (int)cfg->train.batch_size, test_batch = (int)cfg->train.test_batch_size;
-    int64_t n_epoch = train.n;
-    if (cfg->train.max_train_samples > 0 && cfg->train.max_train_samples < n_epoch) n_epoch = cfg->train.max_train_samples;
-    const int64_t steps_per_epoch = (n_epoch + (int64_t)world * batch - 1) / ((int64_t)world * batch);
+    odl_backend_set_label_check(0);
+    ODL_CHECK(pick_device(cfg, r->opts->local_rank, &r->dev));
+    ODL_CHECK(odl_model_parse(odl_model_names()[cfg->model], &r->kind));
+    ODL_CHECK(odl_mnist_load(cfg->data_dir, "train", &r->train));
+    ODL_CHECK(odl_mnist_load(cfg->data_dir, "t10k", &r->test));
+    if (r->train.rows != 28 || r->train.cols != 28 || r->test.rows != 28 || r->test.cols != 28)
+        return ODL_ERR(ODL_E_FORMAT, "%s: images are %dx%d, the MNIST models need 28x28", cfg->data_dir, r->train.rows,
+                       r->train.cols);
+    r->batch = (int)cfg->train.batch_size;
+    r->test_batch = (int)cfg->train.test_batch_size;
+    r->n_epoch = r->train.n;
+    if (cfg->train.max_train_samples > 0 && cfg->train.max_train_samples < r->n_epoch)
+        r->n_epoch = cfg->train.max_train_samples;
+    const int64_t steps_per_epoch = (r->n_epoch + (int64_t)r->world * r->batch - 1) / ((int64_t)r->world * r->batch);
     ODL_LOG_INFO("training %s on %s: %" PRId64 " train / %" PRId64 " test samples, %s, world size %d, batch %d per rank "
                  "(%d global), %" PRId64 " steps per epoch",
-                 odl_model_name(kind), cfg->data_dir, n_epoch, test.n, odl_device_name(dev), world, batch, batch * world,
-                 steps_per_epoch);
+                 odl_model_name(r->kind), cfg->data_dir, r->n_epoch, r->test.n, odl_device_name(r->dev), r->world,
+                 r->batch, r->batch * r->world, steps_per_epoch);
 
-    int max_batch = batch > test_batch ? batch : test_batch;
-    ODL_CHECK_GOTO(odl_model_build(&net, kind, dev, max_batch, cfg->train.dropout), s, out);
-    have_net = 1;
-    ODL_CHECK_GOTO(odl_net_init_params(&net, (uint64_t)cfg->seed), s, out);
-    ODL_CHECK_GOTO(odl_optim_init(&opt, (odl_optim_type)cfg->train.optimizer, (float)cfg->train.lr,
-                                  (float)cfg->train.momentum, (float)cfg->train.weight_decay, &net), s, out);
-    have_opt = 1;
-    ODL_LOG_INFO("%s: %" PRId64 " parameters", odl_model_name(kind), odl_net_num_params(&net));
+    int max_batch = r->batch > r->test_batch ? r->batch : r->test_batch;
+    ODL_CHECK(odl_model_build(&r->net, r->kind, r->dev, max_batch, cfg->train.dropout));
+    r->have_net = 1;
+    ODL_CHECK(odl_net_init_params(&r->net, (uint64_t)cfg->seed));
+    ODL_CHECK(odl_optim_init(&r->opt, (odl_optim_type)cfg->train.optimizer, (float)cfg->train.lr,
+                             (float)cfg->train.momentum, (float)cfg->train.weight_decay, &r->net));
+    r->have_opt = 1;
+    ODL_LOG_INFO("%s: %" PRId64 " parameters", odl_model_name(r->kind), odl_net_num_params(&r->net));
 
-    ODL_CHECK_GOTO(odl_ckpt_session_start(&ckpt, cfg, rank, world), s, out);
-    if (ckpt) {
+    ODL_CHECK(start_checkpoints(cfg, r->rank, r->world, &r->ckpt));
+    if (r->ckpt) {
         int resumed = 0;
-        ODL_CHECK_GOTO(odl_ckpt_session_restore(ckpt, &net, &opt, &st, &resumed), s, out);
+        ODL_CHECK(odl_ckpt_session_restore(r->ckpt, &r->net, &r->opt, &r->st, &resumed));
         if (resumed)
-            ODL_LOG_INFO("resumed at epoch %" PRId64 ", step %" PRId64 ", sample cursor %" PRId64, st.epoch + 1, st.step,
-                         st.cursor);
+            ODL_LOG_INFO("resumed at epoch %" PRId64 ", step %" PRId64 ", sample cursor %" PRId64, r->st.epoch + 1,
+                         r->st.step, r->st.cursor);
     }
     /* After a restore, so that rank 0's broadcast of the replicas covers the restored state. */
-    if (opts->hooks && opts->hooks->on_start) ODL_CHECK_GOTO(opts->hooks->on_start(opts->hooks->ctx, cfg, &net, &opt, &st), s, out);
-    if (st.epoch >= cfg->train.epochs || (cfg->train.max_steps > 0 && st.step >= cfg->train.max_steps)) {
-        ODL_LOG_INFO("nothing to do: training already reached epoch %" PRId64 ", step %" PRId64, st.epoch, st.step);
-        goto done;
+    if (r->hooks && r->hooks->on_start) ODL_CHECK(r->hooks->on_start(r->hooks->ctx, cfg, &r->net, &r->opt, &r->st));
+    if (r->st.epoch >= cfg->train.epochs || (cfg->train.max_steps > 0 && r->st.step >= cfg->train.max_steps)) {
+        ODL_LOG_INFO("nothing to do: training already reached epoch %" PRId64 ", step %" PRId64, r->st.epoch, r->st.step);
+        *nothing_to_do = 1;
+        return ODL_OK;
     }
-    if (cfg->logging.metrics_out[0] && rank == 0) {
-        metrics = fopen(cfg->logging.metrics_out, st.step > 0 ? "a" : "w");
-        if (!metrics) {
-            s = ODL_ERR(ODL_E_IO, "cannot open metrics file %s: %s", cfg->logging.metrics_out, strerror(errno));
-            goto out;
-        }
+    if (cfg->logging.metrics_out[0] && r->rank == 0) {
+        r->metrics = fopen(cfg->logging.metrics_out, r->st.step > 0 ? "a" : "w");
+        if (!r->metrics)
+            return ODL_ERR(ODL_E_IO, "cannot open metrics file %s: %s", cfg->logging.metrics_out, strerror(errno));
     }
+    return ODL_OK;
+}
+
+/* The loss accumulator (continuing a resumed epoch's sum) and the loader from the restored position. */
+static odl_status run_start_loader(train_run *r) {
+    const odl_config *cfg = r->cfg;
     int64_t one[1] = {1};
-    ODL_CHECK_GOTO(odl_tensor_zeros(&loss_acc, dev, ODL_F32, 1, one), s, out);
-    if (st.epoch_loss_sum != 0) {
+    ODL_CHECK(odl_tensor_zeros(&r->loss_acc, r->dev, ODL_F32, 1, one));
+    if (r->st.epoch_loss_sum != 0) {
         /* A resumed epoch: go on with the float32 accumulator from the checkpoint's sum (itself a float32
          * value), so that the epoch's loss adds up exactly as in an uninterrupted run. With several ranks
          * rank 0 carries it (the ranks' accumulators are summed). */
-        float acc0 = rank == 0 ? (float)st.epoch_loss_sum : 0.0f;
-        ODL_CHECK_GOTO(odl_tensor_copy_from_host(&loss_acc, &acc0, sizeof acc0), s, out);
-        st.epoch_loss_sum = 0;
+        float acc0 = r->rank == 0 ? (float)r->st.epoch_loss_sum : 0.0f;
+        ODL_CHECK(odl_tensor_copy_from_host(&r->loss_acc, &acc0, sizeof acc0));
+        r->st.epoch_loss_sum = 0;
     }
-
     odl_loader_config lc = {
-        .images = train.images, .labels = train.labels, .n = n_epoch, .sample_ndim = 3,
-        .sample_shape = {1, 28, 28}, .mean = MNIST_MEAN, .std = MNIST_STD, .rank = rank, .world_size = world,
-        .batch = batch, .seed = (uint64_t)cfg->seed, .shuffle = 1, .start_epoch = st.epoch,
-        .start_cursor = st.cursor, .end_epoch = cfg->train.epochs, .device = dev,
+        .images = r->train.images, .labels = r->train.labels, .n = r->n_epoch, .sample_ndim = 3,
+        .sample_shape = {1, 28, 28}, .mean = MNIST_MEAN, .std = MNIST_STD, .rank = r->rank, .world_size = r->world,
+        .batch = r->batch, .seed = (uint64_t)cfg->seed, .shuffle = 1, .start_epoch = r->st.epoch,
+        .start_cursor = r->st.cursor, .end_epoch = cfg->train.epochs, .device = r->dev,
     };
-    ODL_CHECK_GOTO(odl_loader_start(&loader, &lc), s, out);
-    have_loader = 1;
+    ODL_CHECK(odl_loader_start(&r->loader, &lc));
+    r->have_loader = 1;
+    return ODL_OK;
+}
 
-    int show_progress = rank == 0 && (cfg->logging.progress == ODL_CFG_PROGRESS_ON ||
-                                      (cfg->logging.progress == ODL_CFG_PROGRESS_AUTO && isatty(2)));
-    const double t_start = now_s();
-    double t_epoch = t_start;
-    int64_t epoch_steps = 0, run_samples = 0; /* since t_epoch, in this process (a resume starts mid-epoch) */
-    double test_loss = NAN, test_acc = NAN, train_loss = NAN;
-    opt.lr = (float)(cfg->train.lr * pow(cfg->train.gamma, (double)st.epoch));
-    net_input = net.input;
-    net_labels = net.labels;
+/* One optimiser step on batch b (reading the loader's device buffers directly), which goes back to the
+ * loader before the gradients are reduced. */
+static odl_status run_step(train_run *r, odl_batch *b) {
+    const uint64_t seed = (uint64_t)r->cfg->seed, offset = odl_net_dropout_offset(r->st.step, r->world, r->rank);
+    ODL_CHECK(odl_net_bind_batch(&r->net, &b->x, &b->y));
+    if (b->local > 0) {
+        ODL_CHECK(odl_net_forward(&r->net, b->local, 1, seed, offset));
+        ODL_CHECK(odl_net_backward(&r->net, b->local, (float)b->local / (float)b->global, seed, offset));
+        ODL_CHECK(odl_axpy((float)b->local, &r->net.loss, &r->loss_acc));
+    } else {
+        for (int i = 0; i < r->net.n_params; i++) ODL_CHECK(odl_tensor_fill(&r->net.params[i].grad, 0.0f));
+    }
+    odl_net_unbind_batch(&r->net);
+    const int64_t b_cursor = b->cursor;
+    const int b_global = b->global;
+    ODL_CHECK(odl_loader_release(&r->loader, b)); /* b belongs to the loader again */
+    if (r->hooks && r->hooks->reduce_grads) ODL_CHECK(r->hooks->reduce_grads(r->hooks->ctx, &r->net));
+    ODL_CHECK(odl_optim_step(&r->opt, &r->net));
+    r->st.step++;
+    r->st.cursor = b_cursor + b_global;
+    r->st.epoch_samples += b_global;
+    r->run_samples += b_global;
+    r->epoch_steps++;
+    return ODL_OK;
+}
+
+/* The epoch's loss so far over all ranks: the device accumulator, summed over ranks. */
+static odl_status epoch_loss_sum(train_run *r, double *sum) {
+    float acc_h;
+    ODL_CHECK(odl_tensor_copy_to_host(&r->loss_acc, &acc_h, sizeof acc_h));
+    *sum = acc_h;
+    if (r->hooks && r->hooks->reduce_scalar) ODL_CHECK(r->hooks->reduce_scalar(r->hooks->ctx, sum));
+    return ODL_OK;
+}
+
+/* At the end of an epoch or of the run (stop): the epoch line, evaluation, metrics, StepLR. */
+static odl_status run_epoch_end(train_run *r, int epoch_end, int stop) {
+    const odl_config *cfg = r->cfg;
+    odl_train_state *st = &r->st;
+    double loss_sum;
+    ODL_CHECK(epoch_loss_sum(r, &loss_sum));
+    r->train_loss = (st->epoch_loss_sum + loss_sum) / (double)st->epoch_samples;
+    double wall = now_s() - r->t_epoch, sps = r->run_samples / wall;
+    if (r->show_progress) fputc('\n', stderr);
+    if (r->rank == 0 && (cfg->train.eval_every_epoch || stop || st->epoch + 1 == cfg->train.epochs))
+        ODL_CHECK(evaluate(&r->net, &r->test, r->test_batch, &r->test_loss, &r->test_acc));
+    odl_train_state rep = *st;
+    rep.epoch = st->epoch + (epoch_end ? 1 : 0);
+    ODL_LOG_INFO("epoch %" PRId64 " step %" PRId64 ": train_loss %.4f test_loss %.4f test_acc %.4f "
+                 "%.0f samples/s %.2f s%s",
+                 st->epoch + 1, st->step, r->train_loss, r->test_loss, r->test_acc, sps, wall,
+                 epoch_end ? "" : " (stopped mid-epoch)");
+    metrics_line(r->metrics, "epoch", &rep, r->train_loss, r->test_loss, r->test_acc, sps, wall, r->world);
+    r->result->train_loss = r->train_loss;
+    r->result->test_loss = r->test_loss;
+    r->result->test_acc = r->test_acc;
+    r->result->samples_per_s = sps;
+    if (epoch_end) {
+        st->epoch++;
+        st->cursor = 0;
+        r->opt.lr = (float)(cfg->train.lr * pow(cfg->train.gamma, (double)st->epoch)); /* StepLR(step_size=1) */
+        /* A stop mid-epoch keeps the epoch's sums: the checkpoint taken below must hold them. */
+        ODL_CHECK(odl_tensor_fill(&r->loss_acc, 0.0f));
+        st->epoch_loss_sum = 0;
+        st->epoch_samples = 0;
+    }
+    r->epoch_steps = 0;
+    r->run_samples = 0;
+    r->t_epoch = now_s();
+    return ODL_OK;
+}
+
+/* A checkpoint when one is due, and after the last step of the run, so that a resume never repeats steps
+ * already taken. It holds the epoch's loss so far, so a resumed run prints the same epoch line. */
+static odl_status run_checkpoint(train_run *r, int last_step) {
+    if (!r->ckpt || !(odl_ckpt_session_due(r->ckpt, &r->st) || (last_step && r->cfg->checkpoint.every > 0)))
+        return ODL_OK;
+    double loss_sum;
+    ODL_CHECK(epoch_loss_sum(r, &loss_sum));
+    odl_train_state snap = r->st;
+    snap.epoch_loss_sum += loss_sum;
+    ODL_CHECK(odl_ckpt_session_save(r->ckpt, &r->net, &r->opt, &snap));
+    return ODL_OK;
+}
+
+/* The step loop, from the restored position to the last epoch or train.max_steps. */
+static odl_status run_loop(train_run *r) {
+    const odl_config *cfg = r->cfg;
+    odl_train_state *st = &r->st;
+    r->show_progress = r->rank == 0 && (cfg->logging.progress == ODL_CFG_PROGRESS_ON ||
+                                        (cfg->logging.progress == ODL_CFG_PROGRESS_AUTO && isatty(2)));
+    r->t_start = r->t_epoch = now_s();
+    r->opt.lr = (float)(cfg->train.lr * pow(cfg->train.gamma, (double)st->epoch));
     for (;;) {
         odl_batch *b;
-        ODL_CHECK_GOTO(odl_loader_next(&loader, &b), s, out);
+        ODL_CHECK(odl_loader_next(&r->loader, &b));
         if (!b) break;
-        if (b->epoch != st.epoch) { /* cannot happen: epochs end below */
-            s = ODL_ERR(ODL_E_INTERNAL, "loader epoch %" PRId64 " != %" PRId64, b->epoch, st.epoch);
-            goto out;
-        }
-        /* The step reads the loader's device buffers directly. */
-        net.input = b->x;
-        net.input.owns = 0;
-        net.labels = b->y;
-        net.labels.owns = 0;
-        uint64_t offset = ((uint64_t)st.step * (uint64_t)world + (uint64_t)rank) * ODL_MAX_LAYERS;
-        if (b->local > 0) {
-            ODL_CHECK_GOTO(odl_net_forward(&net, b->local, 1, (uint64_t)cfg->seed, offset), s, out);
-            ODL_CHECK_GOTO(odl_net_backward(&net, b->local, (float)b->local / (float)b->global, (uint64_t)cfg->seed, offset), s, out);
-            ODL_CHECK_GOTO(odl_axpy((float)b->local, &net.loss, &loss_acc), s, out);
-        } else {
-            for (int i = 0; i < net.n_params; i++) ODL_CHECK_GOTO(odl_tensor_fill(&net.params[i].grad, 0.0f), s, out);
-        }
-        net.input = net_input;
-        net.labels = net_labels;
-        const int64_t b_cursor = b->cursor;
-        const int b_global = b->global;
-        ODL_CHECK_GOTO(odl_loader_release(&loader, b), s, out); /* b belongs to the loader again */
-        if (opts->hooks && opts->hooks->reduce_grads) ODL_CHECK_GOTO(opts->hooks->reduce_grads(opts->hooks->ctx, &net), s, out);
-        ODL_CHECK_GOTO(odl_optim_step(&opt, &net), s, out);
-        st.step++;
-        st.cursor = b_cursor + b_global;
-        st.epoch_samples += b_global;
-        run_samples += b_global;
-        epoch_steps++;
-        if (show_progress && (epoch_steps % 20 == 0 || st.cursor >= n_epoch))
-            progress_bar(st.cursor, n_epoch, st.epoch + 1, run_samples / (now_s() - t_epoch));
-        int epoch_end = st.cursor >= n_epoch;
-        int stop = cfg->train.max_steps > 0 && st.step >= cfg->train.max_steps;
-        if (epoch_end || stop) {
-            float acc_h;
-            ODL_CHECK_GOTO(odl_tensor_copy_to_host(&loss_acc, &acc_h, sizeof acc_h), s, out);
-            double loss_sum = acc_h;
-            if (opts->hooks && opts->hooks->reduce_scalar) ODL_CHECK_GOTO(opts->hooks->reduce_scalar(opts->hooks->ctx, &loss_sum), s, out);
-            train_loss = (st.epoch_loss_sum + loss_sum) / (double)st.epoch_samples;
-            double wall = now_s() - t_epoch, sps = run_samples / wall;
-            if (show_progress) fputc('\n', stderr);
-            if (rank == 0 && (cfg->train.eval_every_epoch || stop || st.epoch + 1 == cfg->train.epochs))
-                ODL_CHECK_GOTO(evaluate(&net, &test, test_batch, &test_loss, &test_acc), s, out);
-            odl_train_state rep = st;
-            rep.epoch = st.epoch + (epoch_end ? 1 : 0);
-            ODL_LOG_INFO("epoch %" PRId64 " step %" PRId64 ": train_loss %.4f test_loss %.4f test_acc %.4f "
-                         "%.0f samples/s %.2f s%s",
-                         st.epoch + 1, st.step, train_loss, test_loss, test_acc, sps, wall, epoch_end ? "" : " (stopped mid-epoch)");
-            metrics_line(metrics, "epoch", &rep, train_loss, test_loss, test_acc, sps, wall, world);
-            result->train_loss = train_loss;
-            result->test_loss = test_loss;
-            result->test_acc = test_acc;
-            result->samples_per_s = sps;
-            if (epoch_end) {
-                st.epoch++;
-                st.cursor = 0;
-                opt.lr = (float)(cfg->train.lr * pow(cfg->train.gamma, (double)st.epoch)); /* StepLR(step_size=1) */
-                /* A stop mid-epoch keeps the epoch's sums: the checkpoint taken below must hold them. */
-                ODL_CHECK_GOTO(odl_tensor_fill(&loss_acc, 0.0f), s, out);
-                st.epoch_loss_sum = 0;
-                st.epoch_samples = 0;
-            }
-            epoch_steps = 0;
-            run_samples = 0;
-            t_epoch = now_s();
-        }
-        /* Also after the last step of the run, so that a resume never repeats steps already taken. */
-        const int last_step = stop || (epoch_end && st.epoch >= cfg->train.epochs);
-        if (ckpt && (odl_ckpt_session_due(ckpt, &st) || (last_step && cfg->checkpoint.every > 0))) {
-            /* The checkpoint holds the epoch's loss so far, so a resumed run prints the same epoch line. */
-            float acc_h;
-            ODL_CHECK_GOTO(odl_tensor_copy_to_host(&loss_acc, &acc_h, sizeof acc_h), s, out);
-            double loss_sum = acc_h;
-            if (opts->hooks && opts->hooks->reduce_scalar) ODL_CHECK_GOTO(opts->hooks->reduce_scalar(opts->hooks->ctx, &loss_sum), s, out);
-            odl_train_state snap = st;
-            snap.epoch_loss_sum += loss_sum;
-            ODL_CHECK_GOTO(odl_ckpt_session_save(ckpt, cfg, &net, &opt, &snap), s, out);
-        }
-        if (opts->hooks && opts->hooks->after_step) ODL_CHECK_GOTO(opts->hooks->after_step(opts->hooks->ctx, cfg, &net, &opt, &st), s, out);
+        if (b->epoch != st->epoch) /* cannot happen: epochs end below */
+            return ODL_ERR(ODL_E_INTERNAL, "loader epoch %" PRId64 " != %" PRId64, b->epoch, st->epoch);
+        ODL_CHECK(run_step(r, b));
+        if (r->show_progress && (r->epoch_steps % 20 == 0 || st->cursor >= r->n_epoch))
+            progress_bar(st->cursor, r->n_epoch, st->epoch + 1, r->run_samples / (now_s() - r->t_epoch));
+        int epoch_end = st->cursor >= r->n_epoch;
+        int stop = cfg->train.max_steps > 0 && st->step >= cfg->train.max_steps;
+        if (epoch_end || stop) ODL_CHECK(run_epoch_end(r, epoch_end, stop));
+        ODL_CHECK(run_checkpoint(r, stop || (epoch_end && st->epoch >= cfg->train.epochs)));
+        if (r->hooks && r->hooks->after_step) ODL_CHECK(r->hooks->after_step(r->hooks->ctx, cfg, &r->net, &r->opt, st));
         if (stop) break;
     }
-    {
-        double wall = now_s() - t_start;
-        odl_train_state rep = st;
-        metrics_line(metrics, "done", &rep, train_loss, test_loss, test_acc, result->samples_per_s, wall, world);
-        ODL_LOG_INFO("done: %" PRId64 " steps, test_acc %.4f, %.2f s", st.step, test_acc, wall);
+    double wall = now_s() - r->t_start;
+    odl_train_state rep = *st;
+    metrics_line(r->metrics, "done", &rep, r->train_loss, r->test_loss, r->test_acc, r->result->samples_per_s, wall,
+                 r->world);
+    ODL_LOG_INFO("done: %" PRId64 " steps, test_acc %.4f, %.2f s", st->step, r->test_acc, wall);
+    return ODL_OK;
+}
+
+/* --save, the finish hook, the result; the network goes to opts->keep_net when asked. */
+static odl_status run_finish(train_run *r) {
+    if (r->opts->save_path[0] && r->rank == 0) ODL_CHECK(odl_train_save_weights(r->opts->save_path, r->cfg, &r->net));
+    if (r->hooks && r->hooks->on_finish) ODL_CHECK(r->hooks->on_finish(r->hooks->ctx, r->cfg, &r->net, &r->opt, &r->st));
+    r->result->steps = r->st.step;
+    r->result->epochs = r->st.epoch;
+    if (r->opts->keep_net) {
+        *r->opts->keep_net = r->net;
+        r->have_net = 0;
     }
-done:
-    if (opts->save_path[0] && rank == 0) ODL_CHECK_GOTO(odl_train_save_weights(opts->save_path, cfg, &net), s, out);
-    if (opts->hooks && opts->hooks->on_finish) ODL_CHECK_GOTO(opts->hooks->on_finish(opts->hooks->ctx, cfg, &net, &opt, &st), s, out);
-    result->steps = st.step;
-    result->epochs = st.epoch;
-    if (opts->keep_net) {
-        *opts->keep_net = net;
-        have_net = 0;
-    }
-out:
-    if (ckpt) {
-        odl_status cs = odl_ckpt_session_finish(ckpt);
+    return ODL_OK;
+}
+
+/* Reverse order of set-up; the first error of the run wins over the checkpoint writer's. */
+static odl_status run_teardown(train_run *r, odl_status s) {
+    if (r->ckpt) {
+        odl_status cs = odl_ckpt_session_finish(r->ckpt);
         if (s == ODL_OK) s = cs;
     }
-    if (net_input.data) {
-        net.input = net_input;
-        net.labels = net_labels;
-    }
-    if (have_loader) odl_loader_stop(&loader);
-    odl_tensor_free(&loss_acc);
-    if (have_opt) odl_optim_free(&opt);
-    if (have_net) odl_net_free(&net);
-    if (metrics) fclose(metrics);
-    odl_mnist_free(&test);
-    odl_mnist_free(&train);
+    if (r->have_loader) odl_loader_stop(&r->loader);
+    odl_tensor_free(&r->loss_acc);
+    if (r->have_opt) odl_optim_free(&r->opt);
+    if (r->have_net) odl_net_free(&r->net);
+    if (r->metrics) fclose(r->metrics);
+    odl_mnist_free(&r->test);
+    odl_mnist_free(&r->train);
+    return s;
+}
+
+odl_status odl_train_run(const odl_config *cfg, const odl_train_opts *opts, odl_train_result *result) {
+    train_run *r = calloc(1, sizeof *r); /* odl_net and odl_optim are large: not on the stack */
+    if (!r) return ODL_ERR(ODL_E_NOMEM, "training run");
+    memset(result, 0, sizeof *result);
+    r->cfg = cfg;
+    r->opts = opts;
+    r->hooks = opts->hooks;
+    r->result = result;
+    r->rank = opts->rank;
+    r->world = opts->world_size > 0 ? opts->world_size : 1;
+    r->train_loss = r->test_loss = r->test_acc = NAN;
+    int nothing_to_do = 0;
+    odl_status s = run_setup(r, &nothing_to_do);
+    if (s == ODL_OK && !nothing_to_do) s = run_start_loader(r);
+    if (s == ODL_OK && !nothing_to_do) s = run_loop(r);
+    if (s == ODL_OK) s = run_finish(r);
+    if (s != ODL_OK) odl_error_trace(__FILE__, __LINE__);
+    s = run_teardown(r, s);
+    free(r);
     return s;
 }
 

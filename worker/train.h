@@ -5,17 +5,9 @@
 #include <limits.h>
 #include <stdint.h>
 
-#include "odl/config.h"
+#include "odl/ckpt_session.h"
+#include "worker/config.h"
 #include "odl/nn.h"
-
-/* Where training stands: what a checkpoint must hold besides parameters and optimiser state. */
-typedef struct odl_train_state {
-    int64_t epoch;  /* completed epochs (0-based index of the current one) */
-    int64_t step;   /* optimiser steps done, in total */
-    int64_t cursor; /* global sample cursor inside the current epoch */
-    double epoch_loss_sum;  /* sum over the epoch's samples so far of the loss (all ranks) */
-    int64_t epoch_samples;  /* samples of the epoch so far (all ranks) */
-} odl_train_state;
 
 /* Extension points: data parallelism (reduce_*), checkpoints (on_start restores, after_step saves). */
 typedef struct odl_train_hooks {

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "odl/ckpt.h"
-#include "odl/config.h"
+#include "worker/config.h"
 #include "odl/h5io.h"
 #include "odl/nn.h"
 #include "worker/train.h"

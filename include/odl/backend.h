@@ -12,6 +12,7 @@
 #ifndef ODL_BACKEND_H
 #define ODL_BACKEND_H
 
+#include "odl/api.h"
 #include <stdint.h>
 
 #include "odl/status.h"
@@ -105,10 +106,26 @@ typedef struct odl_conv2d_f16_args {
 } odl_conv2d_f16_args;
 
 /* ODL_OK, or ODL_E_INVAL naming the requirement of odl_conv2d_f16_args that a does not meet. */
-odl_status odl_conv2d_f16_check(const odl_conv2d_f16_args *a);
+ODL_API odl_status odl_conv2d_f16_check(const odl_conv2d_f16_args *a);
+
+/* One YOLOv5 Detect level to decode (YOLOv5 v7.0 models/yolo.py Detect.forward, inference branch:
+ * s = sigmoid(v); x, y = (s * 2 + grid - 0.5) * stride; w, h = (s * 2)^2 * anchor; scores = s).
+ * out [N, rows_total, no] float32 on the device; this level's N * na * ny * nx rows start at row_offset
+ * and are ordered anchor, y, x (as YOLOv5 concatenates them). anchors_wh: na (<= 16) pairs of host floats,
+ * the anchors' width and height in input pixels. */
+typedef struct odl_detect_args {
+    float *out;
+    int N, na, no, ny, nx;
+    int64_t rows_total, row_offset;
+    float stride;
+    const float *anchors_wh;
+} odl_detect_args;
 
 typedef struct odl_backend {
     const char *name;
+    /* Free the backend's cached device buffers (its workspace); NULL when it keeps none. Run by
+     * odl_cuda_shutdown before the pools are checked for live allocations. */
+    void (*release)(void);
 
     /* ---- linear algebra ---- */
     odl_status (*gemm)(const odl_gemm_args *a);
@@ -224,13 +241,35 @@ typedef struct odl_backend {
     odl_status (*copy_f16)(int64_t pixels, int C, const odl_half *x, int64_t ldx, odl_half *y, int64_t ldy);
     odl_status (*nchw_f32_to_nhwc_f16)(int N, int C, int H, int W, const float *x, int block, int C_pad,
                                        odl_half *y);
+
+    /* ---- YOLOv5 Detect (odl_detect_args) ----
+     * yolov5_detect_decode: decode one level's head output, float32 [N, na * no, ny, nx] (nhwc 0) or
+     * [N, ny, nx, na * no] (nhwc 1; the CPU only, else ODL_E_UNSUPPORTED), into d->out.
+     * yolov5_detect_head_f16: the float16 head convolution a (its act, residual and y ignored; a->s.K =
+     * na * no) with the decoding fused into its epilogue, so the head output never reaches memory; NULL
+     * where the backend has none (the caller then runs conv2d_f16 into float32 NHWC and decodes). */
+    odl_status (*yolov5_detect_decode)(const odl_detect_args *d, const float *head, int nhwc);
+    odl_status (*yolov5_detect_head_f16)(const odl_conv2d_f16_args *a, const odl_detect_args *d);
 } odl_backend;
 
+/* Number of threads the CPU backend's kernels use: $ODL_CPU_THREADS when set (1..64; odl/env.h), else the
+ * number of online CPUs (at most 64). Results do not depend on it (kernels/cpu/cpu.h says why). */
+ODL_API int odl_cpu_num_threads(void);
+/* Override the thread count (clamped to 1..64) for later loops, e.g. to show in a test that results do
+ * not depend on it. Not to be called while a parallel loop runs. */
+ODL_API void odl_cpu_set_num_threads(int n);
+
+/* Whether a loss op copies its label range check back (one stream synchronisation per call on CUDA;
+ * kernels/cuda/loss.cu). On unless turned off here; ODL_CUDA_LABEL_CHECK (odl/env.h), when set, wins.
+ * Training turns it off: its labels are range-checked when the IDX files are read. */
+ODL_API void odl_backend_set_label_check(int on);
+ODL_API int odl_backend_label_check(void);
+
 /* The op table of a device type; NULL for CUDA in a CPU-only build. */
-const odl_backend *odl_backend_cpu(void);
-const odl_backend *odl_backend_cuda(void);
+ODL_API const odl_backend *odl_backend_cpu(void);
+ODL_API const odl_backend *odl_backend_cuda(void);
 /* The table for a device, or NULL (and an error message) when that backend is not built. */
-const odl_backend *odl_backend_for(odl_device dev);
+ODL_API const odl_backend *odl_backend_for(odl_device dev);
 
 #ifdef __cplusplus
 }

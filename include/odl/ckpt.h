@@ -17,6 +17,7 @@
 #ifndef ODL_CKPT_H
 #define ODL_CKPT_H
 
+#include "odl/api.h"
 #include <stddef.h>
 #include <stdint.h>
 
@@ -41,14 +42,14 @@ extern "C" {
 /* ---- names ---- */
 
 /* "conv1.weight" -> "/model/conv1/weight". Errors: ODL_E_INVAL (empty name, name with '/', too long). */
-odl_status odl_ckpt_param_path(const char *param, char *buf, size_t cap);
+ODL_API odl_status odl_ckpt_param_path(const char *param, char *buf, size_t cap);
 /* ("conv1.weight", "square_avg") -> "/optim/conv1/weight/square_avg". Errors as above. */
-odl_status odl_ckpt_optim_path(const char *param, const char *state, char *buf, size_t cap);
+ODL_API odl_status odl_ckpt_optim_path(const char *param, const char *state, char *buf, size_t cap);
 /* "ckpt-00000020.h5" for step 20. */
-void odl_ckpt_file_name(int64_t step, char *buf, size_t cap);
+ODL_API void odl_ckpt_file_name(int64_t step, char *buf, size_t cap);
 /* 1 when `name` (a file name without directory) is exactly ckpt-<decimal digits>.h5, with the step in
  * *step; 0 otherwise (temporary "*.h5.tmp", "*.superseded" and other files are not checkpoints). */
-int odl_ckpt_parse_file_name(const char *name, int64_t *step);
+ODL_API int odl_ckpt_parse_file_name(const char *name, int64_t *step);
 
 /* ---- directory ---- */
 
@@ -60,20 +61,20 @@ typedef struct odl_ckpt_entry {
 /* The checkpoint files of `dir` (by name only; nothing is opened), highest step first. *out is
  * malloc'ed (free() it; NULL when *n is 0). Errors: ODL_E_NOTFOUND (no such directory), ODL_E_IO
  * (opendir failed, not a directory), ODL_E_NOMEM. */
-odl_status odl_ckpt_list(const char *dir, odl_ckpt_entry **out, size_t *n);
+ODL_API odl_status odl_ckpt_list(const char *dir, odl_ckpt_entry **out, size_t *n);
 
 /* Write a small file crash-safely: "<path>.tmp", write, fsync, rename onto path, fsync the directory.
  * On failure path is as it was and the .tmp is removed. Errors: ODL_E_IO naming the call, the path and
  * errno's text (ENOSPC: "No space left on device"). */
-odl_status odl_ckpt_write_file_atomic(const char *path, const void *data, size_t n);
+ODL_API odl_status odl_ckpt_write_file_atomic(const char *path, const void *data, size_t n);
 
 /* manifest.json of `dir`: {"format": "odl-checkpoint-manifest", "format_version": 1, "latest": NAME,
  * "step": S, "epoch": E, "checkpoints": [NAME, ...]} (newest first), written with
  * odl_ckpt_write_file_atomic. kept[0] is the latest. Errors: ODL_E_INVAL (n == 0), ODL_E_IO. */
-odl_status odl_ckpt_manifest_write(const char *dir, const odl_ckpt_entry *kept, size_t n, int64_t epoch);
+ODL_API odl_status odl_ckpt_manifest_write(const char *dir, const odl_ckpt_entry *kept, size_t n, int64_t epoch);
 /* The manifest's latest file name and step. Errors: ODL_E_NOTFOUND (no manifest), ODL_E_FORMAT
  * (unreadable: no "latest" naming a ckpt-<step>.h5), ODL_E_IO. */
-odl_status odl_ckpt_manifest_read(const char *dir, char *latest, size_t cap, int64_t *step);
+ODL_API odl_status odl_ckpt_manifest_read(const char *dir, char *latest, size_t cap, int64_t *step);
 
 /* ---- contents ---- */
 
@@ -98,16 +99,16 @@ typedef struct odl_ckpt_meta {
  * Errors: ODL_E_FORMAT (no or unknown "format" attribute, a newer format_version, a missing /train
  * item), ODL_E_CHECKSUM (a counter's crc32, or attributes that disagree with the counters),
  * ODL_E_HDF5. Messages name the file. */
-odl_status odl_ckpt_read_meta(odl_h5_reader *r, odl_ckpt_meta *m);
+ODL_API odl_status odl_ckpt_read_meta(odl_h5_reader *r, odl_ckpt_meta *m);
 
 /* Name of an optimiser type in files ("adadelta", ...), from odl_optim_type's value; "?" when unknown.
  * And the reverse: -1 when unknown. */
-const char *odl_ckpt_optim_name(int type);
-int odl_ckpt_optim_parse(const char *name);
+ODL_API const char *odl_ckpt_optim_name(int type);
+ODL_API int odl_ckpt_optim_parse(const char *name);
 /* Number of state tensors per parameter for an optimiser name (adadelta 2, sgd 1, adam/adamw 2), or -1. */
-int odl_ckpt_optim_nstate(const char *name);
+ODL_API int odl_ckpt_optim_nstate(const char *name);
 /* State tensor names of an optimiser name, j < odl_ckpt_optim_nstate. NULL otherwise. */
-const char *odl_ckpt_optim_state(const char *name, int j);
+ODL_API const char *odl_ckpt_optim_state(const char *name, int j);
 
 /* Called by odl_ckpt_verify once per dataset, in the file's name order: st is ODL_OK or the error of
  * reading/verifying it, msg its message ("" when fine). */
@@ -122,11 +123,11 @@ typedef void (*odl_ckpt_verify_fn)(void *ctx, const char *dset, const odl_h5_inf
  * error (the callback, when given, sees every dataset). Errors: those of odl_h5_reader_open
  * (ODL_E_NOTFOUND, ODL_E_IO, ODL_E_FORMAT for a truncated or damaged file), of odl_ckpt_read_meta,
  * ODL_E_CHECKSUM (naming the dataset), ODL_E_FORMAT (layout), ODL_E_NOMEM. */
-odl_status odl_ckpt_verify(const char *path, odl_ckpt_meta *meta, odl_ckpt_verify_fn fn, void *ctx);
+ODL_API odl_status odl_ckpt_verify(const char *path, odl_ckpt_meta *meta, odl_ckpt_verify_fn fn, void *ctx);
 
 /* Root attributes shared by both kinds: format, format_version, model, world_size (when > 0; weights
  * files have none) and, when config_yaml is not NULL, config (the effective config as YAML). Errors: those of odl_h5_writer_attr_*. */
-odl_status odl_ckpt_write_root(odl_h5_writer *w, const char *format, const char *model, int64_t world_size,
+ODL_API odl_status odl_ckpt_write_root(odl_h5_writer *w, const char *format, const char *model, int64_t world_size,
                                const char *config_yaml);
 
 #ifdef __cplusplus

@@ -26,6 +26,7 @@
 #ifndef ODL_COMM_H
 #define ODL_COMM_H
 
+#include "odl/api.h"
 #include <stddef.h>
 #include <stdint.h>
 
@@ -62,13 +63,13 @@ typedef struct odl_launch_info {
  * Nothing found: launched = 0, rank 0 of 1, launcher "none" (the single-process program).
  * Errors: ODL_E_CONFIG naming the variable when a value is not an integer or out of range
  * (rank >= size, size < 1). */
-odl_status odl_launch_detect(odl_launch_info *out);
+ODL_API odl_status odl_launch_detect(odl_launch_info *out);
 
 /* The CUDA device of a rank, "one GPU per rank, chosen by local rank": with one visible device (e.g.
  * Slurm binds each task to its GPU with CUDA_VISIBLE_DEVICES) index 0; with n_visible >= local_size
  * (or local_size unknown) index local_rank. Errors: ODL_E_NODEV when n_visible is 0 or smaller than
  * the ranks on this node (two ranks would share a GPU, which NCCL does not support), naming the rank. */
-odl_status odl_launch_pick_cuda(int local_rank, int local_size, int n_visible, int *index);
+ODL_API odl_status odl_launch_pick_cuda(int local_rank, int local_size, int n_visible, int *index);
 
 /* ------------------------------------------------------------------ process group */
 
@@ -89,8 +90,9 @@ typedef struct odl_comm_options {
 /* Set up the group. li->launched: MPI_Init_thread (unless already initialised), rank and size from MPI
  * checked against the environment's, the local rank from MPI; for CUDA: pick the GPU, make it current
  * (cudaSetDevice, context creation), check that no two ranks of a host share a GPU, create the NCCL
- * communicator (ncclUniqueId broadcast from rank 0 over MPI, ncclCommInitRankConfig with blocking = 0,
- * bounded by timeout_s) and the communication stream. Every rank learns if any rank failed a step, and
+ * communicator (ncclUniqueId broadcast from rank 0 over MPI, ncclCommInitRankConfig: blocking, as measured
+ * faster, unless ODL_NCCL_BLOCKING=0; the watchdog bounds set-up and collectives by timeout_s) and the
+ * communication stream. Every rank learns if any rank failed a step, and
  * all of them return the same kind of error naming the failing rank(s), host and reason (e.g.
  * "rank 1 (host gpu3, local rank 1) cannot use its GPU: cudaSetDevice(1): invalid device ordinal").
  * !li->launched: a local group of size 1, no MPI.
@@ -99,65 +101,65 @@ typedef struct odl_comm_options {
  * ODL_E_CONFIG (environment and MPI disagree on rank/size). On error *out is NULL and MPI, if this call
  * initialised it, is still initialised so that the caller can odl_comm_abort_job or MPI_Finalize via
  * odl_comm_finalize(NULL). */
-odl_status odl_comm_init(const odl_launch_info *li, const odl_comm_options *opt, odl_comm **out);
+ODL_API odl_status odl_comm_init(const odl_launch_info *li, const odl_comm_options *opt, odl_comm **out);
 
 /* Tear down: wait for pending collectives, destroy the NCCL communicator, stop the watchdog, free, and
  * MPI_Finalize if odl_comm_init initialised MPI. c may be NULL (then only the MPI_Finalize part). */
-odl_status odl_comm_finalize(odl_comm *c);
+ODL_API odl_status odl_comm_finalize(odl_comm *c);
 
 /* End every rank of the job now: log "rank R (host H): <message>" as an error and MPI_Abort with
  * exit_code (exit(exit_code) in a local group). For programs' main() after a rank failed while others
  * may be waiting in a collective; never returns. c may be NULL. */
-void odl_comm_abort_job(odl_comm *c, int exit_code, const char *fmt, ...)
+ODL_API void odl_comm_abort_job(odl_comm *c, int exit_code, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 3, 4), noreturn))
 #endif
     ;
 
-int odl_comm_rank(const odl_comm *c);
-int odl_comm_size(const odl_comm *c);
-int odl_comm_local_rank(const odl_comm *c);
-int odl_comm_local_size(const odl_comm *c);
-odl_comm_backend odl_comm_get_backend(const odl_comm *c);
-const char *odl_comm_backend_name(odl_comm_backend b); /* "local", "mpi", "nccl" */
+ODL_API int odl_comm_rank(const odl_comm *c);
+ODL_API int odl_comm_size(const odl_comm *c);
+ODL_API int odl_comm_local_rank(const odl_comm *c);
+ODL_API int odl_comm_local_size(const odl_comm *c);
+ODL_API odl_comm_backend odl_comm_get_backend(const odl_comm *c);
+ODL_API const char *odl_comm_backend_name(odl_comm_backend b); /* "local", "mpi", "nccl" */
 /* The device whose memory the collectives take (cpu, or the rank's GPU). */
-odl_device odl_comm_device(const odl_comm *c);
+ODL_API odl_device odl_comm_device(const odl_comm *c);
 /* Host name of this rank (for messages). */
-const char *odl_comm_host(const odl_comm *c);
+ODL_API const char *odl_comm_host(const odl_comm *c);
 
 /* In-place sum over ranks of count float32 values at buf (memory of odl_comm_device). NCCL: ordered
  * on the current stream as described at the top; MPI: blocking MPI_Allreduce (split into chunks of
  * < 2^31 elements). count 0 is a no-op. Errors: ODL_E_INVAL (NULL buf with count > 0, count < 0),
  * ODL_E_MPI / ODL_E_NCCL / ODL_E_CUDA naming the call, the rank and the size. */
-odl_status odl_comm_allreduce_sum(odl_comm *c, float *buf, int64_t count);
+ODL_API odl_status odl_comm_allreduce_sum(odl_comm *c, float *buf, int64_t count);
 /* Copy nbytes at buf on rank `root` to buf on every rank (memory of odl_comm_device; same ordering).
  * Errors: as allreduce, and ODL_E_INVAL for a root outside [0, size). */
-odl_status odl_comm_broadcast(odl_comm *c, void *buf, size_t nbytes, int root);
+ODL_API odl_status odl_comm_broadcast(odl_comm *c, void *buf, size_t nbytes, int root);
 /* Every rank waits until all have reached it (and, for NCCL, until this rank's communication stream
  * is idle). */
-odl_status odl_comm_barrier(odl_comm *c);
+ODL_API odl_status odl_comm_barrier(odl_comm *c);
 /* The host waits for every collective this rank has enqueued. */
-odl_status odl_comm_synchronize(odl_comm *c);
+ODL_API odl_status odl_comm_synchronize(odl_comm *c);
 
 /* Sum n host doubles over ranks, in place (MPI; a no-op in a local group). Blocking. */
-odl_status odl_comm_allreduce_host_f64(odl_comm *c, double *v, int n);
+ODL_API odl_status odl_comm_allreduce_host_f64(odl_comm *c, double *v, int n);
 /* Every rank's n host int64 values, gathered: out[r * n + i] = value i of rank r (out has size*n). */
-odl_status odl_comm_allgather_host_i64(odl_comm *c, const int64_t *v, int n, int64_t *out);
+ODL_API odl_status odl_comm_allgather_host_i64(odl_comm *c, const int64_t *v, int n, int64_t *out);
 /* Collective agreement on a step every rank has done: returns ODL_OK on all ranks when local is ODL_OK
  * on all ranks; otherwise, on every rank, an error with the first failing rank's code and message:
  * "<what> failed on rank 1 (and 2 more ranks): <rank 1's message>" (the lowest failing rank's message
  * names its host when the failing call did). In a local group: local, with that prefix on failure. */
-odl_status odl_comm_agree(odl_comm *c, odl_status local, const char *what);
+ODL_API odl_status odl_comm_agree(odl_comm *c, odl_status local, const char *what);
 
 /* ------------------------------------------------------------------ data parallelism over a network */
 
 /* Copy every parameter of net (and, when opt is not NULL, every optimiser state tensor) from rank root
  * to all ranks. Collective; the same network on every rank. Errors: as odl_comm_broadcast. */
-odl_status odl_comm_broadcast_net(odl_comm *c, odl_net *net, odl_optim *opt, int root);
+ODL_API odl_status odl_comm_broadcast_net(odl_comm *c, odl_net *net, odl_optim *opt, int root);
 /* A 64-bit FNV-1a hash of the bytes of every parameter (copied to the host), gathered over ranks:
  * ODL_OK when all ranks hold bitwise identical parameters; otherwise ODL_E_INTERNAL naming the ranks
  * that differ from rank 0 and the first differing parameter's name. Collective. */
-odl_status odl_comm_check_net_equal(odl_comm *c, const odl_net *net);
+ODL_API odl_status odl_comm_check_net_equal(odl_comm *c, const odl_net *net);
 
 /* Gradient buckets, as PyTorch DDP: parameters are assigned to buckets of at most bucket_mb MiB in
  * reverse order (the order backward produces their gradients; a parameter larger than a bucket gets
@@ -170,20 +172,20 @@ typedef struct odl_grad_buckets odl_grad_buckets;
 
 /* Errors: ODL_E_INVAL (bucket_mb <= 0, a parameter not float32 on the comm's device, a net with no
  * parameters), ODL_E_NOMEM. */
-odl_status odl_grad_buckets_create(odl_comm *c, odl_net *net, double bucket_mb, odl_grad_buckets **out);
-void odl_grad_buckets_free(odl_grad_buckets *g);
-int odl_grad_buckets_count(const odl_grad_buckets *g);
+ODL_API odl_status odl_grad_buckets_create(odl_comm *c, odl_net *net, double bucket_mb, odl_grad_buckets **out);
+ODL_API void odl_grad_buckets_free(odl_grad_buckets *g);
+ODL_API int odl_grad_buckets_count(const odl_grad_buckets *g);
 /* Bucket index of parameter i and the bytes of bucket b (for logs and tests). */
-int odl_grad_buckets_of_param(const odl_grad_buckets *g, int param_index);
-size_t odl_grad_buckets_bytes(const odl_grad_buckets *g, int bucket);
+ODL_API int odl_grad_buckets_of_param(const odl_grad_buckets *g, int param_index);
+ODL_API size_t odl_grad_buckets_bytes(const odl_grad_buckets *g, int bucket);
 /* Parameter param_index's gradient is final for this step (its producing work is enqueued on the
  * current stream). Launches its bucket when that was the bucket's last pending parameter.
  * Errors: ODL_E_INVAL (index out of range, or marked twice in one step), collective errors. */
-odl_status odl_grad_buckets_mark_ready(odl_grad_buckets *g, int param_index);
+ODL_API odl_status odl_grad_buckets_mark_ready(odl_grad_buckets *g, int param_index);
 /* End the step: mark every parameter not yet marked (in reverse order, launching their buckets), then
  * order the current stream after all reductions (CUDA) / return when they are done (CPU), and reset
  * for the next step. After it every rank's gradients hold the sum over ranks. */
-odl_status odl_grad_buckets_finish(odl_grad_buckets *g);
+ODL_API odl_status odl_grad_buckets_finish(odl_grad_buckets *g);
 
 #ifdef __cplusplus
 }

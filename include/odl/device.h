@@ -9,6 +9,7 @@
 #ifndef ODL_DEVICE_H
 #define ODL_DEVICE_H
 
+#include "odl/api.h"
 #include <stddef.h>
 
 #include "odl/status.h"
@@ -19,16 +20,22 @@ extern "C" {
 #endif
 
 /* 1 when this build has the CUDA backend. */
-int odl_cuda_built(void);
+ODL_API int odl_cuda_built(void);
 /* Number of usable CUDA devices (0 without a driver or GPU, or in a CPU-only build). Never fails. */
-int odl_cuda_device_count(void);
+ODL_API int odl_cuda_device_count(void);
 
 /* Make `index` the calling thread's current CUDA device and create its pool if needed.
- * preallocate_fraction in (0, 1]: fraction of free memory the pool reserves up front.
- * Errors: ODL_E_NODEV, ODL_E_CUDA, ODL_E_NOMEM. */
-odl_status odl_cuda_init(int index, double preallocate_fraction);
-/* Free every pool; call at exit after all tensors are freed. */
-void odl_cuda_shutdown(void);
+ * preallocate_fraction in (0, 1]: fraction of free memory the pool reserves up front (the program passes
+ * memory.preallocate_fraction); 0 = the fraction of the last odl_cuda_init that gave one, else
+ * ODL_CUDA_DEFAULT_FRACTION (memory.preallocate_fraction's default). An allocation on a device whose pool
+ * does not exist yet creates it the same way. Errors: ODL_E_NODEV, ODL_E_CUDA, ODL_E_NOMEM, ODL_E_INVAL. */
+#define ODL_CUDA_DEFAULT_FRACTION 0.5
+ODL_API odl_status odl_cuda_init(int index, double preallocate_fraction);
+/* Release the layers' cached device buffers (the CUDA backend's workspace), then free every pool, as
+ * uv_loop_close closes a loop: when a pool still has allocations in use it is kept and the call returns
+ * ODL_E_BUSY naming the device, the number of live allocations and their bytes (free every tensor
+ * first, then call again). ODL_OK in a CPU-only build. */
+ODL_API odl_status odl_cuda_shutdown(void);
 
 /* Pool statistics in bytes for a CUDA device. */
 typedef struct odl_pool_stats {
@@ -37,37 +44,37 @@ typedef struct odl_pool_stats {
     size_t peak;     /* highest in_use since init or reset */
     size_t n_allocs; /* allocations served */
 } odl_pool_stats;
-odl_status odl_pool_get_stats(odl_device dev, odl_pool_stats *out);
+ODL_API odl_status odl_pool_get_stats(odl_device dev, odl_pool_stats *out);
 
 /* Raw allocation on a device (CPU: 64-byte aligned malloc; CUDA: the pool). */
-odl_status odl_mem_alloc(odl_device dev, size_t nbytes, void **out);
-void odl_mem_free(odl_device dev, void *p);
+ODL_API odl_status odl_mem_alloc(odl_device dev, size_t nbytes, void **out);
+ODL_API void odl_mem_free(odl_device dev, void *p);
 /* Pinned host memory for fast asynchronous copies (plain malloc in a CPU-only build). */
-odl_status odl_host_alloc_pinned(size_t nbytes, void **out);
-void odl_host_free_pinned(void *p);
+ODL_API odl_status odl_host_alloc_pinned(size_t nbytes, void **out);
+ODL_API void odl_host_free_pinned(void *p);
 
 /* Streams. odl_stream is an opaque handle (a cudaStream_t on CUDA, NULL on the CPU). Kernels of the
  * CUDA backend are launched on the calling thread's current stream (default: a non-blocking stream
  * created by odl_cuda_init). */
 typedef void *odl_stream;
 typedef void *odl_event;
-odl_status odl_stream_create(odl_stream *out);
-void odl_stream_destroy(odl_stream s);
-void odl_stream_set_current(odl_stream s);
-odl_stream odl_stream_current(void);
-odl_status odl_stream_synchronize(odl_stream s);
-odl_status odl_event_create(odl_event *out);
-void odl_event_destroy(odl_event e);
-odl_status odl_event_record(odl_event e, odl_stream s);
-odl_status odl_stream_wait_event(odl_stream s, odl_event e);
-odl_status odl_event_synchronize(odl_event e);
+ODL_API odl_status odl_stream_create(odl_stream *out);
+ODL_API void odl_stream_destroy(odl_stream s);
+ODL_API void odl_stream_set_current(odl_stream s);
+ODL_API odl_stream odl_stream_current(void);
+ODL_API odl_status odl_stream_synchronize(odl_stream s);
+ODL_API odl_status odl_event_create(odl_event *out);
+ODL_API void odl_event_destroy(odl_event e);
+ODL_API odl_status odl_event_record(odl_event e, odl_stream s);
+ODL_API odl_status odl_stream_wait_event(odl_stream s, odl_event e);
+ODL_API odl_status odl_event_synchronize(odl_event e);
 /* Milliseconds between two recorded events. */
-odl_status odl_event_elapsed_ms(odl_event start, odl_event end, float *ms);
+ODL_API odl_status odl_event_elapsed_ms(odl_event start, odl_event end, float *ms);
 /* Asynchronous copy on a stream (host side must be pinned for true overlap). kind is inferred. */
-odl_status odl_memcpy_async(void *dst, odl_device dst_dev, const void *src, odl_device src_dev, size_t nbytes,
+ODL_API odl_status odl_memcpy_async(void *dst, odl_device dst_dev, const void *src, odl_device src_dev, size_t nbytes,
                             odl_stream s);
 /* Wait for all work on the device. */
-odl_status odl_device_synchronize(odl_device dev);
+ODL_API odl_status odl_device_synchronize(odl_device dev);
 
 #ifdef __cplusplus
 }

@@ -6,6 +6,7 @@
 #ifndef ODL_HALF_H
 #define ODL_HALF_H
 
+#include "odl/api.h"
 #include <stddef.h>
 #include <stdint.h>
 
@@ -15,11 +16,11 @@
 extern "C" {
 #endif
 
-odl_half odl_float_to_half(float f);
-float odl_half_to_float(odl_half h);
+ODL_API odl_half odl_float_to_half(float f);
+ODL_API float odl_half_to_float(odl_half h);
 /* n values; src and dst must not overlap. */
-void odl_floats_to_halfs(const float *src, odl_half *dst, size_t n);
-void odl_halfs_to_floats(const odl_half *src, float *dst, size_t n);
+ODL_API void odl_floats_to_halfs(const float *src, odl_half *dst, size_t n);
+ODL_API void odl_halfs_to_floats(const odl_half *src, float *dst, size_t n);
 
 #ifdef __cplusplus
 }

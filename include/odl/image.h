@@ -10,6 +10,7 @@
 #ifndef ODL_IMAGE_H
 #define ODL_IMAGE_H
 
+#include "odl/api.h"
 #include <stddef.h>
 #include <stdint.h>
 
@@ -26,16 +27,16 @@ typedef struct odl_image {
 
 /* Allocate a width x height image filled with one RGB colour. Errors: ODL_E_INVAL (size <= 0 or over
  * 65535), ODL_E_NOMEM. */
-odl_status odl_image_alloc(odl_image *img, int width, int height, uint8_t r, uint8_t g, uint8_t b);
-void odl_image_free(odl_image *img);
+ODL_API odl_status odl_image_alloc(odl_image *img, int width, int height, uint8_t r, uint8_t g, uint8_t b);
+ODL_API void odl_image_free(odl_image *img);
 
 /* Decode a JPEG or PNG file (the format is told by its first bytes, not its name).
  * Errors naming the path: ODL_E_NOTFOUND (missing), ODL_E_IO (unreadable, e.g. a directory or no
  * permission), ODL_E_FORMAT (neither JPEG nor PNG, truncated or corrupt data, a JPEG that ends early),
  * ODL_E_UNSUPPORTED (this build lacks libjpeg or libpng). */
-odl_status odl_image_load(const char *path, odl_image *out);
+ODL_API odl_status odl_image_load(const char *path, odl_image *out);
 /* Same from memory; `name` is used in messages. */
-odl_status odl_image_decode(const void *buf, size_t nbytes, const char *name, odl_image *out);
+ODL_API odl_status odl_image_decode(const void *buf, size_t nbytes, const char *name, odl_image *out);
 
 /* YOLOv5's letterbox (utils/augmentations.py, letterbox(im, new_shape, color=(114,114,114), auto,
  * scaleFill=False, scaleup=True, stride)) for a square target new_size:
@@ -53,41 +54,41 @@ typedef struct odl_letterbox {
 } odl_letterbox;
 
 /* Geometry only. Errors: ODL_E_INVAL for a non-positive size or stride. */
-odl_status odl_letterbox_geometry(int src_w, int src_h, int new_size, int auto_pad, int stride, odl_letterbox *g);
+ODL_API odl_status odl_letterbox_geometry(int src_w, int src_h, int new_size, int auto_pad, int stride, odl_letterbox *g);
 
 /* Letterbox src into *dst (allocated here): resize with odl_image_resize_linear when the size changes
  * (cv2 resizes only then), then pad with `pad` (114 in YOLOv5) around it. */
-odl_status odl_image_letterbox(const odl_image *src, int new_size, int auto_pad, int stride, uint8_t pad,
+ODL_API odl_status odl_image_letterbox(const odl_image *src, int new_size, int auto_pad, int stride, uint8_t pad,
                                odl_image *dst, odl_letterbox *g);
 
 /* Bilinear resize of interleaved 8-bit images with `channels` channels, as cv2.resize(...,
  * INTER_LINEAR): source coordinate of output pixel d is (d + 0.5) * (src/dst) - 0.5 (pixel centres
  * aligned, clamped to the border), weights quantised to 11 bits, the horizontal pass in integers and
  * the vertical pass rounded as OpenCV's SIMD path ((((a>>4)*b0)>>16) + (((c>>4)*b1)>>16) + 2) >> 2. */
-odl_status odl_image_resize_linear(const uint8_t *src, int src_w, int src_h, int channels, uint8_t *dst, int dst_w,
+ODL_API odl_status odl_image_resize_linear(const uint8_t *src, int src_w, int src_h, int channels, uint8_t *dst, int dst_w,
                                    int dst_h);
 
 /* Write an image as CHW float32 into out[3 * H * W] (one plane per channel R, G, B), value / 255
  * (YOLOv5's `im /= 255`). */
-void odl_image_to_chw(const odl_image *img, float *out);
+ODL_API void odl_image_to_chw(const odl_image *img, float *out);
 
 /* Map a box [x1, y1, x2, y2] from letterboxed pixels back to the original image, as YOLOv5's
  * scale_boxes(img1_shape, boxes, img0_shape) + clip_boxes: gain = min(out_h / src_h, out_w / src_w),
  * pad = ((out_w - src_w * gain) / 2, (out_h - src_h * gain) / 2), x = (x - pad_x) / gain, clipped to
  * [0, src_w] (y to [0, src_h]). */
-void odl_letterbox_unmap(const odl_letterbox *g, float xyxy[4]);
+ODL_API void odl_letterbox_unmap(const odl_letterbox *g, float xyxy[4]);
 
 /* Draw a rectangle outline of `thickness` pixels (clipped to the image) and, when label is not NULL,
  * the label in a filled box of the same colour above its top-left corner (inside when there is no
  * room). Text uses a built-in 5x7 font, scaled by `text_scale` (1, 2, ...). */
-void odl_image_draw_box(odl_image *img, float x1, float y1, float x2, float y2, const uint8_t rgb[3], int thickness,
+ODL_API void odl_image_draw_box(odl_image *img, float x1, float y1, float x2, float y2, const uint8_t rgb[3], int thickness,
                         const char *label, int text_scale);
 /* A distinct colour for a class id (fixed palette). */
-void odl_class_color(int class_id, uint8_t rgb[3]);
+ODL_API void odl_class_color(int class_id, uint8_t rgb[3]);
 
 /* Write a baseline JPEG (quality 1..100). Errors: ODL_E_IO naming the path, ODL_E_UNSUPPORTED without
  * libjpeg. */
-odl_status odl_image_save_jpeg(const odl_image *img, const char *path, int quality);
+ODL_API odl_status odl_image_save_jpeg(const odl_image *img, const char *path, int quality);
 
 #ifdef __cplusplus
 }

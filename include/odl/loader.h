@@ -9,6 +9,7 @@
 #ifndef ODL_LOADER_H
 #define ODL_LOADER_H
 
+#include "odl/api.h"
 #include <pthread.h>
 #include <stdint.h>
 
@@ -67,18 +68,18 @@ typedef struct odl_loader {
 } odl_loader;
 
 /* Allocate the slots and start the thread. Errors: ODL_E_INVAL, ODL_E_NOMEM, ODL_E_CUDA. */
-odl_status odl_loader_start(odl_loader *L, const odl_loader_config *cfg);
+ODL_API odl_status odl_loader_start(odl_loader *L, const odl_loader_config *cfg);
 /* Next step's batch, in order, waiting for the thread if needed; *out = NULL after the last step.
  * The batch's data are usable on the calling thread's current stream. */
-odl_status odl_loader_next(odl_loader *L, odl_batch **out);
+ODL_API odl_status odl_loader_next(odl_loader *L, odl_batch **out);
 /* Give a batch back once the work that reads it has been enqueued on the current stream. */
-odl_status odl_loader_release(odl_loader *L, odl_batch *b);
+ODL_API odl_status odl_loader_release(odl_loader *L, odl_batch *b);
 /* Stop the thread and free everything (safe after an error, and twice). */
-void odl_loader_stop(odl_loader *L);
+ODL_API void odl_loader_stop(odl_loader *L);
 
 /* Fill rows [0, count) of host buffers from samples idx[0..count) with the same normalisation
  * (used by the loader and by evaluation). */
-void odl_loader_gather(const uint8_t *images, const uint8_t *labels, int64_t sample_elems, float mean, float std,
+ODL_API void odl_loader_gather(const uint8_t *images, const uint8_t *labels, int64_t sample_elems, float mean, float std,
                        const int64_t *idx, int count, float *x, int32_t *y);
 
 #ifdef __cplusplus

@@ -15,6 +15,7 @@
 #ifndef ODL_LOG_H
 #define ODL_LOG_H
 
+#include "odl/api.h"
 #include <stdio.h>
 
 #include "odl/status.h"
@@ -33,30 +34,30 @@ typedef enum odl_log_level {
 /* This process's rank and the world size, for the prefix and the rank-0 filter.
  * Defaults: rank 0, world size 1. Values out of range (world_size < 1, rank outside
  * 0..world_size-1) are stored as given; only the filter "rank != 0 && world_size > 1" uses them. */
-void odl_log_set_rank(int rank, int world_size);
+ODL_API void odl_log_set_rank(int rank, int world_size);
 
 /* Events below `level` are dropped. Default ODL_LOG_LEVEL_INFO. */
-void odl_log_set_level(odl_log_level level);
-odl_log_level odl_log_get_level(void);
+ODL_API void odl_log_set_level(odl_log_level level);
+ODL_API odl_log_level odl_log_get_level(void);
 
 /* "debug", "info", "warn" (or "warning"), "error", case-insensitive.
  * Errors: ODL_E_INVAL naming the text and the allowed names (also for NULL). */
-odl_status odl_log_parse_level(const char *text, odl_log_level *out);
+ODL_API odl_status odl_log_parse_level(const char *text, odl_log_level *out);
 
 /* "DEBUG", "INFO", "WARN", "ERROR" ("?" for other values). */
-const char *odl_log_level_name(odl_log_level level);
+ODL_API const char *odl_log_level_name(odl_log_level level);
 
 /* 1 when an event of this level would be printed by this process (level and rank filter). Use it to
  * skip expensive formatting. */
-int odl_log_enabled(odl_log_level level);
+ODL_API int odl_log_enabled(odl_log_level level);
 
 /* Where lines go: NULL (the default) means stderr. For tests and for tee-ing into a file; the stream
  * must stay open while it is set. */
-void odl_log_set_stream(FILE *stream);
+ODL_API void odl_log_set_stream(FILE *stream);
 
 /* Print one event (printf format). Never fails visibly: a message that cannot be allocated is
  * truncated to 4 KiB. */
-void odl_log(odl_log_level level, const char *fmt, ...)
+ODL_API void odl_log(odl_log_level level, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
 #endif

@@ -15,6 +15,7 @@
 #ifndef ODL_MNIST_H
 #define ODL_MNIST_H
 
+#include "odl/api.h"
 #include <stdint.h>
 
 #include "odl/status.h"
@@ -42,13 +43,13 @@ typedef struct odl_mnist {
  *                   label counts that differ, a label >= 10
  *   ODL_E_INVAL     bad split name or NULL argument
  *   ODL_E_NOMEM */
-odl_status odl_mnist_load(const char *dir, const char *split, odl_mnist *out);
+ODL_API odl_status odl_mnist_load(const char *dir, const char *split, odl_mnist *out);
 
 /* The same from two explicit file paths (plain or gzip, detected by content). */
-odl_status odl_mnist_load_files(const char *images_path, const char *labels_path, odl_mnist *out);
+ODL_API odl_status odl_mnist_load_files(const char *images_path, const char *labels_path, odl_mnist *out);
 
 /* Release the buffers and reset *m to empty. NULL and empty are fine. */
-void odl_mnist_free(odl_mnist *m);
+ODL_API void odl_mnist_free(odl_mnist *m);
 
 #ifdef __cplusplus
 }

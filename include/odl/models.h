@@ -7,6 +7,7 @@
 #ifndef ODL_MODELS_H
 #define ODL_MODELS_H
 
+#include "odl/api.h"
 #include "odl/nn.h"
 
 #ifdef __cplusplus
@@ -15,12 +16,16 @@ extern "C" {
 
 typedef enum odl_model_kind { ODL_MODEL_MNIST_CNN = 0, ODL_MODEL_MNIST_MLP = 1 } odl_model_kind;
 
-/* Parse "mnist", "mnist_cnn" or "mnist_mlp". Errors: ODL_E_INVAL naming the value. */
-odl_status odl_model_parse(const char *name, odl_model_kind *out);
-const char *odl_model_name(odl_model_kind k);
+/* The models' one name table (models/mnist.c): {"mnist", "mnist_cnn", "mnist_mlp", NULL}; "mnist" is
+ * PyTorch examples/mnist's Net, the same network as mnist_cnn. The config schema's `model` key takes
+ * these names (its value is the index). */
+ODL_API const char *const *odl_model_names(void);
+/* Parse one of odl_model_names(). Errors: ODL_E_INVAL naming the value. */
+ODL_API odl_status odl_model_parse(const char *name, odl_model_kind *out);
+ODL_API const char *odl_model_name(odl_model_kind k);
 /* Build and allocate the network (parameters uninitialised). dropout = 0 leaves dropout layers out
  * (deterministic runs, as the PyTorch reference file). */
-odl_status odl_model_build(odl_net *net, odl_model_kind kind, odl_device dev, int max_batch, int dropout);
+ODL_API odl_status odl_model_build(odl_net *net, odl_model_kind kind, odl_device dev, int max_batch, int dropout);
 
 #ifdef __cplusplus
 }

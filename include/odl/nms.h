@@ -8,6 +8,7 @@
 #ifndef ODL_NMS_H
 #define ODL_NMS_H
 
+#include "odl/api.h"
 #include <stdint.h>
 
 #include "odl/status.h"
@@ -33,12 +34,12 @@ typedef struct odl_nms_params {
 } odl_nms_params;
 
 /* detect.py's defaults: conf 0.25, IoU 0.45, max_det 1000, single label, class-aware, 30000, 7680. */
-odl_nms_params odl_nms_defaults(void);
+ODL_API odl_nms_params odl_nms_defaults(void);
 
 /* torchvision.ops.nms: indices of the kept boxes in decreasing score order.
  * boxes [n, 4], scores [n]; keep has room for n; *n_keep receives the count.
  * Ties in score keep the lower index first (a stable sort). Errors: ODL_E_INVAL, ODL_E_NOMEM. */
-odl_status odl_nms(const float *boxes, const float *scores, int n, float iou_thres, int *keep, int *n_keep);
+ODL_API odl_status odl_nms(const float *boxes, const float *scores, int n, float iou_thres, int *keep, int *n_keep);
 
 /* YOLOv5's non_max_suppression for one image: pred [n_anchors, 5 + nc] rows of
  * (cx, cy, w, h, objectness, nc class scores), sigmoid applied (the Detect layer's inference output).
@@ -48,11 +49,11 @@ odl_status odl_nms(const float *boxes, const float *scores, int n, float iou_thr
  *   at most max_det results, decreasing conf.
  * out has room for `cap` detections (cap >= p->max_det suffices); *n_out receives the count.
  * Errors: ODL_E_INVAL (bad arguments), ODL_E_NOMEM. */
-odl_status odl_yolo_nms(const float *pred, int64_t n_anchors, int nc, const odl_nms_params *p, odl_detection *out,
+ODL_API odl_status odl_yolo_nms(const float *pred, int64_t n_anchors, int nc, const odl_nms_params *p, odl_detection *out,
                         int cap, int *n_out);
 
 /* IoU of two xyxy boxes (0 when the union is empty). */
-float odl_box_iou(const float a[4], const float b[4]);
+ODL_API float odl_box_iou(const float a[4], const float b[4]);
 
 #ifdef __cplusplus
 }

@@ -9,6 +9,7 @@
 #ifndef ODL_NN_H
 #define ODL_NN_H
 
+#include "odl/api.h"
 #include <stdint.h>
 
 #include "odl/backend.h"
@@ -20,6 +21,10 @@ extern "C" {
 
 #define ODL_NAME_MAX 64
 #define ODL_MAX_LAYERS 32
+/* Philox offsets reserved per (step, rank) for dropout: layer i of step s on rank r draws at
+ * odl_net_dropout_offset(s, world_size, r) + i. Fixed (not ODL_MAX_LAYERS) so that the random numbers,
+ * and checkpoints that rely on them, do not change when the layer cap does; nn/net.c asserts the cap fits. */
+#define ODL_NET_RNG_STRIDE 32
 #define ODL_MAX_PARAMS 64
 
 typedef struct odl_param {
@@ -67,6 +72,8 @@ typedef struct odl_net {
     odl_tensor dlogits;      /* [max_batch, n_classes] */
     odl_tensor loss;         /* [1]: mean NLL of the last forward */
     odl_tensor pred;         /* [max_batch] int32: argmax of the last forward */
+    odl_tensor own_input, own_labels; /* the net's buffers while a batch is bound (odl_net_bind_batch) */
+    int batch_bound;
     /* Called by odl_net_backward as soon as a parameter's gradient is final (layers last to first), so
      * that data parallelism can start reducing it while the rest of backward runs. NULL: none. */
     odl_status (*on_grad_ready)(void *ctx, int param_index);
@@ -74,34 +81,45 @@ typedef struct odl_net {
 } odl_net;
 
 /* Start an empty network for inputs of per-sample shape in_shape[in_ndim] (ndim 1 or 3). */
-odl_status odl_net_init(odl_net *net, odl_device dev, int max_batch, int in_ndim, const int64_t *in_shape);
+ODL_API odl_status odl_net_init(odl_net *net, odl_device dev, int max_batch, int in_ndim, const int64_t *in_shape);
 /* Append layers; shapes are inferred from the previous layer. Names prefix the parameters
  * ("conv1" -> "conv1.weight", "conv1.bias"). Errors: ODL_E_INVAL for bad geometry or too many layers. */
-odl_status odl_net_add_conv2d(odl_net *net, const char *name, int out_channels, int k, int stride, int pad, odl_act act);
-odl_status odl_net_add_maxpool2d(odl_net *net, int k, int stride, int pad);
-odl_status odl_net_add_dropout(odl_net *net, float p);
-odl_status odl_net_add_flatten(odl_net *net);
-odl_status odl_net_add_linear(odl_net *net, const char *name, int out_features, odl_act act);
+ODL_API odl_status odl_net_add_conv2d(odl_net *net, const char *name, int out_channels, int k, int stride, int pad, odl_act act);
+ODL_API odl_status odl_net_add_maxpool2d(odl_net *net, int k, int stride, int pad);
+ODL_API odl_status odl_net_add_dropout(odl_net *net, float p);
+ODL_API odl_status odl_net_add_flatten(odl_net *net);
+ODL_API odl_status odl_net_add_linear(odl_net *net, const char *name, int out_features, odl_act act);
 /* Allocate every buffer; the last layer's output is the logits (log-softmax + NLL follows). */
-odl_status odl_net_finalize(odl_net *net);
-void odl_net_free(odl_net *net);
+ODL_API odl_status odl_net_finalize(odl_net *net);
+ODL_API void odl_net_free(odl_net *net);
+
+/* Make input and labels non-owning views of a batch's buffers (x [B, in_shape...] float32, y [B] int32 on
+ * the net's device, B <= max_batch), e.g. a loader's, so that a step reads them without a copy;
+ * odl_net_unbind_batch gives the net its own buffers back (odl_net_free does too). Errors: ODL_E_INVAL
+ * (shape, dtype or device differ). */
+ODL_API odl_status odl_net_bind_batch(odl_net *net, const odl_tensor *x, const odl_tensor *y);
+ODL_API void odl_net_unbind_batch(odl_net *net);
+
+/* The dropout RNG offset of a step on a rank (see ODL_NET_RNG_STRIDE): (step * world_size + rank) *
+ * ODL_NET_RNG_STRIDE, so that every rank and step draws its own numbers, the same on CPU and GPU. */
+ODL_API uint64_t odl_net_dropout_offset(int64_t step, int world_size, int rank);
 
 /* PyTorch's default initialisation of Conv2d and Linear (kaiming_uniform with a = sqrt(5), i.e.
  * U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for weights and biases), drawn from Philox(seed) with one offset
  * per parameter: identical on every rank and at every world size. */
-odl_status odl_net_init_params(odl_net *net, uint64_t seed);
+ODL_API odl_status odl_net_init_params(odl_net *net, uint64_t seed);
 
 /* Forward a batch of B <= max_batch samples already in net->input / net->labels (rows 0..B-1).
  * training: dropout on, with RNG (seed, offset). Fills logprobs and loss (mean over B); pred (argmax)
  * only when not training. */
-odl_status odl_net_forward(odl_net *net, int B, int training, uint64_t seed, uint64_t offset);
+ODL_API odl_status odl_net_forward(odl_net *net, int B, int training, uint64_t seed, uint64_t offset);
 /* Backward of the last forward (same B, seed, offset): overwrites every param's grad with
  * d(loss_scale * mean loss)/dparam. loss_scale = B / B_global makes ranks' gradients sum to the
  * gradient of the global mean (data parallelism). */
-odl_status odl_net_backward(odl_net *net, int B, float loss_scale, uint64_t seed, uint64_t offset);
+ODL_API odl_status odl_net_backward(odl_net *net, int B, float loss_scale, uint64_t seed, uint64_t offset);
 /* Find a parameter by name; NULL if absent. */
-odl_param *odl_net_param(odl_net *net, const char *name);
-int64_t odl_net_num_params(const odl_net *net);
+ODL_API odl_param *odl_net_param(odl_net *net, const char *name);
+ODL_API int64_t odl_net_num_params(const odl_net *net);
 
 /* ---- optimisers (PyTorch torch.optim semantics; formulas in odl/backend.h) ---- */
 typedef enum odl_optim_type { ODL_OPTIM_ADADELTA = 0, ODL_OPTIM_SGD, ODL_OPTIM_ADAM, ODL_OPTIM_ADAMW } odl_optim_type;
@@ -117,14 +135,25 @@ typedef struct odl_optim {
 } odl_optim;
 
 /* Defaults: adadelta rho 0.9 eps 1e-6; sgd dampening 0; adam/adamw betas (0.9, 0.999) eps 1e-8. */
-odl_status odl_optim_init(odl_optim *opt, odl_optim_type type, float lr, float momentum, float weight_decay,
+ODL_API odl_status odl_optim_init(odl_optim *opt, odl_optim_type type, float lr, float momentum, float weight_decay,
                           const odl_net *net);
 /* One update of every parameter from its grad. */
-odl_status odl_optim_step(odl_optim *opt, odl_net *net);
-void odl_optim_free(odl_optim *opt);
+ODL_API odl_status odl_optim_step(odl_optim *opt, odl_net *net);
+ODL_API void odl_optim_free(odl_optim *opt);
 /* Name of state tensor j ("square_avg", "acc_delta", "momentum_buffer", "exp_avg", "exp_avg_sq"), or
  * NULL when the optimiser has fewer. */
-const char *odl_optim_state_name(const odl_optim *opt, int j);
+ODL_API const char *odl_optim_state_name(const odl_optim *opt, int j);
+
+/* The optimisers' one name table (nn/optim.c), used by the config schema and the checkpoints:
+ * odl_optim_names() = {"adadelta", "sgd", "adam", "adamw", NULL}, index = odl_optim_type. */
+ODL_API const char *const *odl_optim_names(void);
+/* Name of a type ("?" when out of range); type of a name (-1 when unknown). */
+ODL_API const char *odl_optim_type_name(int type);
+ODL_API int odl_optim_type_parse(const char *name);
+/* State tensors per parameter (adadelta 2, sgd 1, adam/adamw 2; -1 when out of range) and their names
+ * (NULL for j out of range). */
+ODL_API int odl_optim_type_nstate(int type);
+ODL_API const char *odl_optim_type_state(int type, int j);
 
 #ifdef __cplusplus
 }

@@ -8,6 +8,7 @@
 #ifndef ODL_OPS_H
 #define ODL_OPS_H
 
+#include "odl/api.h"
 #include "odl/backend.h"
 #include "odl/tensor.h"
 
@@ -18,86 +19,89 @@ extern "C" {
 /* Output size of a convolution or pooling window along one axis (PyTorch, floor mode). */
 static inline int odl_conv_out_size(int in, int k, int stride, int pad) { return (in + 2 * pad - k) / stride + 1; }
 
+/* Fill a float32 tensor (any device) with a value. */
+ODL_API odl_status odl_tensor_fill(odl_tensor *t, float value);
+
 /* C = act(alpha * op(A) op(B) + beta * C + bias) + residual. A, B, C 2-D; bias [N] or NULL;
  * residual shaped as C or NULL. */
-odl_status odl_gemm(int trans_a, int trans_b, float alpha, const odl_tensor *A, const odl_tensor *B, float beta,
+ODL_API odl_status odl_gemm(int trans_a, int trans_b, float alpha, const odl_tensor *A, const odl_tensor *B, float beta,
                     odl_tensor *C, const odl_tensor *bias, const odl_tensor *residual, odl_act act);
 
 /* Linear layer (PyTorch nn.Linear): y[B,out] = act(x[B,in] W[out,in]^T + b[out]). b may be NULL. */
-odl_status odl_linear_fwd(const odl_tensor *x, const odl_tensor *w, const odl_tensor *b, odl_act act, odl_tensor *y);
+ODL_API odl_status odl_linear_fwd(const odl_tensor *x, const odl_tensor *w, const odl_tensor *b, odl_act act, odl_tensor *y);
 /* Backward of odl_linear_fwd with act NONE: dx = dy W (skipped when dx is NULL), dw = dy^T x,
  * db = sum over the batch of dy (skipped when db is NULL). Overwrites the outputs. */
-odl_status odl_linear_bwd(const odl_tensor *x, const odl_tensor *w, const odl_tensor *dy, odl_tensor *dx,
+ODL_API odl_status odl_linear_bwd(const odl_tensor *x, const odl_tensor *w, const odl_tensor *dy, odl_tensor *dx,
                           odl_tensor *dw, odl_tensor *db);
 
 /* Conv2d (dilation 1, groups 1): x [N,C,H,W], w [K,C,R,S], b [K] or NULL, residual [N,K,P,Q] or NULL,
  * y [N,K,P,Q]; y = act(conv(x, w) + b) + residual. */
-odl_status odl_conv2d_fwd(const odl_tensor *x, const odl_tensor *w, const odl_tensor *b, const odl_tensor *residual,
+ODL_API odl_status odl_conv2d_fwd(const odl_tensor *x, const odl_tensor *w, const odl_tensor *b, const odl_tensor *residual,
                           odl_act act, int stride, int pad, odl_tensor *y);
 /* Backward of odl_conv2d_fwd with act NONE and no residual: dx (NULL to skip), dw, db (NULL to skip). */
-odl_status odl_conv2d_bwd(const odl_tensor *x, const odl_tensor *w, const odl_tensor *dy, int stride, int pad,
+ODL_API odl_status odl_conv2d_bwd(const odl_tensor *x, const odl_tensor *w, const odl_tensor *dy, int stride, int pad,
                           odl_tensor *dx, odl_tensor *dw, odl_tensor *db);
 
 /* Max-pool: x [N,C,H,W] -> y [N,C,P,Q]; argmax: I32 [N,C,P,Q] or NULL (needed for backward). */
-odl_status odl_maxpool2d_fwd(const odl_tensor *x, int kernel, int stride, int pad, odl_tensor *y,
+ODL_API odl_status odl_maxpool2d_fwd(const odl_tensor *x, int kernel, int stride, int pad, odl_tensor *y,
                              odl_tensor *argmax);
 /* dx [N,C,H,W] from dy and argmax [N,C,P,Q]. */
-odl_status odl_maxpool2d_bwd(const odl_tensor *dy, const odl_tensor *argmax, int kernel, int stride, int pad,
+ODL_API odl_status odl_maxpool2d_bwd(const odl_tensor *dy, const odl_tensor *argmax, int kernel, int stride, int pad,
                              odl_tensor *dx);
 
 /* Element-wise activation; x, y (and dy, dx) of equal numel. y may be x. */
-odl_status odl_act_fwd(odl_act act, const odl_tensor *x, odl_tensor *y);
-odl_status odl_act_bwd(odl_act act, const odl_tensor *x, const odl_tensor *y, const odl_tensor *dy, odl_tensor *dx);
+ODL_API odl_status odl_act_fwd(odl_act act, const odl_tensor *x, odl_tensor *y);
+ODL_API odl_status odl_act_bwd(odl_act act, const odl_tensor *x, const odl_tensor *y, const odl_tensor *dy, odl_tensor *dx);
 
 /* Dropout with probability p in [0, 1); p == 0 copies. */
-odl_status odl_dropout_fwd(float p, uint64_t seed, uint64_t offset, const odl_tensor *x, odl_tensor *y);
-odl_status odl_dropout_bwd(float p, uint64_t seed, uint64_t offset, const odl_tensor *dy, odl_tensor *dx);
+ODL_API odl_status odl_dropout_fwd(float p, uint64_t seed, uint64_t offset, const odl_tensor *x, odl_tensor *y);
+ODL_API odl_status odl_dropout_bwd(float p, uint64_t seed, uint64_t offset, const odl_tensor *dy, odl_tensor *dx);
 
 /* BatchNorm2d over x [N,C,H,W]; per-channel tensors are [C]. */
-odl_status odl_batchnorm_infer(const odl_tensor *x, const odl_tensor *gamma, const odl_tensor *beta,
+ODL_API odl_status odl_batchnorm_infer(const odl_tensor *x, const odl_tensor *gamma, const odl_tensor *beta,
                                const odl_tensor *mean, const odl_tensor *var, float eps, odl_tensor *y);
-odl_status odl_batchnorm_train_fwd(const odl_tensor *x, const odl_tensor *gamma, const odl_tensor *beta,
+ODL_API odl_status odl_batchnorm_train_fwd(const odl_tensor *x, const odl_tensor *gamma, const odl_tensor *beta,
                                    odl_tensor *running_mean, odl_tensor *running_var, float momentum, float eps,
                                    odl_tensor *y, odl_tensor *save_mean, odl_tensor *save_invstd);
-odl_status odl_batchnorm_bwd(const odl_tensor *x, const odl_tensor *dy, const odl_tensor *gamma,
+ODL_API odl_status odl_batchnorm_bwd(const odl_tensor *x, const odl_tensor *dy, const odl_tensor *gamma,
                              const odl_tensor *save_mean, const odl_tensor *save_invstd, odl_tensor *dx,
                              odl_tensor *dgamma, odl_tensor *dbeta);
 
 /* Nearest upsample x2: x [N,C,H,W] -> y [N,C,2H,2W]; bwd: dy [N,C,2H,2W] -> dx [N,C,H,W]. */
-odl_status odl_upsample2x_fwd(const odl_tensor *x, odl_tensor *y);
-odl_status odl_upsample2x_bwd(const odl_tensor *dy, odl_tensor *dx);
+ODL_API odl_status odl_upsample2x_fwd(const odl_tensor *x, odl_tensor *y);
+ODL_API odl_status odl_upsample2x_bwd(const odl_tensor *dy, odl_tensor *dx);
 
 /* Concat along channels: xs[i] [N,C_i,H,W] -> y [N,sum C_i,H,W]; bwd splits dy into dxs. In bwd a NULL
  * entry skips that slice: either a single NULL (its channel count is what the others leave) or any number
  * of NULLs after the last non-NULL entry. */
-odl_status odl_concat_channels_fwd(int n, const odl_tensor *const *xs, odl_tensor *y);
-odl_status odl_concat_channels_bwd(const odl_tensor *dy, int n, odl_tensor *const *dxs);
+ODL_API odl_status odl_concat_channels_fwd(int n, const odl_tensor *const *xs, odl_tensor *y);
+ODL_API odl_status odl_concat_channels_bwd(const odl_tensor *dy, int n, odl_tensor *const *dxs);
 
 /* logits [B,C], labels I32 [B] -> logprobs [B,C], loss [1] (mean NLL). */
-odl_status odl_log_softmax_nll_fwd(const odl_tensor *logits, const odl_tensor *labels, odl_tensor *logprobs,
+ODL_API odl_status odl_log_softmax_nll_fwd(const odl_tensor *logits, const odl_tensor *labels, odl_tensor *logprobs,
                                    odl_tensor *loss);
 /* dlogits [B,C] for an upstream gradient dloss of the mean loss (1 for plain training). */
-odl_status odl_log_softmax_nll_bwd(const odl_tensor *logprobs, const odl_tensor *labels, float dloss,
+ODL_API odl_status odl_log_softmax_nll_bwd(const odl_tensor *logprobs, const odl_tensor *labels, float dloss,
                                    odl_tensor *dlogits);
 /* x [B,C] -> out I32 [B]. */
-odl_status odl_argmax_rows(const odl_tensor *x, odl_tensor *out);
+ODL_API odl_status odl_argmax_rows(const odl_tensor *x, odl_tensor *out);
 
 /* Element-wise: equal numel everywhere. */
-odl_status odl_add(const odl_tensor *a, const odl_tensor *b, odl_tensor *y);
-odl_status odl_mul(const odl_tensor *a, const odl_tensor *b, odl_tensor *y);
-odl_status odl_scale(float alpha, const odl_tensor *x, odl_tensor *y);
-odl_status odl_axpy(float alpha, const odl_tensor *x, odl_tensor *y);
+ODL_API odl_status odl_add(const odl_tensor *a, const odl_tensor *b, odl_tensor *y);
+ODL_API odl_status odl_mul(const odl_tensor *a, const odl_tensor *b, odl_tensor *y);
+ODL_API odl_status odl_scale(float alpha, const odl_tensor *x, odl_tensor *y);
+ODL_API odl_status odl_axpy(float alpha, const odl_tensor *x, odl_tensor *y);
 /* x [M,N] -> y [N], column sums. */
-odl_status odl_sum_rows(const odl_tensor *x, odl_tensor *y);
+ODL_API odl_status odl_sum_rows(const odl_tensor *x, odl_tensor *y);
 /* x (any shape) -> out [1]. */
-odl_status odl_sum(const odl_tensor *x, odl_tensor *out);
+ODL_API odl_status odl_sum(const odl_tensor *x, odl_tensor *out);
 
 /* Optimiser updates in place; p, g and the state tensors of equal numel (formulas in backend.h). */
-odl_status odl_sgd_step(odl_tensor *p, const odl_tensor *g, odl_tensor *buf, float lr, float momentum,
+ODL_API odl_status odl_sgd_step(odl_tensor *p, const odl_tensor *g, odl_tensor *buf, float lr, float momentum,
                         float dampening, float weight_decay, int nesterov, int64_t step);
-odl_status odl_adam_step(odl_tensor *p, const odl_tensor *g, odl_tensor *m, odl_tensor *v, float lr, float beta1,
+ODL_API odl_status odl_adam_step(odl_tensor *p, const odl_tensor *g, odl_tensor *m, odl_tensor *v, float lr, float beta1,
                          float beta2, float eps, float weight_decay, int decoupled, int64_t step);
-odl_status odl_adadelta_step(odl_tensor *p, const odl_tensor *g, odl_tensor *sq, odl_tensor *acc, float lr,
+ODL_API odl_status odl_adadelta_step(odl_tensor *p, const odl_tensor *g, odl_tensor *sq, odl_tensor *acc, float lr,
                              float rho, float eps, float weight_decay);
 
 #ifdef __cplusplus

@@ -11,6 +11,7 @@
 #ifndef ODL_SAMPLER_H
 #define ODL_SAMPLER_H
 
+#include "odl/api.h"
 #include <stdint.h>
 
 #include "odl/status.h"
@@ -28,14 +29,14 @@ typedef struct odl_sampler {
     int64_t *perm;   /* [n] */
 } odl_sampler;
 
-odl_status odl_sampler_init(odl_sampler *s, int64_t n, int rank, int world_size, uint64_t seed, int shuffle);
-void odl_sampler_free(odl_sampler *s);
+ODL_API odl_status odl_sampler_init(odl_sampler *s, int64_t n, int rank, int world_size, uint64_t seed, int shuffle);
+ODL_API void odl_sampler_free(odl_sampler *s);
 /* Build the permutation of an epoch (0-based). */
-odl_status odl_sampler_set_epoch(odl_sampler *s, int64_t epoch);
+ODL_API odl_status odl_sampler_set_epoch(odl_sampler *s, int64_t epoch);
 /* This rank's sample indices for the step starting at `cursor` with per-rank batch `batch`: writes up
  * to `batch` indices to idx and returns their count in *local; *global gets the step's total count over
  * all ranks (min(W*batch, n - cursor)). Errors: ODL_E_INVAL for a cursor outside [0, n). */
-odl_status odl_sampler_batch(const odl_sampler *s, int64_t cursor, int batch, int64_t *idx, int *local,
+ODL_API odl_status odl_sampler_batch(const odl_sampler *s, int64_t cursor, int batch, int64_t *idx, int *local,
                              int *global);
 
 #ifdef __cplusplus

@@ -9,6 +9,8 @@
 #ifndef ODL_STATUS_H
 #define ODL_STATUS_H
 
+
+#include "odl/api.h"
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -30,13 +32,14 @@ typedef enum odl_status {
     ODL_E_CHECKSUM = -13,   /* stored checksum does not match the data */
     ODL_E_NOTFOUND = -14,   /* a file, key or dataset that must exist does not */
     ODL_E_INTERNAL = -15,   /* a bug: an invariant of the library was broken */
+    ODL_E_BUSY = -16,       /* still in use: e.g. device memory live at odl_cuda_shutdown */
 } odl_status;
 
 /* Short name of a code, e.g. "invalid argument". Never NULL. */
-const char *odl_status_str(odl_status s);
+ODL_API const char *odl_status_str(odl_status s);
 
 /* Replace the thread's message with "file:line: <printf text>" and return code. */
-odl_status odl_error_set(odl_status code, const char *file, int line, const char *fmt, ...)
+ODL_API odl_status odl_error_set(odl_status code, const char *file, int line, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 4, 5)))
 #endif
@@ -44,18 +47,18 @@ odl_status odl_error_set(odl_status code, const char *file, int line, const char
 
 /* Prefix the thread's message with context, "<printf text>: <old message>". Returns nothing so that
  * it can be used in any cleanup path. */
-void odl_error_prefix(const char *fmt, ...)
+ODL_API void odl_error_prefix(const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 1, 2)))
 #endif
     ;
 
 /* Append a location " [at file:line]" to the thread's message (used by ODL_CHECK). */
-void odl_error_trace(const char *file, int line);
+ODL_API void odl_error_trace(const char *file, int line);
 
 /* The thread's current message ("" when none). */
-const char *odl_error_msg(void);
-void odl_error_clear(void);
+ODL_API const char *odl_error_msg(void);
+ODL_API void odl_error_clear(void);
 
 #define ODL_ERR(code, ...) odl_error_set((code), __FILE__, __LINE__, __VA_ARGS__)
 

@@ -26,6 +26,7 @@
 #ifndef ODL_YOLOV5_H
 #define ODL_YOLOV5_H
 
+#include "odl/api.h"
 #include <stdint.h>
 
 #include "odl/status.h"
@@ -42,47 +43,47 @@ typedef struct odl_yolov5 odl_yolov5;
  * weights: e.g. another model's checkpoint, with a hint to run the converter; a description that is
  * malformed or disagrees with the stored tensor shapes, naming the layer and tensor), ODL_E_HDF5,
  * ODL_E_NOMEM, device errors. */
-odl_status odl_yolov5_load(const char *path, odl_device dev, odl_yolov5 **out);
-void odl_yolov5_free(odl_yolov5 *m);
+ODL_API odl_status odl_yolov5_load(const char *path, odl_device dev, odl_yolov5 **out);
+ODL_API void odl_yolov5_free(odl_yolov5 *m);
 
-odl_device odl_yolov5_device(const odl_yolov5 *m);
-int odl_yolov5_num_classes(const odl_yolov5 *m);
+ODL_API odl_device odl_yolov5_device(const odl_yolov5 *m);
+ODL_API int odl_yolov5_num_classes(const odl_yolov5 *m);
 /* Class name, or "class<N>" style fallbacks never: NULL when out of range. */
-const char *odl_yolov5_class_name(const odl_yolov5 *m, int class_id);
-int odl_yolov5_num_layers(const odl_yolov5 *m);
+ODL_API const char *odl_yolov5_class_name(const odl_yolov5 *m, int class_id);
+ODL_API int odl_yolov5_num_layers(const odl_yolov5 *m);
 /* "Conv", "C3", "SPPF", "Upsample", "Concat" or "Detect"; NULL when out of range. */
-const char *odl_yolov5_layer_type(const odl_yolov5 *m, int layer);
+ODL_API const char *odl_yolov5_layer_type(const odl_yolov5 *m, int layer);
 /* Largest stride (32 for P5 models): input height and width must be multiples of it. */
-int odl_yolov5_max_stride(const odl_yolov5 *m);
+ODL_API int odl_yolov5_max_stride(const odl_yolov5 *m);
 /* Parameter count after BatchNorm folding (weights + biases). */
-int64_t odl_yolov5_num_params(const odl_yolov5 *m);
+ODL_API int64_t odl_yolov5_num_params(const odl_yolov5 *m);
 /* Rows of the Detect output for an H x W input (25200 for 640 x 640 with 3 levels and 3 anchors). */
-int64_t odl_yolov5_num_predictions(const odl_yolov5 *m, int H, int W);
+ODL_API int64_t odl_yolov5_num_predictions(const odl_yolov5 *m, int H, int W);
 
 /* Allocate (or reuse, when large enough) every activation for inputs [N, 3, H, W]. Called by the
  * forward when needed; call it first to keep allocations out of a timed or captured region.
  * Errors: ODL_E_INVAL (H or W not a positive multiple of the max stride, N < 1), ODL_E_NOMEM. */
-odl_status odl_yolov5_prepare(odl_yolov5 *m, int N, int H, int W);
+ODL_API odl_status odl_yolov5_prepare(odl_yolov5 *m, int N, int H, int W);
 
 /* The model's own input buffer [N, 3, H, W] float32 on its device (prepared for that size); fill it
  * and pass it to odl_yolov5_forward. Valid until the next prepare of a larger size or free. */
-odl_status odl_yolov5_input(odl_yolov5 *m, int N, int H, int W, odl_tensor **x);
+ODL_API odl_status odl_yolov5_input(odl_yolov5 *m, int N, int H, int W, odl_tensor **x);
 
 /* Run the network: x [N, 3, H, W] float32 on the model's device, RGB in [0, 1] (image / 255), NCHW.
  * *out (may be NULL) points to the model's Detect output [N, A, 5 + nc] on the device, valid until the
  * next forward. Asynchronous on CUDA (kernels on the current stream). */
-odl_status odl_yolov5_forward(odl_yolov5 *m, const odl_tensor *x, const odl_tensor **out);
+ODL_API odl_status odl_yolov5_forward(odl_yolov5 *m, const odl_tensor *x, const odl_tensor **out);
 
 /* Output of layer `layer` of the last forward ([N, C, H, W]; for Detect [N, A, 5 + nc]), or NULL.
  * In half mode only the Detect output is a tensor (float32); the others are NULL (use
  * odl_yolov5_layer_output_host). */
-const odl_tensor *odl_yolov5_layer_output(const odl_yolov5 *m, int layer);
+ODL_API const odl_tensor *odl_yolov5_layer_output(const odl_yolov5 *m, int layer);
 
 /* Copy layer `layer`'s output of the last forward to host memory as float32, NCHW [N, C, H, W] (Detect:
  * [N, A, 5 + nc]); count is the number of floats of dst and must equal the output's element count.
  * Synchronous. Works in both precisions. Errors: ODL_E_INVAL (no such layer, no forward yet, wrong
  * count), device errors. */
-odl_status odl_yolov5_layer_output_host(const odl_yolov5 *m, int layer, float *dst, size_t count);
+ODL_API odl_status odl_yolov5_layer_output_host(const odl_yolov5 *m, int layer, float *dst, size_t count);
 
 /* Half precision, as YOLOv5's detect.py --half (model.half()): from the next forward on, the network
  * runs in float16 with the activations NHWC ([N, H, W, C], channels padded to 8 for the 3-channel input),
@@ -93,16 +94,16 @@ odl_status odl_yolov5_layer_output_host(const odl_yolov5 *m, int layer, float *d
  * and output of odl_yolov5_forward are the same as in float32 mode. Switching frees the activations of
  * the other mode. Errors: ODL_E_UNSUPPORTED (the backend has no float16 kernels; a layer whose input
  * channel count is not a multiple of 8, other than the 3-channel image), ODL_E_NOMEM. */
-odl_status odl_yolov5_set_half(odl_yolov5 *m, int half);
+ODL_API odl_status odl_yolov5_set_half(odl_yolov5 *m, int half);
 
 /* Per-layer timing for benchmarks (CUDA only): with on = 1, every later forward records an event before
  * its first layer and after each layer on the current stream (do not capture such a forward into a graph).
  * odl_yolov5_layer_ms then waits for the last forward and gives each layer's milliseconds in ms[0..n)
  * (layer 0 includes the input's conversion in half mode). Errors: ODL_E_UNSUPPORTED (not a CUDA model),
  * ODL_E_INVAL (no timed forward yet, n > layers), event errors. */
-odl_status odl_yolov5_set_profile(odl_yolov5 *m, int on);
-odl_status odl_yolov5_layer_ms(const odl_yolov5 *m, float *ms, int n);
-int odl_yolov5_is_half(const odl_yolov5 *m);
+ODL_API odl_status odl_yolov5_set_profile(odl_yolov5 *m, int on);
+ODL_API odl_status odl_yolov5_layer_ms(const odl_yolov5 *m, float *ms, int n);
+ODL_API int odl_yolov5_is_half(const odl_yolov5 *m);
 
 #ifdef __cplusplus
 }

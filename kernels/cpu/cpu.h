@@ -28,12 +28,7 @@
 #endif
 
 /* ---- threads (threads.c) ----
- * Number of threads the CPU kernels use: $ODL_CPU_THREADS when set (1..64), else the number of online
- * CPUs (at most 64). Read once. */
-int odl_cpu_num_threads(void);
-/* Override the thread count (1..64) for later loops, e.g. to show in a test that results do not depend
- * on it. Not to be called while a parallel loop runs. */
-void odl_cpu_set_num_threads(int n);
+ * odl_cpu_num_threads / odl_cpu_set_num_threads are public (odl/backend.h). */
 
 /* Body of a parallel loop: handles indices [begin, end) as chunk number `chunk`. May fail; a failure
  * must leave a message with ODL_ERR as usual. */
@@ -126,6 +121,9 @@ odl_status odl_cpu_upsample2x_f16(int N, int H, int W, int C, const odl_half *x,
 odl_status odl_cpu_copy_f16(int64_t pixels, int C, const odl_half *x, int64_t ldx, odl_half *y, int64_t ldy);
 odl_status odl_cpu_nchw_f32_to_nhwc_f16(int N, int C, int H, int W, const float *x, int block, int C_pad,
                                        odl_half *y);
+
+/* ---- YOLOv5 Detect (yolov5_detect.c) ---- */
+odl_status odl_cpu_yolov5_detect_decode(const odl_detect_args *d, const float *head, int nhwc);
 
 /* ---- losses (loss.c) ---- */
 odl_status odl_cpu_log_softmax_nll_fwd(int B, int C, const float *logits, const int32_t *labels, float *logprobs,

@@ -6,9 +6,10 @@
  * pool, simply runs on the calling thread; results never depend on this because kernels only split work
  * whose per-element result is independent of the split (see cpu.h).
  *
- * Tunable: ODL_CPU_THREADS (read once) = number of threads, calling thread included.
+ * Tunable: ODL_CPU_THREADS (odl/env.h) = number of threads, calling thread included.
  */
 #include "kernels/cpu/cpu.h"
+#include "odl/env.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -24,12 +25,7 @@ static int g_nthreads = 1;
 
 static void read_thread_env(void) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
-    const char *e = getenv("ODL_CPU_THREADS");
-    if (e && e[0]) {
-        char *end = NULL;
-        long v = strtol(e, &end, 10);
-        if (end && *end == '\0' && v >= 1) n = v;
-    }
+    if (odl_env_is_set(ODL_ENV_CPU_THREADS)) n = (long)odl_env_int(ODL_ENV_CPU_THREADS); /* 1..64 (odl/env.h) */
     if (n < 1) n = 1;
     if (n > ODL_CPU_MAX_THREADS) n = ODL_CPU_MAX_THREADS;
     g_nthreads = (int)n;

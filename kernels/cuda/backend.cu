@@ -4,6 +4,7 @@
 #include <mutex>
 
 #include "common.cuh"
+#include "core/device_internal.h"
 
 namespace odlk {
 
@@ -83,6 +84,7 @@ odl_status workspace(size_t bytes, void **out) {
         }
         w.p = p;
         w.cap = want;
+        ODL_CHECK(odl_device_at_shutdown(odl_cuda_backend_release));
         odl_pool_stats ps;
         w.n_allocs = odl_pool_get_stats(odl_cuda(dev), &ps) == ODL_OK ? ps.n_allocs : 0;
     }
@@ -111,6 +113,7 @@ extern "C" void odl_cuda_backend_release(void) {
 static odl_backend make_table() {
     odl_backend b = {};
     b.name = "cuda";
+    b.release = odl_cuda_backend_release;
     b.gemm = odl_cuda_gemm;
     b.conv2d_fwd = odl_cuda_conv2d_fwd;
     b.conv2d_bwd_data = odl_cuda_conv2d_bwd_data;
@@ -145,6 +148,8 @@ static odl_backend make_table() {
     b.upsample2x_f16 = odl_cuda_upsample2x_f16;
     b.copy_f16 = odl_cuda_copy_f16;
     b.nchw_f32_to_nhwc_f16 = odl_cuda_nchw_f32_to_nhwc_f16;
+    b.yolov5_detect_decode = odl_cuda_yolov5_detect_decode;
+    b.yolov5_detect_head_f16 = odl_cuda_yolov5_detect_head_f16;
     return b;
 }
 

@@ -154,9 +154,13 @@ odl_status odl_cuda_upsample2x_f16(int N, int H, int W, int C, const odl_half *x
 odl_status odl_cuda_copy_f16(int64_t pixels, int C, const odl_half *x, int64_t ldx, odl_half *y, int64_t ldy);
 odl_status odl_cuda_nchw_f32_to_nhwc_f16(int N, int C, int H, int W, const float *x, int block, int C_pad,
                                         odl_half *y);
+/* YOLOv5 Detect (yolov5_detect.cu, conv2d_f16.cu) */
+odl_status odl_cuda_yolov5_detect_decode(const odl_detect_args *d, const float *head, int nhwc);
+odl_status odl_cuda_yolov5_detect_head_f16(const odl_conv2d_f16_args *a, const odl_detect_args *d);
 
-/* Release the backend's cached workspaces (call before the device pools are destroyed, e.g. from
- * odl_cuda_shutdown). Safe to call when nothing was allocated. */
+/* The table's release entry: frees the backend's cached workspaces. Registered with core's teardown
+ * hooks (core/device_internal.h) when the first workspace is taken, so odl_cuda_shutdown runs it before
+ * it checks the pools. Safe to call when nothing was allocated. */
 void odl_cuda_backend_release(void);
 
 /* ---- for bench/ and tests: GEMM and convolution with a forced kernel configuration ----

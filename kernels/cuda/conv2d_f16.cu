@@ -23,7 +23,7 @@
 #include <cuda_fp16.h>
 
 #include "kernels/cuda/common.cuh"
-#include "models/yolov5_decode.h"
+#include "kernels/yolov5_decode.h"
 
 namespace odlk {
 namespace {
@@ -80,6 +80,125 @@ struct ConvF16Params {
 };
 
 enum { kOutHalf = 0, kOutF32 = 1, kOutDetect = 2 };
+
+/* The kernel's accumulators acc[MT][NT][4] of warp (wm, wn): mma.m16n8k16's c0, c1 at (row lane/4, cols
+ * 2*(lane%4) + {0, 1}) of each 16 x 8 tile, c2, c3 eight rows further down. */
+
+/* Epilogue of kOutHalf / kOutF32: v = act(acc + bias) + residual, stored as half (rounded once) or float. */
+template <int WM, int WN, int MT, int NT, int OUT>
+__device__ __forceinline__ void epilogue_store(const ConvF16Params &p, const float (&acc)[MT][NT][4], int m0, int n0) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int wm = warp % WM, wn = warp / WM;
+#pragma unroll
+    for (int j = 0; j < NT; j++) {
+        const int col = n0 + wn * NT * 8 + j * 8 + (lane & 3) * 2;
+        if (col >= p.Kout) continue;
+        const bool two = col + 1 < p.Kout;
+        float b0 = 0.0f, b1 = 0.0f;
+        if (p.bias) {
+            b0 = p.bias[col];
+            if (two) b1 = p.bias[col + 1];
+        }
+#pragma unroll
+        for (int i = 0; i < MT; i++) {
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const int gm = m0 + wm * MT * 16 + i * 16 + (lane >> 2) + h * 8;
+                if (gm >= p.M) continue;
+                float v0 = act_apply(p.act, acc[i][j][2 * h] + b0);
+                float v1 = act_apply(p.act, acc[i][j][2 * h + 1] + b1);
+                if (p.res) {
+                    const __half *rp = p.res + (int64_t)gm * p.ldr + col;
+                    if (two) {
+                        const float2 r = __half22float2(*reinterpret_cast<const __half2 *>(rp));
+                        v0 += r.x;
+                        v1 += r.y;
+                    } else {
+                        v0 += __half2float(rp[0]);
+                    }
+                }
+                if (OUT == kOutF32) {
+                    float *yp = reinterpret_cast<float *>(p.y) + (int64_t)gm * p.ldy + col;
+                    yp[0] = v0;
+                    if (two) yp[1] = v1;
+                } else {
+                    __half *yp = reinterpret_cast<__half *>(p.y) + (int64_t)gm * p.ldy + col;
+                    if (two) *reinterpret_cast<__half2 *>(yp) = __floats2half2_rn(v0, v1);
+                    else yp[0] = __float2half_rn(v0);
+                }
+            }
+        }
+    }
+}
+
+/* Epilogue of kOutDetect: the head values decoded and scattered to the detection rows (smem_raw: the
+ * pipeline's shared memory, free by now). */
+template <int WM, int WN, int MT, int NT>
+__device__ __forceinline__ void epilogue_detect(const ConvF16Params &p, const float (&acc)[MT][NT][4],
+                                                unsigned char *smem_raw, int m0, int n0) {
+    constexpr int BM = WM * MT * 16, BN = WN * NT * 8, THREADS = WM * WN * 32;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int wm = warp % WM, wn = warp / WM;
+    /* YOLOv5 Detect decoding (kernels/yolov5_decode.h), stored at out[n, row_offset + a * ny * nx +
+     * y * nx + x, k] for channel a * no + k.
+     * Per-row (pixel) and per-column (anchor, k) facts are tabled once per block, and the decoded tile
+     * goes through shared memory (the pipeline's buffers, free now) in chunks of rows, so that the stores
+     * run along the 5 + nc values of output rows. */
+    __shared__ int64_t s_rowbase[BM];
+    __shared__ float s_gx[BM], s_gy[BM];
+    __shared__ int64_t s_coloff[BN];
+    __shared__ int s_k[BN];
+    __shared__ float s_anc[BN], s_bias[BN];
+    __syncthreads();
+    for (int r = tid; r < BM; r += THREADS) {
+        const int gm = m0 + r;
+        int n = 0, pix = 0, yy = 0, xx = 0;
+        if (gm < p.M) {
+            p.fdPQ.divmod(gm, n, pix);
+            p.fdQ.divmod(pix, yy, xx);
+        }
+        s_rowbase[r] = ((int64_t)n * p.rows_total + p.row_offset + pix) * p.no;
+        s_gx[r] = (float)xx - 0.5f;
+        s_gy[r] = (float)yy - 0.5f;
+    }
+    for (int c = tid; c < BN; c += THREADS) {
+        const int col = n0 + c, a = col / p.no, k = col - a * p.no;
+        s_coloff[c] = (int64_t)a * p.fdPQ.d * p.no + k;
+        s_k[c] = k;
+        s_anc[c] = (k == 2 || k == 3) && a < p.na ? p.anchors[a * 2 + (k - 2)] : 0.0f;
+        s_bias[c] = p.bias && col < p.Kout ? p.bias[col] : 0.0f;
+    }
+    __syncthreads();
+    float *sO = reinterpret_cast<float *>(smem_raw);
+    constexpr int ldo = BN + 1;
+    int chunk = (int)(p.smem_bytes / (ldo * sizeof(float))) / 16 * 16;
+    if (chunk > BM) chunk = BM;
+    float *out = reinterpret_cast<float *>(p.y);
+    for (int r0 = 0; r0 < BM; r0 += chunk) {
+        const int rows = BM - r0 < chunk ? BM - r0 : chunk;
+#pragma unroll
+        for (int j = 0; j < NT; j++)
+#pragma unroll
+            for (int i = 0; i < MT; i++)
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    const int rl = wm * MT * 16 + i * 16 + (lane >> 2) + h * 8;
+                    if (rl < r0 || rl >= r0 + rows) continue;
+#pragma unroll
+                    for (int e = 0; e < 2; e++) {
+                        const int cl = wn * NT * 8 + j * 8 + (lane & 3) * 2 + e;
+                        sO[(rl - r0) * ldo + cl] = yolov5_decode(acc[i][j][2 * h + e] + s_bias[cl], s_k[cl],
+                                                                 s_gx[rl], s_gy[rl], p.stride, s_anc[cl]);
+                    }
+                }
+        __syncthreads();
+        for (int idx = tid; idx < rows * BN; idx += THREADS) {
+            const int rl = idx / BN, cl = idx - rl * BN;
+            if (m0 + r0 + rl < p.M && n0 + cl < p.Kout) out[s_rowbase[r0 + rl] + s_coloff[cl]] = sO[rl * ldo + cl];
+        }
+        __syncthreads();
+    }
+}
 
 /* WM x WN warps, each MT x NT mma tiles of 16 x 8: BM = WM*MT*16 pixels, BN = WN*NT*8 channels. */
 template <int WM, int WN, int MT, int NT, int STAGES, int OUT>
@@ -206,109 +325,8 @@ __global__ void __launch_bounds__(WM *WN * 32)
     }
     cp_async_wait<0>();
 
-    if constexpr (OUT == kOutDetect) {
-        /* YOLOv5 Detect decoding (models/yolov5_decode.h), stored at out[n, row_offset + a * ny * nx +
-         * y * nx + x, k] for channel a * no + k.
-         * Per-row (pixel) and per-column (anchor, k) facts are tabled once per block, and the decoded tile
-         * goes through shared memory (the pipeline's buffers, free now) in chunks of rows, so that the stores
-         * run along the 5 + nc values of output rows. */
-        __shared__ int64_t s_rowbase[BM];
-        __shared__ float s_gx[BM], s_gy[BM];
-        __shared__ int64_t s_coloff[BN];
-        __shared__ int s_k[BN];
-        __shared__ float s_anc[BN], s_bias[BN];
-        __syncthreads();
-        for (int r = tid; r < BM; r += THREADS) {
-            const int gm = m0 + r;
-            int n = 0, pix = 0, yy = 0, xx = 0;
-            if (gm < p.M) {
-                p.fdPQ.divmod(gm, n, pix);
-                p.fdQ.divmod(pix, yy, xx);
-            }
-            s_rowbase[r] = ((int64_t)n * p.rows_total + p.row_offset + pix) * p.no;
-            s_gx[r] = (float)xx - 0.5f;
-            s_gy[r] = (float)yy - 0.5f;
-        }
-        for (int c = tid; c < BN; c += THREADS) {
-            const int col = n0 + c, a = col / p.no, k = col - a * p.no;
-            s_coloff[c] = (int64_t)a * p.fdPQ.d * p.no + k;
-            s_k[c] = k;
-            s_anc[c] = (k == 2 || k == 3) && a < p.na ? p.anchors[a * 2 + (k - 2)] : 0.0f;
-            s_bias[c] = p.bias && col < p.Kout ? p.bias[col] : 0.0f;
-        }
-        __syncthreads();
-        float *sO = reinterpret_cast<float *>(smem_raw);
-        constexpr int ldo = BN + 1;
-        int chunk = (int)(p.smem_bytes / (ldo * sizeof(float))) / 16 * 16;
-        if (chunk > BM) chunk = BM;
-        float *out = reinterpret_cast<float *>(p.y);
-        for (int r0 = 0; r0 < BM; r0 += chunk) {
-            const int rows = BM - r0 < chunk ? BM - r0 : chunk;
-#pragma unroll
-            for (int j = 0; j < NT; j++)
-#pragma unroll
-                for (int i = 0; i < MT; i++)
-#pragma unroll
-                    for (int h = 0; h < 2; h++) {
-                        const int rl = wm * MT * 16 + i * 16 + (lane >> 2) + h * 8;
-                        if (rl < r0 || rl >= r0 + rows) continue;
-#pragma unroll
-                        for (int e = 0; e < 2; e++) {
-                            const int cl = wn * NT * 8 + j * 8 + (lane & 3) * 2 + e;
-                            sO[(rl - r0) * ldo + cl] = yolov5_decode(acc[i][j][2 * h + e] + s_bias[cl], s_k[cl],
-                                                                     s_gx[rl], s_gy[rl], p.stride, s_anc[cl]);
-                        }
-                    }
-            __syncthreads();
-            for (int idx = tid; idx < rows * BN; idx += THREADS) {
-                const int rl = idx / BN, cl = idx - rl * BN;
-                if (m0 + r0 + rl < p.M && n0 + cl < p.Kout) out[s_rowbase[r0 + rl] + s_coloff[cl]] = sO[rl * ldo + cl];
-            }
-            __syncthreads();
-        }
-    } else {
-        /* Epilogue: c0, c1 at (row lane/4, cols 2*(lane%4) + {0, 1}); c2, c3 eight rows further down. */
-#pragma unroll
-        for (int j = 0; j < NT; j++) {
-            const int col = n0 + wn * NT * 8 + j * 8 + (lane & 3) * 2;
-            if (col >= p.Kout) continue;
-            const bool two = col + 1 < p.Kout;
-            float b0 = 0.0f, b1 = 0.0f;
-            if (p.bias) {
-                b0 = p.bias[col];
-                if (two) b1 = p.bias[col + 1];
-            }
-#pragma unroll
-            for (int i = 0; i < MT; i++) {
-#pragma unroll
-                for (int h = 0; h < 2; h++) {
-                    const int gm = m0 + wm * MT * 16 + i * 16 + (lane >> 2) + h * 8;
-                    if (gm >= p.M) continue;
-                    float v0 = act_apply(p.act, acc[i][j][2 * h] + b0);
-                    float v1 = act_apply(p.act, acc[i][j][2 * h + 1] + b1);
-                    if (p.res) {
-                        const __half *rp = p.res + (int64_t)gm * p.ldr + col;
-                        if (two) {
-                            const float2 r = __half22float2(*reinterpret_cast<const __half2 *>(rp));
-                            v0 += r.x;
-                            v1 += r.y;
-                        } else {
-                            v0 += __half2float(rp[0]);
-                        }
-                    }
-                    if (OUT == kOutF32) {
-                        float *yp = reinterpret_cast<float *>(p.y) + (int64_t)gm * p.ldy + col;
-                        yp[0] = v0;
-                        if (two) yp[1] = v1;
-                    } else {
-                        __half *yp = reinterpret_cast<__half *>(p.y) + (int64_t)gm * p.ldy + col;
-                        if (two) *reinterpret_cast<__half2 *>(yp) = __floats2half2_rn(v0, v1);
-                        else yp[0] = __float2half_rn(v0);
-                    }
-                }
-            }
-        }
-    }
+    if constexpr (OUT == kOutDetect) epilogue_detect<WM, WN, MT, NT>(p, acc, smem_raw, m0, n0);
+    else epilogue_store<WM, WN, MT, NT, OUT>(p, acc, m0, n0);
 }
 
 template <int WM, int WN, int MT, int NT, int STAGES>
@@ -411,9 +429,12 @@ extern "C" odl_status odl_cuda_conv2d_f16_ex(const odl_conv2d_f16_args *a, int c
     return odlk::run(a, cfg, a->y_f32 ? odlk::kOutF32 : odlk::kOutHalf, nullptr);
 }
 
-extern "C" odl_status odl_cuda_yolov5_detect_head_f16(const odl_conv2d_f16_args *a, float *out, int na, int no,
-                                                      int64_t rows_total, int64_t row_offset, float stride,
-                                                      const float *anchors_wh) {
+extern "C" odl_status odl_cuda_yolov5_detect_head_f16(const odl_conv2d_f16_args *a, const odl_detect_args *det) {
+    if (!a || !det || !det->out || !det->anchors_wh) return ODL_ERR(ODL_E_INVAL, "yolov5 Detect head: NULL argument");
+    float *out = det->out;
+    const int na = det->na, no = det->no;
+    const int64_t rows_total = det->rows_total, row_offset = det->row_offset;
+    const float stride = det->stride, *anchors_wh = det->anchors_wh;
     if (na < 1 || na > 16 || no < 6 || (int64_t)na * no != a->s.K)
         return ODL_ERR(ODL_E_INVAL, "yolov5 Detect head: %d anchors x %d outputs for %d channels", na, no, a->s.K);
     odlk::ConvF16Params d;

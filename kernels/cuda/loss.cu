@@ -16,7 +16,7 @@
  * dlogits row are NaN. The same single block (forward) or a small check kernel (backward) records the
  * first bad row in the workspace, and the entry point copies that word back and returns ODL_E_INVAL
  * naming the row and label, as the CPU does. That copy waits for the stream (one synchronisation per
- * call). Set ODL_CUDA_LABEL_CHECK=0 in the environment to skip it (fully asynchronous; bad labels then
+ * call). odl_backend_set_label_check(0) or ODL_CUDA_LABEL_CHECK=0 in the environment skip it (fully asynchronous; bad labels then
  * only show as NaN); it is also skipped while the stream is being captured into a CUDA graph, where a
  * synchronisation is not allowed. Unlike the CPU, logprobs/dlogits are written before the error is
  * known.
@@ -158,12 +158,7 @@ __global__ void ODLK_MAXNREG32 lsm_bwd_kernel(int64_t n, int C, FastDiv fdC,
 
 /* Whether to copy the label check back (see the file comment). */
 bool label_check_wanted() {
-    static int env = -1;
-    if (env < 0) {
-        const char *e = getenv("ODL_CUDA_LABEL_CHECK");
-        env = (e && (!strcmp(e, "0") || !strcmp(e, "off") || !strcmp(e, "false"))) ? 0 : 1;
-    }
-    if (!env) return false;
+    if (!odl_backend_label_check()) return false;
     cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
     if (cudaStreamIsCapturing(stream(), &cs) != cudaSuccess) {
         (void)cudaGetLastError();

@@ -1,5 +1,5 @@
-/* YOLOv5 Detect decoding on the GPU (owned by the YOLOv5 model, models/yolov5.c; CPU twin there:
- * yolov5_detect_decode_cpu; the formula, shared by both: models/yolov5_decode.h).
+/* YOLOv5 Detect decoding on the GPU: the CUDA backend's yolov5_detect_decode entry (odl/backend.h; CPU
+ * reference kernels/cpu/yolov5_detect.c; the formula, shared by both: kernels/yolov5_decode.h).
  *
  * head: one level's 1x1-convolution output [N, na * no, ny, nx] float32 (the CUDA float16 path decodes
  * inside its head convolution instead, conv2d_f16.cu); out: [N, rows_total, no], this level's rows
@@ -9,7 +9,8 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
-#include "models/yolov5_decode.h"
+#include "kernels/yolov5_decode.h"
+#include "odl/backend.h"
 #include "odl/device.h"
 #include "odl/status.h"
 
@@ -69,9 +70,15 @@ __global__ void yolov5_decode_tiled_kernel(const float *__restrict__ head, float
 
 } // namespace
 
-extern "C" odl_status odl_cuda_yolov5_detect_decode(const float *head, float *out, int N, int na, int no, int ny,
-                                                    int nx, int64_t rows_total, int64_t row_offset, float stride,
-                                                    const float *anchors_wh) {
+extern "C" odl_status odl_cuda_yolov5_detect_decode(const odl_detect_args *d, const float *head, int nhwc) {
+    if (!d || !head || !d->out || !d->anchors_wh) return ODL_ERR(ODL_E_INVAL, "yolov5 decode: NULL argument");
+    if (nhwc)
+        return ODL_ERR(ODL_E_UNSUPPORTED, "yolov5 decode: an NHWC head on CUDA (the float16 path decodes in its head "
+                       "convolution, yolov5_detect_head_f16)");
+    float *out = d->out;
+    const int N = d->N, na = d->na, no = d->no, ny = d->ny, nx = d->nx;
+    const int64_t rows_total = d->rows_total, row_offset = d->row_offset;
+    const float stride = d->stride, *anchors_wh = d->anchors_wh;
     if (na < 1 || na > 16) return ODL_ERR(ODL_E_INVAL, "yolov5 decode: %d anchors (1..16)", na);
     Anchors anc;
     for (int i = 0; i < 2 * na; i++) anc.wh[i] = anchors_wh[i];

@@ -1,13 +1,14 @@
-/* YOLOv5 Detect decoding of one head value, shared by the CPU (models/yolov5.c) and the CUDA kernels
- * (kernels/cuda/yolov5_detect.cu, and the float16 head epilogue of kernels/cuda/conv2d_f16.cu), so that
- * every path does the same float operations. YOLOv5 v7.0 models/yolo.py Detect.forward, inference branch:
+/* YOLOv5 Detect decoding of one head value, shared by the backends' yolov5_detect_decode entries (CPU
+ * reference kernels/cpu/yolov5_detect.c; CUDA kernels/cuda/yolov5_detect.cu, and the float16 head
+ * epilogue of kernels/cuda/conv2d_f16.cu), so that every path does the same float operations. Private
+ * to kernels/. YOLOv5 v7.0 models/yolo.py Detect.forward, inference branch:
  *   s = sigmoid(v); x, y = (s * 2 + (grid - 0.5)) * stride; w, h = (s * 2)^2 * anchor; objectness and
  *   class scores = s.
  * v: the head output of channel k (0..4 + nc) of one anchor at grid cell (x, y); gx = (float)x - 0.5f,
  * gy = (float)y - 0.5f; anchor: that anchor's width (k == 2) or height (k == 3) in input pixels, ignored
  * for other k. */
-#ifndef ODL_MODELS_YOLOV5_DECODE_H
-#define ODL_MODELS_YOLOV5_DECODE_H
+#ifndef ODL_KERNELS_YOLOV5_DECODE_H
+#define ODL_KERNELS_YOLOV5_DECODE_H
 
 #include <math.h>
 

@@ -1,4 +1,4 @@
-/* Checkpoints of a training run (worker/checkpoint.h, docs/checkpoints.md, docs/checkpoint_format.md).
+/* Checkpoints of a training run (odl/ckpt_session.h, docs/checkpoints.md, docs/checkpoint_format.md).
  *
  * Saving: odl_ckpt_session_save copies every parameter and optimiser state tensor into a host buffer
  * (for CUDA: one asynchronous copy per tensor on the current stream, then one synchronisation) and
@@ -19,7 +19,7 @@
  * optimiser, another seed or epoch size) is an error, never skipped. Nothing of the network, the
  * optimiser or the state is changed until the whole file has been read and checked.
  */
-#include "worker/checkpoint.h"
+#include "odl/ckpt_session.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -37,12 +37,14 @@
 #include <unistd.h>
 
 #include "odl/ckpt.h"
+#include "odl/config.h"
 #include "odl/device.h"
 #include "odl/h5io.h"
 #include "odl/log.h"
 
 #define MAX_RECS (ODL_MAX_PARAMS * 3)
 #define NJOBS 2
+#define CONFIG_TEXT_MAX (1 << 20) /* the stored config attribute, at most */
 
 static double now_ms(void) {
     struct timespec ts;
@@ -76,11 +78,13 @@ struct odl_ckpt_session {
     int writes; /* rank 0 with checkpoint.every > 0 */
     int64_t every, keep;
     char dir[PATH_MAX];
-    char resume[ODL_CONFIG_STR_MAX];
+    char resume[PATH_MAX];
     char model[64];
     int64_t seed, max_train_samples, batch;
     int optimizer;
     char *yaml; /* effective config, written into every checkpoint */
+    odl_ckpt_before_commit_fn before_commit;
+    void *before_commit_ctx;
 
     pthread_t thread;
     int thread_started, stop;
@@ -159,21 +163,14 @@ static odl_status write_job(odl_ckpt_session *s, const job *j, size_t *bytes_out
     ODL_CHECK_GOTO(odl_h5_writer_attr_str(w, "/rng", "generator", "philox4x32-10"), st, fail);
     ODL_CHECK_GOTO(odl_h5_writer_attr_i64(w, "/rng", "seed", s->seed), st, fail);
     ODL_CHECK_GOTO(odl_h5_writer_attr_i64(w, "/rng", "step", t->step), st, fail);
-    ODL_CHECK_GOTO(odl_h5_writer_attr_str(w, "/rng", "dropout",
-                                          "Philox(seed) at offset (step * world_size + rank) * 32 for the step after `step`"),
-                   st, fail);
+    char dropout_doc[128];
+    snprintf(dropout_doc, sizeof dropout_doc,
+             "Philox(seed) at offset (step * world_size + rank) * %d for the step after `step`", ODL_NET_RNG_STRIDE);
+    ODL_CHECK_GOTO(odl_h5_writer_attr_str(w, "/rng", "dropout", dropout_doc), st, fail);
     ODL_CHECK_GOTO(odl_h5_writer_attr_str(w, "/rng", "shuffle", "Philox(seed) permutation of epoch `epoch` (odl/sampler.h)"),
                    st, fail);
 
-    {
-        /* Test hook (tests/test_ckpt_resume.sh): stop here, the data written but not committed, so that
-         * a kill -9 lands in the middle of a checkpoint write. */
-        const char *p = getenv("ODL_CKPT_TEST_PAUSE_AT_STEP");
-        if (p && p[0] && strtoll(p, NULL, 10) == t->step) {
-            ODL_LOG_WARN("test hook ODL_CKPT_TEST_PAUSE_AT_STEP: pausing the write of %s before its commit", path);
-            for (;;) sleep(60);
-        }
-    }
+    if (s->before_commit) ODL_CHECK_GOTO(s->before_commit(s->before_commit_ctx, t->step, path), st, fail);
     *bytes_out = j->used;
     return odl_h5_writer_commit(w);
 fail:
@@ -302,14 +299,15 @@ static void remove_stale_tmp(const char *dir) {
     closedir(d);
 }
 
-odl_status odl_ckpt_session_start(odl_ckpt_session **out, const odl_config *cfg, int rank, int world_size) {
+odl_status odl_ckpt_session_start(odl_ckpt_session **out, const odl_ckpt_session_opts *o, int rank, int world_size) {
     *out = NULL;
-    const char *dir = cfg->checkpoint.dir, *resume = cfg->checkpoint.resume;
-    int saving = cfg->checkpoint.every > 0;
+    if (!o) return ODL_ERR(ODL_E_INVAL, "odl_ckpt_session_start: no options");
+    const char *dir = o->dir ? o->dir : "", *resume = o->resume ? o->resume : "";
+    int saving = o->every > 0;
     if (!saving && !resume[0]) return ODL_OK;
     if (saving && !dir[0])
         return ODL_ERR(ODL_E_CONFIG, "checkpoint.every = %" PRId64 " needs checkpoint.dir (--checkpoint-dir DIR)",
-                       cfg->checkpoint.every);
+                       o->every);
     if (!strcmp(resume, "auto") && !dir[0])
         return ODL_ERR(ODL_E_CONFIG, "checkpoint.resume = auto needs checkpoint.dir (--checkpoint-dir DIR)");
     if (saving || !strcmp(resume, "auto")) {
@@ -343,25 +341,24 @@ odl_status odl_ckpt_session_start(odl_ckpt_session **out, const odl_config *cfg,
     s->rank = rank;
     s->world = world_size > 0 ? world_size : 1;
     s->writes = saving && rank == 0;
-    s->every = cfg->checkpoint.every;
-    s->keep = cfg->checkpoint.keep > 0 ? cfg->checkpoint.keep : 1;
+    s->every = o->every;
+    s->keep = o->keep > 0 ? o->keep : 1;
     snprintf(s->dir, sizeof s->dir, "%s", dir);
     snprintf(s->resume, sizeof s->resume, "%s", resume);
-    s->seed = cfg->seed;
-    s->max_train_samples = cfg->train.max_train_samples;
-    s->batch = cfg->train.batch_size;
-    s->optimizer = (int)cfg->train.optimizer;
+    s->seed = o->seed;
+    s->max_train_samples = o->max_train_samples;
+    s->batch = o->batch;
+    s->optimizer = o->optimizer;
     odl_status st = ODL_OK;
-    if (odl_config_get(cfg, "model", s->model, sizeof s->model) != ODL_OK) snprintf(s->model, sizeof s->model, "?");
+    snprintf(s->model, sizeof s->model, "%s", o->model && o->model[0] ? o->model : "?");
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
     if (s->writes) {
-        s->yaml = malloc(ODL_CONFIG_YAML_MAX);
+        s->yaml = strdup(o->config_yaml ? o->config_yaml : "");
         if (!s->yaml) {
             st = ODL_ERR(ODL_E_NOMEM, "config text for checkpoints");
             goto fail;
         }
-        ODL_CHECK_GOTO(odl_config_to_yaml(cfg, s->yaml, ODL_CONFIG_YAML_MAX), st, fail);
         remove_stale_tmp(dir);
         if (pthread_create(&s->thread, NULL, writer_main, s) != 0) {
             st = ODL_ERR(ODL_E_INTERNAL, "cannot start the checkpoint writer thread");
@@ -401,7 +398,6 @@ static odl_status load_file(odl_ckpt_session *s, const char *path, const odl_net
                             int *mismatch) {
     odl_h5_reader *r = NULL;
     odl_status st = ODL_OK;
-    odl_config *old = NULL;
     char *yaml = NULL;
     *mismatch = 0;
     memset(sg, 0, sizeof *sg);
@@ -472,24 +468,26 @@ static odl_status load_file(odl_ckpt_session *s, const char *path, const odl_net
                                    "dropout derive from the seed: resume with --seed %" PRId64, path, m->seed, s->seed, m->seed);
         goto out;
     }
-    yaml = malloc(ODL_CONFIG_YAML_MAX);
-    old = malloc(sizeof *old);
-    if (!yaml || !old) {
+    yaml = malloc(CONFIG_TEXT_MAX);
+    if (!yaml) {
         st = ODL_ERR(ODL_E_NOMEM, "reading the config of %s", path);
         goto out;
     }
-    if (odl_h5_reader_attr_str(r, "/", "config", yaml, ODL_CONFIG_YAML_MAX) == ODL_OK) {
-        odl_config_defaults(old);
-        if (odl_config_load_string(old, yaml, path) != ODL_OK) {
-            ODL_LOG_WARN("%s: its config does not read back (%s); not comparing it with this run's", path, odl_error_msg());
-        } else {
-            if (old->train.max_train_samples != s->max_train_samples) {
-                *mismatch = 1;
-                st = ODL_ERR(ODL_E_CONFIG, "%s was trained with train.max_train_samples = %" PRId64 ", this run has %" PRId64
-                                           ": the epoch's samples differ, so its sample cursor does not apply",
-                             path, old->train.max_train_samples, s->max_train_samples);
-                goto out;
-            }
+    if (odl_h5_reader_attr_str(r, "/", "config", yaml, CONFIG_TEXT_MAX) == ODL_OK) {
+        /* The stored effective config (the program's YAML): only the key that fixes the epoch's samples. */
+        char v[64];
+        char *end = NULL;
+        long long old_max = 0;
+        if (odl_config_yaml_value(yaml, "train.max_train_samples", v, sizeof v) != ODL_OK ||
+            (old_max = strtoll(v, &end, 10), !end || *end)) {
+            ODL_LOG_WARN("%s: its config does not say train.max_train_samples (%s); not comparing it with this run's",
+                         path, odl_error_msg());
+        } else if (old_max != s->max_train_samples) {
+            *mismatch = 1;
+            st = ODL_ERR(ODL_E_CONFIG, "%s was trained with train.max_train_samples = %lld, this run has %" PRId64
+                                       ": the epoch's samples differ, so its sample cursor does not apply",
+                         path, old_max, s->max_train_samples);
+            goto out;
         }
     }
     /* The data, every checksum verified. */
@@ -521,7 +519,6 @@ static odl_status load_file(odl_ckpt_session *s, const char *path, const odl_net
     }
 out:
     free(yaml);
-    free(old);
     odl_h5_reader_close(r);
     if (st != ODL_OK) {
         free(sg->buf);
@@ -661,9 +658,8 @@ int odl_ckpt_session_due(const odl_ckpt_session *s, const odl_train_state *st) {
     return s->every > 0 && st->step > 0 && st->step % s->every == 0;
 }
 
-odl_status odl_ckpt_session_save(odl_ckpt_session *s, const odl_config *cfg, const odl_net *net, const odl_optim *opt,
+odl_status odl_ckpt_session_save(odl_ckpt_session *s, const odl_net *net, const odl_optim *opt,
                                  const odl_train_state *st) {
-    (void)cfg; /* the effective config was taken at start */
     if (!s || !s->writes) return ODL_OK;
     double t0 = now_ms();
     pthread_mutex_lock(&s->mu);
@@ -756,6 +752,12 @@ odl_status odl_ckpt_session_save(odl_ckpt_session *s, const odl_config *cfg, con
                  "the previous write %.2f ms); writing in the background",
                  st->step, stall, need / 1e6, odl_device_name(dev), stall - t_wait, t_wait);
     return ODL_OK;
+}
+
+void odl_ckpt_session_set_before_commit(odl_ckpt_session *s, odl_ckpt_before_commit_fn fn, void *ctx) {
+    if (!s) return;
+    s->before_commit = fn;
+    s->before_commit_ctx = ctx;
 }
 
 odl_status odl_ckpt_session_finish(odl_ckpt_session *s) {

@@ -953,7 +953,7 @@ odl_status odl_h5_reader_read_tensor(odl_h5_reader *r, const char *dset, odl_ten
 
 /* Open attribute obj@name: the object and the attribute must exist. */
 static odl_status open_attr(odl_h5_reader *r, const char *obj_in, const char *name, char *where, size_t cap,
-                            hid_t *o_out, hid_t *a_out) {
+                            int max_elems, int *n_out, hid_t *o_out, hid_t *a_out) {
     char obj[1024];
     *o_out = *a_out = -1;
     if (!r || !name) return ODL_ERR(ODL_E_INVAL, "odl_h5_reader_attr: NULL argument");
@@ -976,25 +976,30 @@ static odl_status open_attr(odl_h5_reader *r, const char *obj_in, const char *na
         H5Oclose(o);
         return H5FAIL("H5Aopen", r->path, where);
     }
-    /* One element only. */
+    /* 1..max_elems elements. */
     hid_t sp = H5Aget_space(a);
     hssize_t np = sp >= 0 ? H5Sget_simple_extent_npoints(sp) : -1;
     if (sp >= 0) H5Sclose(sp);
-    if (np != 1) {
+    if (np < 1 || np > max_elems) {
         H5Aclose(a);
         H5Oclose(o);
         if (np < 0) return H5FAIL("H5Sget_simple_extent_npoints", r->path, where);
-        return ODL_ERR(ODL_E_INVAL, "%s:%s: has %lld elements, a scalar is expected", r->path, where, (long long)np);
+        if (max_elems == 1)
+            return ODL_ERR(ODL_E_INVAL, "%s:%s: has %lld elements, a scalar is expected", r->path, where, (long long)np);
+        return ODL_ERR(ODL_E_INVAL, "%s:%s: has %lld elements, 1..%d expected", r->path, where, (long long)np,
+                       max_elems);
     }
+    if (n_out) *n_out = (int)np;
     *o_out = o;
     *a_out = a;
     return ODL_OK;
 }
 
-static odl_status reader_attr_num(odl_h5_reader *r, const char *obj, const char *name, int want_int, void *value) {
+static odl_status reader_attr_num(odl_h5_reader *r, const char *obj, const char *name, int want_int, void *value,
+                                  int cap, int *n) {
     char where[1200];
     hid_t o, a, t = -1;
-    ODL_CHECK(open_attr(r, obj, name, where, sizeof where, &o, &a));
+    ODL_CHECK(open_attr(r, obj, name, where, sizeof where, cap, n, &o, &a));
     odl_status st = ODL_OK;
     t = H5Aget_type(a);
     if (t < 0) {
@@ -1020,7 +1025,7 @@ static odl_status reader_attr_str(odl_h5_reader *r, const char *obj, const char 
     char where[1200];
     hid_t o, a, t = -1, mt = -1;
     if (!buf || cap == 0) return ODL_ERR(ODL_E_INVAL, "odl_h5_reader_attr_str: empty buffer");
-    ODL_CHECK(open_attr(r, obj, name, where, sizeof where, &o, &a));
+    ODL_CHECK(open_attr(r, obj, name, where, sizeof where, 1, NULL, &o, &a));
     odl_status st = ODL_OK;
     char *tmp = NULL;
     t = H5Aget_type(a);
@@ -1087,7 +1092,7 @@ odl_status odl_h5_reader_attr_i64(odl_h5_reader *r, const char *obj, const char 
     if (!value) return ODL_ERR(ODL_E_INVAL, "odl_h5_reader_attr_i64: value is NULL");
     h5_quiet q;
     quiet_enter(&q);
-    odl_status st = reader_attr_num(r, obj, name, 1, value);
+    odl_status st = reader_attr_num(r, obj, name, 1, value, 1, NULL);
     quiet_leave(&q);
     return st;
 }
@@ -1096,7 +1101,94 @@ odl_status odl_h5_reader_attr_f64(odl_h5_reader *r, const char *obj, const char 
     if (!value) return ODL_ERR(ODL_E_INVAL, "odl_h5_reader_attr_f64: value is NULL");
     h5_quiet q;
     quiet_enter(&q);
-    odl_status st = reader_attr_num(r, obj, name, 0, value);
+    odl_status st = reader_attr_num(r, obj, name, 0, value, 1, NULL);
+    quiet_leave(&q);
+    return st;
+}
+
+odl_status odl_h5_reader_attr_f64s(odl_h5_reader *r, const char *obj, const char *name, double *values, int cap,
+                                   int *n) {
+    if (!values || !n || cap < 1) return ODL_ERR(ODL_E_INVAL, "odl_h5_reader_attr_f64s: no room for values");
+    h5_quiet q;
+    quiet_enter(&q);
+    odl_status st = reader_attr_num(r, obj, name, 0, values, cap, n);
+    quiet_leave(&q);
+    return st;
+}
+
+int odl_h5_reader_exists(odl_h5_reader *r, const char *obj_in) {
+    char obj[1024];
+    if (!r || !obj_in) return 0;
+    h5_quiet q;
+    quiet_enter(&q);
+    int ex = norm_path(obj_in, 1, obj, sizeof obj, "object") == ODL_OK ? link_exists(r->file, obj, r->path) : 0;
+    quiet_leave(&q);
+    return ex == 1;
+}
+
+/* Copy n strings of a string dataset (variable-length or fixed-size, read as HDF5 gives them) into out[]. */
+static odl_status read_strings(odl_h5_reader *r, hid_t d, const char *dset, int64_t n, char **out) {
+    odl_status st = ODL_OK;
+    hid_t t = H5Dget_type(d), sp = H5Dget_space(d), mt = -1;
+    if (t < 0 || sp < 0) {
+        st = H5FAIL(t < 0 ? "H5Dget_type" : "H5Dget_space", r->path, dset);
+        goto out;
+    }
+    hssize_t np = H5Sget_simple_extent_npoints(sp);
+    if (H5Tget_class(t) != H5T_STRING || np != n) {
+        st = ODL_ERR(ODL_E_INVAL, "%s:%s: must hold %lld strings (has %lld%s)", r->path, dset, (long long)n,
+                     (long long)np, H5Tget_class(t) != H5T_STRING ? ", not strings" : "");
+        goto out;
+    }
+    mt = H5Tcopy(H5T_C_S1);
+    if (H5Tis_variable_str(t) > 0) {
+        char **v = calloc((size_t)(n ? n : 1), sizeof(char *));
+        H5Tset_size(mt, H5T_VARIABLE);
+        H5Tset_cset(mt, H5Tget_cset(t));
+        if (!v) st = ODL_ERR(ODL_E_NOMEM, "%s:%s: %lld strings", r->path, dset, (long long)n);
+        else if (H5Dread(d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) < 0) st = H5FAIL("H5Dread", r->path, dset);
+        else
+            for (int64_t i = 0; i < n; i++) {
+                out[i] = strdup(v[i] ? v[i] : "");
+                H5free_memory(v[i]);
+                if (!out[i]) st = ODL_ERR(ODL_E_NOMEM, "%s:%s: %lld strings", r->path, dset, (long long)n);
+            }
+        free(v);
+    } else {
+        size_t sz = H5Tget_size(t);
+        char *buf = calloc((size_t)(n ? n : 1), sz + 1);
+        H5Tset_size(mt, sz + 1);
+        if (!buf) st = ODL_ERR(ODL_E_NOMEM, "%s:%s: %lld strings", r->path, dset, (long long)n);
+        else if (H5Dread(d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0) st = H5FAIL("H5Dread", r->path, dset);
+        else
+            for (int64_t i = 0; i < n; i++) {
+                out[i] = strndup(buf + i * (int64_t)(sz + 1), sz);
+                if (!out[i]) st = ODL_ERR(ODL_E_NOMEM, "%s:%s: %lld strings", r->path, dset, (long long)n);
+            }
+        free(buf);
+    }
+out:
+    if (mt >= 0) H5Tclose(mt);
+    if (sp >= 0) H5Sclose(sp);
+    if (t >= 0) H5Tclose(t);
+    if (st != ODL_OK)
+        for (int64_t i = 0; i < n; i++) {
+            free(out[i]);
+            out[i] = NULL;
+        }
+    return st;
+}
+
+odl_status odl_h5_reader_read_strings(odl_h5_reader *r, const char *dset_in, int64_t n, char **out) {
+    if (!out || n < 0) return ODL_ERR(ODL_E_INVAL, "odl_h5_reader_read_strings: no output array");
+    for (int64_t i = 0; i < n; i++) out[i] = NULL;
+    h5_quiet q;
+    quiet_enter(&q);
+    char dset[1024];
+    hid_t d = -1;
+    odl_status st = open_dataset(r, dset_in, dset, sizeof dset, &d);
+    if (st == ODL_OK) st = read_strings(r, d, dset, n, out);
+    if (d >= 0) H5Dclose(d);
     quiet_leave(&q);
     return st;
 }

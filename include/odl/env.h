@@ -1,0 +1,78 @@
+/* Environment variables: the one table of every ODL_* tunable, read once (as NCCL reads its NCCL_*).
+ *
+ * Each row of ODL_ENV_TABLE is X(ID, TYPE, DEFAULT, MIN, MAX, DOC): the variable ODL_<ID>, read as TYPE
+ * (INT: a decimal integer in MIN..MAX; BOOL: 0/1, true/false, on/off, yes/no; STR: any text), DEFAULT
+ * the value when it is unset or empty ("" = unset: the code that reads it says what it does then), and
+ * DOC one line for docs/environment.md. To add a variable, add one row here and its row to
+ * docs/environment.md (test_env checks that the two agree); read it with odl_env_int(ODL_ENV_<ID>),
+ * odl_env_bool or odl_env_str.
+ *
+ * The launcher's own variables (OMPI_COMM_WORLD_SIZE and the like, PMI_RANK, PMIX_RANK, SLURM_PROCID, CUDA_VISIBLE_DEVICES) are the
+ * launcher's interface, not tunables: comm/launch_detect.c reads them.
+ *
+ * Reading: odl_env_load() parses the whole table the first time any odl_env_* function runs, and keeps
+ * the first bad value as an error naming the variable, e.g. "ODL_CPU_THREADS='abc': not an integer".
+ * Programs call odl_env_load() at start and exit with that message; library code that reads a bad
+ * variable gets its default. No layer sets a variable for another (no setenv).
+ */
+#ifndef ODL_ENV_H
+#define ODL_ENV_H
+
+#include "odl/api.h"
+#include <stddef.h>
+#include <stdint.h>
+
+#include "odl/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* X(ID, TYPE, DEFAULT, MIN, MAX, DOC) */
+#define ODL_ENV_TABLE(X)                                                                                        \
+    X(CPU_THREADS, INT, "", 1, 64, "threads of the CPU backend, the calling thread included (unset: the online CPUs, at most 64)") \
+    X(CUDA_LABEL_CHECK, BOOL, "", 0, 0, "the CUDA loss copies its label range check back each call (unset: on, except in training, whose labels are checked when read)") \
+    X(NCCL_BLOCKING, BOOL, "1", 0, 0, "0: a non-blocking NCCL communicator (about 50 us more per collective; the watchdog bounds hangs either way)") \
+    X(DUMP_PARAMS, STR, "", 0, 0, "tests: odl_worker --task=train writes each rank's final parameters to PREFIX.rankR.h5") \
+    X(CKPT_TEST_PAUSE_AT_STEP, INT, "-1", -1, INT64_MAX, "tests: odl_worker pauses the write of the checkpoint of this step before its commit, for a kill -9 there")
+
+typedef enum odl_env_id {
+#define ODL_ENV_ENUM_(id, type, def, lo, hi, doc) ODL_ENV_##id,
+    ODL_ENV_TABLE(ODL_ENV_ENUM_)
+#undef ODL_ENV_ENUM_
+    ODL_ENV_COUNT
+} odl_env_id;
+
+typedef enum odl_env_type { ODL_ENV_INT, ODL_ENV_BOOL, ODL_ENV_STR } odl_env_type;
+
+typedef struct odl_env_var {
+    const char *name; /* "ODL_CPU_THREADS" */
+    odl_env_type type;
+    const char *def;  /* "" = unset */
+    int64_t min, max; /* INT only */
+    const char *doc;
+} odl_env_var;
+
+/* The table, ODL_ENV_COUNT rows in ODL_ENV_TABLE's order. */
+ODL_API const odl_env_var *odl_env_table(size_t *n);
+/* "int", "bool" or "string". */
+ODL_API const char *odl_env_type_name(odl_env_type t);
+
+/* Parse every variable (once; later calls return the first call's result). Errors: ODL_E_CONFIG naming
+ * the first bad variable and its value ("ODL_CPU_THREADS='abc': not an integer", "... outside 1..64"). */
+ODL_API odl_status odl_env_load(void);
+/* Parse the environment again (tests, and programs that change their own environment before starting). */
+ODL_API odl_status odl_env_reload(void);
+
+/* 1 when the variable is set to a valid, non-empty value (otherwise its default applies). */
+ODL_API int odl_env_is_set(odl_env_id id);
+/* The value (INT and BOOL rows: the default when unset, empty or bad; 0 when that default is ""). */
+ODL_API int64_t odl_env_int(odl_env_id id);
+ODL_API int odl_env_bool(odl_env_id id);
+/* The text (STR rows; "" when unset). Valid for the life of the process. */
+ODL_API const char *odl_env_str(odl_env_id id);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
