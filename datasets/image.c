@@ -284,7 +284,11 @@ static odl_status decode_png(const uint8_t *buf, size_t n, const char *name, odl
     if (ctype == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
     if (ctype == PNG_COLOR_TYPE_GRAY && depth < 8) png_set_expand_gray_1_2_4_to_8(png);
     if (depth < 8) png_set_packing(png);
-    if (ctype & PNG_COLOR_MASK_ALPHA) png_set_strip_alpha(png);
+    /* A tRNS chunk (palette or single-colour transparency) would add an alpha channel: expand it, then
+     * drop the alpha as for RGBA, so the image decodes like its opaque twin (OpenCV IMREAD_COLOR). */
+    int trns = png_get_valid(png, info, PNG_INFO_tRNS) != 0;
+    if (trns) png_set_tRNS_to_alpha(png);
+    if ((ctype & PNG_COLOR_MASK_ALPHA) || trns) png_set_strip_alpha(png);
     if (ctype == PNG_COLOR_TYPE_GRAY || ctype == PNG_COLOR_TYPE_GRAY_ALPHA) png_set_gray_to_rgb(png);
     png_set_interlace_handling(png);
     png_read_update_info(png, info);

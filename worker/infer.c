@@ -333,7 +333,15 @@ static odl_status run_group(odl_yolov5 *net, item *items, const int *idx, int n,
         item *it = &items[idx[b]];
         it->det = malloc(sizeof(odl_detection) * (size_t)o->max_det);
         if (!it->det) return ODL_ERR(ODL_E_NOMEM, "detections");
-        ODL_CHECK(odl_yolo_nms(*host_out + (size_t)b * rows * no, rows, (int)no - 5, &p, it->det, o->max_det, &it->ndet));
+        const float *pred = *host_out + (size_t)b * rows * no;
+        int64_t bad = odl_yolo_nonfinite_rows(pred, rows, (int)no - 5);
+        if (bad) { /* broken weights or input: the image fails (exit status 1), its boxes are not written */
+            snprintf(it->err, sizeof it->err, "%s: the model output has NaN or Inf in %lld of %lld rows (broken weights or "
+                     "input); the image is left out of detections.json", it->path, (long long)bad, (long long)rows);
+            it->ok = 0;
+            continue;
+        }
+        ODL_CHECK(odl_yolo_nms(pred, rows, (int)no - 5, &p, it->det, o->max_det, &it->ndet));
         for (int k = 0; k < it->ndet; k++) {
             float bx[4] = {it->det[k].x1, it->det[k].y1, it->det[k].x2, it->det[k].y2};
             odl_letterbox_unmap(&it->geo, bx);
