@@ -173,8 +173,9 @@ static void nms_classes_apart(void) {
         row(pred + 1 * NO, S - bw, S - bw, bw, bw, 0.9f, 1, 0.8f); /* same box, another class */
         const float cx1 = S - bw / 2 - 7680.f; /* class 1's box + 7680 = class 0's box */
         const int shifted = cx1 >= 0;          /* the overlay exists where class 1's box fits */
-        row(pred + 2 * NO, shifted ? S - bw / 2 : S / 2, S / 2, bw, bw, 0.9f, 0, 0.7f);
-        row(pred + 3 * NO, shifted ? cx1 : S / 4, S / 2, bw, bw, 0.9f, 1, 0.6f);
+        /* (the offset moves x and y alike) */
+        row(pred + 2 * NO, shifted ? S - bw / 2 : S / 2, shifted ? S - bw / 2 : S / 2, bw, bw, 0.9f, 0, 0.7f);
+        row(pred + 3 * NO, shifted ? cx1 : S / 4, shifted ? cx1 : S / 2, bw, bw, 0.9f, 1, 0.6f);
         odl_nms_params p = odl_nms_defaults();
         odl_detection d[8];
         int n = -1;
