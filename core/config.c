@@ -81,6 +81,10 @@ static const odl_config_key g_keys[] = {
      "Path of a JSONL metrics file (one JSON object per line); empty = none", NULL, NOB},
     {"logging.progress", ODL_CFG_ENUM, OFF(logging.progress), "auto",
      "Progress bar: auto shows it only when stderr is a terminal", k_progress, NOB},
+    {"logging.log_interval", ODL_CFG_INT, OFF(logging.log_interval), "100",
+     "When stderr is not a terminal, a progress line every N steps (and at least every 10 s)", NULL, GE(1)},
+    {"logging.tensorboard", ODL_CFG_STRING, OFF(logging.tensorboard), "",
+     "Directory for TensorBoard event files (created if missing); empty = none", NULL, NOB},
 
     {"checkpoint.dir", ODL_CFG_STRING, OFF(checkpoint.dir), "", "Directory for checkpoints; empty = no checkpoints",
      NULL, NOB},
@@ -307,20 +311,29 @@ static const char *last_part(const char *name) {
     return d ? d + 1 : name;
 }
 
+size_t odl_name_distance(const char *name, const char *known) {
+    size_t d = edit_distance(name, known);
+    if (strcmp(last_part(name), last_part(known)) == 0) d = d < 1 ? d : 1; /* 'lr' -> 'train.lr' */
+    return d;
+}
+
+int odl_name_close_enough(const char *name, size_t distance) {
+    size_t limit = strlen(name) / 3;
+    if (limit < 2) limit = 2;
+    return distance <= limit;
+}
+
 static const char *suggest(const char *name) {
     const odl_config_key *best = NULL;
     size_t best_d = (size_t)-1;
     for (size_t i = 0; i < NKEYS; i++) {
-        size_t d = edit_distance(name, g_keys[i].name);
-        if (strcmp(last_part(name), last_part(g_keys[i].name)) == 0) d = d < 1 ? d : 1; /* 'lr' -> 'train.lr' */
+        size_t d = odl_name_distance(name, g_keys[i].name);
         if (d < best_d) {
             best_d = d;
             best = &g_keys[i];
         }
     }
-    size_t limit = strlen(name) / 3;
-    if (limit < 2) limit = 2;
-    return best && best_d <= limit ? best->name : NULL;
+    return best && odl_name_close_enough(name, best_d) ? best->name : NULL;
 }
 
 /* 1 when some key starts with "<prefix>." */

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "core/json.h"
 #include "odl/device.h"
 #include "odl/image.h"
 #include "odl/nms.h"
@@ -251,17 +252,6 @@ static const char *base_name(const char *p) {
     return s ? s + 1 : p;
 }
 
-static void json_str(FILE *f, const char *s) {
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-        else if (c < 0x20) fprintf(f, "\\u%04x", c);
-        else fputc(c, f);
-    }
-    fputc('"', f);
-}
-
 static odl_status mkdir_p(const char *path) {
     char buf[4096];
     snprintf(buf, sizeof buf, "%s", path);
@@ -376,6 +366,40 @@ static odl_status save_drawn(const odl_yolov5 *net, item *it, const char *outdir
     return odl_image_save_jpeg(&it->img, path, 95);
 }
 
+/* DIR/detections.json through jansson: one object per processed image, one image per line. Coordinates
+ * are in original-image pixels with 4 decimals, confidences with 5; NMS never keeps a non-finite box,
+ * and odl_json_num would write null for one. */
+static odl_status write_detections(const char *path, const odl_yolov5 *net, const item *items, int n) {
+    FILE *f = fopen(path, "w");
+    if (!f) return ODL_ERR(ODL_E_IO, "%s: cannot write: %s", path, strerror(errno));
+    odl_status s = ODL_OK;
+    int first = 1;
+    if (fputs("[", f) == EOF) s = ODL_ERR(ODL_E_IO, "%s: write failed", path);
+    for (int i = 0; i < n && s == ODL_OK; i++) {
+        const item *it = &items[i];
+        if (!it->done) continue;
+        json_t *dets = json_array();
+        for (int k = 0; k < it->ndet; k++) {
+            const odl_detection *d = &it->det[k];
+            json_array_append_new(dets, json_pack("{s:[o,o,o,o],s:o,s:i,s:s}", "xyxy", odl_json_num(d->x1, 4),
+                                                  odl_json_num(d->y1, 4), odl_json_num(d->x2, 4), odl_json_num(d->y2, 4),
+                                                  "conf", odl_json_num(d->conf, 5), "class_id", d->class_id, "class_name",
+                                                  odl_yolov5_class_name(net, d->class_id)));
+        }
+        json_t *o = json_pack("{s:s,s:i,s:i,s:o}", "file", base_name(it->path), "width", it->geo.src_w, "height",
+                              it->geo.src_h, "detections", dets);
+        char *line = o ? json_dumps(o, ODL_JSON_FLAGS) : NULL;
+        if (!line) s = ODL_ERR(ODL_E_INTERNAL, "%s: cannot encode the detections of %s", path, it->path);
+        else if (fprintf(f, "%s\n  %s", first ? "" : ",", line) < 0) s = ODL_ERR(ODL_E_IO, "%s: write failed", path);
+        first = 0;
+        free(line);
+        json_decref(o);
+    }
+    if (s == ODL_OK && fputs("\n]\n", f) == EOF) s = ODL_ERR(ODL_E_IO, "%s: write failed", path);
+    if (fclose(f) != 0 && s == ODL_OK) s = ODL_ERR(ODL_E_IO, "%s: write failed: %s", path, strerror(errno));
+    return s;
+}
+
 int odl_task_infer_main(int argc, char **argv) {
     infer_opts o;
     int pr = parse_opts(argc, argv, &o);
@@ -391,28 +415,27 @@ int odl_task_infer_main(int argc, char **argv) {
     item *items = NULL;
     float *hin = NULL, *hout = NULL;
     size_t hin_cap = 0, hout_cap = 0;
-    FILE *jf = NULL;
     int rc = 1, is_dir = 0, n_fail = 0;
     double t_pre = 0, t_fwd = 0, t_nms = 0;
 
     if (pick_device(o.device, &dev) != ODL_OK) {
-        fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg());
+        fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
         return 1;
     }
     if (odl_yolov5_load(o.weights, dev, &net) != ODL_OK) {
-        fprintf(stderr, "odl_worker: error: --weights %s\n", odl_error_msg());
+        fprintf(stderr, "odl_worker: error: --weights %s\n", odl_error_msg_user());
         goto out;
     }
     if (o.half && odl_yolov5_set_half(net, 1) != ODL_OK) {
-        fprintf(stderr, "odl_worker: error: --half: %s\n", odl_error_msg());
+        fprintf(stderr, "odl_worker: error: --half: %s\n", odl_error_msg_user());
         goto out;
     }
     if (list_inputs(o.input, &files, &is_dir) != ODL_OK) {
-        fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg());
+        fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
         goto out;
     }
     if (mkdir_p(o.output) != ODL_OK) {
-        fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg());
+        fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
         goto out;
     }
     items = calloc((size_t)files.n, sizeof(item));
@@ -435,7 +458,7 @@ int odl_task_infer_main(int argc, char **argv) {
             odl_error_clear();
             if (odl_image_load(it->path, &it->img) != ODL_OK ||
                 odl_image_letterbox(&it->img, o.img_size, !o.square, stride, 114, &it->lb, &it->geo) != ODL_OK) {
-                snprintf(it->err, sizeof it->err, "%s", odl_error_msg());
+                snprintf(it->err, sizeof it->err, "%s", odl_error_msg_user());
                 item_release(it);
                 continue;
             }
@@ -462,7 +485,7 @@ int odl_task_infer_main(int argc, char **argv) {
                 }
             if (run_group(net, items, idx, n, &o, &hin, &hin_cap, &hout, &hout_cap, &t_fwd, &t_nms) != ODL_OK) {
                 /* A failed forward is not an image's fault: stop. */
-                fprintf(stderr, "odl_worker: error: inference on %s: %s\n", items[i].path, odl_error_msg());
+                fprintf(stderr, "odl_worker: error: inference on %s: %s\n", items[i].path, odl_error_msg_user());
                 free(idx);
                 free(used);
                 goto out;
@@ -481,7 +504,7 @@ int odl_task_infer_main(int argc, char **argv) {
             fprintf(stderr, "image %d/%d %s: %dx%d %d detection(s)\n", i + 1, files.n, it->path, it->lb.width,
                     it->lb.height, it->ndet);
             if (o.save_images && save_drawn(net, it, o.output) != ODL_OK) {
-                snprintf(it->err, sizeof it->err, "%s", odl_error_msg());
+                snprintf(it->err, sizeof it->err, "%s", odl_error_msg_user());
                 fprintf(stderr, "odl_worker: error: %s\n", it->err);
                 n_fail++;
             }
@@ -492,36 +515,10 @@ int odl_task_infer_main(int argc, char **argv) {
 
     char jpath[4096];
     snprintf(jpath, sizeof jpath, "%s/detections.json", o.output);
-    jf = fopen(jpath, "w");
-    if (!jf) {
-        fprintf(stderr, "odl_worker: error: %s: cannot write: %s\n", jpath, strerror(errno));
+    if (write_detections(jpath, net, items, files.n) != ODL_OK) {
+        fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
         goto out;
     }
-    fprintf(jf, "[");
-    int first = 1;
-    for (int i = 0; i < files.n; i++) {
-        item *it = &items[i];
-        if (!it->done) continue;
-        fprintf(jf, "%s\n  {\"file\": ", first ? "" : ",");
-        first = 0;
-        json_str(jf, base_name(it->path));
-        fprintf(jf, ", \"width\": %d, \"height\": %d, \"detections\": [", it->geo.src_w, it->geo.src_h);
-        for (int k = 0; k < it->ndet; k++) {
-            const odl_detection *d = &it->det[k];
-            fprintf(jf, "%s\n    {\"xyxy\": [%.4f, %.4f, %.4f, %.4f], \"conf\": %.5f, \"class_id\": %d, \"class_name\": ",
-                    k ? "," : "", d->x1, d->y1, d->x2, d->y2, d->conf, d->class_id);
-            json_str(jf, odl_yolov5_class_name(net, d->class_id));
-            fprintf(jf, "}");
-        }
-        fprintf(jf, "%s]}", it->ndet ? "\n  " : "");
-    }
-    fprintf(jf, "\n]\n");
-    if (fclose(jf) != 0) {
-        jf = NULL;
-        fprintf(stderr, "odl_worker: error: %s: write failed\n", jpath);
-        goto out;
-    }
-    jf = NULL;
     int n_ok = files.n - n_fail;
     fprintf(stderr, "odl_worker: %d image(s) done, %d failed; %.1f ms decode+letterbox, %.1f ms forward, %.1f ms NMS "
             "in all; results in %s\n", n_ok, n_fail, t_pre, t_fwd, t_nms, jpath);
@@ -534,7 +531,6 @@ int odl_task_infer_main(int argc, char **argv) {
         rc = 0;
     }
 out:
-    if (jf) fclose(jf);
     if (items) {
         for (int i = 0; i < files.n; i++) {
             item_release(&items[i]);

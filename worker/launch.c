@@ -24,7 +24,7 @@
 static char g_yaml[ODL_CONFIG_YAML_MAX];
 
 static void log_effective_config(const odl_config *cfg) {
-    if (odl_config_to_yaml(cfg, g_yaml, sizeof g_yaml) == ODL_OK) ODL_LOG_INFO("effective config:\n%s", g_yaml);
+    if (odl_config_to_yaml(cfg, g_yaml, sizeof g_yaml) == ODL_OK) ODL_LOG_DEBUG("effective config:\n%s", g_yaml);
 }
 
 /* ------------------------------------------------------------------ parameter dump (tests) */
@@ -161,7 +161,7 @@ static int run_single(const odl_config *cfg, odl_train_opts *opts, const char *d
     if (dump) opts->hooks = d.inner;
     odl_cuda_shutdown();
     if (s != ODL_OK) {
-        fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg());
+        fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
         return 1;
     }
     return 0;
@@ -172,7 +172,7 @@ int odl_train_launch(const odl_config *cfg, odl_train_opts *opts) {
     if (dump && !dump[0]) dump = NULL;
     odl_launch_info li;
     if (odl_launch_detect(&li) != ODL_OK) {
-        fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg());
+        fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
         return 2;
     }
     if (!li.launched) return run_single(cfg, opts, dump);
@@ -188,12 +188,12 @@ int odl_train_launch(const odl_config *cfg, odl_train_opts *opts) {
     odl_comm *comm = NULL;
     odl_status s = odl_comm_init(&li, &co, &comm);
     if (s != ODL_OK) {
-        if (s == ODL_E_UNSUPPORTED && strstr(odl_error_msg(), "no MPI")) {
-            fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg());
+        if (s == ODL_E_UNSUPPORTED && strstr(odl_error_msg_user(), "no MPI")) {
+            fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
             return 2;
         }
         /* Peers may be inside a collective: end them all. */
-        odl_comm_abort_job(NULL, ODL_COMM_EXIT_ERROR, "%s", odl_error_msg());
+        odl_comm_abort_job(NULL, ODL_COMM_EXIT_ERROR, "%s", odl_error_msg_user());
     }
     opts->rank = odl_comm_rank(comm);
     opts->world_size = odl_comm_size(comm);
@@ -214,15 +214,15 @@ int odl_train_launch(const odl_config *cfg, odl_train_opts *opts) {
     s = odl_train_run(cfg, opts, &r);
     opts->hooks = d.inner;
     if (s != ODL_OK) {
-        if (odl_comm_size(comm) > 1) odl_comm_abort_job(comm, ODL_COMM_EXIT_ERROR, "%s", odl_error_msg());
-        fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg());
+        if (odl_comm_size(comm) > 1) odl_comm_abort_job(comm, ODL_COMM_EXIT_ERROR, "%s", odl_error_msg_user());
+        fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
     }
     odl_grad_buckets_free(d.buckets);
     odl_status fs = odl_comm_finalize(comm);
     odl_cuda_shutdown();
     if (s != ODL_OK) return 1;
     if (fs != ODL_OK) {
-        fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg());
+        fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
         return 1;
     }
     return 0;

@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/json.h"
 #include "odl/config.h"
 #include "odl/device.h"
 #include "odl/loader.h"
@@ -17,6 +18,8 @@
 #include "odl/nn.h"
 #include "odl/ops.h"
 #include "worker/checkpoint.h"
+#include "worker/cli.h"
+#include "worker/outputs.h"
 #include "worker/tasks.h"
 #include "worker/train.h"
 
@@ -53,6 +56,8 @@ static const struct { const char *flag, *key; } k_flag_keys[] = {
     {"keep", "checkpoint.keep"},
     {"resume", "checkpoint.resume"},
     {"preallocate-fraction", "memory.preallocate_fraction"},
+    {"log-interval", "logging.log_interval"},
+    {"tensorboard", "logging.tensorboard"},
 };
 
 static void train_usage(FILE *f) {
@@ -68,17 +73,39 @@ static void train_usage(FILE *f) {
             "Flags override the config file.\n");
 }
 
-/* Parse argv into cfg and opts. Returns 0 to go on, 1 when help was printed, -1 on error (printed). */
-static int parse_args(int argc, char **argv, odl_config *cfg, odl_train_opts *opts) {
+/* Flags that are no config key, for "did you mean". */
+static const char *const k_plain_flags[] = {"task", "config", "save", "init-from", "no-dropout", "verbose",
+                                            "help", "help-config", "version", "weights"};
+
+static int known_flag(const char *name) {
+    for (size_t k = 0; k < sizeof k_plain_flags / sizeof *k_plain_flags; k++)
+        if (!strcmp(name, k_plain_flags[k])) return 1;
+    return 0;
+}
+
+static void unknown_flag(const char *name) {
+    const char *known[sizeof k_flag_keys / sizeof *k_flag_keys + sizeof k_plain_flags / sizeof *k_plain_flags];
+    size_t n = 0;
+    for (size_t k = 0; k < sizeof k_flag_keys / sizeof *k_flag_keys; k++) known[n++] = k_flag_keys[k].flag;
+    for (size_t k = 0; k < sizeof k_plain_flags / sizeof *k_plain_flags; k++) known[n++] = k_plain_flags[k];
+    odl_cli_unknown(name, known, n, 1, "--task=train --help");
+}
+
+/* Parse argv into cfg and opts (--task=train; --task=eval shares it). Returns 0 to go on, 1 when help
+ * was printed, -1 on error (printed). A flag given twice, under any of its names, is an error. */
+int odl_train_parse_args(int argc, char **argv, odl_config *cfg, odl_train_opts *opts) {
     odl_config_defaults(cfg);
     memset(opts, 0, sizeof *opts);
+    static odl_cli_seen seen;
+    memset(&seen, 0, sizeof seen);
     /* The config file first, so that flags override it wherever they stand. */
     for (int i = 1; i < argc; i++) {
         const char *path = NULL;
         if (!strncmp(argv[i], "--config=", 9)) path = argv[i] + 9;
         else if (!strcmp(argv[i], "--config") && i + 1 < argc) path = argv[++i];
+        if (path && odl_cli_once(&seen, "config", "--config")) return -1;
         if (path && odl_config_load_file(cfg, path) != ODL_OK) {
-            fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg());
+            fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
             return -1;
         }
     }
@@ -96,8 +123,10 @@ static int parse_args(int argc, char **argv, odl_config *cfg, odl_train_opts *op
             odl_config_doc(stdout);
             return 1;
         }
-        if (!strcmp(a, "--no-dropout")) {
-            odl_config_set(cfg, "train.dropout", "false");
+        if (!strcmp(a, "--no-dropout") || !strcmp(a, "--verbose") || !strcmp(a, "-v")) {
+            const char *key = a[2] == 'n' ? "train.dropout" : "logging.level";
+            if (odl_cli_once(&seen, key, a)) return -1;
+            odl_config_set(cfg, key, a[2] == 'n' ? "false" : "debug");
             continue;
         }
         if (strncmp(a, "--", 2) != 0) {
@@ -112,25 +141,36 @@ static int parse_args(int argc, char **argv, odl_config *cfg, odl_train_opts *op
             val = eq + 1;
         } else {
             snprintf(name, sizeof name, "%s", a + 2);
+            if (!known_flag(name) && !odl_config_find_key(name)) {
+                int mapped = 0;
+                for (size_t k = 0; k < sizeof k_flag_keys / sizeof k_flag_keys[0]; k++) mapped |= !strcmp(name, k_flag_keys[k].flag);
+                if (!mapped) {
+                    unknown_flag(name);
+                    return -1;
+                }
+            }
             if (i + 1 >= argc) {
                 fprintf(stderr, "odl_worker: error: option --%s needs a value\n", name);
                 return -1;
             }
             val = argv[++i];
         }
-        if (!strcmp(name, "save")) {
-            snprintf(opts->save_path, sizeof opts->save_path, "%s", val);
+        if (!strcmp(name, "save") || !strcmp(name, "init-from") || !strcmp(name, "weights")) {
+            const char *key = name[0] == 's' ? "save" : "init-from"; /* eval's --weights = the weights to read */
+            if (odl_cli_once(&seen, key, a)) return -1;
+            snprintf(key[0] == 's' ? opts->save_path : opts->init_from, sizeof opts->save_path, "%s", val);
             continue;
         }
         const char *key = name;
         for (size_t k = 0; k < sizeof k_flag_keys / sizeof k_flag_keys[0]; k++)
             if (!strcmp(name, k_flag_keys[k].flag)) key = k_flag_keys[k].key;
         if (!odl_config_find_key(key)) {
-            fprintf(stderr, "odl_worker: error: unknown option --%s (see --help)\n", name);
+            unknown_flag(name);
             return -1;
         }
+        if (odl_cli_once(&seen, odl_config_find_key(key)->name, a)) return -1;
         if (odl_config_set(cfg, key, val) != ODL_OK) {
-            fprintf(stderr, "odl_worker: error: --%s: %s\n", name, odl_error_msg());
+            fprintf(stderr, "odl_worker: error: --%s: %s\n", name, odl_error_msg_user());
             return -1;
         }
     }
@@ -152,8 +192,9 @@ static odl_status pick_device(const odl_config *cfg, int local_rank, odl_device 
     return ODL_OK;
 }
 
-/* Evaluate on the test set: mean NLL and accuracy (PyTorch examples/mnist's test()). */
-static odl_status evaluate(odl_net *net, const odl_mnist *test, int batch, double *loss_out, double *acc_out) {
+/* Evaluate on the test set: mean NLL and accuracy (PyTorch examples/mnist's test()); see train.h. */
+odl_status odl_train_evaluate(odl_net *net, const odl_mnist *test, int batch, double *loss_out, double *acc_out,
+                              int64_t *class_correct, int64_t *class_total) {
     int64_t elems = (int64_t)test->rows * test->cols;
     float *hx = NULL;
     int32_t *hy = NULL, *hp = NULL;
@@ -186,7 +227,13 @@ static odl_status evaluate(odl_net *net, const odl_mnist *test, int batch, doubl
         ODL_CHECK_GOTO(odl_tensor_view_rows(&net->pred, 0, B, &pred), s, out);
         ODL_CHECK_GOTO(odl_tensor_copy_to_host(&pred, hp, (size_t)B * sizeof *hp), s, out);
         loss_sum += (double)l * B;
-        for (int b = 0; b < B; b++) correct += hp[b] == hy[b];
+        for (int b = 0; b < B; b++) {
+            correct += hp[b] == hy[b];
+            if (class_total && hy[b] >= 0 && hy[b] < ODL_MNIST_CLASSES) {
+                class_total[hy[b]]++;
+                class_correct[hy[b]] += hp[b] == hy[b];
+            }
+        }
     }
     *loss_out = loss_sum / (double)test->n;
     *acc_out = (double)correct / (double)test->n;
@@ -198,22 +245,49 @@ out:
     return s;
 }
 
-static void progress_bar(int64_t done, int64_t total, int64_t epoch, double rate) {
+/* "1h02m", "3m04s", "12s": a duration for the ETA. */
+static void fmt_eta(double sec, char *buf, size_t cap) {
+    if (!(sec >= 0) || sec > 1e7) {
+        snprintf(buf, cap, "?");
+        return;
+    }
+    long t = (long)(sec + 0.5);
+    if (t >= 3600) snprintf(buf, cap, "%ldh%02ldm", t / 3600, t / 60 % 60);
+    else if (t >= 60) snprintf(buf, cap, "%ldm%02lds", t / 60, t % 60);
+    else snprintf(buf, cap, "%lds", t);
+}
+
+/* Progress: on a terminal a bar redrawn in place (epoch N/M, loss, samples/s, ETA of the run); else a
+ * log line (called every logging.log_interval steps or 10 s). loss: the last step's batch loss, as
+ * PyTorch's examples/mnist prints it. */
+static void progress_report(int bar, int64_t done, int64_t total, int64_t epoch, int64_t epochs, float loss, double rate,
+                            double eta_s, int64_t step) {
+    char eta[32];
+    fmt_eta(eta_s, eta, sizeof eta);
+    if (!bar) {
+        ODL_LOG_INFO("epoch %" PRId64 "/%" PRId64 " step %" PRId64 " [%" PRId64 "/%" PRId64 " samples] loss %.4f %.0f samples/s "
+                     "ETA %s", epoch, epochs, step, done, total, loss, rate, eta);
+        return;
+    }
     int width = 30, fill = total ? (int)(width * done / total) : width;
-    fprintf(stderr, "\repoch %" PRId64 " [", epoch);
+    fprintf(stderr, "\repoch %" PRId64 "/%" PRId64 " [", epoch, epochs);
     for (int i = 0; i < width; i++) fputc(i < fill ? '=' : ' ', stderr);
-    fprintf(stderr, "] %" PRId64 "/%" PRId64 " %.0f samples/s ", done, total, rate);
+    fprintf(stderr, "] %" PRId64 "/%" PRId64 " loss %.4f %.0f samples/s ETA %s  ", done, total, loss, rate, eta);
     fflush(stderr);
 }
 
-static void metrics_line(FILE *f, const char *event, const odl_train_state *st, double train_loss, double test_loss,
-                         double test_acc, double sps, double wall, int world) {
+/* One JSONL record (through jansson: a value that is not finite, such as the test loss of an epoch that
+ * was not evaluated, is null). epoch is 1-based: the epoch the record's last step belongs to. */
+static void metrics_record(FILE *f, const char *event, int64_t epoch, int partial, int64_t step, double train_loss,
+                           double test_loss, double test_acc, double sps, double wall, int world, double lr) {
     if (!f) return;
-    fprintf(f,
-            "{\"event\":\"%s\",\"epoch\":%" PRId64 ",\"step\":%" PRId64 ",\"train_loss\":%.6f,\"test_loss\":%.6f,"
-            "\"test_acc\":%.4f,\"samples_per_s\":%.1f,\"wall_s\":%.3f,\"world_size\":%d}\n",
-            event, st->epoch, st->step, train_loss, test_loss, test_acc, sps, wall, world);
-    fflush(f);
+    json_t *o = json_pack("{s:s,s:I,s:I,s:o,s:o,s:o,s:o,s:o,s:i,s:o,s:b}", "event", event, "epoch", (json_int_t)epoch,
+                          "step", (json_int_t)step, "train_loss", odl_json_num(train_loss, 6), "test_loss",
+                          odl_json_num(test_loss, 6), "test_acc", odl_json_num(test_acc, 4), "samples_per_s",
+                          odl_json_num(sps, 1), "wall_s", odl_json_num(wall, 3), "world_size", world, "lr",
+                          odl_json_num(lr, 8), "partial", partial);
+    if (odl_json_write_line(f, o, "--metrics-out") != ODL_OK) ODL_LOG_WARN("%s", odl_error_msg_user());
+    json_decref(o);
 }
 
 odl_status odl_train_run(const odl_config *cfg, const odl_train_opts *opts, odl_train_result *result) {
@@ -232,6 +306,12 @@ odl_status odl_train_run(const odl_config *cfg, const odl_train_opts *opts, odl_
     memset(&st, 0, sizeof st);
     memset(result, 0, sizeof *result);
     const int rank = opts->rank, world = opts->world_size > 0 ? opts->world_size : 1;
+    /* Every output path before any work, so a typo fails now and not after the whole run. */
+    if (rank == 0) {
+        ODL_CHECK_GOTO(odl_output_check_file("--save", opts->save_path), s, out);
+        ODL_CHECK_GOTO(odl_output_check_file("--metrics-out", cfg->logging.metrics_out), s, out);
+        ODL_CHECK_GOTO(odl_output_check_dir("--tensorboard", cfg->logging.tensorboard), s, out);
+    }
 
     /* Labels were range-checked when the IDX files were read; the CUDA loss's own per-call label check
      * would synchronise the stream twice a step. ODL_CUDA_LABEL_CHECK=1 in the environment keeps it. */
@@ -250,15 +330,21 @@ odl_status odl_train_run(const odl_config *cfg, const odl_train_opts *opts, odl_
     int64_t n_epoch = train.n;
     if (cfg->train.max_train_samples > 0 && cfg->train.max_train_samples < n_epoch) n_epoch = cfg->train.max_train_samples;
     const int64_t steps_per_epoch = (n_epoch + (int64_t)world * batch - 1) / ((int64_t)world * batch);
+    char opt_name[32];
+    odl_config_get(cfg, "train.optimizer", opt_name, sizeof opt_name);
     ODL_LOG_INFO("training %s on %s: %" PRId64 " train / %" PRId64 " test samples, %s, world size %d, batch %d per rank "
-                 "(%d global), %" PRId64 " steps per epoch",
+                 "(%d global), %" PRId64 " epochs of %" PRId64 " steps, %s lr %g (StepLR gamma %g)",
                  odl_model_name(kind), cfg->data_dir, n_epoch, test.n, odl_device_name(dev), world, batch, batch * world,
-                 steps_per_epoch);
+                 cfg->train.epochs, steps_per_epoch, opt_name, cfg->train.lr, cfg->train.gamma);
 
     int max_batch = batch > test_batch ? batch : test_batch;
     ODL_CHECK_GOTO(odl_model_build(&net, kind, dev, max_batch, cfg->train.dropout), s, out);
     have_net = 1;
     ODL_CHECK_GOTO(odl_net_init_params(&net, (uint64_t)cfg->seed), s, out);
+    if (opts->init_from[0]) { /* fine-tuning: every rank reads the same file, so the replicas agree */
+        ODL_CHECK_GOTO(odl_train_load_weights(opts->init_from, &net), s, out);
+        ODL_LOG_INFO("parameters initialised from %s", opts->init_from);
+    }
     ODL_CHECK_GOTO(odl_optim_init(&opt, (odl_optim_type)cfg->train.optimizer, (float)cfg->train.lr,
                                   (float)cfg->train.momentum, (float)cfg->train.weight_decay, &net), s, out);
     have_opt = 1;
@@ -279,11 +365,7 @@ odl_status odl_train_run(const odl_config *cfg, const odl_train_opts *opts, odl_
         goto done;
     }
     if (cfg->logging.metrics_out[0] && rank == 0) {
-        metrics = fopen(cfg->logging.metrics_out, st.step > 0 ? "a" : "w");
-        if (!metrics) {
-            s = ODL_ERR(ODL_E_IO, "cannot open metrics file %s: %s", cfg->logging.metrics_out, strerror(errno));
-            goto out;
-        }
+        ODL_CHECK_GOTO(odl_metrics_open(cfg->logging.metrics_out, st.step, &metrics), s, out);
     }
     int64_t one[1] = {1};
     ODL_CHECK_GOTO(odl_tensor_zeros(&loss_acc, dev, ODL_F32, 1, one), s, out);
@@ -305,12 +387,19 @@ odl_status odl_train_run(const odl_config *cfg, const odl_train_opts *opts, odl_
     ODL_CHECK_GOTO(odl_loader_start(&loader, &lc), s, out);
     have_loader = 1;
 
-    int show_progress = rank == 0 && (cfg->logging.progress == ODL_CFG_PROGRESS_ON ||
-                                      (cfg->logging.progress == ODL_CFG_PROGRESS_AUTO && isatty(2)));
+    /* A bar on a terminal (or with progress: on); else, unless progress: off, a line every
+     * logging.log_interval steps or 10 s. */
+    const int show_progress = rank == 0 && (cfg->logging.progress == ODL_CFG_PROGRESS_ON ||
+                                            (cfg->logging.progress == ODL_CFG_PROGRESS_AUTO && isatty(2)));
+    const int progress_lines = rank == 0 && !show_progress && cfg->logging.progress == ODL_CFG_PROGRESS_AUTO;
+    int64_t total_steps = steps_per_epoch * cfg->train.epochs;
+    if (cfg->train.max_steps > 0 && cfg->train.max_steps < total_steps) total_steps = cfg->train.max_steps;
+    const int64_t start_step = st.step;
     const double t_start = now_s();
+    double t_last_line = t_start;
     double t_epoch = t_start;
     int64_t epoch_steps = 0, run_samples = 0; /* since t_epoch, in this process (a resume starts mid-epoch) */
-    double test_loss = NAN, test_acc = NAN, train_loss = NAN;
+    double test_loss = NAN, test_acc = NAN, train_loss = NAN, epoch_lr = cfg->train.lr * pow(cfg->train.gamma, (double)st.epoch);
     opt.lr = (float)(cfg->train.lr * pow(cfg->train.gamma, (double)st.epoch));
     net_input = net.input;
     net_labels = net.labels;
@@ -347,26 +436,35 @@ odl_status odl_train_run(const odl_config *cfg, const odl_train_opts *opts, odl_
         st.epoch_samples += b_global;
         run_samples += b_global;
         epoch_steps++;
-        if (show_progress && (epoch_steps % 20 == 0 || st.cursor >= n_epoch))
-            progress_bar(st.cursor, n_epoch, st.epoch + 1, run_samples / (now_s() - t_epoch));
+        if ((show_progress && (epoch_steps % 20 == 0 || st.cursor >= n_epoch)) ||
+            (progress_lines && (st.step % cfg->logging.log_interval == 0 || now_s() - t_last_line >= 10.0))) {
+            float l = NAN;
+            ODL_CHECK_GOTO(odl_tensor_copy_to_host(&net.loss, &l, sizeof l), s, out);
+            double t = now_s(), rate = run_samples / (t - t_epoch);
+            double eta = (double)(total_steps - st.step) * (t - t_start) / (double)(st.step - start_step);
+            progress_report(show_progress, st.cursor, n_epoch, st.epoch + 1, cfg->train.epochs, l, rate, eta, st.step);
+            t_last_line = t;
+        }
         int epoch_end = st.cursor >= n_epoch;
         int stop = cfg->train.max_steps > 0 && st.step >= cfg->train.max_steps;
         if (epoch_end || stop) {
             float acc_h;
             ODL_CHECK_GOTO(odl_tensor_copy_to_host(&loss_acc, &acc_h, sizeof acc_h), s, out);
             double loss_sum = acc_h;
+            epoch_lr = cfg->train.lr * pow(cfg->train.gamma, (double)st.epoch); /* this epoch's StepLR rate, unrounded */
             if (opts->hooks && opts->hooks->reduce_scalar) ODL_CHECK_GOTO(opts->hooks->reduce_scalar(opts->hooks->ctx, &loss_sum), s, out);
             train_loss = (st.epoch_loss_sum + loss_sum) / (double)st.epoch_samples;
             double wall = now_s() - t_epoch, sps = run_samples / wall;
             if (show_progress) fputc('\n', stderr);
             if (rank == 0 && (cfg->train.eval_every_epoch || stop || st.epoch + 1 == cfg->train.epochs))
-                ODL_CHECK_GOTO(evaluate(&net, &test, test_batch, &test_loss, &test_acc), s, out);
-            odl_train_state rep = st;
-            rep.epoch = st.epoch + (epoch_end ? 1 : 0);
-            ODL_LOG_INFO("epoch %" PRId64 " step %" PRId64 ": train_loss %.4f test_loss %.4f test_acc %.4f "
+                ODL_CHECK_GOTO(odl_train_evaluate(&net, &test, test_batch, &test_loss, &test_acc, NULL, NULL), s, out);
+            /* The epoch's own 1-based number, also for a partial epoch (a stop mid-epoch). */
+            ODL_LOG_INFO("epoch %" PRId64 "/%" PRId64 " step %" PRId64 ": lr %g train_loss %.4f test_loss %.4f test_acc %.4f "
                          "%.0f samples/s %.2f s%s",
-                         st.epoch + 1, st.step, train_loss, test_loss, test_acc, sps, wall, epoch_end ? "" : " (stopped mid-epoch)");
-            metrics_line(metrics, "epoch", &rep, train_loss, test_loss, test_acc, sps, wall, world);
+                         st.epoch + 1, cfg->train.epochs, st.step, epoch_lr, train_loss, test_loss, test_acc, sps, wall,
+                         epoch_end ? "" : " (stopped mid-epoch)");
+            metrics_record(metrics, "epoch", st.epoch + 1, !epoch_end, st.step, train_loss, test_loss, test_acc, sps, wall,
+                           world, epoch_lr);
             result->train_loss = train_loss;
             result->test_loss = test_loss;
             result->test_acc = test_acc;
@@ -401,12 +499,16 @@ odl_status odl_train_run(const odl_config *cfg, const odl_train_opts *opts, odl_
     }
     {
         double wall = now_s() - t_start;
-        odl_train_state rep = st;
-        metrics_line(metrics, "done", &rep, train_loss, test_loss, test_acc, result->samples_per_s, wall, world);
+        metrics_record(metrics, "done", odl_epoch_label(st.epoch, st.cursor), st.cursor != 0, st.step, train_loss,
+                       test_loss, test_acc, result->samples_per_s, wall, world, epoch_lr);
         ODL_LOG_INFO("done: %" PRId64 " steps, test_acc %.4f, %.2f s", st.step, test_acc, wall);
     }
 done:
-    if (opts->save_path[0] && rank == 0) ODL_CHECK_GOTO(odl_train_save_weights(opts->save_path, cfg, &net), s, out);
+    if (opts->save_path[0] && rank == 0) {
+        ODL_CHECK_GOTO(odl_train_save_weights(opts->save_path, cfg, &net), s, out);
+        ODL_LOG_INFO("weights written to %s (%d tensors, %" PRId64 " parameters; HDF5, docs/checkpoint_format.md)",
+                     opts->save_path, net.n_params, odl_net_num_params(&net));
+    }
     if (opts->hooks && opts->hooks->on_finish) ODL_CHECK_GOTO(opts->hooks->on_finish(opts->hooks->ctx, cfg, &net, &opt, &st), s, out);
     result->steps = st.step;
     result->epochs = st.epoch;
@@ -436,7 +538,7 @@ out:
 int odl_task_train_main(int argc, char **argv) {
     static odl_config cfg;
     odl_train_opts opts;
-    int r = parse_args(argc, argv, &cfg, &opts);
+    int r = odl_train_parse_args(argc, argv, &cfg, &opts);
     if (r) return r > 0 ? 0 : 2;
     odl_log_set_level(cfg.logging.level);
     int rc = odl_train_launch(&cfg, &opts);

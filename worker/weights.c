@@ -45,3 +45,35 @@ out:
     if (s != ODL_OK) odl_error_prefix("saving weights to %s", path);
     return s;
 }
+
+/* --init-from and --task=eval: /model/<layer>/<param> of a weights file (or of a checkpoint, which has the
+ * same tensors) into the network; the reader verifies each dataset's crc32 and its shape. */
+odl_status odl_train_load_weights(const char *path, odl_net *net) {
+    odl_h5_reader *r = NULL;
+    odl_status s = ODL_OK;
+    float *host = NULL;
+    ODL_CHECK_GOTO(odl_h5_reader_open(path, &r), s, out);
+    for (int i = 0; i < net->n_params; i++) {
+        const odl_param *p = &net->params[i];
+        char dset[ODL_CKPT_DSET_MAX];
+        ODL_CHECK_GOTO(odl_ckpt_param_path(p->name, dset, sizeof dset), s, out);
+        if (!odl_h5_reader_has(r, dset)) {
+            s = ODL_ERR(ODL_E_FORMAT, "%s has no tensor %s: weights of another model?", path, dset);
+            goto out;
+        }
+        size_t n = odl_tensor_nbytes(&p->value);
+        float *h = realloc(host, n ? n : 1);
+        if (!h) {
+            s = ODL_ERR(ODL_E_NOMEM, "reading %s", dset);
+            goto out;
+        }
+        host = h;
+        ODL_CHECK_GOTO(odl_h5_reader_read(r, dset, ODL_F32, p->value.ndim, p->value.shape, host), s, out);
+        ODL_CHECK_GOTO(odl_tensor_copy_from_host((odl_tensor *)&p->value, host, n), s, out);
+    }
+out:
+    free(host);
+    if (r) odl_h5_reader_close(r);
+    if (s != ODL_OK) odl_error_prefix("loading weights from %s", path);
+    return s;
+}

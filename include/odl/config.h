@@ -76,6 +76,8 @@ typedef struct odl_config {
         odl_log_level level;
         char metrics_out[ODL_CONFIG_STR_MAX];
         odl_cfg_progress progress;
+        int64_t log_interval; /* steps between progress lines off a terminal */
+        char tensorboard[ODL_CONFIG_STR_MAX];
     } logging;
     struct {
         char dir[ODL_CONFIG_STR_MAX];
@@ -161,6 +163,12 @@ void odl_config_doc_write(FILE *out, odl_config_doc_format format);
 
 /* What a key allows, e.g. "an integer >= 1", "a number in (0, 1]", "one of auto|cpu|cuda". */
 const char *odl_config_allowed(const odl_config_key *key, char *buf, size_t cap);
+
+/* "Did you mean": the Levenshtein distance between a mistyped name and a known one (1 at most when
+ * their last dotted parts agree, so 'lr' finds 'train.lr'), and whether it is close enough to suggest
+ * (at most max(2, strlen(name) / 3)). Used for config keys and for command-line flags. */
+size_t odl_name_distance(const char *name, const char *known);
+int odl_name_close_enough(const char *name, size_t distance);
 
 #ifdef __cplusplus
 }
