@@ -66,8 +66,9 @@ static int verify_file(const char *path, int verbose, odl_ckpt_meta *meta_out) {
         return 1;
     }
     if (m.is_checkpoint)
-        printf("%s: ok: checkpoint at step %" PRId64 " (epoch %" PRId64 ", cursor %" PRId64 "), %" PRId64
-               " datasets verified\n", path, m.step, m.epoch, m.cursor, c.n);
+        printf("%s: ok: checkpoint at step %" PRId64 " (epoch %" PRId64 ", %" PRId64 " completed, cursor %" PRId64
+               "), %" PRId64 " datasets verified\n", path, m.step, odl_ckpt_epoch_label(m.epoch, m.cursor), m.epoch,
+               m.cursor, c.n);
     else printf("%s: ok: %s file, %" PRId64 " datasets verified\n", path, m.format, c.n);
     return 0;
 }
@@ -133,7 +134,9 @@ static int inspect(const char *path, int show_config) {
         if (m.world_size > 0) printf("world size:      %" PRId64 "\n", m.world_size);
         if (m.is_checkpoint) {
             printf("step:            %" PRId64 "\n", m.step);
-            printf("epoch:           %" PRId64 " completed (the next is epoch %" PRId64 ")\n", m.epoch, m.epoch + 1);
+            /* 1-based, as the logs, the metrics JSONL and manifest.json number it */
+            printf("epoch:           %" PRId64 " (%" PRId64 " completed; %s)\n", odl_ckpt_epoch_label(m.epoch, m.cursor),
+                   m.epoch, m.cursor == 0 && m.epoch > 0 ? "taken at its end" : "taken inside it");
             printf("sample cursor:   %" PRId64 " (global, inside the epoch)\n", m.cursor);
             printf("epoch so far:    %" PRId64 " samples, loss sum %.17g\n", m.epoch_samples, m.epoch_loss_sum);
             printf("rng:             philox, seed %" PRId64 ", step %" PRId64 "\n", m.seed, m.step);

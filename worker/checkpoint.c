@@ -197,7 +197,7 @@ static odl_status update_manifest(odl_ckpt_session *s, const job *j) {
     nk++;
     for (size_t i = 0; i < n && (int64_t)nk < s->keep; i++)
         if (all[i].step < j->st.step) kept[nk++] = all[i];
-    odl_status st = odl_ckpt_manifest_write(s->dir, kept, nk, j->st.epoch);
+    odl_status st = odl_ckpt_manifest_write(s->dir, kept, nk, j->st.epoch, j->st.cursor);
     if (st == ODL_OK) {
         for (size_t i = 0; i < n; i++) {
             if (all[i].step >= j->st.step) continue;

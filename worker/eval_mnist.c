@@ -31,7 +31,7 @@ static odl_status eval_run(const odl_config *cfg, const odl_train_opts *opts) {
     /* Evaluation runs on the CPU reference backend: it is one pass over 10,000 images. */
     ODL_CHECK_GOTO(odl_model_build(&net, kind, odl_cpu(), batch, 0), s, out);
     have_net = 1;
-    ODL_CHECK_GOTO(odl_train_load_weights(opts->init_from, &net), s, out);
+    ODL_CHECK_GOTO(odl_train_load_weights(opts->init_from, odl_model_name(kind), &net), s, out);
     double loss = 0, acc = 0;
     ODL_CHECK_GOTO(odl_train_evaluate(&net, &test, batch, &loss, &acc, correct, total), s, out);
     printf("%s on %s (t10k, %" PRId64 " images): test_loss %.4f test_acc %.4f\n", opts->init_from, cfg->data_dir,

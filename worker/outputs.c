@@ -57,7 +57,7 @@ odl_status odl_output_check_dir(const char *flag, const char *path) {
             if (!S_ISDIR(sb.st_mode)) return ODL_ERR(ODL_E_IO, "%s %s: %s is not a folder", flag, path, dir);
             return writable_dir(flag, path, dir);
         }
-        if (errno != ENOENT) return ODL_ERR(ODL_E_IO, "%s %s: %s: %s", flag, path, dir, strerror(errno));
+        if (errno != ENOENT && errno != ENOTDIR) return ODL_ERR(ODL_E_IO, "%s %s: %s: %s", flag, path, dir, strerror(errno));
         char up[PATH_MAX];
         parent_of(dir, up, sizeof up);
         if (!strcmp(up, dir)) return ODL_ERR(ODL_E_IO, "%s %s: no existing folder above it", flag, path);

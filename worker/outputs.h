@@ -23,10 +23,4 @@ odl_status odl_output_check_dir(const char *flag, const char *path);
  * so that no record repeats. Lines that are not JSON objects are kept as they are. Errors: ODL_E_IO. */
 odl_status odl_metrics_open(const char *path, int64_t resume_step, FILE **out);
 
-/* 1-based number of the epoch that step `step` belongs to, from the count of completed epochs and the
- * sample cursor inside the current one (a checkpoint at an epoch's end has cursor 0 and belongs to it). */
-static inline int64_t odl_epoch_label(int64_t epochs_done, int64_t cursor) {
-    return cursor == 0 && epochs_done > 0 ? epochs_done : epochs_done + 1;
-}
-
 #endif

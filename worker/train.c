@@ -15,6 +15,7 @@
 #include "odl/log.h"
 #include "odl/mnist.h"
 #include "odl/models.h"
+#include "odl/ckpt.h"
 #include "odl/nn.h"
 #include "odl/ops.h"
 #include "worker/checkpoint.h"
@@ -342,7 +343,7 @@ odl_status odl_train_run(const odl_config *cfg, const odl_train_opts *opts, odl_
     have_net = 1;
     ODL_CHECK_GOTO(odl_net_init_params(&net, (uint64_t)cfg->seed), s, out);
     if (opts->init_from[0]) { /* fine-tuning: every rank reads the same file, so the replicas agree */
-        ODL_CHECK_GOTO(odl_train_load_weights(opts->init_from, &net), s, out);
+        ODL_CHECK_GOTO(odl_train_load_weights(opts->init_from, odl_model_name(kind), &net), s, out);
         ODL_LOG_INFO("parameters initialised from %s", opts->init_from);
     }
     ODL_CHECK_GOTO(odl_optim_init(&opt, (odl_optim_type)cfg->train.optimizer, (float)cfg->train.lr,
@@ -499,7 +500,7 @@ odl_status odl_train_run(const odl_config *cfg, const odl_train_opts *opts, odl_
     }
     {
         double wall = now_s() - t_start;
-        metrics_record(metrics, "done", odl_epoch_label(st.epoch, st.cursor), st.cursor != 0, st.step, train_loss,
+        metrics_record(metrics, "done", odl_ckpt_epoch_label(st.epoch, st.cursor), st.cursor != 0, st.step, train_loss,
                        test_loss, test_acc, result->samples_per_s, wall, world, epoch_lr);
         ODL_LOG_INFO("done: %" PRId64 " steps, test_acc %.4f, %.2f s", st.step, test_acc, wall);
     }

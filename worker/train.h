@@ -45,8 +45,10 @@ typedef struct odl_train_result {
 /* odl_worker's training flags into cfg and opts: 0 go on, 1 help printed, -1 error printed. */
 int odl_train_parse_args(int argc, char **argv, odl_config *cfg, odl_train_opts *opts);
 /* Read an HDF5 weights file (odl_train_save_weights' layout, or a checkpoint) into the network's
- * parameters; every parameter must be there with its shape. Errors: ODL_E_NOTFOUND, ODL_E_FORMAT, ... */
-odl_status odl_train_load_weights(const char *path, odl_net *net);
+ * parameters; every parameter must be there with its shape and checksum, and the file's model attribute
+ * (when present) must be `model` (NULL: not checked). Errors: ODL_E_NOTFOUND, ODL_E_FORMAT (another
+ * model, a missing tensor), ODL_E_INVAL (a shape), ODL_E_CHECKSUM, ODL_E_HDF5. */
+odl_status odl_train_load_weights(const char *path, const char *model, odl_net *net);
 
 /* Mean NLL loss and accuracy over the test set in batches of `batch` (PyTorch examples/mnist's test());
  * class_correct/class_total [ODL_MNIST_CLASSES] (zeroed by the caller, or both NULL) count per true class. */
