@@ -14,6 +14,8 @@ odl_nms_params odl_nms_defaults(void) {
     p.agnostic = 0;
     p.max_nms = 30000;
     p.max_wh = 7680.f;
+    p.classes = NULL;
+    p.n_classes = 0;
     return p;
 }
 
@@ -104,6 +106,13 @@ odl_status odl_nms(const float *boxes, const float *scores, int n, float iou_thr
     return ODL_OK;
 }
 
+static int class_wanted(const odl_nms_params *p, int j) {
+    if (!p->classes) return 1;
+    for (int k = 0; k < p->n_classes; k++)
+        if (p->classes[k] == j) return 1;
+    return 0;
+}
+
 odl_status odl_yolo_nms(const float *pred, int64_t n_anchors, int nc, const odl_nms_params *p, odl_detection *out,
                         int cap, int *n_out) {
     if (!pred || n_anchors < 0 || nc <= 0 || !p || !n_out || (cap > 0 && !out) || cap < 0)
@@ -144,7 +153,7 @@ odl_status odl_yolo_nms(const float *pred, int64_t n_anchors, int nc, const odl_
         }
         for (int j = first; j < last; j++) {
             float c = r[5 + j] * obj;
-            if (!(c > p->conf_thres) || !isfinite(c)) continue;
+            if (!(c > p->conf_thres) || !isfinite(c) || !class_wanted(p, j)) continue;
             if (n == ccap) {
                 ccap *= 2;
                 float *nb = realloc(cb, sizeof(float) * 4 * ccap);

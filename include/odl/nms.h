@@ -30,9 +30,12 @@ typedef struct odl_nms_params {
     int agnostic;      /* 1: NMS across classes */
     int max_nms;       /* boxes kept before NMS, by confidence (YOLOv5: 30000) */
     float max_wh;      /* class offset of the batched-NMS trick (YOLOv5: 7680) */
+    const int *classes; /* NULL: every class; else keep only candidates of these n_classes ids (--classes) */
+    int n_classes;
 } odl_nms_params;
 
-/* detect.py's defaults: conf 0.25, IoU 0.45, max_det 1000, single label, class-aware, 30000, 7680. */
+/* detect.py's defaults: conf 0.25, IoU 0.45, max_det 1000, single label, class-aware, 30000, 7680, every
+ * class. */
 odl_nms_params odl_nms_defaults(void);
 
 /* torchvision.ops.nms: indices of the kept boxes in decreasing score order.
@@ -44,6 +47,7 @@ odl_status odl_nms(const float *boxes, const float *scores, int n, float iou_thr
  * (cx, cy, w, h, objectness, nc class scores), sigmoid applied (the Detect layer's inference output).
  *   candidates: objectness > conf_thres; conf = objectness * class score;
  *   single label: best class j, kept if conf > conf_thres; multi-label: every (box, j) with conf > conf_thres;
+ *   with p->classes, only candidates of those classes (YOLOv5 filters after picking the class, before NMS);
  *   at most max_nms by decreasing conf; class-aware NMS by offsetting boxes by class_id * max_wh, the
  *   offset widened to 1.25 x the span of the candidates' coordinates where that exceeds max_wh (YOLOv5's
  *   fixed 7680 lets classes touch at --img-size 8192); at most max_det results, decreasing conf.
