@@ -636,7 +636,8 @@ void odl_image_label_box(int img_w, int img_h, int x1, int y1, int len, int text
 #define LB_H(s) (7 * (s) + 4 * (s))
     while (scale > 1 && (LB_W(len, scale) > img_w || LB_H(scale) > img_h)) scale--;
     int n = len;
-    while (n > 1 && LB_W(n, scale) > img_w) n--;
+    while (n > 0 && LB_W(n, scale) > img_w) n--;
+    if (LB_H(scale) > img_h) n = 0; /* an image smaller than one character: no label */
     int bw = LB_W(n, scale), bh = LB_H(scale);
 #undef LB_W
 #undef LB_H
@@ -667,6 +668,7 @@ void odl_image_draw_box(odl_image *img, float x1, float y1, float x2, float y2, 
     if (!label || !label[0]) return;
     odl_label_box lb;
     odl_image_label_box(img->width, img->height, ix1, iy1, (int)strlen(label), text_scale, &lb);
+    if (lb.chars == 0) return;
     const int n = lb.chars, bx = lb.x, by = lb.y, bw = lb.w, bh = lb.h;
     text_scale = lb.scale;
     const int cw = 6 * text_scale, padp = 2 * text_scale;

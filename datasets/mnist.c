@@ -157,7 +157,7 @@ static odl_status read_idx(const char *path, uint32_t magic, int ndim, uint32_t 
         goto out;
     }
     if ((uint64_t)got < total) {
-        st = ODL_ERR(ODL_E_FORMAT, "%s: truncated: header says %s, file has %" PRId64 "%s", path, says, got,
+        st = ODL_ERR(ODL_E_FORMAT, "%s: truncated: header says %s, file has %" PRId64 " bytes of data%s", path, says, got,
                      gz_ended_early(gz) ? " (gzip stream ends early)" : "");
         goto out;
     }

@@ -59,7 +59,7 @@ flags)
   expect 2 "unknown option --epocs (did you mean --epochs?)" "${TRAIN[@]}" --epocs 2
   expect 2 "unknown option --max-step (did you mean --max-steps?)" "${TRAIN[@]}" --max-step=3
   expect 2 "--epochs=3 given twice (first as --epochs)" "${TRAIN[@]}" --epochs 2 --epochs=3
-  expect 2 "--batch_size 8 given twice (first as --batch-size)" "${TRAIN[@]}" --batch-size 4 --batch_size 8
+  expect 2 "--batch_size given twice (first as --batch-size)" "${TRAIN[@]}" --batch-size 4 --batch_size 8
   expect 2 "--train.lr=0.5 given twice (first as --lr)" "${TRAIN[@]}" --lr 1 --train.lr=0.5
   expect 2 "unknown option --conf-thresh (did you mean --conf-thres?)" --task=infer --weights w.h5 --source x.jpg --conf-thresh 0.3
   expect 2 "--iou-thres given twice" --task=infer --weights w.h5 --source x.jpg --iou-thres 0.3 --iou-thres 0.5

@@ -1,7 +1,8 @@
 /* Bad inputs a new user meets first (issue 17): palette/grey/RGB PNGs with a tRNS chunk decode like their
  * opaque twins; an IDX header claiming far more data than the file holds is "truncated" with both sizes,
  * before any allocation of the claimed size; NaN/Inf predictions never survive NMS and are counted;
- * class-aware NMS keeps classes apart at every --img-size the CLI accepts (32..8192). */
+ * class-aware NMS keeps classes apart at every --img-size the CLI accepts (32..8192); box labels stay
+ * inside the image at every size. */
 #include <math.h>
 #include <png.h>
 #include <stdint.h>
@@ -190,6 +191,50 @@ static void nms_classes_apart(void) {
     }
 }
 
+/* Labels stay inside the image at every size, keep the asked scale where it fits, and are drawn. */
+static void labels_inside(void) {
+    static const int sizes[][2] = {{8, 8}, {17, 40}, {32, 32}, {64, 20}, {320, 240}, {640, 480}, {1920, 1080}, {4000, 3000}};
+    static const int corners[][2] = {{0, 0}, {-50, -50}, {5, 3}, {300, 2}, {1e6, 1e6}, {-10, 2000}, {630, 470}};
+    int bad = 0, checked = 0;
+    for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++)
+        for (size_t c = 0; c < sizeof corners / sizeof *corners; c++)
+            for (int scale = 1; scale <= 12; scale += 5) {
+                const int w = sizes[s][0], h = sizes[s][1];
+                odl_label_box b;
+                odl_image_label_box(w, h, corners[c][0], corners[c][1], 11, scale, &b); /* "person 0.87" */
+                checked++;
+                const int tiny = w < 9 || h < 11; /* one character at scale 1 is 9 x 11 */
+                int inside = tiny ? b.chars == 0
+                                  : b.x >= 0 && b.y >= 0 && b.x + b.w <= w && b.y + b.h <= h && b.chars >= 1 &&
+                                        b.scale >= 1 && b.scale <= scale;
+                /* big enough images keep the scale and the whole text */
+                int keeps = w < 11 * 6 * scale + 3 * scale || h < 11 * scale || (b.scale == scale && b.chars == 11);
+                if (!inside || !keeps) {
+                    bad++;
+                    fprintf(stderr, "image %dx%d corner (%d,%d) scale %d: box %d,%d %dx%d scale %d chars %d\n", w, h,
+                            corners[c][0], corners[c][1], scale, b.x, b.y, b.w, b.h, b.scale, b.chars);
+                }
+            }
+    TCHECK(bad == 0, "%d of %d label boxes outside the image or needlessly shrunk", bad, checked);
+    /* Drawn: a box touching the top-left corner gets its label inside, in the box's colour, with text. */
+    odl_image im;
+    TOK(odl_image_alloc(&im, 200, 100, 0, 0, 0));
+    const uint8_t red[3] = {255, 0, 0};
+    odl_image_draw_box(&im, 0, 0, 120, 80, red, 2, "person 0.87", 2);
+    odl_label_box b;
+    odl_image_label_box(200, 100, 0, 0, 11, 2, &b);
+    int fill = 0, text = 0;
+    for (int y = b.y; y < b.y + b.h; y++)
+        for (int x = b.x; x < b.x + b.w; x++) {
+            const uint8_t *p = im.data + 3 * ((size_t)y * 200 + x);
+            fill += p[0] == 255 && p[1] == 0;
+            text += p[0] == 255 && p[1] == 255 && p[2] == 255; /* white text on red */
+        }
+    TCHECK(b.y == 0 && b.x == 0 && b.scale == 2 && b.chars == 11, "label inside the box at the top");
+    TCHECK(fill > 0 && text > 11 * 8, "label drawn: %d fill, %d text pixels", fill, text);
+    odl_image_free(&im);
+}
+
 int main(void) {
     char dir[] = "/tmp/odl_ux_inputs_XXXXXX";
     if (!mkdtemp(dir)) return 1;
@@ -197,6 +242,7 @@ int main(void) {
     idx_claims(dir);
     nms_nonfinite();
     nms_classes_apart();
+    labels_inside();
     char cmd[4200];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);

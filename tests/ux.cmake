@@ -7,3 +7,9 @@ foreach(case version flags outputs_checked progress_lines epochs_resume eval_fin
   set_tests_properties(ux_cli_${case} PROPERTIES LABELS integration TIMEOUT 600 SKIP_RETURN_CODE 77
     ENVIRONMENT "ODL_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
 endforeach()
+foreach(case detect_py save_txt nonfinite)
+  add_test(NAME ux_infer_${case} COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_ux_infer.sh $<TARGET_FILE:odl_worker>
+    ${PROJECT_BINARY_DIR}/yolov5n.h5 ${case})
+  set_tests_properties(ux_infer_${case} PROPERTIES LABELS integration TIMEOUT 900 SKIP_RETURN_CODE 77
+    FIXTURES_REQUIRED yolov5_weights ENVIRONMENT "ODL_TEST_DATA_DEFAULT=${ODL_TEST_DATA_DEFAULT}")
+endforeach()

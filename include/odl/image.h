@@ -80,7 +80,8 @@ void odl_letterbox_unmap(const odl_letterbox *g, float xyxy[4]);
 /* Where a label of `len` characters at `text_scale` goes for a box whose top-left corner is (x1, y1):
  * above the corner, or inside the box at its top when there is no room above, always wholly inside the
  * image: the scale shrinks (down to 1) until the label fits, then the text is cut to `chars`
- * characters (at least 1). Pixels; the label box is [x, x + w) x [y, y + h). */
+ * characters (0 only in an image too small for one character at scale 1, 9 x 11 px: no label).
+ * Pixels; the label box is [x, x + w) x [y, y + h). */
 typedef struct odl_label_box {
     int x, y, w, h, scale, chars;
 } odl_label_box;
