@@ -20,6 +20,16 @@ need_fm() { [ -f "$FM/train-images-idx3-ubyte.gz" ] || [ -f "$FM/train-images-id
 # Small, fast runs: the MLP, 320 training samples (5 steps of 64), no dropout.
 TRAIN=(--task=train --model=mnist_mlp --device cpu --data_dir="$FM" --max-train-samples 320 --no-dropout)
 
+# A python that imports module $1: $ODL_TEST_PYTHON, the venv launch/install_deps.sh makes with
+# ODL_TEST_DEPS=1 ($ODL_TEST_VENV, default /opt/odl-test-venv), Debian's, the PATH's.
+py_with() {
+  local c
+  for c in "${ODL_TEST_PYTHON:-}" "${ODL_TEST_VENV:-/opt/odl-test-venv}/bin/python3" /usr/bin/python3 python3; do
+    [ -n "$c" ] && command -v "$c" >/dev/null 2>&1 && "$c" -c "import $1" 2>/dev/null && { echo "$c"; return 0; }
+  done
+  return 1
+}
+
 # Expect exit status $1 and one error line containing $2.
 expect() {
   local want=$1 needle=$2; shift 2
@@ -150,6 +160,59 @@ PYEOF
       --progress off 2>/dev/null || fail "cnn"
   expect 1 "cnn.h5 holds model 'mnist', not 'mnist_mlp'" --task=eval --model=mnist_mlp --data_dir="$FM" --weights cnn.h5
   expect 2 "--task=eval needs --weights" --task=eval --model=mnist_mlp
+  ;;
+tensorboard)
+  need_fm
+  TBPY=$(py_with tensorboard) || { echo "SKIP: no python with the tensorboard package (ODL_TEST_DEPS=1 launch/install_deps.sh installs it)"; exit 77; }
+  "$W" "${TRAIN[@]}" --epochs 2 --tensorboard tb/run --log-interval 2 --metrics-out m.jsonl 2>err || fail "training: $(cat err)"
+  grep -q "TensorBoard events: tb/run/events.out.tfevents." err || fail "no line naming the event file"
+  # Read back by TensorBoard itself; every record's CRCs checked with tensorboard's masked_crc32c.
+  "$TBPY" - <<'PYEOF' || fail "TensorBoard read-back"
+import glob, json, struct
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from tensorboard.summary.writer.record_writer import masked_crc32c
+files = glob.glob("tb/run/events.out.tfevents.*")
+assert len(files) == 1, files
+data, off, n = open(files[0], "rb").read(), 0, 0
+while off < len(data):
+    (length,) = struct.unpack("<Q", data[off:off + 8])
+    (lcrc,) = struct.unpack("<I", data[off + 8:off + 12])
+    body = data[off + 12:off + 12 + length]
+    (dcrc,) = struct.unpack("<I", data[off + 12 + length:off + 16 + length])
+    assert lcrc == masked_crc32c(data[off:off + 8]) and dcrc == masked_crc32c(body), "record %d: bad CRC" % n
+    off += 16 + length
+    n += 1
+ea = EventAccumulator("tb/run")
+ea.Reload()
+tags = set(ea.Tags()["scalars"])
+want = {"train/loss", "test/loss", "test/accuracy", "train/lr", "train/samples_per_s", "train/batch_loss"}
+assert want <= tags, tags
+recs = [json.loads(l) for l in open("m.jsonl") if '"epoch"' in l and '"event":"epoch"' in l]
+def sc(t): return [(e.step, e.value) for e in ea.Scalars(t)]
+for key, tag in (("train_loss", "train/loss"), ("test_loss", "test/loss"), ("test_acc", "test/accuracy"), ("lr", "train/lr")):
+    got = sc(tag)
+    assert [s for s, _ in got] == [r["step"] for r in recs], (tag, got)
+    for (s, v), r in zip(got, recs):
+        assert abs(v - r[key]) <= 1e-6 * max(1, abs(r[key])) + 1e-6, (tag, s, v, r[key])
+assert [s for s, _ in sc("train/batch_loss")] == [2, 4, 6, 8, 10], sc("train/batch_loss")
+print("%d records, CRCs ok; scalars %s" % (n, sorted(tags)))
+PYEOF
+  ;;
+plot)
+  need_fm
+  MPY=$(py_with matplotlib) || { echo "SKIP: no python with matplotlib (apt-get install python3-matplotlib)"; exit 77; }
+  "$W" "${TRAIN[@]}" --epochs 2 --metrics-out m.jsonl 2>/dev/null || fail "training"
+  "$MPY" "$ODL_SOURCE_DIR/tools/plot_metrics.py" m.jsonl -o curves.png || fail "plot_metrics.py"
+  "$MPY" - <<'PYEOF' || fail "curves.png"
+import struct
+b = open("curves.png", "rb").read()
+assert b[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+w, h = struct.unpack(">II", b[16:24])
+assert (w, h) == (1100, 400), (w, h)
+PYEOF
+  echo '{"event":"done"}' > empty.jsonl
+  "$MPY" "$ODL_SOURCE_DIR/tools/plot_metrics.py" empty.jsonl -o x.png 2>perr && fail "no epoch records: exit 0"
+  grep -q "no epoch records" perr || fail "plot_metrics error line: $(cat perr)"
   ;;
 *) fail "unknown case $CASE" ;;
 esac

@@ -329,24 +329,6 @@ static const char *base_name(const char *p) {
     return s ? s + 1 : p;
 }
 
-static odl_status mkdir_p(const char *path) {
-    char buf[4096];
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *p = buf + 1;; p++) {
-        if (*p == '/' || *p == 0) {
-            char c = *p;
-            *p = 0;
-            if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-                return ODL_ERR(ODL_E_IO, "--output %s: cannot create %s: %s", path, buf, strerror(errno));
-            *p = c;
-            if (!c) break;
-        }
-    }
-    struct stat sb;
-    if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode)) return ODL_ERR(ODL_E_IO, "--output %s: not a directory", path);
-    return ODL_OK;
-}
-
 /* ---- per-image state ---- */
 typedef struct item {
     const char *path;
@@ -570,7 +552,8 @@ int odl_task_infer_main(int argc, char **argv) {
     }
     char labels_dir[4096];
     snprintf(labels_dir, sizeof labels_dir, "%s/labels", o.output);
-    if (mkdir_p(o.output) != ODL_OK || (o.save_txt && mkdir_p(labels_dir) != ODL_OK)) {
+    if (odl_output_mkdir_p("--output", o.output) != ODL_OK ||
+        (o.save_txt && odl_output_mkdir_p("--output", labels_dir) != ODL_OK)) {
         fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
         goto out;
     }

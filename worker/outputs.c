@@ -110,3 +110,21 @@ odl_status odl_metrics_open(const char *path, int64_t resume_step, FILE **out) {
     *out = f;
     return ODL_OK;
 }
+
+odl_status odl_output_mkdir_p(const char *flag, const char *path) {
+    char buf[PATH_MAX];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1;; p++) {
+        if (*p == '/' || *p == 0) {
+            char c = *p;
+            *p = 0;
+            if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+                return ODL_ERR(ODL_E_IO, "%s %s: cannot create %s: %s", flag, path, buf, strerror(errno));
+            *p = c;
+            if (!c) break;
+        }
+    }
+    struct stat sb;
+    if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode)) return ODL_ERR(ODL_E_IO, "%s %s: not a directory", flag, path);
+    return ODL_OK;
+}

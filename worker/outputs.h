@@ -17,6 +17,9 @@ odl_status odl_output_check_file(const char *flag, const char *path);
  * ancestor is. Empty path: nothing to check. Errors: ODL_E_IO naming `flag`, the path and the reason. */
 odl_status odl_output_check_dir(const char *flag, const char *path);
 
+/* mkdir -p for an output folder. Errors: ODL_E_IO naming `flag`, the folder that could not be made. */
+odl_status odl_output_mkdir_p(const char *flag, const char *path);
+
 /* Open the metrics JSONL. resume_step == 0: a fresh run, the file is overwritten. resume_step > 0 (a
  * resumed run): the records of steps after resume_step (written after the checkpoint the run resumes
  * from) and "done" records are dropped, the file is rewritten with the others and opened for appending,

@@ -21,6 +21,7 @@
 #include "worker/checkpoint.h"
 #include "worker/cli.h"
 #include "worker/outputs.h"
+#include "worker/tensorboard.h"
 #include "worker/tasks.h"
 #include "worker/train.h"
 
@@ -299,6 +300,7 @@ odl_status odl_train_run(const odl_config *cfg, const odl_train_opts *opts, odl_
     odl_loader loader;
     odl_train_state st;
     FILE *metrics = NULL;
+    odl_tb_writer *tb = NULL;
     int have_net = 0, have_opt = 0, have_loader = 0;
     odl_ckpt_session *ckpt = NULL;
     odl_tensor loss_acc = {0};
@@ -367,6 +369,10 @@ odl_status odl_train_run(const odl_config *cfg, const odl_train_opts *opts, odl_
     }
     if (cfg->logging.metrics_out[0] && rank == 0) {
         ODL_CHECK_GOTO(odl_metrics_open(cfg->logging.metrics_out, st.step, &metrics), s, out);
+    }
+    if (cfg->logging.tensorboard[0] && rank == 0) {
+        ODL_CHECK_GOTO(odl_tb_open(cfg->logging.tensorboard, &tb), s, out);
+        ODL_LOG_INFO("TensorBoard events: %s", odl_tb_path(tb));
     }
     int64_t one[1] = {1};
     ODL_CHECK_GOTO(odl_tensor_zeros(&loss_acc, dev, ODL_F32, 1, one), s, out);
@@ -446,6 +452,11 @@ odl_status odl_train_run(const odl_config *cfg, const odl_train_opts *opts, odl_
             progress_report(show_progress, st.cursor, n_epoch, st.epoch + 1, cfg->train.epochs, l, rate, eta, st.step);
             t_last_line = t;
         }
+        if (tb && st.step % cfg->logging.log_interval == 0) {
+            float l = NAN;
+            ODL_CHECK_GOTO(odl_tensor_copy_to_host(&net.loss, &l, sizeof l), s, out);
+            ODL_CHECK_GOTO(odl_tb_scalar(tb, "train/batch_loss", st.step, l), s, out);
+        }
         int epoch_end = st.cursor >= n_epoch;
         int stop = cfg->train.max_steps > 0 && st.step >= cfg->train.max_steps;
         if (epoch_end || stop) {
@@ -466,6 +477,13 @@ odl_status odl_train_run(const odl_config *cfg, const odl_train_opts *opts, odl_
                          epoch_end ? "" : " (stopped mid-epoch)");
             metrics_record(metrics, "epoch", st.epoch + 1, !epoch_end, st.step, train_loss, test_loss, test_acc, sps, wall,
                            world, epoch_lr);
+            if (tb) { /* the JSONL's numbers, at the global step (a value not computed is skipped) */
+                ODL_CHECK_GOTO(odl_tb_scalar(tb, "train/loss", st.step, train_loss), s, out);
+                ODL_CHECK_GOTO(odl_tb_scalar(tb, "test/loss", st.step, test_loss), s, out);
+                ODL_CHECK_GOTO(odl_tb_scalar(tb, "test/accuracy", st.step, test_acc), s, out);
+                ODL_CHECK_GOTO(odl_tb_scalar(tb, "train/lr", st.step, epoch_lr), s, out);
+                ODL_CHECK_GOTO(odl_tb_scalar(tb, "train/samples_per_s", st.step, sps), s, out);
+            }
             result->train_loss = train_loss;
             result->test_loss = test_loss;
             result->test_acc = test_acc;
@@ -531,6 +549,7 @@ out:
     if (have_opt) odl_optim_free(&opt);
     if (have_net) odl_net_free(&net);
     if (metrics) fclose(metrics);
+    odl_tb_close(tb);
     odl_mnist_free(&test);
     odl_mnist_free(&train);
     return s;
