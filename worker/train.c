@@ -71,6 +71,8 @@ static void train_usage(FILE *f) {
             "  --max-steps N (total, across resumes)  --max-train-samples N (first N per epoch)\n"
             "  --no-dropout  --save FILE.h5  --metrics-out FILE.jsonl  --log-level L  --progress auto|on|off\n"
             "  --checkpoint-dir DIR --checkpoint-every N --keep K --resume auto|PATH\n"
+            "  --init-from W.h5 (fine-tune saved weights)  --tensorboard DIR  --log-interval N  --verbose\n"
+            "  --task=eval --weights W.h5: test loss, accuracy and per-class accuracy of saved weights\n"
             "  --KEY=VALUE for any config key (e.g. --train.weight_decay=0.01); --help-config lists them.\n"
             "Flags override the config file.\n");
 }
