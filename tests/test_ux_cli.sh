@@ -105,6 +105,9 @@ progress_lines)
   grep -q "INFO training mnist_mlp on .* 2 epochs of 5 steps, adadelta lr 1" err || fail "start-up summary"
   grep -q "effective config" err && fail "the full config belongs at debug level"
   grep -q "weights written to w.h5" err || fail "--save does not say where it wrote"
+  # The terminal bar (forced with --progress on): redrawn in place with epoch N/M, loss and ETA.
+  "$W" "${TRAIN[@]}" --epochs 2 --progress on --train.eval_every_epoch=false 2>bar || fail "training with the bar"
+  grep -Eq $'\repoch 2/2 \[=+ *\] 320/320 loss [0-9.]+ [0-9]+ samples/s ETA [0-9hms]+' bar || fail "progress bar: $(cat -v bar)"
   ;;
 epochs_resume)
   need_fm
@@ -196,6 +199,68 @@ for key, tag in (("train_loss", "train/loss"), ("test_loss", "test/loss"), ("tes
         assert abs(v - r[key]) <= 1e-6 * max(1, abs(r[key])) + 1e-6, (tag, s, v, r[key])
 assert [s for s, _ in sc("train/batch_loss")] == [2, 4, 6, 8, 10], sc("train/batch_loss")
 print("%d records, CRCs ok; scalars %s" % (n, sorted(tags)))
+PYEOF
+  ;;
+tensorboard_frames)
+  need_fm
+  # Without the tensorboard package: the TFRecord framing, CRC-32C (computed here bit by bit, check value
+  # 0xE3069283 for "123456789") and the Event/Summary wire format decoded by hand, against the JSONL.
+  "$W" "${TRAIN[@]}" --epochs 2 --tensorboard tb --log-interval 2 --metrics-out m.jsonl 2>err || fail "training: $(cat err)"
+  "$PY" - <<'PYEOF' || fail "event file"
+import glob, json, struct
+def crc32c(b):
+    c = 0xFFFFFFFF
+    for x in b:
+        c ^= x
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+    return c ^ 0xFFFFFFFF
+def mask(c): return (((c >> 15) | (c << 17)) + 0xa282ead8) & 0xFFFFFFFF
+assert crc32c(b"123456789") == 0xE3069283
+def fields(b):  # protobuf wire format: (field number, wire type, value)
+    i, out = 0, []
+    while i < len(b):
+        key, i = varint(b, i)
+        f, t = key >> 3, key & 7
+        if t == 0: v, i = varint(b, i)
+        elif t == 1: v, i = b[i:i + 8], i + 8
+        elif t == 5: v, i = b[i:i + 4], i + 4
+        elif t == 2:
+            n, i = varint(b, i)
+            v, i = b[i:i + n], i + n
+        else: raise ValueError("wire type %d" % t)
+        out.append((f, t, v))
+    return out
+def varint(b, i):
+    v = s = 0
+    while True:
+        x = b[i]; i += 1
+        v |= (x & 0x7F) << s; s += 7
+        if not x & 0x80: return v, i
+(path,) = glob.glob("tb/events.out.tfevents.*")
+data, off, events = open(path, "rb").read(), 0, []
+while off < len(data):
+    n, lc = struct.unpack("<QI", data[off:off + 12])
+    body = data[off + 12:off + 12 + n]
+    (dc,) = struct.unpack("<I", data[off + 12 + n:off + 16 + n])
+    assert lc == mask(crc32c(data[off:off + 8])) and dc == mask(crc32c(body)), "bad CRC at %d" % off
+    events.append(fields(body))
+    off += 16 + n
+first = dict((f, v) for f, _, v in events[0])
+assert first[3] == b"brain.Event:2" and struct.unpack("<d", first[1])[0] > 1.7e9, first
+scal = {}
+for ev in events[1:]:
+    d = dict((f, v) for f, _, v in ev)
+    (val,) = [v for f, _, v in fields(d[5]) if f == 1]
+    vd = dict((f, v) for f, _, v in fields(val))
+    scal.setdefault(vd[1].decode(), []).append((d.get(2, 0), struct.unpack("<f", vd[2])[0]))
+recs = [json.loads(l) for l in open("m.jsonl")]
+recs = [r for r in recs if r["event"] == "epoch"]
+for key, tag in (("train_loss", "train/loss"), ("test_acc", "test/accuracy"), ("lr", "train/lr")):
+    assert [s for s, _ in scal[tag]] == [r["step"] for r in recs], (tag, scal[tag])
+    assert all(abs(v - r[key]) < 1e-6 * max(1, abs(r[key])) for (_, v), r in zip(scal[tag], recs)), (tag, scal[tag])
+assert [s for s, _ in scal["train/batch_loss"]] == [2, 4, 6, 8, 10]
+print(len(events), "events:", sorted(scal))
 PYEOF
   ;;
 plot)

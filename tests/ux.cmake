@@ -1,7 +1,7 @@
 # What users meet first (issue 17): bad inputs, JSON outputs, the command line, logs and metrics,
 # evaluation and fine-tuning of saved weights, TensorBoard files, detect.py habits.
 odl_add_test(test_ux_inputs SOURCES test_ux_inputs.c LABELS unit TIMEOUT 120)
-foreach(case version flags outputs_checked progress_lines epochs_resume eval_finetune tensorboard plot)
+foreach(case version flags outputs_checked progress_lines epochs_resume eval_finetune tensorboard tensorboard_frames plot)
   add_test(NAME ux_cli_${case} COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_ux_cli.sh $<TARGET_FILE:odl_worker>
     $<TARGET_FILE:odl_ckpt> ${case})
   set_tests_properties(ux_cli_${case} PROPERTIES LABELS integration TIMEOUT 600 SKIP_RETURN_CODE 77
