@@ -2,7 +2,7 @@
 # One command on a fresh Debian/Ubuntu machine: install the dependencies, build, and train the
 # PyTorch examples/mnist CNN on Fashion-MNIST (Debian's dataset-fashion-mnist).
 # GPU present: 1 epoch on the full training set. CPU only: a shorter run (1 epoch of 10,000 samples).
-# Extra arguments go to odl_worker (e.g. --epochs 14).
+# Extra arguments go to odl_worker (e.g. --epochs 14) and replace the defaults below of the same flags.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./launch/install_deps.sh
