@@ -16,32 +16,8 @@
 #include "odl/image.h"
 #include "odl/mnist.h"
 #include "odl/nms.h"
+#include "png_test_util.h"
 #include "test_util.h"
-
-/* A PNG written by libpng, with a palette and a tRNS chunk when given. */
-static int write_png(const char *path, int w, int h, int color_type, const uint8_t *rows, size_t stride,
-                     const png_color *pal, int npal, const png_byte *trns, int ntrns, const png_color_16 *trns_color) {
-    FILE *f = fopen(path, "wb");
-    if (!f) return -1;
-    png_structp p = png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL);
-    png_infop info = png_create_info_struct(p);
-    if (setjmp(png_jmpbuf(p))) {
-        png_destroy_write_struct(&p, &info);
-        fclose(f);
-        return -1;
-    }
-    png_init_io(p, f);
-    png_set_IHDR(p, info, (png_uint_32)w, (png_uint_32)h, 8, color_type, PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT,
-                 PNG_FILTER_TYPE_DEFAULT);
-    if (pal) png_set_PLTE(p, info, pal, npal);
-    if (trns || trns_color) png_set_tRNS(p, info, trns, ntrns, trns_color);
-    png_write_info(p, info);
-    for (int y = 0; y < h; y++) png_write_row(p, rows + (size_t)y * stride);
-    png_write_end(p, NULL);
-    png_destroy_write_struct(&p, &info);
-    fclose(f);
-    return 0;
-}
 
 static void png_trns(const char *dir) {
     char path[4096];
@@ -53,10 +29,10 @@ static void png_trns(const char *dir) {
     uint8_t rgb[2 * 3 * 3];
     for (int i = 0; i < 6; i++) memcpy(rgb + 3 * i, &pal[idx[i]], 3);
     snprintf(path, sizeof path, "%s/pal_trns.png", dir);
-    TCHECK(write_png(path, 3, 2, PNG_COLOR_TYPE_PALETTE, idx, 3, pal, 3, alpha, 3, NULL) == 0, "write palette+tRNS");
+    TCHECK(test_write_png(path, 3, 2, PNG_COLOR_TYPE_PALETTE, 8, idx, 3, pal, 3, alpha, 3, NULL) == 0, "write palette+tRNS");
     TOK(odl_image_load(path, &a));
     snprintf(path, sizeof path, "%s/pal_twin.png", dir);
-    TCHECK(write_png(path, 3, 2, PNG_COLOR_TYPE_RGB, rgb, 9, NULL, 0, NULL, 0, NULL) == 0, "write RGB twin");
+    TCHECK(test_write_png(path, 3, 2, PNG_COLOR_TYPE_RGB, 8, rgb, 9, NULL, 0, NULL, 0, NULL) == 0, "write RGB twin");
     TOK(odl_image_load(path, &b));
     TCHECK(a.data && b.data && a.width == 3 && a.height == 2 && !memcmp(a.data, b.data, sizeof rgb),
            "palette+tRNS decodes as its RGB twin");
@@ -68,7 +44,7 @@ static void png_trns(const char *dir) {
     png_color_16 tc = {0};
     tc.gray = 77;
     snprintf(path, sizeof path, "%s/grey_trns.png", dir);
-    TCHECK(write_png(path, 2, 2, PNG_COLOR_TYPE_GRAY, g, 2, NULL, 0, NULL, 0, &tc) == 0, "write grey+tRNS");
+    TCHECK(test_write_png(path, 2, 2, PNG_COLOR_TYPE_GRAY, 8, g, 2, NULL, 0, NULL, 0, &tc) == 0, "write grey+tRNS");
     TOK(odl_image_load(path, &a));
     TCHECK(a.data && a.data[3] == 77 && a.data[4] == 77 && a.data[5] == 77 && a.data[9] == 255, "grey+tRNS pixels");
     odl_image_free(&a);
@@ -78,7 +54,7 @@ static void png_trns(const char *dir) {
     rc.green = 100;
     rc.blue = 50;
     snprintf(path, sizeof path, "%s/rgb_trns.png", dir);
-    TCHECK(write_png(path, 3, 2, PNG_COLOR_TYPE_RGB, rgb, 9, NULL, 0, NULL, 0, &rc) == 0, "write RGB+tRNS");
+    TCHECK(test_write_png(path, 3, 2, PNG_COLOR_TYPE_RGB, 8, rgb, 9, NULL, 0, NULL, 0, &rc) == 0, "write RGB+tRNS");
     TOK(odl_image_load(path, &a));
     TCHECK(a.data && !memcmp(a.data, rgb, sizeof rgb), "RGB+tRNS decodes as plain RGB");
     odl_image_free(&a);
