@@ -154,6 +154,24 @@ void coord_members_reset(coord *c) {
     c->world_size = 0;
 }
 
+static void send_all(coord *c, Odl__Envelope *e) {
+    for (coord_conn *k = c->conns; k; k = k->next)
+        if (k->state == CONN_MEMBER) conn_send(k, e);
+}
+
+/* The pending checkpoint request, to k or (k NULL) to every member. */
+static void send_request(coord *c, coord_conn *k) {
+    Odl__Envelope e = ODL__ENVELOPE__INIT;
+    Odl__CheckpointAt at = ODL__CHECKPOINT_AT__INIT;
+    at.request_id = c->req_id;
+    at.step = c->req_step;
+    at.stop = c->req_stop;
+    e.msg_case = ODL__ENVELOPE__MSG_CHECKPOINT_AT;
+    e.checkpoint_at = &at;
+    if (k) conn_send(k, &e);
+    else send_all(c, &e);
+}
+
 static void send_welcome(coord *c, coord_conn *k) {
     Odl__Envelope e = ODL__ENVELOPE__INIT;
     Odl__Welcome w = ODL__WELCOME__INIT;
@@ -255,24 +273,10 @@ static void on_proof(coord *c, coord_conn *k, Odl__Envelope *e) {
     odl__hello__free_unpacked(k->hello, NULL);
     k->hello = NULL;
     send_welcome(c, k);
-    if (c->req_active) { /* a checkpoint requested before this rank joined */
-        Odl__Envelope out = ODL__ENVELOPE__INIT;
-        Odl__CheckpointAt at = ODL__CHECKPOINT_AT__INIT;
-        at.request_id = c->req_id;
-        at.step = c->req_step;
-        at.stop = c->req_stop;
-        out.msg_case = ODL__ENVELOPE__MSG_CHECKPOINT_AT;
-        out.checkpoint_at = &at;
-        conn_send(k, &out);
-    }
+    if (c->req_active) send_request(c, k); /* a checkpoint requested before this rank joined */
 }
 
 /* ------------------------------------------------------------------ checkpoints */
-
-static void send_all(coord *c, Odl__Envelope *e) {
-    for (coord_conn *k = c->conns; k; k = k->next)
-        if (k->state == CONN_MEMBER) conn_send(k, e);
-}
 
 void coord_broadcast_shutdown(coord *c, const char *reason) {
     Odl__Envelope e = ODL__ENVELOPE__INIT;
@@ -298,14 +302,7 @@ static void issue_request(coord *c) {
     c->req_active = 1;
     ODL_LOG_INFO("checkpoint requested%s: every rank stops at the boundary after step %" PRId64 " (request %" PRIu64 ")",
                  c->req_stop ? " for preemption" : "", c->req_step, c->req_id);
-    Odl__Envelope e = ODL__ENVELOPE__INIT;
-    Odl__CheckpointAt at = ODL__CHECKPOINT_AT__INIT;
-    at.request_id = c->req_id;
-    at.step = c->req_step;
-    at.stop = c->req_stop;
-    e.msg_case = ODL__ENVELOPE__MSG_CHECKPOINT_AT;
-    e.checkpoint_at = &at;
-    send_all(c, &e);
+    send_request(c, NULL);
 }
 
 void coord_request_checkpoint(coord *c, int stop) {
