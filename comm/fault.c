@@ -19,6 +19,7 @@ static const struct {
     {"kill", ODL_FAULT_KILL},
     {"hang", ODL_FAULT_HANG},
     {"exit", ODL_FAULT_EXIT},
+    {"slow", ODL_FAULT_SLOW},
 };
 
 static odl_status parse_one(const char *s, size_t len, odl_fault *f) {
@@ -46,14 +47,15 @@ static odl_status parse_one(const char *s, size_t len, odl_fault *f) {
         char *eq = strchr(kv, '='), *end = NULL;
         if (!eq) return ODL_ERR(ODL_E_CONFIG, "ODL_FAULT: '%s' in %s@ is not KEY=VALUE", kv, f->name);
         *eq = 0;
-        if (strcmp(kv, "rank") != 0 && strcmp(kv, "step") != 0)
-            return ODL_ERR(ODL_E_CONFIG, "ODL_FAULT: unknown key '%s' in %s@ (rank, step)", kv, f->name);
+        if (strcmp(kv, "rank") != 0 && strcmp(kv, "step") != 0 && strcmp(kv, "ms") != 0)
+            return ODL_ERR(ODL_E_CONFIG, "ODL_FAULT: unknown key '%s' in %s@ (rank, step, ms)", kv, f->name);
         errno = 0;
         long long v = strtoll(eq + 1, &end, 10);
         if (errno || end == eq + 1 || *end || v < 0)
             return ODL_ERR(ODL_E_CONFIG, "ODL_FAULT: %s=%s in %s@ is not a non-negative integer", kv, eq + 1, f->name);
         if (!strcmp(kv, "rank")) f->rank = (int)v;
-        else f->step = v;
+        else if (!strcmp(kv, "step")) f->step = v;
+        else f->ms = v;
     }
     if (f->step < 0) return ODL_ERR(ODL_E_CONFIG, "ODL_FAULT: %s@ needs step=S", f->name);
     return ODL_OK;
@@ -99,6 +101,10 @@ static int claim(const odl_fault *f, int rank) {
 void odl_fault_after_step(const odl_fault_plan *p, int rank, int64_t step) {
     for (int i = 0; p && i < p->n; i++) {
         const odl_fault *f = &p->f[i];
+        if (f->action == ODL_FAULT_SLOW) {
+            if (step >= f->step && (f->rank < 0 || f->rank == rank)) usleep((useconds_t)(f->ms * 1000));
+            continue;
+        }
         if (f->step != step || (f->rank >= 0 && f->rank != rank) || !claim(f, rank)) continue;
         ODL_LOG_WARN("ODL_FAULT: %s@rank=%d,step=%" PRId64 " fires now", f->name, rank, step);
         fflush(NULL);
@@ -107,6 +113,7 @@ void odl_fault_after_step(const odl_fault_plan *p, int rank, int64_t step) {
         case ODL_FAULT_EXIT: _exit(ODL_FAULT_EXIT_STATUS);
         case ODL_FAULT_HANG:
             for (;;) pause(); /* until someone kills the job */
+        case ODL_FAULT_SLOW: break;
         }
     }
 }

@@ -4,6 +4,8 @@
  *   ODL_FAULT=hang@rank=1,step=15   it stops before its next collective (sleeps; its heartbeat
  *                                    thread goes on, so only the coordinator's progress check sees it)
  *   ODL_FAULT=exit@rank=1,step=15   it exits with status 3 (ODL_FAULT_EXIT_STATUS)
+ *   ODL_FAULT=slow@rank=0,step=0,ms=50  a straggler: from step 0 on it sleeps 50 ms after every step
+ *                                    (not once: it applies to every run)
  * Several faults may be given, separated by ';'. Each fires once per job directory: a marker file
  * DIR/fault-<action>-rank<R>-step<S> (DIR = ODL_JOB_DIR, set by odl_coordinator) is created with
  * O_EXCL before it fires, so a relaunched job does not repeat it. Without ODL_JOB_DIR it fires every
@@ -23,6 +25,7 @@ typedef enum odl_fault_action {
     ODL_FAULT_KILL = 1,
     ODL_FAULT_HANG,
     ODL_FAULT_EXIT,
+    ODL_FAULT_SLOW,
 } odl_fault_action;
 
 typedef struct odl_fault {
@@ -30,6 +33,7 @@ typedef struct odl_fault {
     char name[16]; /* the action as written: "kill", "hang", ... */
     int rank;      /* -1: every rank */
     int64_t step;
+    int64_t ms; /* slow@ */
 } odl_fault;
 
 typedef struct odl_fault_plan {

@@ -126,6 +126,8 @@ static void test_fault_parse(void) {
     EXPECT(odl_fault_parse("hang@step=3,rank=0;exit@step=9", &p) == ODL_OK && p.n == 2 && p.f[0].action == ODL_FAULT_HANG &&
            p.f[0].rank == 0 && p.f[0].step == 3 && p.f[1].action == ODL_FAULT_EXIT && p.f[1].rank == -1);
     EXPECT(odl_fault_parse("", &p) == ODL_OK && p.n == 0);
+    EXPECT(odl_fault_parse("slow@rank=0,step=0,ms=50", &p) == ODL_OK && p.n == 1 && p.f[0].action == ODL_FAULT_SLOW &&
+           p.f[0].ms == 50);
     EXPECT(odl_fault_parse("explode@rank=1,step=2", &p) == ODL_E_CONFIG && strstr(odl_error_msg(), "unknown action"));
     EXPECT(odl_fault_parse("kill@rank=1", &p) == ODL_E_CONFIG && strstr(odl_error_msg(), "needs step"));
     EXPECT(odl_fault_parse("kill@rank=x,step=2", &p) == ODL_E_CONFIG);

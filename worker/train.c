@@ -386,7 +386,9 @@ odl_status odl_train_run(const odl_config *cfg, const odl_train_opts *opts, odl_
         }
         /* Also after the last step of the run, so that a resume never repeats steps already taken. */
         const int last_step = stop || (epoch_end && st.epoch >= cfg->train.epochs);
-        if (ckpt && (odl_ckpt_session_due(ckpt, &st) || (last_step && cfg->checkpoint.every > 0))) {
+        const int req = opts->hooks && opts->hooks->step_request ? opts->hooks->step_request(opts->hooks->ctx, &st) : 0;
+        if (ckpt && (odl_ckpt_session_due(ckpt, &st) || (req & ODL_TRAIN_CHECKPOINT) ||
+                     (last_step && cfg->checkpoint.every > 0))) {
             /* The checkpoint holds the epoch's loss so far, so a resumed run prints the same epoch line. */
             float acc_h;
             ODL_CHECK_GOTO(odl_tensor_copy_to_host(&loss_acc, &acc_h, sizeof acc_h), s, out);
@@ -398,6 +400,10 @@ odl_status odl_train_run(const odl_config *cfg, const odl_train_opts *opts, odl_
         }
         if (opts->hooks && opts->hooks->after_step) ODL_CHECK_GOTO(opts->hooks->after_step(opts->hooks->ctx, cfg, &net, &opt, &st), s, out);
         if (stop) break;
+        if (req & ODL_TRAIN_STOP) {
+            ODL_LOG_INFO("stopping after step %" PRId64 " as the coordinator asked (preemption)", st.step);
+            break;
+        }
     }
     {
         double wall = now_s() - t_start;
