@@ -199,6 +199,7 @@ bad_input)
     if python3 "$src/tests/coord_bad_input.py" "$(json_field "$job/coordinator.json" listen)" \
         "$(json_field "$job/coordinator.json" http)" >"$tmp/bad_input.log" 2>&1; then
         ok "bad input: $(tail -1 "$tmp/bad_input.log")"
+        sed 's/^/     /' "$tmp/bad_input.log"
     else
         bad "coord_bad_input.py failed"
         cat "$tmp/bad_input.log"
