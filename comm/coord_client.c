@@ -170,10 +170,33 @@ static double mono(void) {
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* Handle every complete frame buffered. Returns 0 to go on, -1 with why set to stop. */
+static int drain(odl_coord_client *c, char *why, size_t cap) {
+    for (;;) {
+        size_t used = 0;
+        Odl__Envelope *e = NULL;
+        if (odl_wire_decode(c->rbuf, c->rlen, &used, &e) != ODL_OK) {
+            snprintf(why, cap, "bad frame from the coordinator: %s", odl_error_msg());
+            return -1;
+        }
+        if (!e) return 0;
+        memmove(c->rbuf, c->rbuf + used, c->rlen - used);
+        c->rlen -= used;
+        if (e->msg_case == ODL__ENVELOPE__MSG_SHUTDOWN) {
+            snprintf(why, cap, "the coordinator ends this rank: %s", e->shutdown->reason);
+            odl_wire_free(e);
+            return -1;
+        }
+        on_command(c, e);
+        odl_wire_free(e);
+    }
+}
+
 static void *client_main(void *arg) {
     odl_coord_client *c = arg;
     double next = mono();
     char why[512] = "";
+    if (drain(c, why, sizeof why) != 0) goto out; /* frames that came with the welcome */
     for (;;) {
         double now = mono();
         if (now >= next) {
@@ -197,24 +220,7 @@ static void *client_main(void *arg) {
             break;
         }
         c->rlen += (size_t)n;
-        for (;;) {
-            size_t used = 0;
-            Odl__Envelope *e = NULL;
-            if (odl_wire_decode(c->rbuf, c->rlen, &used, &e) != ODL_OK) {
-                snprintf(why, sizeof why, "bad frame from the coordinator: %s", odl_error_msg());
-                goto out;
-            }
-            if (!e) break;
-            memmove(c->rbuf, c->rbuf + used, c->rlen - used);
-            c->rlen -= used;
-            if (e->msg_case == ODL__ENVELOPE__MSG_SHUTDOWN) {
-                snprintf(why, sizeof why, "the coordinator ends this rank: %s", e->shutdown->reason);
-                odl_wire_free(e);
-                goto out;
-            }
-            on_command(c, e);
-            odl_wire_free(e);
-        }
+        if (drain(c, why, sizeof why) != 0) break;
     }
 out:
     pthread_mutex_lock(&c->mu);
