@@ -294,9 +294,9 @@ static void issue_request(coord *c) {
         if (c->ranks[r].step > max_step) max_step = c->ranks[r].step;
         if (c->ranks[r].steps_per_s > rate) rate = c->ranks[r].steps_per_s;
     }
-    /* Far enough ahead that every rank hears of it before it gets there: a second of steps (more on
-     * each retry), at least 2. */
-    int64_t lead = (int64_t)ceil(rate * (double)(1 << c->req_tries)) + 2;
+    /* Far enough ahead that every rank hears of it before it gets there: a second of steps and 2 more,
+     * doubled on each retry. */
+    int64_t lead = ((int64_t)ceil(rate) + 2) << c->req_tries;
     c->req_id++;
     c->req_step = max_step + lead;
     c->req_active = 1;
