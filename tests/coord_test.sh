@@ -16,6 +16,9 @@
 #   bad_input            tests/coord_bad_input.py: garbage on the port and a trickling /metrics client; the job
 #                        unaffected
 #   metrics              /metrics parsed by prometheus_client's text parser (skipped without it)
+#   stop                 rank 1 SIGSTOPped (socket open, no heartbeats): named within the timeout, relaunched once
+#   checkpoint_now       SIGUSR1: a checkpoint at one step on every rank, committed; the job goes on unaffected
+#   give_up              a command that always fails: --max-restarts relaunches, then the job's exit status
 #   preempt              SIGTERM: every rank stops at the same step after a committed checkpoint, exit 75; started
 #                        again on DIR the job finishes with the same parameters
 # In an ASan build (ODL_ASAN) the coordinator and coord_peer run with leak detection; the MPI ranks
@@ -266,6 +269,61 @@ preempt)
     expect_line "$tmp/coord2.log" "resuming from .*ckpt-0*$stop.h5" "resumed from the preemption checkpoint"
     same_params
     loop_closed "$tmp/coord2.log" 0
+    ;;
+stop)
+    reference
+    supervised_bg "$tmp/coord.log" "slow@rank=0,step=0,ms=100"
+    wait_for "committed checkpoint .*ckpt-00000010.h5" "$tmp/coord.log" 60
+    pid1=$(sed -n 's/.*rank 1 of 2 registered: node [^,]*, pid \([0-9]*\),.*/\1/p' "$tmp/coord.log" | head -1)
+    kill -STOP "$pid1"
+    t_stop=$(date +%s)
+    ok "rank 1 (pid $pid1) SIGSTOPped"
+    wait "$bg"
+    rc=$?
+    bg=""
+    kill -KILL "$pid1" 2>/dev/null
+    [ "$rc" = 0 ] && ok "job finished (exit 0)" || bad "coordinator exited $rc"
+    expect_line "$tmp/coord.log" "generation 1 failed: rank 1 (node [^,]*, pid $pid1) sent no heartbeat for [0-9.]* s (timeout 5 s)" \
+        "stopped rank named"
+    t_seen=$(date -d "$(grep -m1 "generation 1 failed" "$tmp/coord.log" | cut -c1-23)" +%s 2>/dev/null || echo 0)
+    within "$t_stop" "$t_seen" $((timeout_s + 2)) && ok "reported $((t_seen - t_stop)) s after the stop" || bad "reported at $t_seen, stopped at $t_stop"
+    n=$(count "$tmp/coord.log" "relaunching in")
+    [ "$n" = 1 ] && ok "relaunched once" || bad "relaunched $n times"
+    same_params
+    loop_closed "$tmp/coord.log" 0
+    ;;
+checkpoint_now)
+    reference
+    supervised_bg "$tmp/coord.log" "slow@rank=0,step=0,ms=150"
+    wait_for "committed checkpoint .*ckpt-00000010.h5" "$tmp/coord.log" 60
+    kill -USR1 "$bg"
+    wait_for "checkpoint requested: every rank stops at the boundary after step" "$tmp/coord.log" 10
+    at=$(sed -n 's/.*checkpoint requested: every rank stops at the boundary after step \([0-9]*\).*/\1/p' "$tmp/coord.log" | head -1)
+    wait "$bg"
+    rc=$?
+    bg=""
+    [ "$rc" = 0 ] && ok "job finished (exit 0)" || bad "coordinator exited $rc"
+    name=$(printf 'ckpt-%08d.h5' "$at")
+    if [ $((at % 10)) != 0 ]; then
+        expect_line "$tmp/coord.log" "committed checkpoint .*$name (step $at," "SIGUSR1: checkpoint at step $at committed"
+    else
+        ok "SIGUSR1 landed on a periodic step ($at)"
+    fi
+    n=$(count "$tmp/coord.log" "relaunching in")
+    [ "$n" = 0 ] && ok "no relaunch" || bad "relaunched $n times"
+    same_params
+    loop_closed "$tmp/coord.log" 0
+    ;;
+give_up)
+    ASAN_OPTIONS=detect_leaks=1 "$coord" --job-dir "$job" --listen 127.0.0.1:0 --http off --max-restarts 2 --backoff 0.1 \
+        -- sh -c 'exit 3' >"$tmp/coord.log" 2>&1
+    rc=$?
+    [ "$rc" = 3 ] && ok "exit status 3, the job's" || bad "coordinator exited $rc (want 3)"
+    n=$(count "$tmp/coord.log" "relaunching in")
+    [ "$n" = 2 ] && ok "relaunched twice (--max-restarts 2)" || bad "relaunched $n times"
+    expect_line "$tmp/coord.log" "giving up after 2 restarts (--max-restarts 2): the job's command exited with status 3" "gave up"
+    [ "$(json_field "$job/state.json" generation)" = 3 ] && ok "state.json: generation 3" || bad "state.json: $(cat "$job/state.json")"
+    loop_closed "$tmp/coord.log" 3
     ;;
 *)
     echo "unknown case $case_"
