@@ -76,6 +76,18 @@ expect_line() { # log, pattern, what
     if grep -q -- "$2" "$1"; then ok "$3: $(grep -m1 -- "$2" "$1" | cut -c1-220)"; else bad "$3: no line matching: $2"; fi
 }
 count() { grep -c -- "$2" "$1"; }
+wait_bg() {
+    wait "$bg"
+    rc=$?
+    bg=""
+}
+expect_rc() { # status, what
+    if [ "$rc" = "$1" ]; then ok "$2 (exit $1)"; else bad "$2: coordinator exited $rc (want $1)"; fi
+}
+expect_relaunches() { # count, log
+    n=$(count "$2" "relaunching in")
+    if [ "$n" = "$1" ]; then ok "relaunched $1 time(s)"; else bad "relaunched $n times (want $1)"; fi
+}
 
 reference() {
     # shellcheck disable=SC2086
@@ -131,7 +143,7 @@ case "$case_" in
 kill | hang)
     reference
     supervised "$tmp/coord.log" "$case_@rank=1,step=15;slow@rank=0,step=0,ms=40" --max-restarts 2
-    [ "$rc" = 0 ] && ok "job finished (exit 0)" || bad "coordinator exited $rc"
+    expect_rc 0 "job finished"
     if [ "$case_" = kill ]; then
         pat="generation 1 failed: rank 1 (node [^)]*) disconnected at step"
     else
@@ -147,8 +159,7 @@ kill | hang)
     t_seen=$(ts "$(grep -m1 "generation 1 failed" "$tmp/coord.log")")
     if within "$t_fault" "$t_seen" $((timeout_s + 2)); then ok "reported $t_fault -> $t_seen (timeout $timeout_s s)"
     else bad "failure reported at $t_seen, fault at $t_fault: not within the timeout"; fi
-    n=$(count "$tmp/coord.log" "relaunching in")
-    [ "$n" = 1 ] && ok "relaunched once" || bad "relaunched $n times"
+    expect_relaunches 1 "$tmp/coord.log"
     expect_line "$tmp/coord.log" "generation 2: started .*resuming from .*ckpt-00000010.h5" "resumed from the committed step 10"
     [ "$(json_field "$job/state.json" generation)" = 2 ] && ok "state.json: generation 2" || bad "state.json: $(cat "$job/state.json")"
     same_params
@@ -167,7 +178,7 @@ coordinator_restart)
     if pgrep -f -- "$tmp/metrics.jsonl" >/dev/null; then bad "workers of generation 1 still run 20 s after their coordinator died"
     else ok "workers of generation 1 ended when their coordinator died"; fi
     supervised "$tmp/coord2.log" "slow@rank=0,step=0,ms=10"
-    [ "$rc" = 0 ] && ok "restarted coordinator finished the job" || bad "restarted coordinator exited $rc"
+    expect_rc 0 "restarted coordinator finished the job"
     expect_line "$tmp/coord2.log" "job directory $job: generation 1 so far" "restarted coordinator read generation 1"
     expect_line "$tmp/coord2.log" "generation 2: started .*resuming from .*ckpt-000000[123]0.h5" "generation 2 resumed"
     [ "$(json_field "$job/state.json" generation)" = 2 ] && ok "state.json: generation 2" || bad "state.json: $(cat "$job/state.json")"
@@ -187,9 +198,7 @@ refuse)
     r2=$?
     "$peer" "$addr" "$job/secret" 0 2 1 >"$tmp/p3.txt" 2>&1
     r3=$?
-    wait "$bg"
-    rc=$?
-    bg=""
+    wait_bg
     [ $r1 = 3 ] && grep -q "wrong job secret" "$tmp/p1.txt" && ok "wrong secret refused: $(cat "$tmp/p1.txt")" || bad "wrong secret: exit $r1: $(cat "$tmp/p1.txt")"
     [ $r2 = 3 ] && grep -q "generation 0, the job is at generation 1 (an older job)" "$tmp/p2.txt" && ok "old generation refused" || bad "old generation: exit $r2: $(cat "$tmp/p2.txt")"
     [ $r3 = 3 ] && grep -q "duplicate rank 0" "$tmp/p3.txt" && ok "duplicate rank refused" || bad "duplicate rank: exit $r3: $(cat "$tmp/p3.txt")"
@@ -197,9 +206,8 @@ refuse)
         n=$(grep "WARN refused" "$tmp/coord.log" | grep -c "$what")
         [ "$n" = 1 ] && ok "one log line: $(grep "WARN refused" "$tmp/coord.log" | grep -m1 "$what" | cut -c1-200)" || bad "$n log lines for '$what'"
     done
-    [ "$rc" = 0 ] && ok "job finished (exit 0)" || bad "coordinator exited $rc"
-    n=$(count "$tmp/coord.log" "relaunching in")
-    [ "$n" = 0 ] && ok "job unaffected: no relaunch" || bad "relaunched $n times"
+    expect_rc 0 "job finished"
+    expect_relaunches 0 "$tmp/coord.log"
     same_params
     loop_closed "$tmp/coord.log" 0
     ;;
@@ -215,12 +223,9 @@ bad_input)
         bad "coord_bad_input.py failed"
         cat "$tmp/bad_input.log"
     fi
-    wait "$bg"
-    rc=$?
-    bg=""
-    [ "$rc" = 0 ] && ok "job finished (exit 0)" || bad "coordinator exited $rc"
-    n=$(count "$tmp/coord.log" "relaunching in")
-    [ "$n" = 0 ] && ok "job unaffected: no relaunch" || bad "relaunched $n times"
+    wait_bg
+    expect_rc 0 "job finished"
+    expect_relaunches 0 "$tmp/coord.log"
     same_params
     loop_closed "$tmp/coord.log" 0
     ;;
@@ -241,10 +246,8 @@ metrics)
         bad "/metrics check failed"
         cat "$tmp/metrics.log"
     fi
-    wait "$bg"
-    rc=$?
-    bg=""
-    [ "$rc" = 0 ] && ok "job finished (exit 0)" || bad "coordinator exited $rc"
+    wait_bg
+    expect_rc 0 "job finished"
     loop_closed "$tmp/coord.log" 0
     ;;
 preempt)
@@ -252,10 +255,8 @@ preempt)
     supervised_bg "$tmp/coord1.log" "slow@rank=0,step=0,ms=150"
     wait_for "committed checkpoint .*ckpt-00000010.h5" "$tmp/coord1.log" 60
     kill -TERM "$bg"
-    wait "$bg"
-    rc=$?
-    bg=""
-    [ "$rc" = 75 ] && ok "preempted: exit 75" || bad "preempted coordinator exited $rc (want 75)"
+    wait_bg
+    expect_rc 75 "preempted"
     stop=$(sed -n 's/.*checkpoint requested for preemption: every rank stops at the boundary after step \([0-9]*\).*/\1/p' "$tmp/coord1.log" | tail -1)
     [ -n "$stop" ] && ok "preemption step $stop" || bad "no preemption request in the log"
     # rank 0 logs the stop; every rank said goodbye with status 0 (a rank at another step would have hung)
@@ -265,7 +266,7 @@ preempt)
     loop_closed "$tmp/coord1.log" 75
     rm -f "$tmp"/sup.rank*.h5
     supervised "$tmp/coord2.log" ""
-    [ "$rc" = 0 ] && ok "resumed job finished" || bad "resumed coordinator exited $rc"
+    expect_rc 0 "resumed job finished"
     expect_line "$tmp/coord2.log" "resuming from .*ckpt-0*$stop.h5" "resumed from the preemption checkpoint"
     same_params
     loop_closed "$tmp/coord2.log" 0
@@ -278,17 +279,14 @@ stop)
     kill -STOP "$pid1"
     t_stop=$(date +%s)
     ok "rank 1 (pid $pid1) SIGSTOPped"
-    wait "$bg"
-    rc=$?
-    bg=""
+    wait_bg
     kill -KILL "$pid1" 2>/dev/null
-    [ "$rc" = 0 ] && ok "job finished (exit 0)" || bad "coordinator exited $rc"
+    expect_rc 0 "job finished"
     expect_line "$tmp/coord.log" "generation 1 failed: rank 1 (node [^,]*, pid $pid1) sent no heartbeat for [0-9.]* s (timeout 5 s)" \
         "stopped rank named"
     t_seen=$(date -d "$(grep -m1 "generation 1 failed" "$tmp/coord.log" | cut -c1-23)" +%s 2>/dev/null || echo 0)
     within "$t_stop" "$t_seen" $((timeout_s + 2)) && ok "reported $((t_seen - t_stop)) s after the stop" || bad "reported at $t_seen, stopped at $t_stop"
-    n=$(count "$tmp/coord.log" "relaunching in")
-    [ "$n" = 1 ] && ok "relaunched once" || bad "relaunched $n times"
+    expect_relaunches 1 "$tmp/coord.log"
     same_params
     loop_closed "$tmp/coord.log" 0
     ;;
@@ -299,18 +297,15 @@ checkpoint_now)
     kill -USR1 "$bg"
     wait_for "checkpoint requested: every rank stops at the boundary after step" "$tmp/coord.log" 10
     at=$(sed -n 's/.*checkpoint requested: every rank stops at the boundary after step \([0-9]*\).*/\1/p' "$tmp/coord.log" | head -1)
-    wait "$bg"
-    rc=$?
-    bg=""
-    [ "$rc" = 0 ] && ok "job finished (exit 0)" || bad "coordinator exited $rc"
+    wait_bg
+    expect_rc 0 "job finished"
     name=$(printf 'ckpt-%08d.h5' "$at")
     if [ $((at % 10)) != 0 ]; then
         expect_line "$tmp/coord.log" "committed checkpoint .*$name (step $at," "SIGUSR1: checkpoint at step $at committed"
     else
         ok "SIGUSR1 landed on a periodic step ($at)"
     fi
-    n=$(count "$tmp/coord.log" "relaunching in")
-    [ "$n" = 0 ] && ok "no relaunch" || bad "relaunched $n times"
+    expect_relaunches 0 "$tmp/coord.log"
     same_params
     loop_closed "$tmp/coord.log" 0
     ;;
@@ -318,9 +313,8 @@ give_up)
     ASAN_OPTIONS=detect_leaks=1 "$coord" --job-dir "$job" --listen 127.0.0.1:0 --http off --max-restarts 2 --backoff 0.1 \
         -- sh -c 'exit 3' >"$tmp/coord.log" 2>&1
     rc=$?
-    [ "$rc" = 3 ] && ok "exit status 3, the job's" || bad "coordinator exited $rc (want 3)"
-    n=$(count "$tmp/coord.log" "relaunching in")
-    [ "$n" = 2 ] && ok "relaunched twice (--max-restarts 2)" || bad "relaunched $n times"
+    expect_rc 3 "the job's own status"
+    expect_relaunches 2 "$tmp/coord.log"
     expect_line "$tmp/coord.log" "giving up after 2 restarts (--max-restarts 2): the job's command exited with status 3" "gave up"
     [ "$(json_field "$job/state.json" generation)" = 3 ] && ok "state.json: generation 3" || bad "state.json: $(cat "$job/state.json")"
     loop_closed "$tmp/coord.log" 3
