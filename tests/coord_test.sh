@@ -29,15 +29,7 @@ case_="$1" src="$2" coord="$3" worker="$4" compare="$5" peer="$6"
 # ODL_COORD_TEST_WORKER: another odl_worker (e.g. a Release one while the coordinator is an ASan build's,
 # whose Debug CPU kernels make the training too slow for the timeouts)
 worker="${ODL_COORD_TEST_WORKER:-$worker}"
-data="${ODL_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}"
-if [ ! -e "$data/train-images-idx3-ubyte.gz" ] && [ ! -e "$data/train-images-idx3-ubyte" ]; then
-    echo "SKIP: no Fashion-MNIST in $data (set ODL_FASHION_MNIST)"
-    exit 77
-fi
-if ! command -v mpirun >/dev/null 2>&1 && [ -z "${MPIEXEC:-}" ]; then
-    echo "SKIP: no mpirun"
-    exit 77
-fi
+. "$src/tests/mpi_data_skip.sh" # data=; skip without Fashion-MNIST or mpirun
 tmp=$(mktemp -d)
 job="$tmp/job"
 bg=""
