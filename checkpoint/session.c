@@ -212,6 +212,14 @@ static odl_status update_manifest(odl_ckpt_session *s, const job *j) {
     return st;
 }
 
+static odl_ckpt_write_observer g_observer;
+static void *g_observer_ctx;
+
+void odl_ckpt_set_write_observer(odl_ckpt_write_observer fn, void *ctx) {
+    g_observer = fn;
+    g_observer_ctx = ctx;
+}
+
 static void *writer_main(void *arg) {
     odl_ckpt_session *s = arg;
     pthread_mutex_lock(&s->mu);
@@ -233,12 +241,18 @@ static void *writer_main(void *arg) {
         double t0 = now_ms();
         char name[64];
         odl_ckpt_file_name(j->st.step, name, sizeof name);
+        if (!skip && g_observer) g_observer(g_observer_ctx, 1, &j->st, NULL, 0, 0, ODL_OK, NULL);
         if (!skip) {
             st = write_job(s, j, &bytes);
             if (st == ODL_OK) st = update_manifest(s, j);
             if (st != ODL_OK) odl_error_prefix("checkpoint %s/%s", s->dir, name);
         }
         double ms = now_ms() - t0;
+        if (!skip && g_observer) {
+            char path[PATH_MAX + 64];
+            path_in_dir(s, name, path, sizeof path);
+            g_observer(g_observer_ctx, 0, &j->st, path, bytes, ms, st, st == ODL_OK ? NULL : odl_error_msg());
+        }
         if (!skip && st == ODL_OK)
             ODL_LOG_INFO("checkpoint %s/%s written: %.1f MB in %.1f ms (manifest updated, keeping %" PRId64 ")", s->dir,
                          name, bytes / 1e6, ms, s->keep);

@@ -55,6 +55,20 @@ static odl_status mpi_fail(const odl_comm *c, int rc, const char *call) {
 
 /* ------------------------------------------------------------------ watchdog */
 
+void odl_comm_activity(odl_comm *c, uint64_t *seq, char *what, size_t cap) {
+    *seq = 0;
+    if (cap) what[0] = 0;
+    if (!c) return;
+    if (!c->wd_started) {
+        *seq = c->n_ops;
+        return;
+    }
+    pthread_mutex_lock(&c->wd_mu);
+    *seq = c->n_ops;
+    if (c->host_busy && cap) snprintf(what, cap, "%s", c->host_what);
+    pthread_mutex_unlock(&c->wd_mu);
+}
+
 void odl__comm_host_begin(odl_comm *c, const char *fmt, ...) {
     if (!c->wd_started) return;
     pthread_mutex_lock(&c->wd_mu);

@@ -14,15 +14,7 @@
 set -u
 src="$1"
 worker="$2"
-data="${ODL_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}"
-if [ ! -e "$data/train-images-idx3-ubyte.gz" ] && [ ! -e "$data/train-images-idx3-ubyte" ]; then
-    echo "SKIP: no Fashion-MNIST in $data (set ODL_FASHION_MNIST)"
-    exit 77
-fi
-if ! command -v mpirun >/dev/null 2>&1 && [ -z "${MPIEXEC:-}" ]; then
-    echo "SKIP: no mpirun"
-    exit 77
-fi
+. "$src/tests/mpi_data_skip.sh" # data=; skip without Fashion-MNIST or mpirun
 tmp=$(mktemp -d)
 stopped=""
 cleanup() {

@@ -20,6 +20,7 @@
 #include "odl/device.h"
 #include "odl/env.h"
 #include "odl/log.h"
+#include "worker/coord.h"
 #include "worker/train.h"
 
 static char g_yaml[ODL_CONFIG_YAML_MAX];
@@ -132,6 +133,11 @@ static odl_status dp_on_finish(void *ctx, const odl_config *cfg, odl_net *net, o
     return ODL_OK;
 }
 
+static int dp_step_request(void *ctx, const odl_train_state *st) {
+    dp_ctx *d = ctx;
+    return d->inner && d->inner->step_request ? d->inner->step_request(d->inner->ctx, st) : 0;
+}
+
 static void install_hooks(odl_train_opts *opts, dp_ctx *d, odl_train_hooks *h) {
     memset(h, 0, sizeof *h);
     d->inner = opts->hooks;
@@ -141,6 +147,7 @@ static void install_hooks(odl_train_opts *opts, dp_ctx *d, odl_train_hooks *h) {
     h->reduce_scalar = dp_reduce_scalar;
     h->after_step = dp_after_step;
     h->on_finish = dp_on_finish;
+    h->step_request = dp_step_request;
     opts->hooks = h;
 }
 
@@ -157,11 +164,17 @@ static void shutdown_devices(void) {
     if (msg[0]) odl_error_prefix("%s", msg);
 }
 
-static int run_single(const odl_config *cfg, odl_train_opts *opts, const char *dump) {
+static int run_single(odl_config *cfg, odl_train_opts *opts, const char *dump) {
     opts->rank = 0;
     opts->world_size = 1;
     opts->local_rank = 0;
     odl_log_set_rank(0, 1);
+    odl_worker_coord *wc = NULL; /* a coordinator, or ODL_FAULT, named in the environment */
+    if (odl_worker_coord_start(&wc, cfg, 0, 1, NULL) != ODL_OK) {
+        fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg());
+        return 1;
+    }
+    odl_worker_coord_install(wc, opts);
     log_effective_config(cfg);
     dp_ctx d;
     odl_train_hooks h;
@@ -171,6 +184,7 @@ static int run_single(const odl_config *cfg, odl_train_opts *opts, const char *d
     odl_train_result r;
     odl_status s = odl_train_run(cfg, opts, &r);
     if (dump) opts->hooks = d.inner;
+    odl_worker_coord_finish(wc, opts, s == ODL_OK ? 0 : 1);
     shutdown_devices();
     if (s != ODL_OK) {
         fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
@@ -179,14 +193,17 @@ static int run_single(const odl_config *cfg, odl_train_opts *opts, const char *d
     return 0;
 }
 
-int odl_train_launch(const odl_config *cfg, odl_train_opts *opts) {
+int odl_train_launch(const odl_config *cfg_in, odl_train_opts *opts) {
+    static odl_config eff; /* cfg_in as the coordinator, when there is one, adjusts it */
+    eff = *cfg_in;
+    const odl_config *cfg = &eff;
     const char *dump = odl_env_is_set(ODL_ENV_DUMP_PARAMS) ? odl_env_str(ODL_ENV_DUMP_PARAMS) : NULL;
     odl_launch_info li;
     if (odl_launch_detect(&li) != ODL_OK) {
         fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
         return 2;
     }
-    if (!li.launched) return run_single(cfg, opts, dump);
+    if (!li.launched) return run_single(&eff, opts, dump);
 
     odl_log_set_rank(li.rank, li.world_size > 0 ? li.world_size : 1);
     int n_gpu = odl_cuda_device_count();
@@ -210,6 +227,9 @@ int odl_train_launch(const odl_config *cfg, odl_train_opts *opts) {
     opts->world_size = odl_comm_size(comm);
     opts->local_rank = odl_comm_local_rank(comm);
     odl_log_set_rank(opts->rank, opts->world_size);
+    odl_worker_coord *wc = NULL;
+    if (odl_worker_coord_start(&wc, &eff, opts->rank, opts->world_size, comm) != ODL_OK)
+        odl_comm_abort_job(comm, ODL_COMM_EXIT_ERROR, "%s", odl_error_msg());
     ODL_LOG_INFO("rank %d of %d (local %d of %d on %s), launcher %s, %s collectives on %s", opts->rank,
                  opts->world_size, opts->local_rank, odl_comm_local_size(comm), odl_comm_host(comm), li.launcher,
                  odl_comm_backend_name(odl_comm_get_backend(comm)), odl_device_name(odl_comm_device(comm)));
@@ -220,10 +240,12 @@ int odl_train_launch(const odl_config *cfg, odl_train_opts *opts) {
     memset(&d, 0, sizeof d);
     d.comm = comm;
     d.dump_prefix = dump;
+    odl_worker_coord_install(wc, opts); /* inside the data-parallel hooks */
     install_hooks(opts, &d, &h);
     odl_train_result r;
     s = odl_train_run(cfg, opts, &r);
     opts->hooks = d.inner;
+    odl_worker_coord_finish(wc, opts, s == ODL_OK ? 0 : 1);
     if (s != ODL_OK) {
         if (odl_comm_size(comm) > 1) odl_comm_abort_job(comm, ODL_COMM_EXIT_ERROR, "%s", odl_error_msg_user());
         fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());

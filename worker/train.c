@@ -524,10 +524,10 @@ static odl_status run_epoch_end(train_run *r, int epoch_end, int stop) {
     return ODL_OK;
 }
 
-/* A checkpoint when one is due, and after the last step of the run, so that a resume never repeats steps
- * already taken. It holds the epoch's loss so far, so a resumed run prints the same epoch line. */
-static odl_status run_checkpoint(train_run *r, int last_step) {
-    if (!r->ckpt || !(odl_ckpt_session_due(r->ckpt, &r->st) || (last_step && r->cfg->checkpoint.every > 0)))
+/* A checkpoint when one is due or asked for (the coordinator), and after the last step of the run, so
+ * that a resume never repeats steps already taken. It holds the epoch's loss so far, so a resumed run prints the same epoch line. */
+static odl_status run_checkpoint(train_run *r, int last_step, int asked) {
+    if (!r->ckpt || !(odl_ckpt_session_due(r->ckpt, &r->st) || asked || (last_step && r->cfg->checkpoint.every > 0)))
         return ODL_OK;
     double loss_sum;
     ODL_CHECK(epoch_loss_sum(r, &loss_sum));
@@ -582,9 +582,14 @@ static odl_status run_loop(train_run *r) {
         int epoch_end = st->cursor >= r->n_epoch;
         int stop = cfg->train.max_steps > 0 && st->step >= cfg->train.max_steps;
         if (epoch_end || stop) ODL_CHECK(run_epoch_end(r, epoch_end, stop));
-        ODL_CHECK(run_checkpoint(r, stop || (epoch_end && st->epoch >= cfg->train.epochs)));
+        const int req = r->hooks && r->hooks->step_request ? r->hooks->step_request(r->hooks->ctx, st) : 0;
+        ODL_CHECK(run_checkpoint(r, stop || (epoch_end && st->epoch >= cfg->train.epochs), req & ODL_TRAIN_CHECKPOINT));
         if (r->hooks && r->hooks->after_step) ODL_CHECK(r->hooks->after_step(r->hooks->ctx, cfg, &r->net, &r->opt, st));
         if (stop) break;
+        if (req & ODL_TRAIN_STOP) {
+            ODL_LOG_INFO("stopping after step %" PRId64 " as the coordinator asked (preemption)", st->step);
+            break;
+        }
     }
     double wall = now_s() - r->t_start;
     metrics_record(r->metrics, "done", odl_ckpt_epoch_label(st->epoch, st->cursor), st->cursor != 0, st->step,

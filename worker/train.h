@@ -19,7 +19,12 @@ typedef struct odl_train_hooks {
     odl_status (*reduce_scalar)(void *ctx, double *v);
     odl_status (*after_step)(void *ctx, const odl_config *cfg, odl_net *net, odl_optim *opt, const odl_train_state *st);
     odl_status (*on_finish)(void *ctx, const odl_config *cfg, odl_net *net, odl_optim *opt, const odl_train_state *st);
+    /* At the boundary after a step: ODL_TRAIN_CHECKPOINT (checkpoint now) | ODL_TRAIN_STOP (stop after
+     * it), the coordinator's decisions (worker/coord.c). NULL: none. */
+    int (*step_request)(void *ctx, const odl_train_state *st);
 } odl_train_hooks;
+#define ODL_TRAIN_CHECKPOINT 1
+#define ODL_TRAIN_STOP 2
 
 typedef struct odl_train_opts {
     char save_path[PATH_MAX]; /* --save: trained weights (HDF5), written by rank 0 */

@@ -5,6 +5,7 @@
 #define ODL_CKPT_SESSION_H
 
 #include "odl/api.h"
+#include <stddef.h>
 #include <stdint.h>
 
 #include "odl/nn.h"
@@ -51,6 +52,12 @@ ODL_API int odl_ckpt_session_due(const odl_ckpt_session *s, const odl_train_stat
 /* Take a checkpoint: copies the state off the device now, writes it on a writer thread. */
 ODL_API odl_status odl_ckpt_session_save(odl_ckpt_session *s, const odl_net *net, const odl_optim *opt,
                                          const odl_train_state *st);
+/* Observer of checkpoint writes, one per process (the coordinator client, worker/coord.c): called on
+ * the writer thread when a write starts (begin = 1) and when it has ended (begin = 0, with the file's
+ * path, bytes, milliseconds and status; error is the message when status != ODL_OK). NULL removes it. */
+typedef void (*odl_ckpt_write_observer)(void *ctx, int begin, const odl_train_state *st, const char *path,
+                                        size_t bytes, double ms, odl_status status, const char *error);
+ODL_API void odl_ckpt_set_write_observer(odl_ckpt_write_observer fn, void *ctx);
 /* Wait for pending writes and free the session (NULL is fine). Returns the first write error. */
 ODL_API odl_status odl_ckpt_session_finish(odl_ckpt_session *s);
 

@@ -126,6 +126,10 @@ ODL_API const char *odl_comm_backend_name(odl_comm_backend b); /* "local", "mpi"
 ODL_API odl_device odl_comm_device(const odl_comm *c);
 /* Host name of this rank (for messages). */
 ODL_API const char *odl_comm_host(const odl_comm *c);
+/* What the rank does in collectives, for heartbeats (any thread): *seq = collectives issued so far,
+ * what = the host collective it waits in now ("MPI_Allreduce #1842 of 8 doubles") or "" (cap bytes).
+ * c NULL (one process): 0 and "". */
+ODL_API void odl_comm_activity(odl_comm *c, uint64_t *seq, char *what, size_t cap);
 
 /* In-place sum over ranks of count float32 values at buf (memory of odl_comm_device). NCCL: ordered
  * on the current stream as described at the top; MPI: blocking MPI_Allreduce (split into chunks of

@@ -34,7 +34,12 @@ extern "C" {
     X(CUDA_LABEL_CHECK, BOOL, "", 0, 0, "the CUDA loss copies its label range check back each call (unset: on, except in training, whose labels are checked when read)") \
     X(NCCL_BLOCKING, BOOL, "1", 0, 0, "0: a non-blocking NCCL communicator (about 50 us more per collective; the watchdog bounds hangs either way)") \
     X(DUMP_PARAMS, STR, "", 0, 0, "tests: odl_worker --task=train writes each rank's final parameters to PREFIX.rankR.h5") \
-    X(CKPT_TEST_PAUSE_AT_STEP, INT, "-1", -1, INT64_MAX, "tests: odl_worker pauses the write of the checkpoint of this step before its commit, for a kill -9 there")
+    X(CKPT_TEST_PAUSE_AT_STEP, INT, "-1", -1, INT64_MAX, "tests: odl_worker pauses the write of the checkpoint of this step before its commit, for a kill -9 there") \
+    X(COORD_ADDR, STR, "", 0, 0, "set by odl_coordinator: HOST:PORT of the job's coordinator, where odl_worker registers (unset: no coordinator)") \
+    X(COORD_SECRET_FILE, STR, "", 0, 0, "set by odl_coordinator: the job secret file (0600) whose key proves the worker's membership") \
+    X(COORD_GENERATION, INT, "", 0, INT64_MAX, "set by odl_coordinator: the launch generation, bound into the worker's proof (required with ODL_COORD_ADDR)") \
+    X(JOB_DIR, STR, "", 0, 0, "set by odl_coordinator: the job directory; ODL_FAULT keeps its once-per-job markers there (unset: faults fire every run)") \
+    X(FAULT, STR, "", 0, 0, "tests and drills: fault injection after a step, e.g. kill@rank=1,step=15; hang@, exit@, slow@...,ms=M (docs/coordinator.md)")
 
 typedef enum odl_env_id {
 #define ODL_ENV_ENUM_(id, type, def, lo, hi, doc) ODL_ENV_##id,

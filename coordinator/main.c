@@ -1,0 +1,233 @@
+/* odl_coordinator: one per job (docs/coordinator.md).
+ *   odl_coordinator --job-dir DIR [--listen HOST:PORT] [--http HOST:PORT|off] [--max-restarts N]
+ *                   [--heartbeat-ms MS] [--timeout S] [--backoff S] [--checkpoint-every N]
+ *                   [--token-file PATH] [-- CMD ARGS...]
+ * It starts CMD (e.g. mpirun -np 8 odl_worker --task=train ...) with the coordinator's address, the
+ * job secret and the generation in its environment, watches the ranks that register, relaunches the
+ * job from the last committed checkpoint when it fails, and exits with the job's status. */
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+
+#include "coordinator/coord.h"
+#include "odl/log.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: odl_coordinator --job-dir DIR [options] [-- CMD ARGS...]\n"
+            "  --listen HOST:PORT     the workers' port (default 0.0.0.0:0, any free port)\n"
+            "  --http HOST:PORT|off   /metrics and /healthz (default 127.0.0.1:0)\n"
+            "  --max-restarts N       relaunches after failures (default 3)\n"
+            "  --heartbeat-ms MS      heartbeat interval of the workers (default 200)\n"
+            "  --timeout S            a rank without heartbeat, or a job without progress, fails after S s (default 10)\n"
+            "  --backoff S            first relaunch delay, doubled each time, at most 30 s (default 1)\n"
+            "  --checkpoint-every N   checkpoint every N steps (default 0: the workers' checkpoint.every)\n"
+            "  --token-file PATH      the job secret (default DIR/secret, created with mode 0600)\n"
+            "Signals: SIGTERM/SIGINT checkpoint and stop (exit 75), SIGUSR1 checkpoint now.\n"
+            "Exit status: the job's (0 done), 1 failed after --max-restarts, 2 usage, 70 internal, 75 preempted.\n");
+}
+
+static int parse_hostport(const char *s, char *host, size_t cap, int *port) {
+    const char *colon = strrchr(s, ':');
+    char *end = NULL;
+    if (!colon || colon == s || (size_t)(colon - s) >= cap) return -1;
+    long p = strtol(colon + 1, &end, 10);
+    if (end == colon + 1 || *end || p < 0 || p > 65535) return -1;
+    snprintf(host, cap, "%.*s", (int)(colon - s), s);
+    *port = (int)p;
+    return 0;
+}
+
+static int parse_num(const char *flag, const char *v, double lo, double *out) {
+    char *end = NULL;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (errno || end == v || *end || !(x >= lo)) {
+        fprintf(stderr, "odl_coordinator: error: %s %s: expected a number >= %g\n", flag, v, lo);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+static int parse_args(int argc, char **argv, coord_opts *o) {
+    memset(o, 0, sizeof *o);
+    snprintf(o->listen_host, sizeof o->listen_host, "0.0.0.0");
+    snprintf(o->http_host, sizeof o->http_host, "127.0.0.1");
+    o->max_restarts = 3;
+    o->heartbeat_s = 0.2;
+    o->timeout_s = 10;
+    o->backoff_s = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--")) {
+            if (i + 1 < argc) o->cmd = argv + i + 1;
+            break;
+        }
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 1;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "odl_coordinator: error: %s needs a value (or is unknown; see --help)\n", a);
+            return -1;
+        }
+        const char *v = argv[++i];
+        double x;
+        if (!strcmp(a, "--job-dir")) snprintf(o->job_dir, sizeof o->job_dir, "%s", v);
+        else if (!strcmp(a, "--token-file")) snprintf(o->token_file, sizeof o->token_file, "%s", v);
+        else if (!strcmp(a, "--listen")) {
+            if (parse_hostport(v, o->listen_host, sizeof o->listen_host, &o->listen_port)) goto bad_addr;
+        } else if (!strcmp(a, "--http")) {
+            if (!strcmp(v, "off")) o->http_port = -1;
+            else if (parse_hostport(v, o->http_host, sizeof o->http_host, &o->http_port)) goto bad_addr;
+        } else if (!strcmp(a, "--max-restarts")) {
+            if (parse_num(a, v, 0, &x)) return -1;
+            o->max_restarts = (int)x;
+        } else if (!strcmp(a, "--heartbeat-ms")) {
+            if (parse_num(a, v, 10, &x)) return -1;
+            o->heartbeat_s = x / 1000;
+        } else if (!strcmp(a, "--timeout")) {
+            if (parse_num(a, v, 0.1, &x)) return -1;
+            o->timeout_s = x;
+        } else if (!strcmp(a, "--backoff")) {
+            if (parse_num(a, v, 0, &x)) return -1;
+            o->backoff_s = x;
+        } else if (!strcmp(a, "--checkpoint-every")) {
+            if (parse_num(a, v, 0, &x)) return -1;
+            o->checkpoint_every = (int64_t)x;
+        } else {
+            fprintf(stderr, "odl_coordinator: error: unknown option %s (see --help)\n", a);
+            return -1;
+        }
+        continue;
+    bad_addr:
+        fprintf(stderr, "odl_coordinator: error: %s %s: expected HOST:PORT\n", a, v);
+        return -1;
+    }
+    if (!o->job_dir[0]) {
+        fprintf(stderr, "odl_coordinator: error: --job-dir DIR is required\n");
+        return -1;
+    }
+    if (o->heartbeat_s * 3 > o->timeout_s) {
+        fprintf(stderr, "odl_coordinator: error: --timeout %g s must be at least 3 heartbeats (--heartbeat-ms %g)\n",
+                o->timeout_s, o->heartbeat_s * 1000);
+        return -1;
+    }
+    return 0;
+}
+
+static void on_tick(uv_timer_t *t) {
+    coord *c = t->data;
+    coord_server_tick(c);
+    if (c->state == JOB_STOPPING && coord_now(c) - c->t_stop > 6 * c->o.timeout_s + 30) {
+        ODL_LOG_ERROR("preemption: the ranks did not stop within %.0f s; killing the job", 6 * c->o.timeout_s + 30);
+        c->state = JOB_FAILING;
+        if (c->child_alive) kill(-(pid_t)c->child_pid, SIGKILL);
+    }
+    coord_metrics_update(c);
+}
+
+static void on_signal(uv_signal_t *h, int sig) {
+    coord *c = h->data;
+    if (sig == SIGUSR1) {
+        if (c->state == JOB_RUNNING && c->world_size) coord_request_checkpoint(c, 0);
+        else ODL_LOG_WARN("SIGUSR1: no training is running to checkpoint");
+        return;
+    }
+    ODL_LOG_WARN("%s: preemption", strsignal(sig));
+    if (c->req_stop) { /* a second signal: do not wait any longer */
+        if (c->child_alive) kill(-(pid_t)c->child_pid, SIGKILL);
+        else coord_finish(c, COORD_EXIT_PREEMPTED);
+        return;
+    }
+    c->req_stop = 1;
+    c->t_stop = coord_now(c);
+    if (c->state == JOB_RUNNING && c->world_size) {
+        c->state = JOB_STOPPING;
+        coord_request_checkpoint(c, 1);
+    } else if (c->child_alive) {
+        kill(-(pid_t)c->child_pid, SIGTERM); /* nothing registered yet: nothing to checkpoint */
+    } else {
+        coord_finish(c, COORD_EXIT_PREEMPTED);
+    }
+}
+
+static void close_walk(uv_handle_t *h, void *arg) {
+    (void)arg;
+    if (!uv_is_closing(h)) uv_close(h, NULL);
+}
+
+int main(int argc, char **argv) {
+    static coord c;
+    int r = parse_args(argc, argv, &c.o);
+    if (r) return r > 0 ? 0 : COORD_EXIT_USAGE;
+    signal(SIGPIPE, SIG_IGN);
+    struct rlimit rl; /* room for many connections */
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+    if (mkdir(c.o.job_dir, 0700) != 0 && errno != EEXIST) {
+        fprintf(stderr, "odl_coordinator: error: cannot create the job directory %s: %s\n", c.o.job_dir, strerror(errno));
+        return COORD_EXIT_USAGE;
+    }
+    pthread_mutex_init(&c.metrics_mu, NULL);
+    c.exit_code = COORD_EXIT_INTERNAL;
+    odl_status s = uv_loop_init(&c.loop) == 0 ? ODL_OK : ODL_ERR(ODL_E_INTERNAL, "uv_loop_init failed");
+    int loop_ok = s == ODL_OK;
+    if (s == ODL_OK) s = coord_secret_prepare(&c);
+    if (s == ODL_OK) s = coord_state_load(&c);
+    if (s == ODL_OK) {
+        ODL_LOG_INFO("job directory %s: generation %" PRIu64 " so far, %d restart%s, last committed checkpoint %s",
+                     c.o.job_dir, c.generation, c.restarts, c.restarts == 1 ? "" : "s", c.ck_path[0] ? c.ck_path : "none");
+        s = coord_server_start(&c);
+    }
+    if (s == ODL_OK) s = coord_http_start(&c);
+    if (s == ODL_OK) {
+        uv_timer_init(&c.loop, &c.tick);
+        c.tick.data = &c;
+        uv_timer_init(&c.loop, &c.backoff);
+        c.backoff.data = &c;
+        uv_signal_t *sigs[3] = {&c.sig_term, &c.sig_int, &c.sig_usr1};
+        int nums[3] = {SIGTERM, SIGINT, SIGUSR1};
+        for (int i = 0; i < 3; i++) {
+            uv_signal_init(&c.loop, sigs[i]);
+            sigs[i]->data = &c;
+            uv_signal_start(sigs[i], on_signal, nums[i]);
+        }
+        uint64_t tick_ms = (uint64_t)(c.o.heartbeat_s * 500);
+        uv_timer_start(&c.tick, on_tick, tick_ms ? tick_ms : 1, tick_ms ? tick_ms : 1);
+        coord_metrics_update(&c);
+        s = coord_job_launch(&c);
+    }
+    if (s == ODL_OK) {
+        uv_run(&c.loop, UV_RUN_DEFAULT);
+    } else {
+        fprintf(stderr, "odl_coordinator: error: %s\n", odl_error_msg());
+        c.exit_code = c.exit_code == COORD_EXIT_INTERNAL ? COORD_EXIT_FAILED : c.exit_code;
+    }
+    if (c.child_alive) kill(-(pid_t)c.child_pid, SIGKILL);
+    coord_http_stop(&c);
+    if (loop_ok) {
+        coord_conns_close_all(&c);
+        uv_walk(&c.loop, close_walk, NULL);
+        uv_run(&c.loop, UV_RUN_DEFAULT);
+        int lc = uv_loop_close(&c.loop);
+        if (lc != 0) {
+            ODL_LOG_ERROR("the event loop did not close cleanly: %s", uv_strerror(lc));
+            c.exit_code = COORD_EXIT_INTERNAL;
+        } else {
+            ODL_LOG_INFO("event loop closed cleanly; exit status %d", c.exit_code);
+        }
+    }
+    free(c.ranks);
+    free(c.metrics);
+    pthread_mutex_destroy(&c.metrics_mu);
+    return c.exit_code;
+}

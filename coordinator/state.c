@@ -1,0 +1,176 @@
+/* The coordinator's files in the job directory, all JSON written with jansson, each replaced
+ * atomically (temporary file, fsync, rename, fsync of the directory) so that a coordinator killed at
+ * any moment leaves the previous version or the new one (docs/coordinator.md "Job directory"):
+ *   DIR/state.json        generation (only increases), restarts, the job's process group
+ *   DIR/committed.json    the last checkpoint whose write rank 0 reported as successful
+ *   DIR/plan.json         this generation's dataset plan: seed, epoch, global sample cursor
+ *   DIR/coordinator.json  where this coordinator listens (for tools and tests)
+ *   DIR/secret            the job secret (mode 0600), unless --token-file names one */
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <signal.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "coordinator/coord.h"
+#include "odl/log.h"
+
+static void path_of(const coord *c, const char *name, char *buf, size_t cap) {
+    snprintf(buf, cap, "%s/%s", c->o.job_dir, name);
+}
+
+static odl_status fsync_dir(const char *dir) {
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return ODL_ERR(ODL_E_IO, "%s: %s", dir, strerror(errno));
+    int r = fsync(fd);
+    int e = errno;
+    close(fd);
+    if (r != 0) return ODL_ERR(ODL_E_IO, "fsync %s: %s", dir, strerror(e));
+    return ODL_OK;
+}
+
+/* Write j to DIR/name atomically; takes the reference of j. */
+static odl_status write_json(const coord *c, const char *name, json_t *j) {
+    char path[PATH_MAX + 64], tmp[PATH_MAX + 80];
+    path_of(c, name, path, sizeof path);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    if (!j) return ODL_ERR(ODL_E_NOMEM, "%s", path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        json_decref(j);
+        return ODL_ERR(ODL_E_IO, "%s: %s", tmp, strerror(errno));
+    }
+    int r = json_dumpfd(j, fd, JSON_INDENT(2) | JSON_SORT_KEYS);
+    json_decref(j);
+    if (r == 0 && write(fd, "\n", 1) != 1) r = -1;
+    if (r == 0 && fsync(fd) != 0) r = -1;
+    int e = errno;
+    if (close(fd) != 0 && r == 0) r = -1, e = errno;
+    if (r != 0 || rename(tmp, path) != 0) {
+        if (r == 0) e = errno;
+        unlink(tmp);
+        return ODL_ERR(ODL_E_IO, "writing %s: %s", path, strerror(e));
+    }
+    return fsync_dir(c->o.job_dir);
+}
+
+/* NULL when the file does not exist; an error for a file that is there but unreadable. */
+static odl_status read_json(const coord *c, const char *name, json_t **out) {
+    char path[PATH_MAX + 64];
+    path_of(c, name, path, sizeof path);
+    *out = NULL;
+    if (access(path, F_OK) != 0) return ODL_OK;
+    json_error_t err;
+    json_t *j = json_load_file(path, 0, &err);
+    if (!j || !json_is_object(j)) {
+        json_decref(j);
+        return ODL_ERR(ODL_E_FORMAT, "%s:%d: %s", path, err.line, j ? "not a JSON object" : err.text);
+    }
+    *out = j;
+    return ODL_OK;
+}
+
+odl_status coord_state_load(coord *c) {
+    json_t *j;
+    ODL_CHECK(read_json(c, "state.json", &j));
+    if (j) {
+        c->generation = (uint64_t)json_integer_value(json_object_get(j, "generation"));
+        c->restarts = (int)json_integer_value(json_object_get(j, "restarts"));
+        json_int_t pgid = json_integer_value(json_object_get(j, "process_group"));
+        const char *st = json_string_value(json_object_get(j, "status"));
+        if (pgid > 1 && st && !strcmp(st, "running") && kill(-(pid_t)pgid, 0) == 0) {
+            /* The previous coordinator died with its job running: that job belongs to an older
+             * generation now and must not go on writing checkpoints beside the new one. */
+            ODL_LOG_WARN("the job of generation %llu (process group %lld) is still running: ending it",
+                         (unsigned long long)c->generation, (long long)pgid);
+            kill(-(pid_t)pgid, SIGKILL);
+        }
+        json_decref(j);
+    }
+    ODL_CHECK(read_json(c, "committed.json", &j));
+    if (j) {
+        c->ck_step = json_integer_value(json_object_get(j, "step"));
+        c->ck_epoch = json_integer_value(json_object_get(j, "epoch"));
+        c->ck_cursor = json_integer_value(json_object_get(j, "cursor"));
+        c->ck_bytes = (uint64_t)json_integer_value(json_object_get(j, "bytes"));
+        c->ck_write_ms = json_number_value(json_object_get(j, "write_ms"));
+        c->ck_time = json_number_value(json_object_get(j, "time"));
+        const char *p = json_string_value(json_object_get(j, "path"));
+        snprintf(c->ck_path, sizeof c->ck_path, "%s", p ? p : "");
+        json_decref(j);
+    }
+    ODL_CHECK(read_json(c, "plan.json", &j));
+    if (j) {
+        json_t *s = json_object_get(j, "seed");
+        if (json_is_integer(s)) {
+            c->seed = (uint64_t)json_integer_value(s);
+            c->have_plan = 1;
+        }
+        json_decref(j);
+    }
+    return ODL_OK;
+}
+
+odl_status coord_state_save(coord *c) {
+    const char *st = c->state == JOB_DONE ? "done" : c->child_alive ? "running" : "stopped";
+    return write_json(c, "state.json",
+                      json_pack("{s:I, s:i, s:I, s:s, s:i}", "generation", (json_int_t)c->generation, "restarts",
+                                c->restarts, "process_group", (json_int_t)(c->child_alive ? c->child_pid : 0), "status",
+                                st, "coordinator_pid", (int)getpid()));
+}
+
+odl_status coord_commit_save(coord *c) {
+    return write_json(c, "committed.json",
+                      json_pack("{s:I, s:I, s:I, s:s, s:I, s:f, s:f, s:I}", "step", (json_int_t)c->ck_step, "epoch",
+                                (json_int_t)c->ck_epoch, "cursor", (json_int_t)c->ck_cursor, "path", c->ck_path, "bytes",
+                                (json_int_t)c->ck_bytes, "write_ms", c->ck_write_ms, "time", c->ck_time, "generation",
+                                (json_int_t)c->generation));
+}
+
+odl_status coord_plan_save(coord *c) {
+    json_t *j = json_pack("{s:I, s:I, s:I, s:I, s:s}", "generation", (json_int_t)c->generation, "epoch",
+                          (json_int_t)(c->ck_path[0] ? c->ck_epoch : 0), "cursor",
+                          (json_int_t)(c->ck_path[0] ? c->ck_cursor : 0), "step",
+                          (json_int_t)(c->ck_path[0] ? c->ck_step : 0), "from_checkpoint", c->ck_path);
+    if (j && c->have_plan) json_object_set_new(j, "seed", json_integer((json_int_t)c->seed));
+    if (j && c->world_size) json_object_set_new(j, "world_size", json_integer(c->world_size));
+    return write_json(c, "plan.json", j);
+}
+
+odl_status coord_info_save(coord *c) {
+    return write_json(c, "coordinator.json",
+                      json_pack("{s:s, s:s, s:I, s:i}", "listen", c->advertise, "http", c->http_addr, "generation",
+                                (json_int_t)c->generation, "pid", (int)getpid()));
+}
+
+odl_status coord_secret_prepare(coord *c) {
+    if (!c->o.token_file[0]) {
+        snprintf(c->o.token_file, sizeof c->o.token_file, "%s/secret", c->o.job_dir);
+        if (sodium_init() < 0) return ODL_ERR(ODL_E_INTERNAL, "libsodium could not be initialised");
+        int fd = open(c->o.token_file, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (fd >= 0) {
+            uint8_t raw[32];
+            char hex[65];
+            randombytes_buf(raw, sizeof raw);
+            sodium_bin2hex(hex, sizeof hex, raw, sizeof raw);
+            hex[64] = '\n';
+            ssize_t w = write(fd, hex, sizeof hex);
+            int e = errno;
+            if (fsync(fd) != 0 || w != (ssize_t)sizeof hex) {
+                close(fd);
+                unlink(c->o.token_file);
+                return ODL_ERR(ODL_E_IO, "writing the job secret %s: %s", c->o.token_file, strerror(e));
+            }
+            close(fd);
+            ODL_LOG_INFO("created the job secret %s (mode 0600)", c->o.token_file);
+        } else if (errno != EEXIST) {
+            return ODL_ERR(ODL_E_IO, "creating the job secret %s: %s", c->o.token_file, strerror(errno));
+        }
+    }
+    return odl_wire_key_load(c->o.token_file, c->key);
+}

@@ -1,0 +1,168 @@
+/* Supervision (docs/coordinator.md "Supervision"): the job's command runs in its own process group
+ * with the coordinator's address, the job secret and the generation in its environment; on a failure
+ * the whole group is killed and, after a backoff, the command is started again (a new generation,
+ * resuming from the last committed checkpoint), at most --max-restarts times. */
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coordinator/coord.h"
+#include "odl/log.h"
+
+extern char **environ;
+
+static void on_child_exit(uv_process_t *p, int64_t status, int term_signal);
+
+static void kill_group(coord *c, int sig) {
+    if (c->child_alive && c->child_pid > 1) kill(-(pid_t)c->child_pid, sig);
+}
+
+void coord_finish(coord *c, int exit_code) {
+    c->state = JOB_DONE;
+    c->exit_code = exit_code;
+    if (coord_state_save(c) != ODL_OK) ODL_LOG_ERROR("%s", odl_error_msg());
+    uv_stop(&c->loop);
+}
+
+odl_status coord_job_launch(coord *c) {
+    c->generation++;
+    coord_members_reset(c);
+    c->req_active = 0;
+    c->failure[0] = 0;
+    c->t_generation = coord_now(c);
+    c->state = JOB_RUNNING;
+    /* Persisted before any worker hears of it: a coordinator started again on DIR continues from a
+     * higher generation and refuses this one's workers. */
+    ODL_CHECK(coord_state_save(c));
+    ODL_CHECK(coord_plan_save(c));
+    ODL_CHECK(coord_info_save(c));
+    if (!c->o.cmd) {
+        ODL_LOG_INFO("generation %" PRIu64 ": serving workers started elsewhere (no command to supervise)", c->generation);
+        return ODL_OK;
+    }
+    size_t n_env = 0;
+    while (environ[n_env]) n_env++;
+    char **env = calloc(n_env + 8, sizeof *env);
+    if (!env) return ODL_ERR(ODL_E_NOMEM, "environment");
+    char e_addr[400], e_secret[PATH_MAX + 64], e_gen[64], e_dir[PATH_MAX + 32];
+    snprintf(e_addr, sizeof e_addr, "ODL_COORD_ADDR=%s", c->advertise);
+    snprintf(e_secret, sizeof e_secret, "ODL_COORD_SECRET_FILE=%s", c->o.token_file);
+    snprintf(e_gen, sizeof e_gen, "ODL_COORD_GENERATION=%" PRIu64, c->generation);
+    snprintf(e_dir, sizeof e_dir, "ODL_JOB_DIR=%s", c->o.job_dir);
+    size_t k = 0;
+    for (size_t i = 0; i < n_env; i++)
+        if (strncmp(environ[i], "ODL_COORD_", 10) && strncmp(environ[i], "ODL_JOB_DIR=", 12)) env[k++] = environ[i];
+    env[k++] = e_addr;
+    env[k++] = e_secret;
+    env[k++] = e_gen;
+    env[k++] = e_dir;
+    env[k] = NULL;
+    uv_stdio_container_t stdio[3];
+    for (int i = 0; i < 3; i++) {
+        stdio[i].flags = UV_INHERIT_FD;
+        stdio[i].data.fd = i;
+    }
+    uv_process_options_t po;
+    memset(&po, 0, sizeof po);
+    po.file = c->o.cmd[0];
+    po.args = c->o.cmd;
+    po.env = env;
+    po.exit_cb = on_child_exit;
+    po.flags = UV_PROCESS_DETACHED; /* setsid: the job is one process group that can be killed whole */
+    po.stdio_count = 3;
+    po.stdio = stdio;
+    int r = uv_spawn(&c->loop, &c->child, &po);
+    free(env);
+    if (r != 0) {
+        uv_close((uv_handle_t *)&c->child, NULL);
+        return ODL_ERR(ODL_E_IO, "cannot start %s: %s", c->o.cmd[0], uv_strerror(r));
+    }
+    c->child_alive = 1;
+    c->child_pid = c->child.pid;
+    ODL_LOG_INFO("generation %" PRIu64 ": started %s (pid %" PRId64 ", its own process group)%s%s", c->generation,
+                 c->o.cmd[0], c->child_pid, c->ck_path[0] ? ", resuming from " : "", c->ck_path);
+    ODL_CHECK(coord_state_save(c));
+    return ODL_OK;
+}
+
+void coord_job_fail(coord *c, const char *fmt, ...) {
+    if (c->state != JOB_RUNNING && c->state != JOB_STOPPING) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->failure, sizeof c->failure, fmt, ap);
+    va_end(ap);
+    ODL_LOG_ERROR("generation %" PRIu64 " failed: %s; killing the job's process group", c->generation, c->failure);
+    c->state = JOB_FAILING;
+    kill_group(c, SIGKILL);
+    if (!c->child_alive && !c->o.cmd) { /* serve-only: nothing to relaunch */
+        coord_members_reset(c);
+        c->state = JOB_RUNNING;
+    }
+}
+
+void coord_job_member_done(coord *c) {
+    for (int r = 0; r < c->world_size; r++)
+        if (!c->ranks[r].finished) return;
+    ODL_LOG_INFO("all %d ranks of generation %" PRIu64 " finished", c->world_size, c->generation);
+}
+
+static void on_backoff(uv_timer_t *t) {
+    coord *c = t->data;
+    if (coord_job_launch(c) != ODL_OK) {
+        ODL_LOG_ERROR("%s", odl_error_msg());
+        coord_finish(c, COORD_EXIT_FAILED);
+    }
+}
+
+static void on_child_closed(uv_handle_t *h) {
+    (void)h;
+}
+
+static void on_child_exit(uv_process_t *p, int64_t status, int term_signal) {
+    coord *c = (coord *)((char *)p - offsetof(coord, child));
+    c->child_alive = 0;
+    uv_close((uv_handle_t *)p, on_child_closed);
+    /* Anything of the group still running (a rank that outlived its launcher) ends with it. */
+    kill(-(pid_t)c->child_pid, SIGKILL);
+    int code = term_signal ? 128 + term_signal : (int)status;
+    ODL_LOG_INFO("generation %" PRIu64 ": the job's command exited with %s %d", c->generation,
+                 term_signal ? "signal" : "status", term_signal ? term_signal : (int)status);
+    if (c->req_stop) {
+        int ok = c->req_stop && !c->req_active;
+        if (ok) ODL_LOG_INFO("preempted: stopped after the checkpoint of step %" PRId64 " (exit status %d)", c->ck_step,
+                             COORD_EXIT_PREEMPTED);
+        else ODL_LOG_WARN("preempted before a checkpoint was committed; the last committed one is step %" PRId64
+                          " (exit status %d)", c->ck_step, COORD_EXIT_PREEMPTED);
+        coord_finish(c, COORD_EXIT_PREEMPTED);
+        return;
+    }
+    if (c->state == JOB_RUNNING && code == 0) {
+        coord_finish(c, COORD_EXIT_OK);
+        return;
+    }
+    if (c->state == JOB_RUNNING) {
+        snprintf(c->failure, sizeof c->failure, "the job's command exited with %s %d", term_signal ? "signal" : "status",
+                 term_signal ? term_signal : (int)status);
+        ODL_LOG_ERROR("generation %" PRIu64 " failed: %s", c->generation, c->failure);
+    }
+    coord_members_reset(c);
+    if (c->restarts >= c->o.max_restarts) {
+        ODL_LOG_ERROR("giving up after %d restart%s (--max-restarts %d): %s", c->restarts, c->restarts == 1 ? "" : "s",
+                      c->o.max_restarts, c->failure);
+        coord_finish(c, code ? code : COORD_EXIT_FAILED);
+        return;
+    }
+    double delay = c->o.backoff_s * (double)(1 << (c->restarts < 5 ? c->restarts : 5));
+    if (delay > 30) delay = 30;
+    c->restarts++;
+    c->state = JOB_IDLE;
+    ODL_LOG_INFO("relaunching in %.1f s (restart %d of at most %d) from %s", delay, c->restarts, c->o.max_restarts,
+                 c->ck_path[0] ? c->ck_path : "the start (no committed checkpoint)");
+    if (coord_state_save(c) != ODL_OK) ODL_LOG_ERROR("%s", odl_error_msg());
+    uv_timer_start(&c->backoff, on_backoff, (uint64_t)(delay * 1000), 0);
+}

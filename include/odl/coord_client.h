@@ -1,0 +1,68 @@
+/* The worker's side of the coordinator (docs/coordinator.md): connect, prove the job secret, register,
+ * then a thread sends heartbeats (a few a second) and receives the coordinator's commands. Part of the
+ * comm layer; odl_worker uses it through worker/coord.c. */
+#ifndef ODL_COORD_CLIENT_H
+#define ODL_COORD_CLIENT_H
+
+#include <limits.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "odl/api.h"
+#include "odl/status.h"
+
+typedef struct odl_coord_client odl_coord_client;
+
+typedef struct odl_coord_hello {
+    int rank, world_size;
+    uint64_t generation;
+    char node[64];
+    uint32_t pid;
+    char gpu_uuid[64], pci_bus_id[32]; /* "" on the CPU */
+    uint64_t seed;                     /* the worker's config seed */
+} odl_coord_hello;
+
+typedef struct odl_coord_welcome {
+    uint64_t generation;
+    double heartbeat_s;
+    int64_t checkpoint_every;       /* 0: the worker's own */
+    char checkpoint_dir[PATH_MAX];  /* DIR/checkpoints */
+    char resume_path[PATH_MAX];     /* the last committed checkpoint, "" for none */
+    int have_plan;                  /* the dataset plan below holds */
+    uint64_t seed;
+    int64_t epoch, cursor, step;
+} odl_coord_welcome;
+
+typedef struct odl_coord_client_cbs {
+    void *ctx;
+    /* Heartbeat thread: the collective sequence number and what the rank waits in ("" when not inside a
+     * collective). May be NULL. */
+    void (*activity)(void *ctx, uint64_t *seq, char *what, size_t cap);
+    /* Client thread, once: the connection to the coordinator is gone or it told this rank to stop. The
+     * worker ends itself (its job is being relaunched without it). */
+    void (*lost)(void *ctx, const char *why);
+} odl_coord_client_cbs;
+
+/* Flags of odl_coord_client_step_request. */
+#define ODL_COORD_CHECKPOINT 1
+#define ODL_COORD_STOP 2
+
+/* Connect to addr ("host:port"), prove the secret (key file, comm/coord_wire.h), register as h, and
+ * start the heartbeat thread. Errors: ODL_E_IO (cannot connect, the connection broke), ODL_E_TIMEOUT
+ * (no answer in 10 s), ODL_E_INVAL (refused: the message has the coordinator's reason). */
+ODL_API odl_status odl_coord_client_connect(const char *addr, const char *secret_file, const odl_coord_hello *h,
+                                    const odl_coord_client_cbs *cbs, odl_coord_welcome *w, odl_coord_client **out);
+/* Training thread, after every step: where this rank stands (sent with the next heartbeat). */
+ODL_API void odl_coord_client_progress(odl_coord_client *c, int64_t step, int64_t epoch, int64_t cursor, double samples_per_s);
+/* Training thread, at the boundary after `step`: ODL_COORD_CHECKPOINT (and ODL_COORD_STOP) when the
+ * coordinator asked for a checkpoint after exactly this step. */
+ODL_API int odl_coord_client_step_request(odl_coord_client *c, int64_t step);
+/* Checkpoint writer: a write starts (on = 1) or ends (on = 0); a long write is not a hang. */
+ODL_API void odl_coord_client_ckpt_writing(odl_coord_client *c, int on);
+/* Checkpoint writer (rank 0): the write of `step` ended; the coordinator commits it only when ok. */
+ODL_API void odl_coord_client_ckpt_written(odl_coord_client *c, int64_t step, int64_t epoch, int64_t cursor, const char *path,
+                                   uint64_t bytes, double write_ms, int ok, const char *error);
+/* Stop the thread, say goodbye with status (0: training finished), close. NULL is fine. */
+ODL_API void odl_coord_client_close(odl_coord_client *c, int status);
+
+#endif

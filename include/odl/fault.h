@@ -1,0 +1,54 @@
+/* Fault injection for tests and drills (docs/coordinator.md "Fault injection"): ODL_FAULT in a
+ * worker's environment, e.g.
+ *   ODL_FAULT=kill@rank=1,step=15   that rank SIGKILLs itself after step 15
+ *   ODL_FAULT=hang@rank=1,step=15   it stops before its next collective (sleeps; its heartbeat
+ *                                    thread goes on, so only the coordinator's progress check sees it)
+ *   ODL_FAULT=exit@rank=1,step=15   it exits with status 3 (ODL_FAULT_EXIT_STATUS)
+ *   ODL_FAULT=slow@rank=0,step=0,ms=50  a straggler: from step 0 on it sleeps 50 ms after every step
+ *                                    (not once: it applies to every run)
+ * Several faults may be given, separated by ';'. Each fires once per job directory: a marker file
+ * DIR/fault-<action>-rank<R>-step<S> (DIR = ODL_JOB_DIR, set by odl_coordinator) is created with
+ * O_EXCL before it fires, so a relaunched job does not repeat it. Without ODL_JOB_DIR it fires every
+ * run. New actions (e.g. xid79@, issue 13) add a row to k_fault_actions in comm/fault.c and a case
+ * to odl_fault_fire. */
+#ifndef ODL_FAULT_H
+#define ODL_FAULT_H
+
+#include <stdint.h>
+
+#include "odl/api.h"
+#include "odl/status.h"
+
+#define ODL_FAULT_MAX 8
+#define ODL_FAULT_EXIT_STATUS 3
+
+typedef enum odl_fault_action {
+    ODL_FAULT_KILL = 1,
+    ODL_FAULT_HANG,
+    ODL_FAULT_EXIT,
+    ODL_FAULT_SLOW,
+} odl_fault_action;
+
+typedef struct odl_fault {
+    odl_fault_action action;
+    char name[16]; /* the action as written: "kill", "hang", ... */
+    int rank;      /* -1: every rank */
+    int64_t step;
+    int64_t ms; /* slow@ */
+} odl_fault;
+
+typedef struct odl_fault_plan {
+    int n;
+    odl_fault f[ODL_FAULT_MAX];
+} odl_fault_plan;
+
+/* Parse "ACTION@rank=R,step=S[;ACTION@...]" (keys in any order; rank optional = every rank).
+ * Errors: ODL_E_CONFIG with the offending text. An empty or NULL text gives n = 0. */
+ODL_API odl_status odl_fault_parse(const char *text, odl_fault_plan *out);
+/* Read ODL_FAULT once (the worker calls it at start). */
+ODL_API odl_status odl_fault_from_env(odl_fault_plan *out);
+/* After `step` of `rank`: fire the faults due, each once per job directory. Returns only when none
+ * fires (or for hang, never). */
+ODL_API void odl_fault_after_step(const odl_fault_plan *p, int rank, int64_t step);
+
+#endif

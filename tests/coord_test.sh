@@ -1,0 +1,319 @@
+#!/bin/sh
+# The coordinator with real processes on loopback (docs/coordinator.md):
+#   tests/coord_test.sh CASE SRCDIR ODL_COORDINATOR ODL_WORKER COMM_COMPARE_PARAMS COORD_PEER
+# Every case supervises a 2-rank CPU training (mpirun, mnist_mlp on Fashion-MNIST, 30 steps of 2 x 256,
+# checkpoints every 10 steps decided by the coordinator; rank 0 is slowed down with
+# ODL_FAULT=slow@rank=0,step=0,ms=M so that the job lasts long enough to be hit), and checks that the
+# coordinator's loop closed cleanly. Cases:
+#   kill                 ODL_FAULT=kill@rank=1,step=15: the death is reported within the timeout naming rank 1,
+#                        the job is relaunched once from the step-10 checkpoint, final parameters equal an
+#                        uninterrupted run's bit for bit
+#   hang                 the same with hang@rank=1,step=15 (rank 1 keeps heartbeating but stops stepping)
+#   coordinator_restart  the coordinator is kill -9ed mid-job; its workers end; started again on the same DIR it
+#                        finishes the job at a higher generation, same parameters
+#   refuse               a wrong secret, an old generation and a duplicate rank are refused with one log line each,
+#                        the job unaffected (no restart, same parameters)
+#   bad_input            tests/coord_bad_input.py: garbage on the port and a trickling /metrics client; the job
+#                        unaffected
+#   metrics              /metrics parsed by prometheus_client's text parser (skipped without it)
+#   stop                 rank 1 SIGSTOPped (socket open, no heartbeats): named within the timeout, relaunched once
+#   checkpoint_now       SIGUSR1: a checkpoint at one step on every rank, committed; the job goes on unaffected
+#   give_up              a command that always fails: --max-restarts relaunches, then the job's exit status
+#   preempt              SIGTERM: every rank stops at the same step after a committed checkpoint, exit 75; started
+#                        again on DIR the job finishes with the same parameters
+# In an ASan build (ODL_ASAN) the coordinator and coord_peer run with leak detection; the MPI ranks
+# without (Open MPI keeps allocations past MPI_Finalize).
+# Skipped (77) without Fashion-MNIST or mpirun.
+set -u
+case_="$1" src="$2" coord="$3" worker="$4" compare="$5" peer="$6"
+# ODL_COORD_TEST_WORKER: another odl_worker (e.g. a Release one while the coordinator is an ASan build's,
+# whose Debug CPU kernels make the training too slow for the timeouts)
+worker="${ODL_COORD_TEST_WORKER:-$worker}"
+. "$src/tests/mpi_data_skip.sh" # data=; skip without Fashion-MNIST or mpirun
+tmp=$(mktemp -d)
+job="$tmp/job"
+bg=""
+cleanup() {
+    [ -n "$bg" ] && kill -KILL "$bg" 2>/dev/null
+    # Nothing of this test may outlive it: the job's ranks carry $tmp in their arguments.
+    for p in $(pgrep -f -- "$tmp/" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+fail=0
+mpirun_sh="$src/tests/comm_mpirun.sh"
+wargs="--task=train --model=mnist_mlp --data_dir $data --device cpu --seed 1 --no-dropout --progress off
+       --batch-size 256 --max-steps 30 --metrics-out $tmp/metrics.jsonl"
+timeout_s=5
+
+ok() { echo "ok   $*"; }
+bad() {
+    echo "FAIL $*"
+    fail=1
+}
+finish() {
+    if [ $fail != 0 ]; then
+        for f in "$tmp"/*.log; do
+            echo "----- $f"
+            grep -v "INFO   \|INFO [a-z_]*:\$\|INFO [a-z_]*: " "$f" | tail -80
+        done
+    fi
+    [ $fail = 0 ] && echo "coord_test $case_: passed"
+    exit $fail
+}
+# seconds of the day of a log line's ISO timestamp
+ts() { printf '%s\n' "$1" | sed -E 's/^[0-9-]+T([0-9]+):([0-9]+):([0-9.]+)Z.*/\1 \2 \3/' | awk '{printf "%.3f\n", $1*3600+$2*60+$3}'; }
+within() { awk -v a="$1" -v b="$2" -v m="$3" 'BEGIN { exit !(b - a >= 0 && b - a <= m) }'; }
+expect_line() { # log, pattern, what
+    if grep -q -- "$2" "$1"; then ok "$3: $(grep -m1 -- "$2" "$1" | cut -c1-220)"; else bad "$3: no line matching: $2"; fi
+}
+count() { grep -c -- "$2" "$1"; }
+wait_bg() {
+    wait "$bg"
+    rc=$?
+    bg=""
+}
+expect_rc() { # status, what
+    if [ "$rc" = "$1" ]; then ok "$2 (exit $1)"; else bad "$2: coordinator exited $rc (want $1)"; fi
+}
+expect_relaunches() { # count, log
+    n=$(count "$2" "relaunching in")
+    if [ "$n" = "$1" ]; then ok "relaunched $1 time(s)"; else bad "relaunched $n times (want $1)"; fi
+}
+
+reference() {
+    # shellcheck disable=SC2086
+    ODL_DUMP_PARAMS="$tmp/ref" ASAN_OPTIONS=detect_leaks=0 sh "$mpirun_sh" 2 "$worker" $wargs >"$tmp/reference.log" 2>&1 ||
+        bad "uninterrupted run failed"
+}
+# supervised LOG FAULT [coordinator args...]: runs in the foreground, sets rc
+supervised() {
+    log="$1" fault="$2"
+    shift 2
+    # shellcheck disable=SC2086
+    ODL_FAULT="$fault" ODL_DUMP_PARAMS="$tmp/sup" ASAN_OPTIONS=detect_leaks=1 "$coord" --job-dir "$job" \
+        --listen 127.0.0.1:0 --timeout $timeout_s --backoff 0.2 --checkpoint-every 10 "$@" -- \
+        env ASAN_OPTIONS=detect_leaks=0 sh "$mpirun_sh" 2 "$worker" $wargs >"$log" 2>&1
+    rc=$?
+}
+supervised_bg() { # LOG FAULT [args]: in the background, $bg its pid
+    log="$1" fault="$2"
+    shift 2
+    # shellcheck disable=SC2086
+    ODL_FAULT="$fault" ODL_DUMP_PARAMS="$tmp/sup" ASAN_OPTIONS=detect_leaks=1 "$coord" --job-dir "$job" \
+        --listen 127.0.0.1:0 --timeout $timeout_s --backoff 0.2 --checkpoint-every 10 "$@" -- \
+        env ASAN_OPTIONS=detect_leaks=0 sh "$mpirun_sh" 2 "$worker" $wargs >"$log" 2>&1 &
+    bg=$!
+}
+wait_for() { # pattern file seconds
+    i=0
+    while [ $i -lt $(($3 * 10)) ]; do
+        grep -q -- "$1" "$2" 2>/dev/null && return 0
+        sleep 0.1
+        i=$((i + 1))
+    done
+    bad "waited $3 s for '$1' in $2"
+    return 1
+}
+json_field() { sed -n "s/.*\"$2\": *\"\{0,1\}\([^\",]*\)\"\{0,1\},\{0,1\}\$/\1/p" "$1" | head -1; }
+same_params() {
+    for r in 0 1; do
+        if "$compare" "$tmp/ref.rank$r.h5" "$tmp/sup.rank$r.h5" --bitwise >"$tmp/cmp$r.txt" 2>&1; then
+            ok "rank $r parameters equal the uninterrupted run's bit for bit"
+        else
+            bad "rank $r parameters differ from the uninterrupted run's"
+            cat "$tmp/cmp$r.txt"
+        fi
+    done
+    rm -f "$tmp"/sup.rank*.h5
+}
+loop_closed() { # log, expected exit status
+    expect_line "$1" "event loop closed cleanly; exit status $2" "coordinator loop closed cleanly"
+}
+
+case "$case_" in
+kill | hang)
+    reference
+    supervised "$tmp/coord.log" "$case_@rank=1,step=15;slow@rank=0,step=0,ms=40" --max-restarts 2
+    expect_rc 0 "job finished"
+    if [ "$case_" = kill ]; then
+        pat="generation 1 failed: rank 1 (node [^)]*) disconnected at step"
+    else
+        pat="generation 1 failed: no rank made progress for [0-9.]* s (timeout 5 s): rank 1 hangs at step 15"
+    fi
+    expect_line "$tmp/coord.log" "$pat" "failure named rank 1"
+    if [ "$case_" = kill ]; then
+        expect_line "$tmp/coord.log" "  rank 0 (node [^)]*, pid [0-9]*): step [0-9]*, epoch 1, collective #[0-9]*, " "what every rank was doing"
+    else
+        expect_line "$tmp/coord.log" "  rank 0 (node [^)]*, pid [0-9]*): step 15, .*waiting in MPI_" "what every rank was doing"
+    fi
+    t_fault=$(ts "$(grep -m1 "ODL_FAULT: $case_@rank=1,step=15 fires now" "$tmp/coord.log")")
+    t_seen=$(ts "$(grep -m1 "generation 1 failed" "$tmp/coord.log")")
+    if within "$t_fault" "$t_seen" $((timeout_s + 2)); then ok "reported $t_fault -> $t_seen (timeout $timeout_s s)"
+    else bad "failure reported at $t_seen, fault at $t_fault: not within the timeout"; fi
+    expect_relaunches 1 "$tmp/coord.log"
+    expect_line "$tmp/coord.log" "generation 2: started .*resuming from .*ckpt-00000010.h5" "resumed from the committed step 10"
+    [ "$(json_field "$job/state.json" generation)" = 2 ] && ok "state.json: generation 2" || bad "state.json: $(cat "$job/state.json")"
+    same_params
+    loop_closed "$tmp/coord.log" 0
+    ;;
+coordinator_restart)
+    reference
+    supervised_bg "$tmp/coord1.log" "slow@rank=0,step=0,ms=150"
+    wait_for "committed checkpoint .*ckpt-00000010.h5" "$tmp/coord1.log" 60
+    kill -KILL "$bg"
+    wait "$bg" 2>/dev/null
+    bg=""
+    ok "coordinator kill -9ed after the step-10 commit"
+    i=0
+    while pgrep -f -- "$tmp/metrics.jsonl" >/dev/null && [ $i -lt 200 ]; do sleep 0.1; i=$((i + 1)); done
+    if pgrep -f -- "$tmp/metrics.jsonl" >/dev/null; then bad "workers of generation 1 still run 20 s after their coordinator died"
+    else ok "workers of generation 1 ended when their coordinator died"; fi
+    supervised "$tmp/coord2.log" "slow@rank=0,step=0,ms=10"
+    expect_rc 0 "restarted coordinator finished the job"
+    expect_line "$tmp/coord2.log" "job directory $job: generation 1 so far" "restarted coordinator read generation 1"
+    expect_line "$tmp/coord2.log" "generation 2: started .*resuming from .*ckpt-000000[123]0.h5" "generation 2 resumed"
+    [ "$(json_field "$job/state.json" generation)" = 2 ] && ok "state.json: generation 2" || bad "state.json: $(cat "$job/state.json")"
+    same_params
+    loop_closed "$tmp/coord2.log" 0
+    ;;
+refuse)
+    reference
+    supervised_bg "$tmp/coord.log" "slow@rank=0,step=0,ms=150"
+    wait_for "rank 1 of 2 registered" "$tmp/coord.log" 60 && wait_for "rank 0 of 2 registered" "$tmp/coord.log" 10
+    addr=$(json_field "$job/coordinator.json" listen)
+    printf 'not the job secret\n' >"$tmp/wrong"
+    chmod 600 "$tmp/wrong"
+    "$peer" "$addr" "$tmp/wrong" 0 2 1 >"$tmp/p1.txt" 2>&1
+    r1=$?
+    "$peer" "$addr" "$job/secret" 0 2 0 >"$tmp/p2.txt" 2>&1
+    r2=$?
+    "$peer" "$addr" "$job/secret" 0 2 1 >"$tmp/p3.txt" 2>&1
+    r3=$?
+    wait_bg
+    [ $r1 = 3 ] && grep -q "wrong job secret" "$tmp/p1.txt" && ok "wrong secret refused: $(cat "$tmp/p1.txt")" || bad "wrong secret: exit $r1: $(cat "$tmp/p1.txt")"
+    [ $r2 = 3 ] && grep -q "generation 0, the job is at generation 1 (an older job)" "$tmp/p2.txt" && ok "old generation refused" || bad "old generation: exit $r2: $(cat "$tmp/p2.txt")"
+    [ $r3 = 3 ] && grep -q "duplicate rank 0" "$tmp/p3.txt" && ok "duplicate rank refused" || bad "duplicate rank: exit $r3: $(cat "$tmp/p3.txt")"
+    for what in "wrong job secret" "an older job" "duplicate rank 0"; do
+        n=$(grep "WARN refused" "$tmp/coord.log" | grep -c "$what")
+        [ "$n" = 1 ] && ok "one log line: $(grep "WARN refused" "$tmp/coord.log" | grep -m1 "$what" | cut -c1-200)" || bad "$n log lines for '$what'"
+    done
+    expect_rc 0 "job finished"
+    expect_relaunches 0 "$tmp/coord.log"
+    same_params
+    loop_closed "$tmp/coord.log" 0
+    ;;
+bad_input)
+    reference
+    supervised_bg "$tmp/coord.log" "slow@rank=0,step=0,ms=400"
+    wait_for "rank 0 of 2 registered" "$tmp/coord.log" 60 && wait_for "rank 1 of 2 registered" "$tmp/coord.log" 10
+    if python3 "$src/tests/coord_bad_input.py" "$(json_field "$job/coordinator.json" listen)" \
+        "$(json_field "$job/coordinator.json" http)" >"$tmp/bad_input.log" 2>&1; then
+        ok "bad input: $(tail -1 "$tmp/bad_input.log")"
+        sed 's/^/     /' "$tmp/bad_input.log"
+    else
+        bad "coord_bad_input.py failed"
+        cat "$tmp/bad_input.log"
+    fi
+    wait_bg
+    expect_rc 0 "job finished"
+    expect_relaunches 0 "$tmp/coord.log"
+    same_params
+    loop_closed "$tmp/coord.log" 0
+    ;;
+metrics)
+    py=""
+    for p in /usr/bin/python3 python3; do
+        if "$p" -c "import prometheus_client.parser" 2>/dev/null; then py="$p"; break; fi
+    done
+    if [ -z "$py" ]; then
+        echo "SKIP: no Python with prometheus_client (apt-get install python3-prometheus-client)"
+        exit 77
+    fi
+    supervised_bg "$tmp/coord.log" "slow@rank=0,step=0,ms=150"
+    wait_for "committed checkpoint .*ckpt-00000010.h5" "$tmp/coord.log" 60
+    if "$py" "$src/tests/coord_metrics.py" "$(json_field "$job/coordinator.json" http)" >"$tmp/metrics.log" 2>&1; then
+        ok "/metrics: $(tail -1 "$tmp/metrics.log")"
+    else
+        bad "/metrics check failed"
+        cat "$tmp/metrics.log"
+    fi
+    wait_bg
+    expect_rc 0 "job finished"
+    loop_closed "$tmp/coord.log" 0
+    ;;
+preempt)
+    reference
+    supervised_bg "$tmp/coord1.log" "slow@rank=0,step=0,ms=150"
+    wait_for "committed checkpoint .*ckpt-00000010.h5" "$tmp/coord1.log" 60
+    kill -TERM "$bg"
+    wait_bg
+    expect_rc 75 "preempted"
+    stop=$(sed -n 's/.*checkpoint requested for preemption: every rank stops at the boundary after step \([0-9]*\).*/\1/p' "$tmp/coord1.log" | tail -1)
+    [ -n "$stop" ] && ok "preemption step $stop" || bad "no preemption request in the log"
+    # rank 0 logs the stop; every rank said goodbye with status 0 (a rank at another step would have hung)
+    expect_line "$tmp/coord1.log" "rank 0/2] INFO stopping after step $stop as the coordinator asked" "rank 0 stopped after step $stop"
+    expect_line "$tmp/coord1.log" "all 2 ranks of generation 1 finished" "every rank stopped cleanly"
+    [ "$(json_field "$job/committed.json" step)" = "$stop" ] && ok "committed.json: step $stop" || bad "committed.json: $(cat "$job/committed.json")"
+    loop_closed "$tmp/coord1.log" 75
+    rm -f "$tmp"/sup.rank*.h5
+    supervised "$tmp/coord2.log" ""
+    expect_rc 0 "resumed job finished"
+    expect_line "$tmp/coord2.log" "resuming from .*ckpt-0*$stop.h5" "resumed from the preemption checkpoint"
+    same_params
+    loop_closed "$tmp/coord2.log" 0
+    ;;
+stop)
+    reference
+    supervised_bg "$tmp/coord.log" "slow@rank=0,step=0,ms=100"
+    wait_for "committed checkpoint .*ckpt-00000010.h5" "$tmp/coord.log" 60
+    pid1=$(sed -n 's/.*rank 1 of 2 registered: node [^,]*, pid \([0-9]*\),.*/\1/p' "$tmp/coord.log" | head -1)
+    kill -STOP "$pid1"
+    t_stop=$(date +%s)
+    ok "rank 1 (pid $pid1) SIGSTOPped"
+    wait_bg
+    kill -KILL "$pid1" 2>/dev/null
+    expect_rc 0 "job finished"
+    expect_line "$tmp/coord.log" "generation 1 failed: rank 1 (node [^,]*, pid $pid1) sent no heartbeat for [0-9.]* s (timeout 5 s)" \
+        "stopped rank named"
+    t_seen=$(date -d "$(grep -m1 "generation 1 failed" "$tmp/coord.log" | cut -c1-23)" +%s 2>/dev/null || echo 0)
+    within "$t_stop" "$t_seen" $((timeout_s + 2)) && ok "reported $((t_seen - t_stop)) s after the stop" || bad "reported at $t_seen, stopped at $t_stop"
+    expect_relaunches 1 "$tmp/coord.log"
+    same_params
+    loop_closed "$tmp/coord.log" 0
+    ;;
+checkpoint_now)
+    reference
+    supervised_bg "$tmp/coord.log" "slow@rank=0,step=0,ms=150"
+    wait_for "committed checkpoint .*ckpt-00000010.h5" "$tmp/coord.log" 60
+    kill -USR1 "$bg"
+    wait_for "checkpoint requested: every rank stops at the boundary after step" "$tmp/coord.log" 10
+    at=$(sed -n 's/.*checkpoint requested: every rank stops at the boundary after step \([0-9]*\).*/\1/p' "$tmp/coord.log" | head -1)
+    wait_bg
+    expect_rc 0 "job finished"
+    name=$(printf 'ckpt-%08d.h5' "$at")
+    if [ $((at % 10)) != 0 ]; then
+        expect_line "$tmp/coord.log" "committed checkpoint .*$name (step $at," "SIGUSR1: checkpoint at step $at committed"
+    else
+        ok "SIGUSR1 landed on a periodic step ($at)"
+    fi
+    expect_relaunches 0 "$tmp/coord.log"
+    same_params
+    loop_closed "$tmp/coord.log" 0
+    ;;
+give_up)
+    ASAN_OPTIONS=detect_leaks=1 "$coord" --job-dir "$job" --listen 127.0.0.1:0 --http off --max-restarts 2 --backoff 0.1 \
+        -- sh -c 'exit 3' >"$tmp/coord.log" 2>&1
+    rc=$?
+    expect_rc 3 "the job's own status"
+    expect_relaunches 2 "$tmp/coord.log"
+    expect_line "$tmp/coord.log" "giving up after 2 restarts (--max-restarts 2): the job's command exited with status 3" "gave up"
+    [ "$(json_field "$job/state.json" generation)" = 3 ] && ok "state.json: generation 3" || bad "state.json: $(cat "$job/state.json")"
+    loop_closed "$tmp/coord.log" 3
+    ;;
+*)
+    echo "unknown case $case_"
+    exit 2
+    ;;
+esac
+finish
