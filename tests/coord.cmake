@@ -18,9 +18,9 @@ if(ODL_CLANG)
     COMMAND ${ODL_CLANG} -g -O1 -fsanitize=fuzzer,address,undefined -DODL_HAVE_COORDINATOR=1 -D_GNU_SOURCE
             -I${PROJECT_SOURCE_DIR} -I${PROJECT_SOURCE_DIR}/include -I${PROJECT_BINARY_DIR}
             ${CMAKE_CURRENT_SOURCE_DIR}/fuzz_coord_wire.c ${PROJECT_SOURCE_DIR}/comm/coord_wire.c
-            ${PROJECT_SOURCE_DIR}/core/status.c ${PROJECT_BINARY_DIR}/proto/odl.pb-c.c
+            ${PROJECT_SOURCE_DIR}/core/status.c ${PROJECT_SOURCE_DIR}/core/log.c ${PROJECT_BINARY_DIR}/proto/odl.pb-c.c
             ${PROTOBUFC_LINK_LIBRARIES} ${SODIUM_LINK_LIBRARIES} -o ${_fz}
-    DEPENDS fuzz_coord_wire.c ${PROJECT_SOURCE_DIR}/comm/coord_wire.c ${PROJECT_SOURCE_DIR}/core/status.c
+    DEPENDS fuzz_coord_wire.c ${PROJECT_SOURCE_DIR}/comm/coord_wire.c ${PROJECT_SOURCE_DIR}/core/status.c ${PROJECT_SOURCE_DIR}/core/log.c
             ${PROJECT_BINARY_DIR}/proto/odl.pb-c.c
     COMMENT "clang libFuzzer target fuzz_coord_wire" VERBATIM)
   add_custom_target(fuzz_coord_wire_bin ALL DEPENDS ${_fz})
