@@ -313,8 +313,8 @@ int odl_xid_classify(odl_xid_classifier *c, const odl_xid_record *rec, odl_healt
     int prev = c->last[slot].xid;
     if (follows && prev >= 0) {
         out->attributed_to = prev;
-        out->cls = class_of(t, prev) == ODL_XID_NODE_FATAL ? ODL_XID_NODE_FATAL : ODL_XID_IGNORE;
-        return 1; /* the predecessor was acted upon already */
+        out->cls = class_of(t, prev); /* acted upon with its predecessor: attributed_to says so */
+        return 1;
     }
     if (rec->xid == ODL_XID_BUS_LOST && prev == 79) { /* the driver prints both for one event */
         out->attributed_to = 79;

@@ -125,8 +125,11 @@ typedef struct odl_xid_classifier {
 
 void odl_xid_classifier_init(odl_xid_classifier *c, const odl_xid_table *t);
 /* Classify one record. Returns 1 with *out filled, 0 when the record is ignored (another GPU, another
- * MIG instance, older than since_us). 'follows' codes with a known predecessor on that GPU keep the
- * predecessor's class (documented in attributed_to); without one they are application errors. */
+ * MIG instance, older than since_us). A 'follows' code (45) with a predecessor on that GPU, and a
+ * bus-lost line after Xid 79, take the predecessor's class and name it in attributed_to: they belong to
+ * an error already reported, so a consumer acts on findings with attributed_to < 0 only. Without a
+ * predecessor a 'follows' code is classified by its own entry. Only application findings count
+ * toward escalation (escalate_after within escalate_window_s of log time; unknown times always count). */
 int odl_xid_classify(odl_xid_classifier *c, const odl_xid_record *rec, odl_health_finding *out);
 /* One line "xid=79 pci=0000:3b:00.0 class=node-fatal ..." (no newline) into buf. Returns buf. */
 char *odl_health_finding_format(const odl_health_finding *f, char *buf, size_t cap);
