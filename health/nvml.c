@@ -228,29 +228,32 @@ odl_status odl_nvml_read(odl_nvml *n, int index, odl_gpu_telemetry *t) {
     if (pci_of(n, d, &id) == ODL_OK) odl_pci_format(&id, t->pci);
     if (n->Uuid) reading(n, t, "nvmlDeviceGetUUID", n->Uuid(d, t->uuid, sizeof t->uuid), 0);
     if (n->Name) reading(n, t, "nvmlDeviceGetName", n->Name(d, t->name, sizeof t->name), 0);
+    /* Each call before its value is read (argument evaluation order is unspecified in C). */
     nvmlUtilization_t u = {0, 0};
-    t->util_gpu_pct = n->Util ? reading(n, t, "nvmlDeviceGetUtilizationRates", n->Util(d, &u), u32(u.gpu, 1)) : ODL_HEALTH_NA;
+    nvmlReturn_t r = n->Util ? n->Util(d, &u) : NVML_ERROR_FUNCTION_NOT_FOUND;
+    t->util_gpu_pct = reading(n, t, "nvmlDeviceGetUtilizationRates", r, u32(u.gpu, 1));
     nvmlMemory_t m = {0, 0, 0};
-    nvmlReturn_t r = n->Mem ? n->Mem(d, &m) : NVML_ERROR_FUNCTION_NOT_FOUND;
+    r = n->Mem ? n->Mem(d, &m) : NVML_ERROR_FUNCTION_NOT_FOUND;
     t->mem_used_mib = reading(n, t, "nvmlDeviceGetMemoryInfo", r, (double)m.used / (1024.0 * 1024.0));
     t->mem_total_mib = reading(n, t, "nvmlDeviceGetMemoryInfo", r, (double)m.total / (1024.0 * 1024.0));
     unsigned v = 0;
-    t->temp_c = n->Temp ? reading(n, t, "nvmlDeviceGetTemperature", n->Temp(d, NVML_TEMPERATURE_GPU, &v), u32(v, 1))
-                        : ODL_HEALTH_NA;
+    r = n->Temp ? n->Temp(d, NVML_TEMPERATURE_GPU, &v) : NVML_ERROR_FUNCTION_NOT_FOUND;
+    t->temp_c = reading(n, t, "nvmlDeviceGetTemperature", r, u32(v, 1));
     v = 0;
-    t->power_w = n->Power ? reading(n, t, "nvmlDeviceGetPowerUsage", n->Power(d, &v), u32(v, 1e-3)) : ODL_HEALTH_NA;
+    r = n->Power ? n->Power(d, &v) : NVML_ERROR_FUNCTION_NOT_FOUND;
+    t->power_w = reading(n, t, "nvmlDeviceGetPowerUsage", r, u32(v, 1e-3));
     v = 0;
-    t->sm_clock_mhz = n->Clock ? reading(n, t, "nvmlDeviceGetClockInfo", n->Clock(d, NVML_CLOCK_SM, &v), u32(v, 1))
-                               : ODL_HEALTH_NA;
+    r = n->Clock ? n->Clock(d, NVML_CLOCK_SM, &v) : NVML_ERROR_FUNCTION_NOT_FOUND;
+    t->sm_clock_mhz = reading(n, t, "nvmlDeviceGetClockInfo", r, u32(v, 1));
     unsigned long long e = 0;
     t->ecc_corrected = ODL_HEALTH_NA;
     t->ecc_uncorrected = ODL_HEALTH_NA;
     if (n->Ecc) {
-        t->ecc_corrected = reading(n, t, "nvmlDeviceGetTotalEccErrors",
-                                   n->Ecc(d, NVML_MEMORY_ERROR_TYPE_CORRECTED, NVML_VOLATILE_ECC, &e), (double)e);
+        r = n->Ecc(d, NVML_MEMORY_ERROR_TYPE_CORRECTED, NVML_VOLATILE_ECC, &e);
+        t->ecc_corrected = reading(n, t, "nvmlDeviceGetTotalEccErrors", r, (double)e);
         e = 0;
-        t->ecc_uncorrected = reading(n, t, "nvmlDeviceGetTotalEccErrors",
-                                     n->Ecc(d, NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC, &e), (double)e);
+        r = n->Ecc(d, NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC, &e);
+        t->ecc_uncorrected = reading(n, t, "nvmlDeviceGetTotalEccErrors", r, (double)e);
     }
     t->remap_corrected = t->remap_uncorrected = t->remap_pending = t->remap_failed = ODL_HEALTH_NA;
     if (n->Remap) {
