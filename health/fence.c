@@ -166,8 +166,9 @@ odl_status odl_fence_add(odl_fence_list *l, const odl_fence *f, int *added) {
     e.lifted_by[0] = '\0';
     e.drained = 0;
     if (!e.reason[0]) {
-        if (e.xid == ODL_XID_BUS_LOST) snprintf(e.reason, sizeof e.reason, "odl: GPU fallen off the bus on %s", e.gpu);
-        else snprintf(e.reason, sizeof e.reason, "odl: Xid %d on %s", e.xid, e.gpu[0] ? e.gpu : "unknown GPU");
+        const char *gpu = e.gpu[0] ? e.gpu : "unknown GPU";
+        if (e.xid == ODL_XID_BUS_LOST) snprintf(e.reason, sizeof e.reason, "odl: GPU fallen off the bus on %s", gpu);
+        else snprintf(e.reason, sizeof e.reason, "odl: Xid %d on %s", e.xid, gpu);
     }
     l->items[l->n++] = e;
     odl_status s = odl_fence_list_save(l);

@@ -14,3 +14,12 @@ set_target_properties(fake_nvml PROPERTIES PREFIX "" OUTPUT_NAME "fake_libnvidia
 odl_add_test(test_health_nvml_absent SOURCES test_health_nvml.c LABELS unit TIMEOUT 60 ARGS absent)
 odl_add_test(test_health_nvml_fake SOURCES test_health_nvml.c LABELS unit TIMEOUT 60 ARGS fake $<TARGET_FILE:fake_nvml>)
 add_dependencies(test_health_nvml_fake fake_nvml)
+#   test_health_monitor   fault: the monitor thread following an injection file (lines appended while it runs,
+#                         partial lines, pre-job / other-GPU / other-MIG lines ignored, ODL_FAULT xid injection)
+odl_add_test(test_health_monitor SOURCES test_health_monitor.c LABELS fault TIMEOUT 60)
+#   test_health_tool      unit: odl_health xid exit statuses 0/1/2/4 on logs made by the test, --since-s,
+#                         --table, --drain; fence add/list/exclude/hostfile/drain/lift; gpu without NVML (3)
+#                         and against the stand-in NVML (2)
+add_test(NAME test_health_tool COMMAND sh ${PROJECT_SOURCE_DIR}/tests/health_tool.sh $<TARGET_FILE:odl_health>
+         $<TARGET_FILE:fake_nvml>)
+set_tests_properties(test_health_tool PROPERTIES TIMEOUT 120 LABELS unit SKIP_RETURN_CODE 77)
