@@ -150,5 +150,18 @@ has gpu-fake "$tmp/out" "gpu 0: needs attention: a row remap is pending"
 has gpu-fake "$tmp/out" "gpu 1: unhealthy: nvmlDeviceGetTemperature: GPU is lost"
 has gpu-fake "$tmp/out" "odl_health gpu: unhealthy"
 
+ODL_NVML_LIBRARY="$fake" "$bin" gpu --readings-only >"$tmp/out" 2>&1
+check gpu-readings-only 2 $?
+if grep -q "compute check" "$tmp/out"; then echo "FAIL: --readings-only ran the compute check"; fail=1; fi
+
+# events: registration, the stand-in's Xid 79, then its "GPU is lost" error.
+ODL_NVML_LIBRARY="$fake" "$bin" events --seconds 5 >"$tmp/out" 2>&1
+check events-fake 2 $?
+has events-fake "$tmp/out" "Xid critical-error events registered on 2 GPUs"
+has events-fake "$tmp/out" "xid=79 pci=0000:3b:00.0 class=node-fatal"
+has events-fake "$tmp/out" "nvmlEventSetWait_v2: GPU is lost"
+ODL_NVML_LIBRARY=/nonexistent/libnvidia-ml.so.1 "$bin" events --seconds 1 >"$tmp/out" 2>&1
+check events-none 3 $?
+
 [ $fail = 0 ] && echo "health_tool: all checks passed"
 exit $fail

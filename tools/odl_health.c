@@ -23,7 +23,8 @@ enum { EXIT_HEALTHY = 0, EXIT_APPLICATION = 1, EXIT_NODE_FATAL = 2, EXIT_NOTHING
 static void usage(FILE *f) {
     fprintf(f,
             "usage: odl_health xid --kmsg FILE|-|/dev/kmsg [--since-s SECONDS] [--table FILE.yaml] [--drain]\n"
-            "       odl_health gpu [--timeout-s S]\n"
+            "       odl_health gpu [--timeout-s S] [--readings-only]\n"
+            "       odl_health events [--seconds S]\n"
             "       odl_health fence list|exclude|drain --job-dir DIR\n"
             "       odl_health fence add --job-dir DIR --node N --xid X [--gpu PCI] [--generation G]\n"
             "       odl_health fence lift --job-dir DIR --node N [--by NAME]\n"
@@ -260,9 +261,11 @@ static int check_in_child(int index, double timeout_s, char *why, size_t cap) {
 
 static int cmd_gpu(int argc, char **argv) {
     double timeout_s = 60;
+    int readings_only = 0;
     for (int i = 0; i < argc; i++) {
         const char *v;
         if ((v = opt(argc, argv, &i, "--timeout-s"))) timeout_s = atof(v);
+        else if (!strcmp(argv[i], "--readings-only")) readings_only = 1;
         else {
             fprintf(stderr, "odl_health gpu: error: unexpected argument '%s'\n", argv[i]);
             return EXIT_USAGE;
@@ -318,7 +321,9 @@ static int cmd_gpu(int argc, char **argv) {
             if (g < EXIT_APPLICATION) g = EXIT_APPLICATION;
         }
         /* NVML and CUDA number GPUs alike with CUDA_DEVICE_ORDER=PCI_BUS_ID (set in main). */
-        if (cuda_ok) {
+        if (readings_only) {
+            /* bench/health_gpu_check.sh compares these readings with nvidia-smi's. */
+        } else if (cuda_ok) {
             char why[320];
             int r = check_in_child(i, timeout_s, why, sizeof why);
             printf("gpu %d: %s: %s\n", i, r == EXIT_HEALTHY ? "ok" : r == EXIT_APPLICATION ? "not checked" : "FAILED", why);
@@ -332,6 +337,69 @@ static int cmd_gpu(int argc, char **argv) {
     odl_nvml_close(n);
     printf("odl_health gpu: %s\n",
            worst == EXIT_HEALTHY ? "healthy" : worst == EXIT_APPLICATION ? "needs attention" : "unhealthy");
+    return worst;
+}
+
+/* ---- events ---- */
+
+/* Register every GPU for NVML's Xid critical-error events and wait `seconds` for one. */
+static int cmd_events(int argc, char **argv) {
+    double seconds = 5;
+    for (int i = 0; i < argc; i++) {
+        const char *v;
+        if ((v = opt(argc, argv, &i, "--seconds"))) seconds = atof(v);
+        else {
+            fprintf(stderr, "odl_health events: error: unexpected argument '%s'\n", argv[i]);
+            return EXIT_USAGE;
+        }
+    }
+    odl_nvml *n = NULL;
+    if (odl_nvml_open(&n) != ODL_OK) {
+        printf("odl_health events: no GPU to check: %s\n", odl_error_msg());
+        return EXIT_NOTHING;
+    }
+    int count = 0;
+    if (odl_nvml_device_count(n, &count) != ODL_OK || count == 0) {
+        printf("odl_health events: no GPU to check\n");
+        odl_nvml_close(n);
+        return EXIT_NOTHING;
+    }
+    int idx[64];
+    if (count > 64) count = 64;
+    for (int i = 0; i < count; i++) idx[i] = i;
+    odl_nvml_events *e = NULL;
+    if (odl_nvml_events_open(n, idx, count, &e) != ODL_OK) {
+        printf("odl_health events: registration FAILED: %s\n", odl_error_msg());
+        odl_nvml_close(n);
+        return EXIT_NODE_FATAL;
+    }
+    printf("odl_health events: Xid critical-error events registered on %d GPU%s; waiting %.0f s\n", count,
+           count == 1 ? "" : "s", seconds);
+    fflush(stdout);
+    odl_xid_classifier c;
+    odl_xid_classifier_init(&c, NULL);
+    int worst = EXIT_HEALTHY, seen = 0;
+    int64_t end = odl_kmsg_now_us() + (int64_t)(seconds * 1e6);
+    while (odl_kmsg_now_us() < end) {
+        odl_xid_record rec;
+        odl_health_finding f;
+        int r = odl_nvml_events_wait(e, 200, &rec);
+        if (r < 0) {
+            printf("odl_health events: %s\n", odl_error_msg());
+            worst = EXIT_NODE_FATAL;
+            break;
+        }
+        if (r == 1 && odl_xid_classify(&c, &rec, &f)) {
+            char out[512];
+            printf("%s\n", odl_health_finding_format(&f, out, sizeof out));
+            seen++;
+            int g = f.cls == ODL_XID_NODE_FATAL ? EXIT_NODE_FATAL : f.cls == ODL_XID_APPLICATION ? EXIT_APPLICATION : 0;
+            if (g > worst) worst = g;
+        }
+    }
+    odl_nvml_events_close(e);
+    odl_nvml_close(n);
+    printf("odl_health events: %d Xid event%s\n", seen, seen == 1 ? "" : "s");
     return worst;
 }
 
@@ -436,6 +504,7 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "xid")) return cmd_xid(argc - 2, argv + 2);
     if (!strcmp(argv[1], "gpu")) return cmd_gpu(argc - 2, argv + 2);
     if (!strcmp(argv[1], "fence")) return cmd_fence(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "events")) return cmd_events(argc - 2, argv + 2);
     fprintf(stderr, "odl_health: error: unknown command '%s'\n", argv[1]);
     usage(stderr);
     return EXIT_USAGE;
