@@ -23,3 +23,11 @@ odl_add_test(test_health_monitor SOURCES test_health_monitor.c LABELS fault TIME
 add_test(NAME test_health_tool COMMAND sh ${PROJECT_SOURCE_DIR}/tests/health_tool.sh $<TARGET_FILE:odl_health>
          $<TARGET_FILE:fake_nvml>)
 set_tests_properties(test_health_tool PROPERTIES TIMEOUT 120 LABELS unit SKIP_RETURN_CODE 77)
+#   test_health_worker    fault: odl_worker on the CPU with ODL_FAULT=xid79@rank=R,step=S and ODL_HEALTH_KMSG:
+#                         stops at that step with the finding (after its checkpoint), 2 MPI ranks end the job
+if(TARGET odl_worker)
+  add_test(NAME test_health_worker
+    COMMAND sh ${PROJECT_SOURCE_DIR}/tests/health_worker.sh ${PROJECT_SOURCE_DIR} $<TARGET_FILE:odl_worker>)
+  set_tests_properties(test_health_worker PROPERTIES TIMEOUT 300 LABELS "fault" SKIP_RETURN_CODE 77
+    ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0")
+endif()

@@ -17,6 +17,7 @@
 #include "odl/nn.h"
 #include "odl/ops.h"
 #include "worker/checkpoint.h"
+#include "worker/health_monitor.h"
 #include "worker/tasks.h"
 #include "worker/train.h"
 
@@ -207,12 +208,12 @@ static void progress_bar(int64_t done, int64_t total, int64_t epoch, double rate
 }
 
 static void metrics_line(FILE *f, const char *event, const odl_train_state *st, double train_loss, double test_loss,
-                         double test_acc, double sps, double wall, int world) {
+                         double test_acc, double sps, double wall, int world, const char *extra) {
     if (!f) return;
     fprintf(f,
             "{\"event\":\"%s\",\"epoch\":%" PRId64 ",\"step\":%" PRId64 ",\"train_loss\":%.6f,\"test_loss\":%.6f,"
-            "\"test_acc\":%.4f,\"samples_per_s\":%.1f,\"wall_s\":%.3f,\"world_size\":%d}\n",
-            event, st->epoch, st->step, train_loss, test_loss, test_acc, sps, wall, world);
+            "\"test_acc\":%.4f,\"samples_per_s\":%.1f,\"wall_s\":%.3f,\"world_size\":%d%s}\n",
+            event, st->epoch, st->step, train_loss, test_loss, test_acc, sps, wall, world, extra);
     fflush(f);
 }
 
@@ -228,6 +229,7 @@ odl_status odl_train_run(const odl_config *cfg, const odl_train_opts *opts, odl_
     odl_ckpt_session *ckpt = NULL;
     odl_tensor loss_acc = {0};
     odl_tensor net_input = {0}, net_labels = {0}; /* the net's own buffers while a step borrows the loader's */
+    odl_worker_health health = {0};
     memset(&loader, 0, sizeof loader);
     memset(&st, 0, sizeof st);
     memset(result, 0, sizeof *result);
@@ -238,6 +240,7 @@ odl_status odl_train_run(const odl_config *cfg, const odl_train_opts *opts, odl_
     setenv("ODL_CUDA_LABEL_CHECK", "0", 0);
     odl_device dev;
     ODL_CHECK_GOTO(pick_device(cfg, opts->local_rank, &dev), s, out);
+    ODL_CHECK_GOTO(odl_worker_health_start(&health, dev, rank), s, out);
     odl_model_kind kind;
     ODL_CHECK_GOTO(odl_model_parse(cfg->model == ODL_CFG_MODEL_MNIST_MLP ? "mnist_mlp" : "mnist", &kind), s, out);
     ODL_CHECK_GOTO(odl_mnist_load(cfg->data_dir, "train", &train), s, out);
@@ -363,10 +366,13 @@ odl_status odl_train_run(const odl_config *cfg, const odl_train_opts *opts, odl_
                 ODL_CHECK_GOTO(evaluate(&net, &test, test_batch, &test_loss, &test_acc), s, out);
             odl_train_state rep = st;
             rep.epoch = st.epoch + (epoch_end ? 1 : 0);
+            char gpu_log[96], gpu_json[96];
+            odl_worker_health_epoch(&health, gpu_log, sizeof gpu_log, gpu_json, sizeof gpu_json);
             ODL_LOG_INFO("epoch %" PRId64 " step %" PRId64 ": train_loss %.4f test_loss %.4f test_acc %.4f "
-                         "%.0f samples/s %.2f s%s",
-                         st.epoch + 1, st.step, train_loss, test_loss, test_acc, sps, wall, epoch_end ? "" : " (stopped mid-epoch)");
-            metrics_line(metrics, "epoch", &rep, train_loss, test_loss, test_acc, sps, wall, world);
+                         "%.0f samples/s %.2f s%s%s",
+                         st.epoch + 1, st.step, train_loss, test_loss, test_acc, sps, wall, gpu_log,
+                         epoch_end ? "" : " (stopped mid-epoch)");
+            metrics_line(metrics, "epoch", &rep, train_loss, test_loss, test_acc, sps, wall, world, gpu_json);
             result->train_loss = train_loss;
             result->test_loss = test_loss;
             result->test_acc = test_acc;
@@ -397,12 +403,13 @@ odl_status odl_train_run(const odl_config *cfg, const odl_train_opts *opts, odl_
             ODL_CHECK_GOTO(odl_ckpt_session_save(ckpt, cfg, &net, &opt, &snap), s, out);
         }
         if (opts->hooks && opts->hooks->after_step) ODL_CHECK_GOTO(opts->hooks->after_step(opts->hooks->ctx, cfg, &net, &opt, &st), s, out);
+        ODL_CHECK_GOTO(odl_worker_health_step(&health, st.step), s, out); /* after the step's checkpoint */
         if (stop) break;
     }
     {
         double wall = now_s() - t_start;
         odl_train_state rep = st;
-        metrics_line(metrics, "done", &rep, train_loss, test_loss, test_acc, result->samples_per_s, wall, world);
+        metrics_line(metrics, "done", &rep, train_loss, test_loss, test_acc, result->samples_per_s, wall, world, "");
         ODL_LOG_INFO("done: %" PRId64 " steps, test_acc %.4f, %.2f s", st.step, test_acc, wall);
     }
 done:
@@ -424,6 +431,7 @@ out:
         net.labels = net_labels;
     }
     if (have_loader) odl_loader_stop(&loader);
+    odl_worker_health_stop(&health);
     odl_tensor_free(&loss_acc);
     if (have_opt) odl_optim_free(&opt);
     if (have_net) odl_net_free(&net);
