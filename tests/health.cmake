@@ -31,3 +31,6 @@ if(TARGET odl_worker)
   set_tests_properties(test_health_worker PROPERTIES TIMEOUT 300 LABELS "fault" SKIP_RETURN_CODE 77
     ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0")
 endif()
+#   test_health_prometheus unit: Prometheus text of telemetry and Xid counters (dcgm-exporter names, escaping,
+#                         no sample for unavailable readings)
+odl_add_test(test_health_prometheus SOURCES test_health_prometheus.c LABELS unit TIMEOUT 60)

@@ -163,5 +163,34 @@ has events-fake "$tmp/out" "nvmlEventSetWait_v2: GPU is lost"
 ODL_NVML_LIBRARY=/nonexistent/libnvidia-ml.so.1 "$bin" events --seconds 1 >"$tmp/out" 2>&1
 check events-none 3 $?
 
+# Prometheus text, parsed by prometheus_client (Debian's python3-prometheus-client) when available.
+ODL_NVML_LIBRARY="$fake" "$bin" gpu --prometheus >"$tmp/metrics.prom" 2>"$tmp/err"
+check gpu-prometheus 2 $?
+if /usr/bin/python3 -c "import prometheus_client" 2>/dev/null; then
+    /usr/bin/python3 - "$tmp/metrics.prom" <<'PY' || fail=1
+import sys
+from prometheus_client.parser import text_string_to_metric_families
+fams = {f.name: f for f in text_string_to_metric_families(open(sys.argv[1]).read())}
+def value(name, gpu):
+    return [s.value for s in fams[name].samples if s.labels["gpu"] == gpu]
+ok = True
+def want(cond, what):
+    global ok
+    if not cond:
+        print("FAIL: prometheus:", what); ok = False
+want(value("DCGM_FI_DEV_GPU_UTIL", "0") == [37.0] and value("DCGM_FI_DEV_GPU_UTIL", "1") == [], "util (gpu 1 unavailable)")
+want(value("DCGM_FI_DEV_FB_USED", "1") == [1024.0], "fb used")
+want("DCGM_FI_DEV_POWER_USAGE" not in fams, "0xFFFFFFFF power has no sample")
+want(value("odl_gpu_healthy", "0") == [1.0] and value("odl_gpu_healthy", "1") == [0.0], "healthy gauge")
+s = fams["DCGM_FI_DEV_GPU_TEMP"].samples[0]
+want(s.labels == {"gpu": "0", "UUID": "GPU-fake-0", "pci_bus_id": "0000:3b:00.0", "modelName": "Fake H200",
+                  "Hostname": s.labels["Hostname"]}, "labels %r" % s.labels)
+print("prometheus_client parsed %d families" % len(fams))
+sys.exit(0 if ok else 1)
+PY
+else
+    echo "note: no prometheus_client for /usr/bin/python3; the parse check is skipped"
+fi
+
 [ $fail = 0 ] && echo "health_tool: all checks passed"
 exit $fail

@@ -23,7 +23,7 @@ enum { EXIT_HEALTHY = 0, EXIT_APPLICATION = 1, EXIT_NODE_FATAL = 2, EXIT_NOTHING
 static void usage(FILE *f) {
     fprintf(f,
             "usage: odl_health xid --kmsg FILE|-|/dev/kmsg [--since-s SECONDS] [--table FILE.yaml] [--drain]\n"
-            "       odl_health gpu [--timeout-s S] [--readings-only]\n"
+            "       odl_health gpu [--timeout-s S] [--readings-only | --prometheus]\n"
             "       odl_health events [--seconds S]\n"
             "       odl_health fence list|exclude|drain --job-dir DIR\n"
             "       odl_health fence add --job-dir DIR --node N --xid X [--gpu PCI] [--generation G]\n"
@@ -259,6 +259,37 @@ static int check_in_child(int index, double timeout_s, char *why, size_t cap) {
     return EXIT_NODE_FATAL;
 }
 
+/* NVML readings of every GPU as Prometheus text (node_exporter's textfile collector). */
+static int cmd_prometheus(void) {
+    odl_nvml *n = NULL;
+    if (odl_nvml_open(&n) != ODL_OK) {
+        fprintf(stderr, "odl_health gpu: no GPU to check: %s\n", odl_error_msg());
+        return EXIT_NOTHING;
+    }
+    int count = 0;
+    odl_nvml_device_count(n, &count);
+    if (count > 64) count = 64;
+    static odl_gpu_telemetry t[64];
+    int worst = count ? EXIT_HEALTHY : EXIT_NOTHING;
+    for (int i = 0; i < count; i++) {
+        if (odl_nvml_read(n, i, &t[i]) != ODL_OK) {
+            memset(&t[i], 0, sizeof t[i]);
+            t[i].healthy = 0;
+        }
+        if (!t[i].healthy) worst = EXIT_NODE_FATAL;
+    }
+    odl_nvml_close(n);
+    char host[128];
+    hostname_short(host, sizeof host);
+    size_t need = odl_health_prometheus(NULL, 0, t, count, host, NULL, 0);
+    char *buf = malloc(need + 1);
+    if (!buf) return fail("out of memory");
+    odl_health_prometheus(buf, need + 1, t, count, host, NULL, 0);
+    fputs(buf, stdout);
+    free(buf);
+    return worst;
+}
+
 static int cmd_gpu(int argc, char **argv) {
     double timeout_s = 60;
     int readings_only = 0;
@@ -266,6 +297,7 @@ static int cmd_gpu(int argc, char **argv) {
         const char *v;
         if ((v = opt(argc, argv, &i, "--timeout-s"))) timeout_s = atof(v);
         else if (!strcmp(argv[i], "--readings-only")) readings_only = 1;
+        else if (!strcmp(argv[i], "--prometheus")) return cmd_prometheus();
         else {
             fprintf(stderr, "odl_health gpu: error: unexpected argument '%s'\n", argv[i]);
             return EXIT_USAGE;

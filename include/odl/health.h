@@ -197,6 +197,27 @@ odl_status odl_nvml_events_open(odl_nvml *n, const int *indices, int count, odl_
 int odl_nvml_events_wait(odl_nvml_events *e, unsigned timeout_ms, odl_xid_record *rec);
 void odl_nvml_events_close(odl_nvml_events *e);
 
+/* ---- Prometheus text (the coordinator's /metrics, node_exporter's textfile collector) ---- */
+
+typedef struct odl_xid_count {
+    int gpu;        /* index into the telemetry array */
+    int xid;        /* Xid code (ODL_XID_BUS_LOST: bus_lost) */
+    odl_xid_class cls;
+    uint64_t count; /* findings so far */
+} odl_xid_count;
+
+/* Render n GPUs' telemetry and Xid counters in the Prometheus text format 0.0.4 into buf (always
+ * NUL-terminated). Names and labels follow dcgm-exporter where they overlap (DCGM_FI_DEV_GPU_UTIL,
+ * DCGM_FI_DEV_FB_USED, DCGM_FI_DEV_FB_TOTAL (MiB), DCGM_FI_DEV_GPU_TEMP, DCGM_FI_DEV_POWER_USAGE (W),
+ * DCGM_FI_DEV_SM_CLOCK, DCGM_FI_DEV_ECC_SBE_VOL_TOTAL, DCGM_FI_DEV_ECC_DBE_VOL_TOTAL,
+ * DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS, DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS,
+ * DCGM_FI_DEV_ROW_REMAP_FAILURE; labels gpu, UUID, pci_bus_id, modelName, Hostname); Xids are a
+ * counter per code, odl_gpu_xid_errors_total{...,xid="79",class="node-fatal"}, not dcgm-exporter's
+ * "last Xid" gauge; odl_gpu_healthy is 1/0. An unavailable reading has no sample. Returns the length
+ * the whole text needs (as snprintf), so a caller can retry with a larger buffer. */
+size_t odl_health_prometheus(char *buf, size_t cap, const odl_gpu_telemetry *t, int n, const char *hostname,
+                             const odl_xid_count *xids, int n_xids);
+
 /* ---- ODL_FAULT xidNN shorthand ---- */
 
 typedef struct odl_fault_xid {
