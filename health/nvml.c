@@ -1,6 +1,7 @@
 /* NVML through dlopen, so that binaries run where no driver is installed. The few types, constants
- * and signatures used are declared here (checked against nvml.h of CUDA 12's toolkit) instead of
- * including nvml.h, so the build needs no NVML headers. */
+ * and signatures used are declared here instead of including nvml.h, so the build needs no NVML
+ * headers (checked against nvml.h of the NVML 13 API as vendored in NVIDIA/go-nvml, gen/nvml/nvml.h;
+ * the CUDA 13 toolkit here ships none). */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>

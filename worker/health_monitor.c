@@ -39,7 +39,14 @@ odl_status odl_worker_health_start(odl_worker_health *h, odl_device dev, int ran
         .telemetry_ms = env->telemetry_ms,
         .table = &table,
     };
-    ODL_CHECK(odl_health_monitor_start(&o, &h->mon));
+    odl_status s = odl_health_monitor_start(&o, &h->mon);
+    if (s == ODL_E_IO && kmsg && !env->kmsg) {
+        /* /dev/kmsg unreadable (kernel.dmesg_restrict for a non-root user): NVML's events remain. */
+        ODL_LOG_WARN("GPU health: %s; following NVML events only", odl_error_msg());
+        o.kmsg_path = kmsg = NULL;
+        s = odl_health_monitor_start(&o, &h->mon);
+    }
+    ODL_CHECK(s);
     if (h->nvml && odl_health_monitor_nvml_error(h->mon)[0])
         ODL_LOG_WARN("GPU health: %s; telemetry unavailable", odl_health_monitor_nvml_error(h->mon));
     ODL_LOG_INFO("GPU health monitor: kernel log %s, NVML %s%s%s", kmsg ? kmsg : "none",
