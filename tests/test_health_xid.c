@@ -279,8 +279,43 @@ static void test_fault(void) {
     TCHECK(odl_xid_parse_line(line, &r) == 1 && r.xid == 79 && odl_pci_eq(&r.pci, &pci), "injected line parses: %s", line);
 }
 
+/* A log is untrusted text: mutated real lines and random bytes never crash the parser (run under
+ * ODL_ASAN to check bounds), and whatever parses has a sane record. */
+static void test_garbage(void) {
+    uint32_t seed = 12345;
+    char line[300];
+    int parsed = 0;
+    for (int iter = 0; iter < 200000; iter++) {
+        const char *base = k_lines[iter % (sizeof k_lines / sizeof k_lines[0])].line;
+        size_t n = strlen(base);
+        if (n >= sizeof line) n = sizeof line - 1;
+        memcpy(line, base, n);
+        line[n] = '\0';
+        int muts = 1 + iter % 4;
+        for (int k = 0; k < muts && n > 0; k++) {
+            seed = seed * 1664525u + 1013904223u;
+            size_t at = (seed >> 8) % n;
+            seed = seed * 1664525u + 1013904223u;
+            int kind = (int)((seed >> 12) % 3);
+            if (kind == 0) line[at] = (char)(seed >> 20); /* any byte, NUL included: cuts the line */
+            else if (kind == 1) line[at] = "():,.=' \t0123456789abcdefPCIGU-"[(seed >> 20) % 32];
+            else { line[at] = '\0'; n = at; }
+        }
+        odl_xid_record r;
+        if (odl_xid_parse_line(line, &r)) {
+            parsed++;
+            if (r.xid < 0 || r.xid > 100000 || r.text[sizeof r.text - 1] || r.name[sizeof r.name - 1]) {
+                TCHECK(0, "bad record from '%s'", line);
+                break;
+            }
+        }
+    }
+    TCHECK(parsed > 1000, "mutated lines still parse often (%d)", parsed);
+}
+
 int main(void) {
     test_lines();
+    test_garbage();
     test_pci();
     test_classes();
     test_escalation();
