@@ -1,11 +1,14 @@
 /* The environment variables of the health layer, read once (listed in docs/health.md). */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "odl/health.h"
 
 static odl_health_env g_env;
+static char g_host[128];
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
 static const char *nonempty(const char *name) {
@@ -26,6 +29,14 @@ static void read_env(void) {
     if (g_env.telemetry_ms < 10) g_env.telemetry_ms = 5000;
     const char *h = nonempty("ODL_HEALTH");
     g_env.disable = h && (!strcmp(h, "off") || !strcmp(h, "0"));
+    g_env.node = nonempty("ODL_NODE_NAME");
+    if (!g_env.node) {
+        if (gethostname(g_host, sizeof g_host) != 0) snprintf(g_host, sizeof g_host, "localhost");
+        g_host[sizeof g_host - 1] = '\0';
+        char *dot = strchr(g_host, '.');
+        if (dot) *dot = '\0';
+        g_env.node = g_host;
+    }
 }
 
 const odl_health_env *odl_health_env_get(void) {

@@ -33,7 +33,7 @@ expect() { # name, log, want rc, got rc, pattern
 mkdir -p "$tmp/ck"
 ODL_FAULT="xid79@rank=0,step=5" "$worker" $base --max-steps 20 --checkpoint-dir "$tmp/ck" --checkpoint-every 5 \
     >"$tmp/1.log" 2>&1
-expect "xid79 at step 5" "$tmp/1.log" 1 $? "error: GPU health: node-fatal Xid 79 on 0000:00:00.0 at step 5: stopping (the node is to be fenced)"
+expect "xid79 at step 5" "$tmp/1.log" 1 $? "error: GPU health: node-fatal Xid 79 on 0000:00:00.0 at step 5 on node [^:]*: stopping (the node is to be fenced)"
 grep -q "GPU health: xid=79 pci=0000:00:00.0 class=node-fatal" "$tmp/1.log" || { echo "FAIL: no finding line"; fail=1; }
 grep -q "epoch 1 step [0-9]*:" "$tmp/1.log" && { echo "FAIL: trained past the fault"; fail=1; }
 [ -e "$tmp/ck/ckpt-00000005.h5" ] && [ ! -e "$tmp/ck/ckpt-00000010.h5" ] || { echo "FAIL: want the step-5 checkpoint and no later one"; ls -R "$tmp/ck"; fail=1; }
@@ -43,13 +43,13 @@ expect "xid fault for another rank" "$tmp/2.log" 0 $? "done: 20 steps"
 
 printf 'NVRM: Xid (PCI:0000:3b:00): 13, pid=1, name=odl_worker, Graphics SM Warp Exception\n' >"$tmp/kmsg"
 ODL_HEALTH_KMSG="$tmp/kmsg" "$worker" $base --max-steps 20 >"$tmp/3.log" 2>&1
-expect "kernel-log file, Xid 13" "$tmp/3.log" 1 $? "error: GPU health: application Xid 13 on 0000:3b:00.0 at step 1: stopping (the job is to be restarted)"
+expect "kernel-log file, Xid 13" "$tmp/3.log" 1 $? "error: GPU health: application Xid 13 on 0000:3b:00.0 at step 1 on node [^:]*: stopping (the job is to be restarted)"
 
 if command -v mpirun >/dev/null 2>&1; then
     ODL_FAULT="xid79@rank=1,step=10" sh "$src/tests/comm_mpirun.sh" 2 "$worker" $base --max-steps 40 >"$tmp/4.log" 2>&1
     rc=$?
     [ $rc = 0 ] && { echo "FAIL 2 ranks: exit status 0"; cat "$tmp/4.log"; fail=1; }
-    expect "2 ranks, xid79 on rank 1 at step 10" "$tmp/4.log" $rc $rc "rank 1.*GPU health: node-fatal Xid 79 on 0000:00:00.0 at step 10"
+    expect "2 ranks, xid79 on rank 1 at step 10" "$tmp/4.log" $rc $rc "rank 1.*GPU health: node-fatal Xid 79 on 0000:00:00.0 at step 10 on node "
 else
     echo "note: no mpirun; the 2-rank case is skipped"
 fi

@@ -47,13 +47,6 @@ static const char *opt(int argc, char **argv, int *i, const char *name) {
     return argv[++*i];
 }
 
-static void hostname_short(char *buf, size_t cap) {
-    if (gethostname(buf, cap) != 0) snprintf(buf, cap, "localhost");
-    buf[cap - 1] = '\0';
-    char *dot = strchr(buf, '.');
-    if (dot) *dot = '\0';
-}
-
 /* ---- xid ---- */
 
 static int cmd_xid(int argc, char **argv) {
@@ -106,8 +99,7 @@ static int cmd_xid(int argc, char **argv) {
     fflush(stdout);
     if (drain && worst == EXIT_NODE_FATAL) {
         /* Slurm ignores a HealthCheckProgram's exit status: the program drains the node itself. */
-        char host[128];
-        hostname_short(host, sizeof host);
+        const char *host = odl_health_env_get()->node;
         char dir[] = "/tmp/odl_health.XXXXXX";
         if (!mkdtemp(dir)) return fail("mkdtemp");
         odl_fence_list l;
@@ -279,8 +271,7 @@ static int cmd_prometheus(void) {
         if (!t[i].healthy) worst = EXIT_NODE_FATAL;
     }
     odl_nvml_close(n);
-    char host[128];
-    hostname_short(host, sizeof host);
+    const char *host = odl_health_env_get()->node;
     size_t need = odl_health_prometheus(NULL, 0, t, count, host, NULL, 0);
     char *buf = malloc(need + 1);
     if (!buf) return fail("out of memory");

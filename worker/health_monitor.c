@@ -85,8 +85,8 @@ odl_status odl_worker_health_step(odl_worker_health *h, int64_t step) {
         if (s == ODL_OK) {
             char pci[ODL_PCI_STR_LEN];
             odl_pci_format(&f[i].rec.pci, pci);
-            s = ODL_ERR(ODL_E_NODEV, "GPU health: %s Xid %d on %s at step %lld: stopping (%s)",
-                        odl_xid_class_name(f[i].cls), f[i].rec.xid, pci, (long long)step,
+            s = ODL_ERR(ODL_E_NODEV, "GPU health: %s Xid %d on %s at step %lld on node %s: stopping (%s)",
+                        odl_xid_class_name(f[i].cls), f[i].rec.xid, pci, (long long)step, odl_health_env_get()->node,
                         f[i].cls == ODL_XID_NODE_FATAL ? "the node is to be fenced" : "the job is to be restarted");
         }
     }

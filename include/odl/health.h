@@ -322,6 +322,8 @@ typedef struct odl_health_env {
     const char *nvml_library; /* ODL_NVML_LIBRARY: NVML to dlopen (default libnvidia-ml.so.1) */
     int telemetry_ms;        /* ODL_HEALTH_TELEMETRY_MS (default 5000) */
     int disable;             /* ODL_HEALTH=off: no monitor thread in the worker */
+    const char *node;        /* ODL_NODE_NAME, else the short host name: the node findings name (tests
+                              * emulate several nodes on one machine with it) */
 } odl_health_env;
 /* The values (read from the environment on the first call; NULL/defaults when unset). */
 const odl_health_env *odl_health_env_get(void);
