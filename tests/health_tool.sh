@@ -1,6 +1,7 @@
 #!/bin/sh
-# odl_health's exit statuses and output on kernel logs made here, its fence commands, and `gpu`
-# without NVML (3) and against the stand-in NVML (tests/fake_nvml.c: one GPU lost -> 2).
+# odl_health's exit statuses and output on kernel logs made here, its fence commands, `gpu` and `events`
+# without NVML (3) and against the stand-in NVML (tests/fake_nvml.c: one GPU lost -> 2), and the
+# Prometheus text of `gpu --prometheus` parsed by prometheus_client.
 #   tests/health_tool.sh ODL_HEALTH FAKE_NVML_LIB
 set -u
 bin="$1"
