@@ -19,6 +19,7 @@
 #include "odl/models.h"
 #include "odl/nn.h"
 #include "odl/ops.h"
+#include "worker/health_monitor.h"
 #include "worker/tasks.h"
 #include "worker/train.h"
 
@@ -233,12 +234,12 @@ static void progress_bar(int64_t done, int64_t total, int64_t epoch, double rate
 }
 
 static void metrics_line(FILE *f, const char *event, const odl_train_state *st, double train_loss, double test_loss,
-                         double test_acc, double sps, double wall, int world) {
+                         double test_acc, double sps, double wall, int world, const char *extra) {
     if (!f) return;
     fprintf(f,
             "{\"event\":\"%s\",\"epoch\":%" PRId64 ",\"step\":%" PRId64 ",\"train_loss\":%.6f,\"test_loss\":%.6f,"
-            "\"test_acc\":%.4f,\"samples_per_s\":%.1f,\"wall_s\":%.3f,\"world_size\":%d}\n",
-            event, st->epoch, st->step, train_loss, test_loss, test_acc, sps, wall, world);
+            "\"test_acc\":%.4f,\"samples_per_s\":%.1f,\"wall_s\":%.3f,\"world_size\":%d%s}\n",
+            event, st->epoch, st->step, train_loss, test_loss, test_acc, sps, wall, world, extra);
     fflush(f);
 }
 
@@ -261,6 +262,7 @@ typedef struct train_run {
     odl_ckpt_session *ckpt;
     odl_tensor loss_acc; /* [1] on the device: sum over this rank's samples of the epoch's losses */
     FILE *metrics;
+    odl_worker_health health; /* GPU telemetry and Xid watch (health/), inactive on CPU */
     int have_net, have_opt, have_loader, show_progress;
     /* since t_epoch, in this process (a resume starts mid-epoch) */
     double t_start, t_epoch;
@@ -277,6 +279,7 @@ static odl_status run_setup(train_run *r, int *nothing_to_do) {
      * would synchronise the stream twice a step. ODL_CUDA_LABEL_CHECK=1 in the environment keeps it. */
     odl_backend_set_label_check(0);
     ODL_CHECK(pick_device(cfg, r->opts->local_rank, &r->dev));
+    ODL_CHECK(odl_worker_health_start(&r->health, r->dev, r->rank));
     ODL_CHECK(odl_model_parse(odl_model_names()[cfg->model], &r->kind));
     ODL_CHECK(odl_mnist_load(cfg->data_dir, "train", &r->train));
     ODL_CHECK(odl_mnist_load(cfg->data_dir, "t10k", &r->test));
@@ -398,11 +401,13 @@ static odl_status run_epoch_end(train_run *r, int epoch_end, int stop) {
         ODL_CHECK(evaluate(&r->net, &r->test, r->test_batch, &r->test_loss, &r->test_acc));
     odl_train_state rep = *st;
     rep.epoch = st->epoch + (epoch_end ? 1 : 0);
+    char gpu_log[96], gpu_json[96];
+    odl_worker_health_epoch(&r->health, gpu_log, sizeof gpu_log, gpu_json, sizeof gpu_json);
     ODL_LOG_INFO("epoch %" PRId64 " step %" PRId64 ": train_loss %.4f test_loss %.4f test_acc %.4f "
-                 "%.0f samples/s %.2f s%s",
-                 st->epoch + 1, st->step, r->train_loss, r->test_loss, r->test_acc, sps, wall,
+                 "%.0f samples/s %.2f s%s%s",
+                 st->epoch + 1, st->step, r->train_loss, r->test_loss, r->test_acc, sps, wall, gpu_log,
                  epoch_end ? "" : " (stopped mid-epoch)");
-    metrics_line(r->metrics, "epoch", &rep, r->train_loss, r->test_loss, r->test_acc, sps, wall, r->world);
+    metrics_line(r->metrics, "epoch", &rep, r->train_loss, r->test_loss, r->test_acc, sps, wall, r->world, gpu_json);
     r->result->train_loss = r->train_loss;
     r->result->test_loss = r->test_loss;
     r->result->test_acc = r->test_acc;
@@ -457,12 +462,13 @@ static odl_status run_loop(train_run *r) {
         if (epoch_end || stop) ODL_CHECK(run_epoch_end(r, epoch_end, stop));
         ODL_CHECK(run_checkpoint(r, stop || (epoch_end && st->epoch >= cfg->train.epochs)));
         if (r->hooks && r->hooks->after_step) ODL_CHECK(r->hooks->after_step(r->hooks->ctx, cfg, &r->net, &r->opt, st));
+        ODL_CHECK(odl_worker_health_step(&r->health, st->step)); /* after the step's checkpoint */
         if (stop) break;
     }
     double wall = now_s() - r->t_start;
     odl_train_state rep = *st;
     metrics_line(r->metrics, "done", &rep, r->train_loss, r->test_loss, r->test_acc, r->result->samples_per_s, wall,
-                 r->world);
+                 r->world, "");
     ODL_LOG_INFO("done: %" PRId64 " steps, test_acc %.4f, %.2f s", st->step, r->test_acc, wall);
     return ODL_OK;
 }
@@ -487,6 +493,7 @@ static odl_status run_teardown(train_run *r, odl_status s) {
         if (s == ODL_OK) s = cs;
     }
     if (r->have_loader) odl_loader_stop(&r->loader);
+    odl_worker_health_stop(&r->health);
     odl_tensor_free(&r->loss_acc);
     if (r->have_opt) odl_optim_free(&r->opt);
     if (r->have_net) odl_net_free(&r->net);

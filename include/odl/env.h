@@ -34,7 +34,15 @@ extern "C" {
     X(CUDA_LABEL_CHECK, BOOL, "", 0, 0, "the CUDA loss copies its label range check back each call (unset: on, except in training, whose labels are checked when read)") \
     X(NCCL_BLOCKING, BOOL, "1", 0, 0, "0: a non-blocking NCCL communicator (about 50 us more per collective; the watchdog bounds hangs either way)") \
     X(DUMP_PARAMS, STR, "", 0, 0, "tests: odl_worker --task=train writes each rank's final parameters to PREFIX.rankR.h5") \
-    X(CKPT_TEST_PAUSE_AT_STEP, INT, "-1", -1, INT64_MAX, "tests: odl_worker pauses the write of the checkpoint of this step before its commit, for a kill -9 there")
+    X(CKPT_TEST_PAUSE_AT_STEP, INT, "-1", -1, INT64_MAX, "tests: odl_worker pauses the write of the checkpoint of this step before its commit, for a kill -9 there") \
+    X(HEALTH, BOOL, "1", 0, 0, "0/off: odl_worker starts no GPU-health monitor (docs/health.md)") \
+    X(HEALTH_KMSG, STR, "", 0, 0, "kernel log the worker's health monitor follows instead of /dev/kmsg (tests append Xid lines to it)") \
+    X(HEALTH_XID_TABLE, STR, "", 0, 0, "YAML overrides of the Xid class table (docs/health.md)") \
+    X(HEALTH_TELEMETRY_MS, INT, "5000", 10, 3600000, "period of the health monitor's NVML telemetry samples, in ms") \
+    X(NVML_LIBRARY, STR, "libnvidia-ml.so.1", 0, 0, "the NVML library the health layer dlopens (tests use a stand-in)") \
+    X(SCONTROL, STR, "scontrol", 0, 0, "the scontrol program that drains fenced nodes") \
+    X(NODE_NAME, STR, "", 0, 0, "node name of health findings, the worker's stop message and drains (unset: the short host name; tests emulate nodes with it)") \
+    X(FAULT, STR, "", 0, 0, "fault injection, faults separated by ';'; the health layer acts on the xidNN@rank=R,step=S form (docs/health.md)")
 
 typedef enum odl_env_id {
 #define ODL_ENV_ENUM_(id, type, def, lo, hi, doc) ODL_ENV_##id,
@@ -69,7 +77,7 @@ ODL_API int odl_env_is_set(odl_env_id id);
 /* The value (INT and BOOL rows: the default when unset, empty or bad; 0 when that default is ""). */
 ODL_API int64_t odl_env_int(odl_env_id id);
 ODL_API int odl_env_bool(odl_env_id id);
-/* The text (STR rows; "" when unset). Valid for the life of the process. */
+/* The text (STR rows; the row's default, often "", when unset). Valid for the life of the process. */
 ODL_API const char *odl_env_str(odl_env_id id);
 
 #ifdef __cplusplus
