@@ -2,6 +2,8 @@
  * docs/checkpoint_format.md). */
 #include "odl/ckpt.h"
 
+#include "odl/json.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -162,59 +164,45 @@ odl_status odl_ckpt_write_file_atomic(const char *path, const void *data, size_t
     return fsync_dir_of(path);
 }
 
-odl_status odl_ckpt_manifest_write(const char *dir, const odl_ckpt_entry *kept, size_t n, int64_t epoch) {
+odl_status odl_ckpt_manifest_write(const char *dir, const odl_ckpt_entry *kept, size_t n, int64_t epochs_done,
+                                   int64_t cursor) {
     if (n == 0) return ODL_ERR(ODL_E_INVAL, "manifest of %s without checkpoints", dir);
-    size_t cap = 512 + n * 80;
-    char *buf = malloc(cap);
-    if (!buf) return ODL_ERR(ODL_E_NOMEM, "manifest of %s", dir);
-    size_t off = 0;
-    off += (size_t)snprintf(buf + off, cap - off,
-                            "{\n  \"format\": \"%s\",\n  \"format_version\": %d,\n  \"latest\": \"%s\",\n"
-                            "  \"step\": %" PRId64 ",\n  \"epoch\": %" PRId64 ",\n  \"checkpoints\": [",
-                            ODL_CKPT_MANIFEST_FORMAT, ODL_CKPT_FORMAT_VERSION, kept[0].name, kept[0].step, epoch);
-    for (size_t i = 0; i < n && off < cap; i++)
-        off += (size_t)snprintf(buf + off, cap - off, "%s\"%s\"", i ? ", " : "", kept[i].name);
-    if (off < cap) off += (size_t)snprintf(buf + off, cap - off, "]\n}\n");
-    if (off >= cap) {
-        free(buf);
-        return ODL_ERR(ODL_E_INTERNAL, "manifest of %s: buffer too small", dir);
-    }
+    json_t *names = json_array();
+    for (size_t i = 0; i < n; i++) json_array_append_new(names, json_string(kept[i].name));
+    json_t *m = json_pack("{s:s,s:i,s:s,s:I,s:I,s:I,s:I,s:o}", "format", ODL_CKPT_MANIFEST_FORMAT, "format_version",
+                          ODL_CKPT_FORMAT_VERSION, "latest", kept[0].name, "step", (json_int_t)kept[0].step, "epoch",
+                          (json_int_t)odl_ckpt_epoch_label(epochs_done, cursor), "epochs_completed",
+                          (json_int_t)epochs_done, "cursor", (json_int_t)cursor, "checkpoints", names);
+    char *text = m ? json_dumps(m, ODL_JSON_FLAGS | JSON_INDENT(2)) : NULL;
+    json_decref(m);
+    if (!text) return ODL_ERR(ODL_E_NOMEM, "manifest of %s", dir);
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/%s", dir, ODL_CKPT_MANIFEST);
-    odl_status s = odl_ckpt_write_file_atomic(path, buf, off);
-    free(buf);
+    size_t len = strlen(text);
+    text[len] = '\n'; /* json_dumps leaves no newline; the NUL's place takes it */
+    odl_status s = odl_ckpt_write_file_atomic(path, text, len + 1);
+    free(text);
     return s;
 }
 
 odl_status odl_ckpt_manifest_read(const char *dir, char *latest, size_t cap, int64_t *step) {
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/%s", dir, ODL_CKPT_MANIFEST);
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        int e = errno;
-        return ODL_ERR(e == ENOENT ? ODL_E_NOTFOUND : ODL_E_IO, "%s: %s", path, strerror(e));
+    json_t *m = NULL;
+    ODL_CHECK(odl_json_load_file(path, &m));
+    const char *name = json_string_value(json_object_get(m, "latest"));
+    odl_status st = ODL_OK;
+    int64_t s = 0;
+    if (!name) st = ODL_ERR(ODL_E_FORMAT, "%s: no \"latest\" entry (damaged manifest)", path);
+    else if (!odl_ckpt_parse_file_name(name, &s))
+        st = ODL_ERR(ODL_E_FORMAT, "%s: \"latest\" is '%s', not a ckpt-<step>.h5 name", path, name);
+    else if (strlen(name) + 1 > cap) st = ODL_ERR(ODL_E_INVAL, "%s: name '%s' does not fit", path, name);
+    else {
+        snprintf(latest, cap, "%s", name);
+        if (step) *step = s;
     }
-    char buf[8192];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    int err = ferror(f);
-    fclose(f);
-    if (err) return ODL_ERR(ODL_E_IO, "%s: read failed", path);
-    buf[n] = '\0';
-    const char *k = strstr(buf, "\"latest\"");
-    const char *q1 = k ? strchr(k + 8, '"') : NULL;
-    const char *q2 = q1 ? strchr(q1 + 1, '"') : NULL;
-    char name[128];
-    if (!q2 || (size_t)(q2 - q1 - 1) >= sizeof name)
-        return ODL_ERR(ODL_E_FORMAT, "%s: no \"latest\" entry (damaged manifest)", path);
-    memcpy(name, q1 + 1, (size_t)(q2 - q1 - 1));
-    name[q2 - q1 - 1] = '\0';
-    int64_t s;
-    if (!odl_ckpt_parse_file_name(name, &s))
-        return ODL_ERR(ODL_E_FORMAT, "%s: \"latest\" is '%s', not a ckpt-<step>.h5 name", path, name);
-    if (strlen(name) + 1 > cap) return ODL_ERR(ODL_E_INVAL, "%s: name '%s' does not fit", path, name);
-    snprintf(latest, cap, "%s", name);
-    if (step) *step = s;
-    return ODL_OK;
+    json_decref(m);
+    return st;
 }
 
 /* ---------------------------------------------------------------------------------------------- */

@@ -194,7 +194,7 @@ static odl_status update_manifest(odl_ckpt_session *s, const job *j) {
     nk++;
     for (size_t i = 0; i < n && (int64_t)nk < s->keep; i++)
         if (all[i].step < j->st.step) kept[nk++] = all[i];
-    odl_status st = odl_ckpt_manifest_write(s->dir, kept, nk, j->st.epoch);
+    odl_status st = odl_ckpt_manifest_write(s->dir, kept, nk, j->st.epoch, j->st.cursor);
     if (st == ODL_OK) {
         for (size_t i = 0; i < n; i++) {
             if (all[i].step >= j->st.step) continue;
@@ -248,10 +248,10 @@ static void *writer_main(void *arg) {
             s->n_written++;
             s->write_sum += ms;
         } else if (!skip) {
-            ODL_LOG_ERROR("%s; earlier checkpoints are intact; training stops", odl_error_msg());
+            ODL_LOG_ERROR("%s; earlier checkpoints are intact; training stops", odl_error_msg_user());
             if (!atomic_load(&s->failed)) {
                 s->err = st;
-                snprintf(s->err_msg, sizeof s->err_msg, "%s", odl_error_msg());
+                snprintf(s->err_msg, sizeof s->err_msg, "%s", odl_error_msg_user());
                 atomic_store(&s->failed, 1);
             }
         }
@@ -481,7 +481,7 @@ static odl_status load_file(odl_ckpt_session *s, const char *path, const odl_net
         if (odl_config_yaml_value(yaml, "train.max_train_samples", v, sizeof v) != ODL_OK ||
             (old_max = strtoll(v, &end, 10), !end || *end)) {
             ODL_LOG_WARN("%s: its config does not say train.max_train_samples (%s); not comparing it with this run's",
-                         path, odl_error_msg());
+                         path, odl_error_msg_user());
         } else if (old_max != s->max_train_samples) {
             *mismatch = 1;
             st = ODL_ERR(ODL_E_CONFIG, "%s was trained with train.max_train_samples = %lld, this run has %" PRId64
@@ -507,7 +507,7 @@ static odl_status load_file(odl_ckpt_session *s, const char *path, const odl_net
         for (int j = 0; j < nstate; j++) {
             ODL_CHECK_GOTO(odl_ckpt_optim_path(p->name, odl_ckpt_optim_state(opt_name, j), dset, sizeof dset), st, out);
             st = odl_h5_reader_read(r, dset, ODL_F32, p->value.ndim, p->value.shape, sg->buf + off);
-            if (st == ODL_E_NOTFOUND || st == ODL_E_INVAL) st = ODL_ERR(ODL_E_FORMAT, "%s: damaged: %s", path, odl_error_msg());
+            if (st == ODL_E_NOTFOUND || st == ODL_E_INVAL) st = ODL_ERR(ODL_E_FORMAT, "%s: damaged: %s", path, odl_error_msg_user());
             if (st != ODL_OK) goto out;
             off += (size_t)odl_tensor_numel(&p->value);
         }
@@ -594,7 +594,7 @@ odl_status odl_ckpt_session_restore(odl_ckpt_session *s, odl_net *net, odl_optim
         char mlatest[64] = "";
         int64_t mstep = -1;
         odl_status ms = odl_ckpt_manifest_read(s->dir, mlatest, sizeof mlatest, &mstep);
-        if (ms != ODL_OK && ms != ODL_E_NOTFOUND) ODL_LOG_WARN("ignoring the manifest: %s", odl_error_msg());
+        if (ms != ODL_OK && ms != ODL_E_NOTFOUND) ODL_LOG_WARN("ignoring the manifest: %s", odl_error_msg_user());
         int skipped = 0;
         for (size_t i = 0; i < n; i++) {
             char path[PATH_MAX + 64];
@@ -612,7 +612,7 @@ odl_status odl_ckpt_session_restore(odl_ckpt_session *s, odl_net *net, odl_optim
                 odl_error_prefix("cannot resume");
                 return ls;
             }
-            ODL_LOG_WARN("skipping checkpoint %s: %s", path, odl_error_msg());
+            ODL_LOG_WARN("skipping checkpoint %s: %s", path, odl_error_msg_user());
             skipped++;
         }
         if (ms == ODL_OK) {

@@ -217,20 +217,29 @@ static const char *last_part(const char *name) {
     return d ? d + 1 : name;
 }
 
+size_t odl_name_distance(const char *name, const char *known) {
+    size_t d = edit_distance(name, known);
+    if (strcmp(last_part(name), last_part(known)) == 0) d = d < 1 ? d : 1; /* 'lr' -> 'train.lr' */
+    return d;
+}
+
+int odl_name_close_enough(const char *name, size_t distance) {
+    size_t limit = strlen(name) / 3;
+    if (limit < 2) limit = 2;
+    return distance <= limit;
+}
+
 static const char *suggest(const odl_config_schema *sc, const char *name) {
     const odl_config_key *best = NULL;
     size_t best_d = (size_t)-1;
     for (size_t i = 0; i < sc->n; i++) {
-        size_t d = edit_distance(name, sc->keys[i].name);
-        if (strcmp(last_part(name), last_part(sc->keys[i].name)) == 0) d = d < 1 ? d : 1; /* 'lr' -> 'train.lr' */
+        size_t d = odl_name_distance(name, sc->keys[i].name);
         if (d < best_d) {
             best_d = d;
             best = &sc->keys[i];
         }
     }
-    size_t limit = strlen(name) / 3;
-    if (limit < 2) limit = 2;
-    return best && best_d <= limit ? best->name : NULL;
+    return best && odl_name_close_enough(name, best_d) ? best->name : NULL;
 }
 
 /* 1 when some key starts with "<prefix>." */

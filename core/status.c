@@ -1,5 +1,7 @@
 #include "odl/status.h"
 
+#include "odl/log.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -68,3 +70,19 @@ void odl_error_trace(const char *file, int line) {
 
 const char *odl_error_msg(void) { return g_msg; }
 void odl_error_clear(void) { g_msg[0] = '\0'; }
+
+const char *odl_error_msg_user(void) {
+    if (odl_log_get_level() <= ODL_LOG_LEVEL_DEBUG) return g_msg;
+    static _Thread_local char brief[ODL_MSG_CAP];
+    size_t k = 0;
+    for (const char *p = g_msg; *p && k + 1 < sizeof brief;) {
+        const char *e;
+        if (!strncmp(p, " [at ", 5) && (e = strchr(p + 5, ']')) != NULL) {
+            p = e + 1; /* drop " [at file:line]" */
+            continue;
+        }
+        brief[k++] = *p++;
+    }
+    brief[k] = 0;
+    return brief;
+}

@@ -284,7 +284,11 @@ static odl_status decode_png(const uint8_t *buf, size_t n, const char *name, odl
     if (ctype == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
     if (ctype == PNG_COLOR_TYPE_GRAY && depth < 8) png_set_expand_gray_1_2_4_to_8(png);
     if (depth < 8) png_set_packing(png);
-    if (ctype & PNG_COLOR_MASK_ALPHA) png_set_strip_alpha(png);
+    /* A tRNS chunk (palette or single-colour transparency) would add an alpha channel: expand it, then
+     * drop the alpha as for RGBA, so the image decodes like its opaque twin (OpenCV IMREAD_COLOR). */
+    int trns = png_get_valid(png, info, PNG_INFO_tRNS) != 0;
+    if (trns) png_set_tRNS_to_alpha(png);
+    if ((ctype & PNG_COLOR_MASK_ALPHA) || trns) png_set_strip_alpha(png);
     if (ctype == PNG_COLOR_TYPE_GRAY || ctype == PNG_COLOR_TYPE_GRAY_ALPHA) png_set_gray_to_rgb(png);
     png_set_interlace_handling(png);
     png_read_update_info(png, info);
@@ -625,6 +629,32 @@ void odl_class_color(int class_id, uint8_t rgb[3]) {
     memcpy(rgb, pal[i], 3);
 }
 
+void odl_image_label_box(int img_w, int img_h, int x1, int y1, int len, int text_scale, odl_label_box *out) {
+    int scale = text_scale < 1 ? 1 : text_scale;
+    /* box of n characters at a scale: 6 px advance per character, 2 px padding, 7 px glyphs */
+#define LB_W(n, s) ((n) * 6 * (s) + 4 * (s) - (s))
+#define LB_H(s) (7 * (s) + 4 * (s))
+    while (scale > 1 && (LB_W(len, scale) > img_w || LB_H(scale) > img_h)) scale--;
+    int n = len;
+    while (n > 0 && LB_W(n, scale) > img_w) n--;
+    if (LB_H(scale) > img_h) n = 0; /* an image smaller than one character: no label */
+    int bw = LB_W(n, scale), bh = LB_H(scale);
+#undef LB_W
+#undef LB_H
+    int bx = x1, by = y1 - bh;
+    if (by < 0) by = y1 < 0 ? 0 : y1; /* no room above: inside the box, at the top */
+    if (by + bh > img_h) by = img_h - bh;
+    if (by < 0) by = 0;
+    if (bx + bw > img_w) bx = img_w - bw;
+    if (bx < 0) bx = 0;
+    out->x = bx;
+    out->y = by;
+    out->w = bw;
+    out->h = bh;
+    out->scale = scale;
+    out->chars = n;
+}
+
 void odl_image_draw_box(odl_image *img, float x1, float y1, float x2, float y2, const uint8_t rgb[3], int thickness,
                         const char *label, int text_scale) {
     if (!img || !img->data) return;
@@ -636,13 +666,12 @@ void odl_image_draw_box(odl_image *img, float x1, float y1, float x2, float y2, 
     fill_rect(img, ix1, iy1, ix1 + thickness, iy2 + 1, rgb);
     fill_rect(img, ix2 - thickness + 1, iy1, ix2 + 1, iy2 + 1, rgb);
     if (!label || !label[0]) return;
-    int n = (int)strlen(label);
-    int cw = 6 * text_scale, th = 7 * text_scale, padp = 2 * text_scale;
-    int bw = n * cw + 2 * padp - text_scale, bh = th + 2 * padp;
-    int bx = ix1, by = iy1 - bh;
-    if (by < 0) by = iy1; /* no room above: inside the box */
-    if (bx + bw > img->width) bx = img->width - bw;
-    if (bx < 0) bx = 0;
+    odl_label_box lb;
+    odl_image_label_box(img->width, img->height, ix1, iy1, (int)strlen(label), text_scale, &lb);
+    if (lb.chars == 0) return;
+    const int n = lb.chars, bx = lb.x, by = lb.y, bw = lb.w, bh = lb.h;
+    text_scale = lb.scale;
+    const int cw = 6 * text_scale, padp = 2 * text_scale;
     fill_rect(img, bx, by, bx + bw, by + bh, rgb);
     /* White or black text, whichever reads better on the colour. */
     int lum = (299 * rgb[0] + 587 * rgb[1] + 114 * rgb[2]) / 1000;

@@ -53,6 +53,28 @@ static int gz_ended_early(gzFile gz) {
     return err == Z_BUF_ERROR;
 }
 
+/* Read up to n bytes into *buf, allocated as the data arrives (at most n bytes, starting from 16 MiB).
+ * Returns the count read, -1 on a read error (message in *why), -2 when memory runs out. */
+static int64_t read_growing(gzFile gz, uint64_t n, uint8_t **buf, const char **why) {
+    uint64_t cap = 0, got = 0;
+    *buf = NULL;
+    while (got < n) {
+        if (got == cap) {
+            uint64_t nc = cap ? cap * 2 : (uint64_t)16 << 20;
+            if (nc > n) nc = n;
+            uint8_t *nb = realloc(*buf, nc);
+            if (!nb) return -2;
+            *buf = nb;
+            cap = nc;
+        }
+        int64_t r = read_full(gz, *buf + got, cap - got, why);
+        if (r < 0) return -1;
+        got += (uint64_t)r;
+        if (got < cap) break; /* end of the stream */
+    }
+    return (int64_t)got;
+}
+
 /* One IDX file with the given magic and number of dimensions: dims[] and a malloc'ed payload. */
 static odl_status read_idx(const char *path, uint32_t magic, int ndim, uint32_t *dims, uint8_t **data,
                            uint64_t *nbytes) {
@@ -114,18 +136,28 @@ static odl_status read_idx(const char *path, uint32_t magic, int ndim, uint32_t 
     else
         snprintf(says, sizeof says, "%" PRIu32 " labels (%" PRIu64 " bytes)", dims[0], total);
 
-    buf = malloc(total);
-    if (!buf) {
-        st = ODL_ERR(ODL_E_NOMEM, "%s: cannot allocate %" PRIu64 " bytes for %s", path, total, says);
+    /* The header's claim is checked against the file before it sizes an allocation: a plain file by
+     * its size, a gzip stream (whose length is known only once read) by growing the buffer with the
+     * data actually read, so a 2 KB file claiming 80 million images is "truncated", not out of memory. */
+    if (gzdirect(gz)) {
+        struct stat sb;
+        if (stat(path, &sb) == 0 && S_ISREG(sb.st_mode) && (uint64_t)sb.st_size < hlen + total) {
+            st = ODL_ERR(ODL_E_FORMAT, "%s: truncated: header says %s, file has %" PRIu64 " bytes of data", path, says,
+                         (uint64_t)sb.st_size - hlen);
+            goto out;
+        }
+    }
+    got = read_growing(gz, total, &buf, &why);
+    if (got == -2) {
+        st = ODL_ERR(ODL_E_NOMEM, "%s: cannot allocate memory for %s", path, says);
         goto out;
     }
-    got = read_full(gz, buf, total, &why);
     if (got < 0) {
         st = ODL_ERR(ODL_E_IO, "%s: read error (header says %s): %s", path, says, why);
         goto out;
     }
     if ((uint64_t)got < total) {
-        st = ODL_ERR(ODL_E_FORMAT, "%s: truncated: header says %s, file has %" PRId64 "%s", path, says, got,
+        st = ODL_ERR(ODL_E_FORMAT, "%s: truncated: header says %s, file has %" PRId64 " bytes of data%s", path, says, got,
                      gz_ended_early(gz) ? " (gzip stream ends early)" : "");
         goto out;
     }

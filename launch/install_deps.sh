@@ -14,11 +14,24 @@ pkgs=(build-essential cmake pkg-config git
       dataset-fashion-mnist)
 # Extra packages for the integration tests (local Slurm cluster).
 # clang: libFuzzer targets; python3-prometheus-client: the /metrics parser test.
-if [ "${ODL_TEST_DEPS:-0}" = 1 ]; then pkgs+=(slurm-wlm munge clang libclang-rt-14-dev python3-prometheus-client); fi
+# python3-matplotlib: tools/plot_metrics.py's test; python3-venv: the venv below.
+if [ "${ODL_TEST_DEPS:-0}" = 1 ]; then
+  pkgs+=(slurm-wlm munge clang libclang-rt-14-dev python3-prometheus-client python3-matplotlib python3-venv)
+fi
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+# The TensorBoard read-back test (ux_cli_tensorboard) uses the tensorboard package itself, which Debian
+# does not package: pip installs it into a venv ($ODL_TEST_VENV, default /opt/odl-test-venv) that the
+# test finds by itself.
+if [ "${ODL_TEST_DEPS:-0}" = 1 ]; then
+  VENV=${ODL_TEST_VENV:-/opt/odl-test-venv}
+  if ! "$VENV/bin/python3" -c "import tensorboard" 2>/dev/null; then
+    $SUDO /usr/bin/python3 -m venv "$VENV"
+    $SUDO "$VENV/bin/pip" install -q tensorboard
+  fi
 fi
 echo "dependencies installed"

@@ -2,7 +2,7 @@
 # One command on a fresh Debian/Ubuntu machine: install the dependencies, build, and train the
 # PyTorch examples/mnist CNN on Fashion-MNIST (Debian's dataset-fashion-mnist).
 # GPU present: 1 epoch on the full training set. CPU only: a shorter run (1 epoch of 10,000 samples).
-# Extra arguments go to odl_worker (e.g. --epochs 14).
+# Extra arguments go to odl_worker (e.g. --epochs 14) and replace the defaults below of the same flags.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./launch/install_deps.sh
@@ -23,11 +23,14 @@ fi
 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release "${cuda_opts[@]}"
 cmake --build "$BUILD" -j"$(nproc)"
 DATA=${DATA:-/usr/share/datasets/fashion-mnist}
-if [ $gpu = 1 ]; then
-  set -x
-  "$BUILD"/odl_worker --task=train --model=mnist --data_dir="$DATA" --epochs 1 --metrics-out "$BUILD"/metrics.jsonl "$@"
-else
-  set -x
-  "$BUILD"/odl_worker --task=train --model=mnist --data_dir="$DATA" --epochs 1 --max-train-samples 10000 \
-    --metrics-out "$BUILD"/metrics.jsonl "$@"
-fi
+# The quick start's defaults, each unless the arguments give it (odl_worker rejects a flag given twice).
+given() { local a; for a in "${USER_ARGS[@]}"; do case $a in "$1" | "$1"=*) return 0 ;; esac; done; return 1; }
+USER_ARGS=("$@")
+defaults=()
+given --model || defaults+=(--model=mnist)
+given --data_dir || given --data-dir || defaults+=(--data_dir="$DATA")
+given --epochs || defaults+=(--epochs 1)
+given --metrics-out || defaults+=(--metrics-out "$BUILD"/metrics.jsonl)
+[ $gpu = 1 ] || given --max-train-samples || defaults+=(--max-train-samples 10000)
+set -x
+"$BUILD"/odl_worker --task=train "${defaults[@]}" "$@"

@@ -14,6 +14,8 @@ odl_nms_params odl_nms_defaults(void) {
     p.agnostic = 0;
     p.max_nms = 30000;
     p.max_wh = 7680.f;
+    p.classes = NULL;
+    p.n_classes = 0;
     return p;
 }
 
@@ -104,6 +106,13 @@ odl_status odl_nms(const float *boxes, const float *scores, int n, float iou_thr
     return ODL_OK;
 }
 
+static int class_wanted(const odl_nms_params *p, int j) {
+    if (!p->classes) return 1;
+    for (int k = 0; k < p->n_classes; k++)
+        if (p->classes[k] == j) return 1;
+    return 0;
+}
+
 odl_status odl_yolo_nms(const float *pred, int64_t n_anchors, int nc, const odl_nms_params *p, odl_detection *out,
                         int cap, int *n_out) {
     if (!pred || n_anchors < 0 || nc <= 0 || !p || !n_out || (cap > 0 && !out) || cap < 0)
@@ -122,9 +131,11 @@ odl_status odl_yolo_nms(const float *pred, int64_t n_anchors, int nc, const odl_
     for (int64_t a = 0; a < n_anchors; a++) {
         const float *r = pred + a * no;
         float obj = r[4];
-        if (!(obj > p->conf_thres)) continue;
+        if (!(obj > p->conf_thres) || !isfinite(obj)) continue;
         /* xywh2xyxy in float32, as YOLOv5 */
         float box[4] = {r[0] - r[2] / 2, r[1] - r[3] / 2, r[0] + r[2] / 2, r[1] + r[3] / 2};
+        /* A NaN or infinite box would compare false against every other box and survive NMS. */
+        if (!isfinite(box[0]) || !isfinite(box[1]) || !isfinite(box[2]) || !isfinite(box[3])) continue;
         int first = 0, last = nc; /* classes to emit */
         int best = 0;
         float bestc = -INFINITY;
@@ -142,7 +153,7 @@ odl_status odl_yolo_nms(const float *pred, int64_t n_anchors, int nc, const odl_
         }
         for (int j = first; j < last; j++) {
             float c = r[5 + j] * obj;
-            if (!(c > p->conf_thres)) continue;
+            if (!(c > p->conf_thres) || !isfinite(c) || !class_wanted(p, j)) continue;
             if (n == ccap) {
                 ccap *= 2;
                 float *nb = realloc(cb, sizeof(float) * 4 * ccap);
@@ -172,9 +183,19 @@ odl_status odl_yolo_nms(const float *pred, int64_t n_anchors, int nc, const odl_
     os = malloc(sizeof(float) * m);
     keep = malloc(sizeof(int) * m);
     if (!ob || !os || !keep) goto nomem;
+    /* The batched-NMS offset keeps classes apart only while it exceeds the span of the coordinates;
+     * YOLOv5's fixed max_wh = 7680 does not at --img-size 8192 (or for boxes reaching past the image).
+     * Widen it to the span then, so that classes never touch; below max_wh it is YOLOv5's offset. */
+    float lo = INFINITY, hi = -INFINITY;
+    for (int k = 0; k < m; k++)
+        for (int c = 0; c < 4; c++) {
+            lo = fminf(lo, cb[4 * order[k] + c]);
+            hi = fmaxf(hi, cb[4 * order[k] + c]);
+        }
+    const float offset = fmaxf(p->max_wh, ceilf((hi - lo) * 1.25f) + 1.f);
     for (int k = 0; k < m; k++) {
         int i = order[k];
-        float off = p->agnostic ? 0.f : (float)cc[i] * p->max_wh;
+        float off = p->agnostic ? 0.f : (float)cc[i] * offset;
         for (int c = 0; c < 4; c++) ob[4 * k + c] = cb[4 * i + c] + off;
         os[k] = cs[i];
     }
@@ -204,4 +225,18 @@ done:
     free(ob);
     free(os);
     return st;
+}
+
+int64_t odl_yolo_nonfinite_rows(const float *pred, int64_t n_anchors, int nc) {
+    const int no = 5 + nc;
+    int64_t bad = 0;
+    for (int64_t a = 0; pred && a < n_anchors; a++) {
+        const float *r = pred + a * no;
+        for (int j = 0; j < no; j++)
+            if (!isfinite(r[j])) {
+                bad++;
+                break;
+            }
+    }
+    return bad;
 }

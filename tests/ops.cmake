@@ -4,7 +4,7 @@
 odl_add_test(test_ops SOURCES test_ops.c ops_ref.c LABELS unit ARGS --backend cpu TIMEOUT 300)
 add_test(NAME test_ops_gpu COMMAND test_ops --backend cuda)
 set_tests_properties(test_ops_gpu PROPERTIES TIMEOUT 600 LABELS gpu SKIP_RETURN_CODE 77
-  ENVIRONMENT "ODL_TEST_DATA=$ENV{ODL_TEST_DATA};ODL_TEST_DATA_DEFAULT=${ODL_TEST_DATA_DEFAULT};ODL_SOURCE_DIR=${PROJECT_SOURCE_DIR};ODL_BINARY_DIR=${PROJECT_BINARY_DIR}")
+  ENVIRONMENT "ODL_TEST_DATA_DEFAULT=${ODL_TEST_DATA_DEFAULT};ODL_SOURCE_DIR=${PROJECT_SOURCE_DIR};ODL_BINARY_DIR=${PROJECT_BINARY_DIR}")
 # The float16 NHWC inference entries of the op table (conv2d_f16, maxpool2d_f16, upsample2x_f16, copy_f16,
 # nchw_f32_to_nhwc_f16), odl/half.h and odl_conv2d_f16_check, against a float64 reference; CPU (unit) and
 # CUDA device 0 (gpu; 77 = skipped without one).

@@ -203,7 +203,7 @@ static void test_manifest(void) {
     odl_ckpt_entry e[2] = {{30, ""}, {20, ""}};
     odl_ckpt_file_name(30, e[0].name, sizeof e[0].name);
     odl_ckpt_file_name(20, e[1].name, sizeof e[1].name);
-    TOK(odl_ckpt_manifest_write(dir, e, 2, 3));
+    TOK(odl_ckpt_manifest_write(dir, e, 2, 3, 0));
     TOK(odl_ckpt_manifest_read(dir, latest, sizeof latest, &step));
     TCHECK(!strcmp(latest, "ckpt-00000030.h5") && step == 30, "%s %" PRId64, latest, step);
     char p[400];

@@ -23,10 +23,13 @@ skip() { echo "skipped: $*"; exit 77; }
 cd "$T" || exit 1
 
 # The MLP (fast, no dropout) and the CNN with dropout on; 10 (MLP) and 6 (CNN) steps per epoch.
-MLP=(--task=train --model=mnist_mlp --device cpu "--data_dir=$FM" --max-train-samples 640 --batch-size 64 --epochs 3
+MLP=(--task=train --model=mnist_mlp --device cpu "--data_dir=$FM" --max-train-samples 640 --epochs 3
      --progress off)
 CNN=(--task=train --model=mnist --device cpu "--data_dir=$FM" --max-train-samples 192 --batch-size 32 --epochs 3
      --test-batch-size 1000 --progress off --train.eval_every_epoch=false)
+
+# The array named $1 with the value of flag $2 set to $3 (odl_worker rejects a flag given twice).
+set_flag() { local -n _a=$1; local i; for i in "${!_a[@]}"; do [ "${_a[$i]}" = "$2" ] && _a[$((i + 1))]=$3; done; }
 
 # Metrics lines without the timing fields.
 loss_lines() { sed -E 's/,"samples_per_s":[^,]*,"wall_s":[^,]*//' "$1"; }
@@ -113,10 +116,12 @@ kill_random)
   # kill -9 at random moments of a run that checkpoints every step: the newest checkpoint always
   # verifies, and a resume from it matches an uninterrupted run bit for bit.
   mkdir R
+  M1000=("${MLP[@]}")
+  set_flag M1000 --epochs 1000
   for round in 1 2 3; do
     resume=()
     [ "$round" -gt 1 ] && resume=(--resume auto)
-    "$W" "${MLP[@]}" --epochs 1000 --max-steps 100000 --checkpoint-dir R --checkpoint-every 1 --keep 2 "${resume[@]}" \
+    "$W" "${M1000[@]}" --max-steps 100000 --checkpoint-dir R --checkpoint-every 1 --keep 2 "${resume[@]}" \
         2> r$round.log &
     BG=$!
     wait_for 120 test -f R/manifest.json || fail "round $round: no checkpoint: $(tail -3 r$round.log)"
@@ -128,10 +133,10 @@ kill_random)
   done
   S=$(newest_step R)
   END=$((S + 3))
-  "$W" "${MLP[@]}" --epochs 1000 --max-steps $END --checkpoint-dir R --checkpoint-every 1 --keep 2 --resume auto \
+  "$W" "${M1000[@]}" --max-steps $END --checkpoint-dir R --checkpoint-every 1 --keep 2 --resume auto \
       --save r.h5 2> rf.log || fail "final resume: $(tail -3 rf.log)"
   grep -q "resuming from R/ckpt-0*$S.h5: step $S" rf.log || fail "did not resume at $S: $(grep -i resum rf.log)"
-  "$W" "${MLP[@]}" --epochs 1000 --max-steps $END --save ref.h5 2> ref.log || fail "reference: $(tail -3 ref.log)"
+  "$W" "${M1000[@]}" --max-steps $END --save ref.h5 2> ref.log || fail "reference: $(tail -3 ref.log)"
   same_params ref.h5 r.h5 "3 x kill -9 + resume to step $END"
   ;;
 
@@ -169,14 +174,18 @@ mismatch)
   mkdir M
   "$W" "${MLP[@]}" --max-steps 4 --checkpoint-dir M --checkpoint-every 2 2> m.log || fail "run: $(tail -3 m.log)"
   before=$(snapshot M)
-  expect_error "another model" "/model/conv1/weight" "$W" "${CNN[@]}" --max-train-samples 640 --max-steps 6 \
+  C640=("${CNN[@]}")
+  set_flag C640 --max-train-samples 640
+  expect_error "another model" "/model/conv1/weight" "$W" "${C640[@]}" --max-steps 6 \
       --checkpoint-dir M --checkpoint-every 2 --resume auto
   grep 'error:' err.log | grep -q "mnist_mlp" || fail "the error does not name the checkpoint's model"
   expect_error "another seed" "--seed 1" "$W" "${MLP[@]}" --seed 2 --max-steps 6 --checkpoint-dir M \
       --checkpoint-every 2 --resume auto
   expect_error "another optimiser" "adadelta" "$W" "${MLP[@]}" --optimizer sgd --max-steps 6 --checkpoint-dir M \
       --checkpoint-every 2 --resume auto
-  expect_error "another epoch size" "max_train_samples" "$W" "${MLP[@]}" --max-train-samples 320 --max-steps 6 \
+  M320=("${MLP[@]}")
+  set_flag M320 --max-train-samples 320
+  expect_error "another epoch size" "max_train_samples" "$W" "${M320[@]}" --max-steps 6 \
       --checkpoint-dir M --checkpoint-every 2 --resume auto
   "$W" "${MLP[@]}" --max-steps 2 --save w.h5 2> w.log || fail "weights: $(tail -3 w.log)"
   expect_error "a weights file" "weights file" "$W" "${MLP[@]}" --max-steps 6 --resume w.h5
@@ -270,7 +279,7 @@ tool)
   F=C/ckpt-00000004.h5
   "$CK" inspect "$F" > i.out; rc=$?
   [ $rc -eq 0 ] || { cat i.out; fail "inspect: rc $rc"; }
-  for s in "format:          odl-checkpoint, version 1" "step:            4" "epoch:           0" \
+  for s in "format:          odl-checkpoint, version 1" "step:            4" "epoch:           1 (0 completed" \
            "sample cursor:   256" "optimizer:       adadelta, step 4" "/model/fc1/weight" "[128, 784]" \
            "/optim/fc2/bias/acc_delta" "max_train_samples: 640" "14 datasets verified"; do
     grep -qF -- "$s" i.out || { cat i.out; fail "inspect does not show '$s'"; }

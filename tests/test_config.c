@@ -83,7 +83,7 @@ static void yaml_of(const odl_config *c, char *buf, size_t cap) {
 static void test_table_and_defaults(void) {
     size_t n = 0;
     const odl_config_key *keys = odl_config_keys(&n);
-    TCHECK(n == 26, "26 keys, got %zu", n);
+    TCHECK(n == 28, "28 keys, got %zu", n);
     odl_config cfg, tmp;
     odl_config_defaults(&cfg);
     for (size_t i = 0; i < n; i++) {

@@ -120,6 +120,10 @@ int main(int argc, char **argv) {
         printf("skipped: Fashion-MNIST not found (%s); apt-get install dataset-fashion-mnist\n", odl_error_msg());
         return ODL_TEST_SKIP;
     }
+    if (!odl_test_have_data("mnist/fashion_mnist_cnn_steps.h5")) {
+        odl_mnist_free(&train);
+        return ODL_TEST_SKIP;
+    }
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     hid_t f = H5Fopen(odl_test_data_path("mnist/fashion_mnist_cnn_steps.h5"), H5F_ACC_RDONLY, H5P_DEFAULT);
     TCHECK(f >= 0, "cannot open %s", odl_test_data_path("mnist/fashion_mnist_cnn_steps.h5"));

@@ -76,6 +76,27 @@ static inline const char *odl_test_data_path(const char *rel) {
     return buf;
 }
 
+/* 1 when the reference file `rel` of the data folder exists; else prints one line saying what is
+ * missing and where the data comes from (README, "Test data") and returns 0. Tests call it before
+ * opening reference data, so that a checkout without ../shared/data skips (exit 77) instead of printing
+ * pages of HDF5 diagnostics. */
+static inline int odl_test_have_data(const char *rel) {
+    const char *p = odl_test_data_path(rel);
+    FILE *f = fopen(p, "rb");
+    if (f) {
+        fclose(f);
+        return 1;
+    }
+    printf("SKIP: reference data %s not found (set ODL_TEST_DATA to the data folder; README, \"Test data\")\n", p);
+    return 0;
+}
+
+/* main()'s exit status when the data-dependent part was skipped: failures of the rest still fail. */
+static inline int odl_test_finish_skipped(const char *name) {
+    int r = odl_test_finish(name);
+    return r ? r : ODL_TEST_SKIP;
+}
+
 /* ||a - b|| / ||b|| in double. */
 static inline double odl_rel_l2(const double *a, const double *b, size_t n) {
     double num = 0, den = 0;

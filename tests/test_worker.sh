@@ -52,7 +52,9 @@ max_steps)
   need_fm
   "$W" --task=train --model=mnist_mlp --device cpu --data_dir="$FM" --epochs 3 --max-steps 7 \
       --metrics-out "$T/m.jsonl" --progress off || fail "training failed"
-  grep -q '"event":"done","epoch":0,"step":7,' "$T/m.jsonl" || fail "done line: $(cat "$T/m.jsonl")"
+  # Step 7 lies in epoch 1 (938 steps): the partial epoch carries its own 1-based number.
+  grep -q '"event":"epoch","epoch":1,"step":7,.*"partial":true' "$T/m.jsonl" || fail "epoch line: $(cat "$T/m.jsonl")"
+  grep -q '"event":"done","epoch":1,"step":7,' "$T/m.jsonl" || fail "done line: $(cat "$T/m.jsonl")"
   ;;
 mnist_t10k_loads)
   # The real MNIST test set in the shared data loads as both splits' stand-in (train = t10k copy).

@@ -101,14 +101,15 @@ int main(int argc, char **argv) {
     const int square = argc > 2 && !strcmp(argv[2], "square");
     const char *wpath = yolo_weights_path();
     if (!wpath) return ODL_TEST_SKIP;
-    jval root;
     const char *jpath = odl_test_data_path(square ? "yolov5/reference/detect_square640.json" : "yolov5/reference/detect_rect640.json");
-    if (j_load(jpath, &root)) {
+    json_t *root = j_load(jpath);
+    if (!root) {
         fprintf(stderr, "FAIL: cannot read %s\n", jpath);
         return 1;
     }
-    const jval *imgs = j_get(&root, "images");
-    TCHECK(imgs && imgs->t == J_OBJ && imgs->n >= 18, "reference images");
+    const json_t *imgs = j_get(root, "images");
+    const int n_imgs = (int)json_object_size(imgs);
+    TCHECK(json_is_object(imgs) && n_imgs >= 18, "reference images");
     odl_yolov5 *m = NULL;
     TOK(odl_yolov5_load(wpath, dev, &m));
     if (!m || !imgs) return odl_test_finish("test_yolov5_detect");
@@ -118,13 +119,14 @@ int main(int argc, char **argv) {
     }
 
     const int B = square ? 6 : 1;
-    job *jobs = calloc((size_t)imgs->n, sizeof(job));
+    job *jobs = calloc((size_t)n_imgs, sizeof(job));
     int nimg = 0;
-    for (int i = 0; i < imgs->n; i++) {
+    const char *key;
+    json_t *e;
+    json_object_foreach((json_t *)imgs, key, e) {
         job *jb = &jobs[nimg];
-        snprintf(jb->name, sizeof jb->name, "%s", imgs->keys[i]);
-        const jval *e = &imgs->items[i];
-        const jval *hw = j_get(e, "input_hw"), *dets = j_get(e, "detections_xyxy_conf_cls");
+        snprintf(jb->name, sizeof jb->name, "%s", key);
+        const json_t *hw = j_get(e, "input_hw"), *dets = j_get(e, "detections_xyxy_conf_cls");
         char path[4096];
         if (find_image(jb->name, path, sizeof path)) {
             TCHECK(0, "image %s not found in the data folder", jb->name);
@@ -133,21 +135,21 @@ int main(int argc, char **argv) {
         odl_image img;
         TOK(odl_image_load(path, &img));
         if (!img.data) continue;
-        const jval *ohw = j_get(e, "orig_hw");
-        TCHECK(ohw && (int)ohw->items[0].num == img.height && (int)ohw->items[1].num == img.width,
+        const json_t *ohw = j_get(e, "orig_hw");
+        TCHECK(ohw && (int)j_at(ohw, 0) == img.height && (int)j_at(ohw, 1) == img.width,
                "%s: decoded %dx%d", jb->name, img.width, img.height);
         TOK(odl_image_letterbox(&img, 640, !square, odl_yolov5_max_stride(m), 114, &jb->lb, &jb->g));
         odl_image_free(&img);
-        TCHECK(hw && (int)hw->items[0].num == jb->lb.height && (int)hw->items[1].num == jb->lb.width,
+        TCHECK(hw && (int)j_at(hw, 0) == jb->lb.height && (int)j_at(hw, 1) == jb->lb.width,
                "%s: letterboxed to %dx%d, reference %dx%d", jb->name, jb->lb.width, jb->lb.height,
-               hw ? (int)hw->items[1].num : -1, hw ? (int)hw->items[0].num : -1);
-        jb->nref = dets ? dets->n : 0;
+               hw ? (int)j_at(hw, 1) : -1, hw ? (int)j_at(hw, 0) : -1);
+        jb->nref = (int)json_array_size(dets);
         jb->ref = calloc((size_t)jb->nref + 1, sizeof(refbox));
         for (int k = 0; k < jb->nref; k++) {
-            const jval *d = &dets->items[k];
-            for (int c = 0; c < 4; c++) jb->ref[k].b[c] = (float)d->items[c].num;
-            jb->ref[k].conf = (float)d->items[4].num;
-            jb->ref[k].cls = (int)d->items[5].num;
+            const json_t *d = json_array_get(dets, (size_t)k);
+            for (int c = 0; c < 4; c++) jb->ref[k].b[c] = (float)j_at(d, (size_t)c);
+            jb->ref[k].conf = (float)j_at(d, 4);
+            jb->ref[k].cls = (int)j_at(d, 5);
         }
         nimg++;
     }
@@ -197,14 +199,14 @@ int main(int argc, char **argv) {
            "%.5f; %d unmatched near-threshold boxes\n",
            square ? "square" : "rect", odl_device_name(dev), nimg, total_det, total_ref, g_matched, g_max_box,
            g_max_conf, g_near_threshold_unmatched);
-    TCHECK(nimg == imgs->n, "%d of %d images run", nimg, imgs->n);
+    TCHECK(nimg == n_imgs, "%d of %d images run", nimg, n_imgs);
     for (int i = 0; i < nimg; i++) {
         odl_image_free(&jobs[i].lb);
         free(jobs[i].ref);
     }
     free(jobs);
     free(det);
-    j_free(&root);
+    json_decref(root);
     odl_yolov5_free(m);
     if (dev.type == ODL_DEV_CUDA) TOK(odl_cuda_shutdown()); /* no device memory left in use */
     return odl_test_finish("test_yolov5_detect");

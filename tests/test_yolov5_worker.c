@@ -116,13 +116,13 @@ static void weights_errors(const char *weights) {
     TCHECK(m == NULL, "no model on failure");
 }
 
-/* The detections (a J_ARR) of the one image of DIR/detections.json, loaded into js; NULL on failure. */
-static const jval *single_image_dets(const char *dir, jval *js) {
+/* The detections (an array) of the one image of DIR/detections.json, loaded into *js; NULL on failure. */
+static const json_t *single_image_dets(const char *dir, json_t **js) {
     char p[4096];
     snprintf(p, sizeof p, "%s/detections.json", dir);
-    if (j_load(p, js) != 0) return NULL;
-    const jval *d = js->t == J_ARR && js->n == 1 ? j_get(&js->items[0], "detections") : NULL;
-    return d && d->t == J_ARR ? d : NULL;
+    *js = j_load(p);
+    const json_t *d = json_array_size(*js) == 1 ? j_get(json_array_get(*js, 0), "detections") : NULL;
+    return json_is_array(d) ? d : NULL;
 }
 
 /* --half against float32 on bus.jpg: the boxes with conf >= 0.3 pair up one to one (same class, every
@@ -142,41 +142,39 @@ static void half_matches_float(const char *worker, const char *weights, const ch
     char d32[4096], d16[4096];
     snprintf(d32, sizeof d32, "%s/o_float", g_tmp);
     snprintf(d16, sizeof d16, "%s/o_half", g_tmp);
-    jval j32 = {0}, j16 = {0};
-    const jval *a = single_image_dets(d32, &j32), *b = single_image_dets(d16, &j16);
+    json_t *j32 = NULL, *j16 = NULL;
+    const json_t *a = single_image_dets(d32, &j32), *b = single_image_dets(d16, &j16);
     TCHECK(a && b, "detections.json of both runs (one image each)");
     if (a && b) {
         int na = 0, nb = 0, used[1024] = {0};
-        for (int k = 0; k < b->n; k++) nb += j_get(&b->items[k], "conf")->num >= 0.3;
-        for (int i = 0; i < a->n; i++) {
-            const jval *da = &a->items[i];
-            if (j_get(da, "conf")->num < 0.3) continue;
+        const int an = (int)json_array_size(a), bn = (int)json_array_size(b);
+        for (int k = 0; k < bn; k++) nb += j_num(json_array_get(b, (size_t)k), "conf") >= 0.3;
+        for (int i = 0; i < an; i++) {
+            const json_t *da = json_array_get(a, (size_t)i);
+            if (j_num(da, "conf") < 0.3) continue;
             na++;
             int best = -1;
             double best_md = 1e30;
-            for (int k = 0; k < b->n && k < 1024; k++) {
-                const jval *db = &b->items[k];
-                if (used[k] || j_get(db, "conf")->num < 0.3 ||
-                    (int)j_get(db, "class_id")->num != (int)j_get(da, "class_id")->num)
+            for (int k = 0; k < bn && k < 1024; k++) {
+                const json_t *db = json_array_get(b, (size_t)k);
+                if (used[k] || j_num(db, "conf") < 0.3 || (int)j_num(db, "class_id") != (int)j_num(da, "class_id"))
                     continue;
                 double md = 0;
                 for (int c = 0; c < 4; c++)
-                    md = fmax(md, fabs(j_get(da, "xyxy")->items[c].num - j_get(db, "xyxy")->items[c].num));
+                    md = fmax(md, fabs(j_at(j_get(da, "xyxy"), (size_t)c) - j_at(j_get(db, "xyxy"), (size_t)c)));
                 if (md < best_md) best_md = md, best = k;
             }
-            TCHECK(best >= 0, "float32 box %d (class %d) has no --half box of its class", i,
-                   (int)j_get(da, "class_id")->num);
+            TCHECK(best >= 0, "float32 box %d (class %d) has no --half box of its class", i, (int)j_num(da, "class_id"));
             if (best < 0) continue;
             used[best] = 1;
-            double dc = fabs(j_get(da, "conf")->num - j_get(&b->items[best], "conf")->num);
-            printf("box %d class %d: --half delta %.3f px, conf %.4f\n", i, (int)j_get(da, "class_id")->num,
-                   best_md, dc);
+            double dc = fabs(j_num(da, "conf") - j_num(json_array_get(b, (size_t)best), "conf"));
+            printf("box %d class %d: --half delta %.3f px, conf %.4f\n", i, (int)j_num(da, "class_id"), best_md, dc);
             TCHECK(best_md <= 1.0 && dc <= 0.01, "box %d: --half delta %.3f px, conf %.4f", i, best_md, dc);
         }
         TCHECK(na == nb && na > 0, "%d float32 boxes with conf >= 0.3, %d --half", na, nb);
     }
-    j_free(&j32);
-    j_free(&j16);
+    json_decref(j32);
+    json_decref(j16);
 
     /* --half is documented by --help (printed on stdout, which run_cmd discards) */
     char line[1024];
@@ -224,39 +222,42 @@ static void worker_runs(const char *weights) {
     TCHECK(strstr(err, "README") == NULL, "README ignored");
     TCHECK(strstr(err, "2 of 4 image(s) failed") != NULL, "failure summary");
     /* detections.json */
-    jval js, ref;
     snprintf(p, sizeof p, "%s/detections.json", out);
-    int ok = j_load(p, &js) == 0 && js.t == J_ARR;
+    json_t *js = j_load(p), *ref = j_load(odl_test_data_path("yolov5/reference/detect_rect640.json"));
+    int ok = json_is_array(js);
     TCHECK(ok, "%s is a JSON list", p);
-    TCHECK(j_load(odl_test_data_path("yolov5/reference/detect_rect640.json"), &ref) == 0, "reference json");
+    TCHECK(ref != NULL, "reference json");
     if (ok) {
-        TCHECK(js.n == 2, "%d entries, expected 2 (bus, zidane)", js.n);
-        for (int i = 0; i < js.n; i++) {
-            const jval *e = &js.items[i], *file = j_get(e, "file"), *dets = j_get(e, "detections");
-            if (!file || !dets) {
+        const int n = (int)json_array_size(js);
+        TCHECK(n == 2, "%d entries, expected 2 (bus, zidane)", n);
+        for (int i = 0; i < n; i++) {
+            const json_t *e = json_array_get(js, (size_t)i), *dets = j_get(e, "detections");
+            const char *file = json_string_value(j_get(e, "file"));
+            if (!file || !json_is_array(dets)) {
                 TCHECK(0, "entry %d lacks file/detections", i);
                 continue;
             }
-            const jval *r = j_get(j_get(j_get(&ref, "images"), file->str), "detections_xyxy_conf_cls");
-            const jval *ohw = j_get(j_get(j_get(&ref, "images"), file->str), "orig_hw");
-            TCHECK(r && ohw, "%s in the reference", file->str);
+            const json_t *r = j_get(j_get(j_get(ref, "images"), file), "detections_xyxy_conf_cls");
+            const json_t *ohw = j_get(j_get(j_get(ref, "images"), file), "orig_hw");
+            TCHECK(r && ohw, "%s in the reference", file);
             if (!r || !ohw) continue;
-            TCHECK((int)j_get(e, "width")->num == (int)ohw->items[1].num &&
-                       (int)j_get(e, "height")->num == (int)ohw->items[0].num, "%s size", file->str);
-            TCHECK(dets->n == r->n, "%s: %d boxes, reference %d", file->str, dets->n, r->n);
-            for (int k = 0; k < dets->n && k < r->n; k++) {
-                const jval *d = &dets->items[k], *xy = j_get(d, "xyxy");
+            TCHECK((int)j_num(e, "width") == (int)j_at(ohw, 1) && (int)j_num(e, "height") == (int)j_at(ohw, 0),
+                   "%s size", file);
+            const int nd = (int)json_array_size(dets), nr = (int)json_array_size(r);
+            TCHECK(nd == nr, "%s: %d boxes, reference %d", file, nd, nr);
+            for (int k = 0; k < nd && k < nr; k++) {
+                const json_t *d = json_array_get(dets, (size_t)k), *xy = j_get(d, "xyxy");
+                const json_t *rk = json_array_get(r, (size_t)k);
                 double md = 0;
-                for (int c = 0; c < 4; c++) md = fmax(md, fabs(xy->items[c].num - r->items[k].items[c].num));
-                TCHECK(md <= 1.0 && fabs(j_get(d, "conf")->num - r->items[k].items[4].num) <= 0.01 &&
-                           (int)j_get(d, "class_id")->num == (int)r->items[k].items[5].num,
-                       "%s box %d: delta %.3f", file->str, k, md);
-                TCHECK(j_get(d, "class_name") && j_get(d, "class_name")->t == J_STR, "class_name");
+                for (int c = 0; c < 4; c++) md = fmax(md, fabs(j_at(xy, (size_t)c) - j_at(rk, (size_t)c)));
+                TCHECK(md <= 1.0 && fabs(j_num(d, "conf") - j_at(rk, 4)) <= 0.01 && (int)j_num(d, "class_id") == (int)j_at(rk, 5),
+                       "%s box %d: delta %.3f", file, k, md);
+                TCHECK(json_is_string(j_get(d, "class_name")), "class_name");
             }
         }
-        j_free(&js);
     }
-    j_free(&ref);
+    json_decref(js);
+    json_decref(ref);
     odl_image im;
     snprintf(p, sizeof p, "%s/bus.jpg", out);
     TOK(odl_image_load(p, &im));
@@ -281,7 +282,7 @@ static void worker_runs(const char *weights) {
     printf("--- other weights (exit %d) ---\n%s", rc, err);
     TCHECK(rc == 1 && strstr(err, "mnist.h5") && strstr(err, "not YOLOv5"), "other weights: exit %d", rc);
     /* Bad flag values */
-    snprintf(cmd, sizeof cmd, "'%s' --task=infer --weights='%s' --input='%s' --img-size 100", worker, weights, dir);
+    snprintf(cmd, sizeof cmd, "'%s' --task=infer --weights='%s' --input='%s' --img-size 0", worker, weights, dir);
     rc = run_cmd(cmd, err, sizeof err);
     TCHECK(rc == 2 && strstr(err, "--img-size"), "bad --img-size: exit %d: %s", rc, err);
     snprintf(cmd, sizeof cmd, "'%s' --task=infer --weights='%s' --input='%s' --conf-thres x", worker, weights, dir);
@@ -293,9 +294,10 @@ static void worker_runs(const char *weights) {
     rc = run_cmd(cmd, err, sizeof err);
     TCHECK(rc == 0, "square single image: exit %d: %s", rc, err);
     snprintf(p, sizeof p, "%s/o5/detections.json", g_tmp);
-    ok = j_load(p, &js) == 0 && js.t == J_ARR && js.n == 1;
-    TCHECK(ok && j_get(&js.items[0], "detections")->n == 2, "--max-det 2 gives 2 boxes");
-    if (ok) j_free(&js);
+    js = j_load(p);
+    TCHECK(json_array_size(js) == 1 && json_array_size(j_get(json_array_get(js, 0), "detections")) == 2,
+           "--max-det 2 gives 2 boxes");
+    json_decref(js);
     snprintf(p, sizeof p, "%s/o5/zidane.jpg", g_tmp);
     TCHECK(access(p, F_OK) != 0, "--no-save-images wrote %s", p);
 

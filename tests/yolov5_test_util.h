@@ -1,4 +1,4 @@
-/* Helpers of the YOLOv5 tests: a small JSON reader (for the reference detections and odl_worker's
+/* Helpers of the YOLOv5 tests: JSON through jansson (the reference detections and odl_worker's
  * detections.json), reading reference tensors from HDF5, the converted weights' path and the device
  * chosen by argv ("cpu" or "cuda"; a cuda run exits 77 where no GPU is present). Header-only, one test
  * per process. */
@@ -6,6 +6,8 @@
 #define ODL_YOLOV5_TEST_UTIL_H
 
 #include <hdf5.h>
+#include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,130 +20,27 @@
 #include "test_util.h"
 
 /* ---------------------------------------------------------------------------------------------- */
-/* JSON                                                                                           */
+/* JSON: through jansson, as the library writes it                                                */
 /* ---------------------------------------------------------------------------------------------- */
-typedef enum { J_NULL, J_BOOL, J_NUM, J_STR, J_ARR, J_OBJ } jtype;
-typedef struct jval {
-    jtype t;
-    double num;
-    char *str;          /* J_STR */
-    int n;              /* J_ARR / J_OBJ count */
-    struct jval *items; /* J_ARR / J_OBJ values */
-    char **keys;        /* J_OBJ keys */
-} jval;
 
-typedef struct jparser {
-    const char *s;
-    size_t i, n;
-    int err;
-} jparser;
-
-static void j_ws(jparser *p) {
-    while (p->i < p->n && (p->s[p->i] == ' ' || p->s[p->i] == '\n' || p->s[p->i] == '\t' || p->s[p->i] == '\r')) p->i++;
+/* The whole file (a new reference; json_decref it), or NULL with "file:line:col: reason" printed. */
+static inline json_t *j_load(const char *path) {
+    json_error_t e;
+    json_t *v = json_load_file(path, JSON_REJECT_DUPLICATES, &e);
+    if (!v) fprintf(stderr, "%s:%d:%d: %s\n", path, e.line, e.column, e.text);
+    return v;
 }
-static int j_parse(jparser *p, jval *v);
-static char *j_string(jparser *p) {
-    if (p->s[p->i] != '"') { p->err = 1; return NULL; }
-    p->i++;
-    size_t cap = 16, k = 0;
-    char *o = malloc(cap);
-    while (p->i < p->n && p->s[p->i] != '"') {
-        char c = p->s[p->i++];
-        if (c == '\\' && p->i < p->n) {
-            char e = p->s[p->i++];
-            if (e == 'n') c = '\n';
-            else if (e == 't') c = '\t';
-            else if (e == 'u') { c = '?'; p->i += 4; }
-            else c = e;
-        }
-        if (k + 2 > cap) o = realloc(o, cap *= 2);
-        o[k++] = c;
-    }
-    if (p->i >= p->n) p->err = 1;
-    p->i++;
-    o[k] = 0;
-    return o;
+/* Member `key` of an object; NULL when o is NULL, not an object or has no such member. */
+static inline json_t *j_get(const json_t *o, const char *key) { return json_object_get(o, key); }
+/* Element i of an array as a number; NaN when absent or not a number. */
+static inline double j_at(const json_t *a, size_t i) {
+    const json_t *v = json_array_get(a, i);
+    return json_is_number(v) ? json_number_value(v) : NAN;
 }
-static int j_parse(jparser *p, jval *v) {
-    memset(v, 0, sizeof *v);
-    j_ws(p);
-    if (p->i >= p->n) return p->err = 1;
-    char c = p->s[p->i];
-    if (c == '{' || c == '[') {
-        int obj = c == '{';
-        v->t = obj ? J_OBJ : J_ARR;
-        p->i++;
-        int cap = 0;
-        j_ws(p);
-        if (p->s[p->i] == (obj ? '}' : ']')) { p->i++; return 0; }
-        for (;;) {
-            if (v->n == cap) {
-                cap = cap ? cap * 2 : 8;
-                v->items = realloc(v->items, sizeof(jval) * cap);
-                if (obj) v->keys = realloc(v->keys, sizeof(char *) * cap);
-            }
-            j_ws(p);
-            if (obj) {
-                v->keys[v->n] = j_string(p);
-                j_ws(p);
-                if (p->err || p->s[p->i] != ':') return p->err = 1;
-                p->i++;
-            }
-            if (j_parse(p, &v->items[v->n])) return 1;
-            v->n++;
-            j_ws(p);
-            if (p->s[p->i] == ',') { p->i++; continue; }
-            if (p->s[p->i] == (obj ? '}' : ']')) { p->i++; return 0; }
-            return p->err = 1;
-        }
-    }
-    if (c == '"') {
-        v->t = J_STR;
-        v->str = j_string(p);
-        return p->err;
-    }
-    if (!strncmp(p->s + p->i, "true", 4)) { v->t = J_BOOL; v->num = 1; p->i += 4; return 0; }
-    if (!strncmp(p->s + p->i, "false", 5)) { v->t = J_BOOL; p->i += 5; return 0; }
-    if (!strncmp(p->s + p->i, "null", 4)) { v->t = J_NULL; p->i += 4; return 0; }
-    char *e;
-    v->t = J_NUM;
-    v->num = strtod(p->s + p->i, &e);
-    if (e == p->s + p->i) return p->err = 1;
-    p->i = (size_t)(e - p->s);
-    return 0;
-}
-static inline void j_free(jval *v) {
-    if (!v) return;
-    for (int i = 0; i < v->n; i++) {
-        j_free(&v->items[i]);
-        if (v->keys) free(v->keys[i]);
-    }
-    free(v->items);
-    free(v->keys);
-    free(v->str);
-    memset(v, 0, sizeof *v);
-}
-/* Parse a whole file; returns 0 on success. */
-static inline int j_load(const char *path, jval *out) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return -1;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    size_t got = fread(b, 1, (size_t)n, f);
-    fclose(f);
-    b[got] = 0;
-    jparser p = {b, 0, got, 0};
-    int r = j_parse(&p, out);
-    free(b);
-    return r || p.err ? -1 : 0;
-}
-static inline const jval *j_get(const jval *o, const char *key) {
-    if (!o || o->t != J_OBJ) return NULL;
-    for (int i = 0; i < o->n; i++)
-        if (!strcmp(o->keys[i], key)) return &o->items[i];
-    return NULL;
+/* Member `key` as a number; NaN when absent or not a number. */
+static inline double j_num(const json_t *o, const char *key) {
+    const json_t *v = json_object_get(o, key);
+    return json_is_number(v) ? json_number_value(v) : NAN;
 }
 
 /* ---------------------------------------------------------------------------------------------- */

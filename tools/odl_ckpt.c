@@ -62,12 +62,13 @@ static int verify_file(const char *path, int verbose, odl_ckpt_meta *meta_out) {
     odl_status s = odl_ckpt_verify(path, &m, verify_cb, &c);
     if (meta_out) *meta_out = m;
     if (s != ODL_OK) {
-        printf("%s: BAD: %s\n", path, odl_error_msg());
+        printf("%s: BAD: %s\n", path, odl_error_msg_user());
         return 1;
     }
     if (m.is_checkpoint)
-        printf("%s: ok: checkpoint at step %" PRId64 " (epoch %" PRId64 ", cursor %" PRId64 "), %" PRId64
-               " datasets verified\n", path, m.step, m.epoch, m.cursor, c.n);
+        printf("%s: ok: checkpoint at step %" PRId64 " (epoch %" PRId64 ", %" PRId64 " completed, cursor %" PRId64
+               "), %" PRId64 " datasets verified\n", path, m.step, odl_ckpt_epoch_label(m.epoch, m.cursor), m.epoch,
+               m.cursor, c.n);
     else printf("%s: ok: %s file, %" PRId64 " datasets verified\n", path, m.format, c.n);
     return 0;
 }
@@ -78,7 +79,7 @@ static int verify_dir(const char *dir, char *latest, size_t cap, int print) {
     size_t n = 0;
     latest[0] = '\0';
     if (odl_ckpt_list(dir, &e, &n) != ODL_OK) {
-        printf("%s: BAD: %s\n", dir, odl_error_msg());
+        printf("%s: BAD: %s\n", dir, odl_error_msg_user());
         return 1;
     }
     int bad = 0;
@@ -87,7 +88,7 @@ static int verify_dir(const char *dir, char *latest, size_t cap, int print) {
     odl_status ms = odl_ckpt_manifest_read(dir, mname, sizeof mname, &mstep);
     if (print) {
         if (ms == ODL_OK) printf("%s/%s: latest %s\n", dir, ODL_CKPT_MANIFEST, mname);
-        else printf("%s/%s: %s\n", dir, ODL_CKPT_MANIFEST, ms == ODL_E_NOTFOUND ? "none" : odl_error_msg());
+        else printf("%s/%s: %s\n", dir, ODL_CKPT_MANIFEST, ms == ODL_E_NOTFOUND ? "none" : odl_error_msg_user());
     }
     if (ms != ODL_OK && ms != ODL_E_NOTFOUND) bad = 1;
     for (size_t i = 0; i < n; i++) {
@@ -102,7 +103,7 @@ static int verify_dir(const char *dir, char *latest, size_t cap, int print) {
                 snprintf(latest, cap, "%s", path);
                 break;
             }
-            fprintf(stderr, "odl_ckpt: skipping %s: %s\n", path, odl_error_msg());
+            fprintf(stderr, "odl_ckpt: skipping %s: %s\n", path, odl_error_msg_user());
         }
     }
     if (print) {
@@ -119,13 +120,13 @@ static int verify_dir(const char *dir, char *latest, size_t cap, int print) {
 static int inspect(const char *path, int show_config) {
     odl_h5_reader *r = NULL;
     if (odl_h5_reader_open(path, &r) != ODL_OK) {
-        printf("%s: BAD: %s\n", path, odl_error_msg());
+        printf("%s: BAD: %s\n", path, odl_error_msg_user());
         return 1;
     }
     odl_ckpt_meta m;
     int meta_ok = odl_ckpt_read_meta(r, &m) == ODL_OK;
     printf("file:            %s\n", path);
-    if (!meta_ok) printf("metadata:        BAD: %s\n", odl_error_msg());
+    if (!meta_ok) printf("metadata:        BAD: %s\n", odl_error_msg_user());
     else {
         printf("format:          %s, version %" PRId64 "\n", m.format, m.format_version);
         printf("model:           %s: %" PRId64 " tensors, %" PRId64 " parameters\n", m.model, m.n_model_tensors,
@@ -133,7 +134,9 @@ static int inspect(const char *path, int show_config) {
         if (m.world_size > 0) printf("world size:      %" PRId64 "\n", m.world_size);
         if (m.is_checkpoint) {
             printf("step:            %" PRId64 "\n", m.step);
-            printf("epoch:           %" PRId64 " completed (the next is epoch %" PRId64 ")\n", m.epoch, m.epoch + 1);
+            /* 1-based, as the logs, the metrics JSONL and manifest.json number it */
+            printf("epoch:           %" PRId64 " (%" PRId64 " completed; %s)\n", odl_ckpt_epoch_label(m.epoch, m.cursor),
+                   m.epoch, m.cursor == 0 && m.epoch > 0 ? "taken at its end" : "taken inside it");
             printf("sample cursor:   %" PRId64 " (global, inside the epoch)\n", m.cursor);
             printf("epoch so far:    %" PRId64 " samples, loss sum %.17g\n", m.epoch_samples, m.epoch_loss_sum);
             printf("rng:             philox, seed %" PRId64 ", step %" PRId64 "\n", m.seed, m.step);
@@ -145,7 +148,7 @@ static int inspect(const char *path, int show_config) {
         const char *name = odl_h5_reader_name(r, i);
         odl_h5_info info;
         char sh[128];
-        if (odl_h5_reader_info(r, name, &info) != ODL_OK) printf("  %-46s BAD: %s\n", name, odl_error_msg());
+        if (odl_h5_reader_info(r, name, &info) != ODL_OK) printf("  %-46s BAD: %s\n", name, odl_error_msg_user());
         else if (info.has_crc32)
             printf("  %-46s %-8s %-20s crc32 %08" PRIx32 "\n", name, odl_dtype_name(info.dtype), shape_text(&info, sh, sizeof sh),
                    info.crc32);
@@ -169,7 +172,7 @@ static int inspect(const char *path, int show_config) {
 static int diff(const char *a, const char *b, const char *prefix) {
     odl_h5_reader *ra = NULL, *rb = NULL;
     if (odl_h5_reader_open(a, &ra) != ODL_OK || odl_h5_reader_open(b, &rb) != ODL_OK) {
-        printf("BAD: %s\n", odl_error_msg());
+        printf("BAD: %s\n", odl_error_msg_user());
         odl_h5_reader_close(ra);
         return 1;
     }
@@ -190,7 +193,7 @@ static int diff(const char *a, const char *b, const char *prefix) {
             odl_h5_info ia, ib;
             char sa[128], sb[128];
             if (odl_h5_reader_info(ra, name, &ia) != ODL_OK || odl_h5_reader_info(rb, name, &ib) != ODL_OK) {
-                printf("%s: BAD: %s\n", name, odl_error_msg());
+                printf("%s: BAD: %s\n", name, odl_error_msg_user());
                 differ = 1;
                 continue;
             }
@@ -206,7 +209,7 @@ static int diff(const char *a, const char *b, const char *prefix) {
             unsigned char *da = malloc(nbytes ? nbytes : 1), *db = malloc(nbytes ? nbytes : 1);
             if (!da || !db || odl_h5_reader_read(ra, name, ia.dtype, ia.ndim, ia.shape, da) != ODL_OK ||
                 odl_h5_reader_read(rb, name, ib.dtype, ib.ndim, ib.shape, db) != ODL_OK) {
-                printf("%s: BAD: %s\n", name, da && db ? odl_error_msg() : "out of memory");
+                printf("%s: BAD: %s\n", name, da && db ? odl_error_msg_user() : "out of memory");
                 differ = 1;
             } else if (memcmp(da, db, nbytes) != 0) {
                 int64_t ndiff = 0;

@@ -75,6 +75,10 @@ static odl_config_key g_keys[] = {
      "Path of a JSONL metrics file (one JSON object per line); empty = none", NULL, NOB},
     {"logging.progress", ODL_CFG_ENUM, OFF(logging.progress), "auto",
      "Progress bar: auto shows it only when stderr is a terminal", k_progress, NOB},
+    {"logging.log_interval", ODL_CFG_INT, OFF(logging.log_interval), "100",
+     "When stderr is not a terminal, a progress line every N steps (and at least every 10 s)", NULL, GE(1)},
+    {"logging.tensorboard", ODL_CFG_STRING, OFF(logging.tensorboard), "",
+     "Directory for TensorBoard event files (created if missing); empty = none", NULL, NOB},
 
     {"checkpoint.dir", ODL_CFG_STRING, OFF(checkpoint.dir), "", "Directory for checkpoints; empty = no checkpoints",
      NULL, NOB},

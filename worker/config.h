@@ -57,6 +57,8 @@ typedef struct odl_config {
         odl_log_level level;
         char metrics_out[ODL_CONFIG_STR_MAX];
         odl_cfg_progress progress;
+        int64_t log_interval; /* steps between progress lines off a terminal */
+        char tensorboard[ODL_CONFIG_STR_MAX];
     } logging;
     struct {
         char dir[ODL_CONFIG_STR_MAX];
@@ -73,8 +75,9 @@ typedef struct odl_config {
 /* The schema of odl_config (worker/config.c). */
 const odl_config_schema *odl_train_config_schema(void);
 
-/* ODL_CONFIG_YAML_MAX bytes always hold odl_config_to_yaml's output. */
-#define ODL_CONFIG_YAML_MAX (4 * 4 * ODL_CONFIG_STR_MAX + 8192)
+/* ODL_CONFIG_YAML_MAX bytes always hold odl_config_to_yaml's output (five string keys, each at most
+ * 4 bytes per character escaped, plus the rest). */
+#define ODL_CONFIG_YAML_MAX (5 * 4 * ODL_CONFIG_STR_MAX + 8192)
 
 /* The engine's functions (odl/config.h) on this schema; errors as documented there. */
 static inline const odl_config_key *odl_config_keys(size_t *n) {

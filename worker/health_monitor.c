@@ -1,6 +1,7 @@
 /* The worker's GPU-health monitor: see worker/health_monitor.h. */
 #include "worker/health_monitor.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -8,6 +9,7 @@
 
 #include "odl/device.h"
 #include "odl/env.h"
+#include "odl/json.h"
 #include "odl/log.h"
 
 odl_status odl_worker_health_start(odl_worker_health *h, odl_device dev, int rank) {
@@ -96,17 +98,18 @@ odl_status odl_worker_health_step(odl_worker_health *h, int64_t step) {
     return s;
 }
 
-void odl_worker_health_epoch(odl_worker_health *h, char *log_text, size_t log_cap, char *json, size_t json_cap) {
-    log_text[0] = json[0] = '\0';
-    if (!h->mon || !h->nvml) return;
+json_t *odl_worker_health_epoch(odl_worker_health *h, char *log_text, size_t log_cap) {
+    log_text[0] = '\0';
+    if (!h->mon || !h->nvml) return NULL;
     double util, mem;
     odl_health_monitor_window(h->mon, 1, &util, &mem);
-    if (util == ODL_HEALTH_NA && mem == ODL_HEALTH_NA) return;
-    char u[32] = "unavailable", m[32] = "unavailable", ju[32] = "null", jm[32] = "null";
-    if (util != ODL_HEALTH_NA) snprintf(u, sizeof u, "%.0f%%", util), snprintf(ju, sizeof ju, "%.1f", util);
-    if (mem != ODL_HEALTH_NA) snprintf(m, sizeof m, "%.0f MiB", mem), snprintf(jm, sizeof jm, "%.0f", mem);
+    if (util == ODL_HEALTH_NA && mem == ODL_HEALTH_NA) return NULL;
+    char u[32] = "unavailable", m[32] = "unavailable";
+    if (util != ODL_HEALTH_NA) snprintf(u, sizeof u, "%.0f%%", util);
+    if (mem != ODL_HEALTH_NA) snprintf(m, sizeof m, "%.0f MiB", mem);
     snprintf(log_text, log_cap, " gpu_util %s peak_mem %s", u, m);
-    snprintf(json, json_cap, ",\"gpu_util_mean\":%s,\"gpu_mem_peak_mib\":%s", ju, jm);
+    return json_pack("{s:o,s:o}", "gpu_util_mean", odl_json_num(util == ODL_HEALTH_NA ? NAN : util, 1),
+                     "gpu_mem_peak_mib", odl_json_num(mem == ODL_HEALTH_NA ? NAN : mem, 0));
 }
 
 void odl_worker_health_stop(odl_worker_health *h) {

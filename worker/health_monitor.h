@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "odl/health.h"
 #include "odl/tensor.h"
 
@@ -27,9 +29,10 @@ odl_status odl_worker_health_start(odl_worker_health *h, odl_device dev, int ran
  * since the last call, and fail for an application or node-fatal one (ODL_E_NODEV, the message names
  * the Xid, GPU, class and step) so that the job stops there. */
 odl_status odl_worker_health_step(odl_worker_health *h, int64_t step);
-/* " gpu_util 85% peak_mem 1234 MiB" for the epoch line and ",\"gpu_util_mean\":85.0,..." for the
- * JSONL (both "" without telemetry); resets the window. */
-void odl_worker_health_epoch(odl_worker_health *h, char *log_text, size_t log_cap, char *json, size_t json_cap);
+/* The telemetry window since the last call (then reset): " gpu_util 85% peak_mem 1234 MiB" for the
+ * epoch line, and the JSONL fields {"gpu_util_mean": percent, "gpu_mem_peak_mib": MiB} (null for a
+ * reading NVML could not give) as a new jansson object. Without telemetry: "" and NULL. */
+json_t *odl_worker_health_epoch(odl_worker_health *h, char *log_text, size_t log_cap);
 void odl_worker_health_stop(odl_worker_health *h);
 
 #endif

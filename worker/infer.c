@@ -15,22 +15,31 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "odl/json.h"
 #include "odl/device.h"
 #include "odl/image.h"
+#include "odl/log.h"
 #include "odl/nms.h"
 #include "odl/yolov5.h"
+#include "worker/cli.h"
+#include "worker/outputs.h"
 #include "worker/tasks.h"
+
+#define MAX_CLASS_FILTER 1024
 
 typedef struct infer_opts {
     const char *model, *weights, *input, *output, *device;
     int img_size, max_det, square, batch, save_images, half;
+    int agnostic, save_txt, save_conf;
+    int classes[MAX_CLASS_FILTER], n_classes; /* --classes: keep only these (detect.py) */
     float conf, iou;
 } infer_opts;
 
 static void infer_usage(FILE *f) {
     fprintf(f,
-            "usage: odl_worker --task=infer --model=yolov5 --weights=W.h5 --input=IMAGE|DIR [options]\n"
-            "  --img-size N        letterbox size (default 640, a multiple of 32)\n"
+            "usage: odl_worker --task=infer --model=yolov5 --weights=W.h5 --source=IMAGE|DIR [options]\n"
+            "  --source, --input   an image or a folder of images\n"
+            "  --img-size N        letterbox size (default 640; rounded up to a multiple of the stride, 32)\n"
             "  --conf-thres X      confidence threshold (default 0.25)\n"
             "  --iou-thres X       NMS IoU threshold (default 0.45)\n"
             "  --max-det N         at most N boxes per image (default 1000)\n"
@@ -40,6 +49,10 @@ static void infer_usage(FILE *f) {
             "  --device D          auto (default), cpu, cuda or cuda:N\n"
             "  --output DIR        where detections.json and the drawn images go (default runs/detect)\n"
             "  --no-save-images    write detections.json only\n"
+            "  --classes C [C ...] keep only these class ids (also --classes=0,2)\n"
+            "  --agnostic-nms      NMS across classes\n"
+            "  --save-txt          YOLO label files DIR/labels/NAME.txt (class cx cy w h, normalised)\n"
+            "  --save-conf         with --save-txt, the confidence as a sixth column\n"
             "Weights: convert an official YOLOv5 .pt with tools/convert_yolov5.py.\n");
 }
 
@@ -86,7 +99,43 @@ static int parse_float(const char *s, float lo, float hi, float *out) {
     return 0;
 }
 
-/* Returns 0 ok, 2 usage error (message printed), 3 for --help. */
+static const char *const k_infer_flags[] = {
+    "task", "model", "weights", "source", "input", "output", "device", "img-size", "imgsz", "max-det", "batch-size",
+    "conf-thres", "iou-thres", "square", "no-save-images", "half", "classes", "agnostic-nms", "save-txt", "save-conf",
+    "verbose", "help"};
+
+/* --classes 0 2 3 (detect.py's nargs='+') or --classes=0,2,3. Returns the index of the last argument
+ * used, or -1 after printing an error. */
+static int parse_classes(int argc, char **argv, int i, const char *inline_val, infer_opts *o) {
+    char buf[4096];
+    int last = i;
+    if (inline_val) snprintf(buf, sizeof buf, "%s", inline_val);
+    else {
+        buf[0] = 0;
+        for (int j = i + 1; j < argc && argv[j][0] != '-'; j++) {
+            size_t n = strlen(buf);
+            snprintf(buf + n, sizeof buf - n, "%s%s", n ? "," : "", argv[j]);
+            last = j;
+        }
+    }
+    char *save = NULL;
+    for (char *t = strtok_r(buf, ", ", &save); t; t = strtok_r(NULL, ", ", &save)) {
+        int c;
+        if (parse_int(t, 0, 1 << 20, &c) || o->n_classes == MAX_CLASS_FILTER) {
+            fprintf(stderr, "odl_worker: error: --classes '%s': expected class ids (integers >= 0)\n", t);
+            return -1;
+        }
+        o->classes[o->n_classes++] = c;
+    }
+    if (!o->n_classes) {
+        fprintf(stderr, "odl_worker: error: --classes needs at least one class id\n");
+        return -1;
+    }
+    return last;
+}
+
+/* Returns 0 ok, 2 usage error (message printed), 3 for --help. A flag given twice (under any of its
+ * names, --input/--source) is an error; a mistyped one gets a "did you mean". */
 static int parse_opts(int argc, char **argv, infer_opts *o) {
     memset(o, 0, sizeof *o);
     o->model = "yolov5";
@@ -98,44 +147,73 @@ static int parse_opts(int argc, char **argv, infer_opts *o) {
     o->save_images = 1;
     o->conf = 0.25f;
     o->iou = 0.45f;
+    odl_cli_seen seen;
+    memset(&seen, 0, sizeof seen);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         int m;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) return 3;
-        if (!strcmp(a, "--square")) { o->square = 1; continue; }
-        if (!strcmp(a, "--no-save-images")) { o->save_images = 0; continue; }
-        if (!strcmp(a, "--half")) { o->half = 1; continue; }
-#define STR_FLAG(name, field)                                                                      \
+#define ONCE(key) \
+        if (odl_cli_once(&seen, key, a)) return 2;
+#define BOOL_FLAG(name, field) \
+        if (!strcmp(a, name)) { ONCE(name) o->field = 1; continue; }
+        BOOL_FLAG("--square", square)
+        BOOL_FLAG("--half", half)
+        BOOL_FLAG("--agnostic-nms", agnostic)
+        BOOL_FLAG("--save-txt", save_txt)
+        BOOL_FLAG("--save-conf", save_conf)
+        if (!strcmp(a, "--no-save-images")) { ONCE(a) o->save_images = 0; continue; }
+        if (!strcmp(a, "--verbose") || !strcmp(a, "-v")) { ONCE("--verbose") odl_log_set_level(ODL_LOG_LEVEL_DEBUG); continue; }
+#undef BOOL_FLAG
+        if (!strcmp(a, "--classes") || !strncmp(a, "--classes=", 10)) {
+            ONCE("--classes")
+            int last = parse_classes(argc, argv, i, a[9] == '=' ? a + 10 : NULL, o);
+            if (last < 0) return 2;
+            i = last;
+            continue;
+        }
+#define STR_FLAG(name, key, field)                                                                 \
         v = flag_value(argc, argv, &i, name, &m);                                                  \
         if (m) {                                                                                   \
+            ONCE(key)                                                                              \
             if (!v || !*v) { fprintf(stderr, "odl_worker: error: %s needs a value\n", name); return 2; } \
             o->field = v;                                                                          \
             continue;                                                                              \
         }
         v = flag_value(argc, argv, &i, "--task", &m); /* handled by main() */
         if (m) continue;
-        STR_FLAG("--model", model)
-        STR_FLAG("--weights", weights)
-        STR_FLAG("--input", input)
-        STR_FLAG("--output", output)
-        STR_FLAG("--device", device)
+        STR_FLAG("--model", "--model", model)
+        STR_FLAG("--weights", "--weights", weights)
+        STR_FLAG("--input", "--source", input) /* detect.py's --source */
+        STR_FLAG("--source", "--source", input)
+        STR_FLAG("--output", "--output", output)
+        STR_FLAG("--device", "--device", device)
 #undef STR_FLAG
-#define NUM_FLAG(name, parse, lo, hi, field, what)                                                 \
+#define NUM_FLAG(name, key, parse, lo, hi, field, what)                                            \
         v = flag_value(argc, argv, &i, name, &m);                                                  \
         if (m) {                                                                                   \
+            ONCE(key)                                                                              \
             if (parse(v, lo, hi, &o->field)) {                                                     \
                 fprintf(stderr, "odl_worker: error: %s '%s': expected %s\n", name, v ? v : "", what); \
                 return 2;                                                                          \
             }                                                                                      \
             continue;                                                                              \
         }
-        NUM_FLAG("--img-size", parse_int, 32, 8192, img_size, "a multiple of 32 in 32..8192")
-        NUM_FLAG("--max-det", parse_int, 1, 100000, max_det, "an integer in 1..100000")
-        NUM_FLAG("--batch-size", parse_int, 1, 4096, batch, "an integer in 1..4096")
-        NUM_FLAG("--conf-thres", parse_float, 0.0f, 1.0f, conf, "a number in [0, 1]")
-        NUM_FLAG("--iou-thres", parse_float, 0.0f, 1.0f, iou, "a number in [0, 1]")
+        NUM_FLAG("--img-size", "--img-size", parse_int, 1, 8192, img_size, "an integer in 1..8192")
+        NUM_FLAG("--imgsz", "--img-size", parse_int, 1, 8192, img_size, "an integer in 1..8192")
+        NUM_FLAG("--max-det", "--max-det", parse_int, 1, 100000, max_det, "an integer in 1..100000")
+        NUM_FLAG("--batch-size", "--batch-size", parse_int, 1, 4096, batch, "an integer in 1..4096")
+        NUM_FLAG("--conf-thres", "--conf-thres", parse_float, 0.0f, 1.0f, conf, "a number in [0, 1]")
+        NUM_FLAG("--iou-thres", "--iou-thres", parse_float, 0.0f, 1.0f, iou, "a number in [0, 1]")
 #undef NUM_FLAG
-        fprintf(stderr, "odl_worker: error: unknown option '%s' for --task=infer (see --task=infer --help)\n", a);
+#undef ONCE
+        if (!strncmp(a, "--", 2)) {
+            char name[256];
+            snprintf(name, sizeof name, "%.*s", (int)strcspn(a + 2, "="), a + 2);
+            odl_cli_unknown(name, k_infer_flags, sizeof k_infer_flags / sizeof *k_infer_flags, 0, "--task=infer --help");
+        } else {
+            fprintf(stderr, "odl_worker: error: unexpected argument '%s' for --task=infer (see --task=infer --help)\n", a);
+        }
         return 2;
     }
     if (strcmp(o->model, "yolov5") != 0) {
@@ -147,11 +225,11 @@ static int parse_opts(int argc, char **argv, infer_opts *o) {
         return 2;
     }
     if (!o->input) {
-        fprintf(stderr, "odl_worker: error: --task=infer needs --input=IMAGE|DIR\n");
+        fprintf(stderr, "odl_worker: error: --task=infer needs --source=IMAGE|DIR (or --input)\n");
         return 2;
     }
-    if (o->img_size % 32) {
-        fprintf(stderr, "odl_worker: error: --img-size %d: must be a multiple of 32\n", o->img_size);
+    if (o->save_conf && !o->save_txt) {
+        fprintf(stderr, "odl_worker: error: --save-conf goes with --save-txt\n");
         return 2;
     }
     return 0;
@@ -251,35 +329,6 @@ static const char *base_name(const char *p) {
     return s ? s + 1 : p;
 }
 
-static void json_str(FILE *f, const char *s) {
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-        else if (c < 0x20) fprintf(f, "\\u%04x", c);
-        else fputc(c, f);
-    }
-    fputc('"', f);
-}
-
-static odl_status mkdir_p(const char *path) {
-    char buf[4096];
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *p = buf + 1;; p++) {
-        if (*p == '/' || *p == 0) {
-            char c = *p;
-            *p = 0;
-            if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-                return ODL_ERR(ODL_E_IO, "--output %s: cannot create %s: %s", path, buf, strerror(errno));
-            *p = c;
-            if (!c) break;
-        }
-    }
-    struct stat sb;
-    if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode)) return ODL_ERR(ODL_E_IO, "--output %s: not a directory", path);
-    return ODL_OK;
-}
-
 /* ---- per-image state ---- */
 typedef struct item {
     const char *path;
@@ -289,6 +338,7 @@ typedef struct item {
     int ndet;
     int ok;      /* decoded and letterboxed */
     int done;    /* detections computed */
+    double fwd_ms; /* this image's share of its batch's forward */
     char err[1024];
 } item;
 
@@ -329,11 +379,22 @@ static odl_status run_group(odl_yolov5 *net, item *items, const int *idx, int n,
     p.conf_thres = o->conf;
     p.iou_thres = o->iou;
     p.max_det = o->max_det;
+    p.agnostic = o->agnostic;
+    p.classes = o->n_classes ? o->classes : NULL;
+    p.n_classes = o->n_classes;
     for (int b = 0; b < n; b++) {
         item *it = &items[idx[b]];
         it->det = malloc(sizeof(odl_detection) * (size_t)o->max_det);
         if (!it->det) return ODL_ERR(ODL_E_NOMEM, "detections");
-        ODL_CHECK(odl_yolo_nms(*host_out + (size_t)b * rows * no, rows, (int)no - 5, &p, it->det, o->max_det, &it->ndet));
+        const float *pred = *host_out + (size_t)b * rows * no;
+        int64_t bad = odl_yolo_nonfinite_rows(pred, rows, (int)no - 5);
+        if (bad) { /* broken weights or input: the image fails (exit status 1), its boxes are not written */
+            snprintf(it->err, sizeof it->err, "%s: the model output has NaN or Inf in %lld of %lld rows (broken weights or "
+                     "input); the image is left out of detections.json", it->path, (long long)bad, (long long)rows);
+            it->ok = 0;
+            continue;
+        }
+        ODL_CHECK(odl_yolo_nms(pred, rows, (int)no - 5, &p, it->det, o->max_det, &it->ndet));
         for (int k = 0; k < it->ndet; k++) {
             float bx[4] = {it->det[k].x1, it->det[k].y1, it->det[k].x2, it->det[k].y2};
             odl_letterbox_unmap(&it->geo, bx);
@@ -343,22 +404,71 @@ static odl_status run_group(odl_yolov5 *net, item *items, const int *idx, int n,
             it->det[k].y2 = bx[3];
         }
         it->done = 1;
+        it->fwd_ms = (t1 - t0) / n;
     }
     *t_fwd += t1 - t0;
     *t_nms += now_ms() - t1;
     return ODL_OK;
 }
 
+/* NAME without its extension (detect.py's Path.stem). */
+static void stem_of(const char *path, char *out, size_t cap) {
+    snprintf(out, cap, "%s", base_name(path));
+    char *dot = strrchr(out, '.');
+    if (dot && dot != out) *dot = 0;
+}
+
+/* detect.py's per-image line: "image 1/10 PATH: 640x480 4 persons, 1 bus, 3.1ms" (letterboxed height x
+ * width; per class in class order, "s" when more than one; "(no detections), " when none; the forward
+ * time of the image). */
+static void log_image_line(const odl_yolov5 *net, const item *it, int i, int n) {
+    char buf[4096];
+    int k = snprintf(buf, sizeof buf, "image %d/%d %s: %dx%d ", i + 1, n, it->path, it->lb.height, it->lb.width);
+    const int nc = odl_yolov5_num_classes(net);
+    for (int c = 0; c < nc && k < (int)sizeof buf; c++) {
+        int cnt = 0;
+        for (int d = 0; d < it->ndet; d++) cnt += it->det[d].class_id == c;
+        if (cnt) k += snprintf(buf + k, sizeof buf - (size_t)k, "%d %s%s, ", cnt, odl_yolov5_class_name(net, c), cnt > 1 ? "s" : "");
+    }
+    if (!it->ndet && k < (int)sizeof buf) k += snprintf(buf + k, sizeof buf - (size_t)k, "(no detections), ");
+    if (k < (int)sizeof buf) snprintf(buf + k, sizeof buf - (size_t)k, "%.1fms", it->fwd_ms);
+    ODL_LOG_INFO("%s", buf);
+}
+
+/* --save-txt: DIR/labels/STEM.txt as detect.py writes it: a line "class cx cy w h [conf]" per box, in
+ * increasing confidence (its reversed(det)), centre and size normalised by the original image, '%g'. */
+static odl_status save_txt(const item *it, const char *outdir, int with_conf) {
+    char path[4096], stem[1024];
+    stem_of(it->path, stem, sizeof stem);
+    snprintf(path, sizeof path, "%s/labels/%s.txt", outdir, stem);
+    FILE *f = fopen(path, "w");
+    if (!f) return ODL_ERR(ODL_E_IO, "%s: cannot write: %s", path, strerror(errno));
+    const double gw = it->geo.src_w, gh = it->geo.src_h;
+    for (int k = it->ndet - 1; k >= 0; k--) {
+        const odl_detection *d = &it->det[k];
+        fprintf(f, "%d %g %g %g %g", d->class_id, (d->x1 + d->x2) / 2.0 / gw, (d->y1 + d->y2) / 2.0 / gh,
+                (d->x2 - d->x1) / gw, (d->y2 - d->y1) / gh);
+        if (with_conf) fprintf(f, " %g", d->conf);
+        fputc('\n', f);
+    }
+    if (fclose(f) != 0) return ODL_ERR(ODL_E_IO, "%s: write failed: %s", path, strerror(errno));
+    return ODL_OK;
+}
+
 static odl_status save_drawn(const odl_yolov5 *net, item *it, const char *outdir) {
+    /* detect.py's line width; the text at least 2 (14 px) on images of 320 px and more, so a label reads
+     * at any size; odl_image_label_box keeps it inside the image. */
     int lw = (int)nearbyint((it->img.width + it->img.height) / 2.0 * 0.003);
     if (lw < 2) lw = 2;
+    const int small = it->img.width < 320 || it->img.height < 320;
+    const int text_scale = lw > 2 ? lw - 1 : small ? 1 : 2;
     for (int k = 0; k < it->ndet; k++) {
         const odl_detection *d = &it->det[k];
         uint8_t c[3];
         odl_class_color(d->class_id, c);
         char label[128];
         snprintf(label, sizeof label, "%s %.2f", odl_yolov5_class_name(net, d->class_id), d->conf);
-        odl_image_draw_box(&it->img, d->x1, d->y1, d->x2, d->y2, c, lw, label, lw > 2 ? lw - 1 : 1);
+        odl_image_draw_box(&it->img, d->x1, d->y1, d->x2, d->y2, c, lw, label, text_scale);
     }
     char path[4096], name[1024];
     snprintf(name, sizeof name, "%s", base_name(it->path));
@@ -366,6 +476,40 @@ static odl_status save_drawn(const odl_yolov5 *net, item *it, const char *outdir
     if (dot && (!strcasecmp(dot, ".jpg") || !strcasecmp(dot, ".jpeg"))) *dot = 0;
     snprintf(path, sizeof path, "%s/%s.jpg", outdir, name);
     return odl_image_save_jpeg(&it->img, path, 95);
+}
+
+/* DIR/detections.json through jansson: one object per processed image, one image per line. Coordinates
+ * are in original-image pixels with 4 decimals, confidences with 5; NMS never keeps a non-finite box,
+ * and odl_json_num would write null for one. */
+static odl_status write_detections(const char *path, const odl_yolov5 *net, const item *items, int n) {
+    FILE *f = fopen(path, "w");
+    if (!f) return ODL_ERR(ODL_E_IO, "%s: cannot write: %s", path, strerror(errno));
+    odl_status s = ODL_OK;
+    int first = 1;
+    if (fputs("[", f) == EOF) s = ODL_ERR(ODL_E_IO, "%s: write failed", path);
+    for (int i = 0; i < n && s == ODL_OK; i++) {
+        const item *it = &items[i];
+        if (!it->done) continue;
+        json_t *dets = json_array();
+        for (int k = 0; k < it->ndet; k++) {
+            const odl_detection *d = &it->det[k];
+            json_array_append_new(dets, json_pack("{s:[o,o,o,o],s:o,s:i,s:s}", "xyxy", odl_json_num(d->x1, 4),
+                                                  odl_json_num(d->y1, 4), odl_json_num(d->x2, 4), odl_json_num(d->y2, 4),
+                                                  "conf", odl_json_num(d->conf, 5), "class_id", d->class_id, "class_name",
+                                                  odl_yolov5_class_name(net, d->class_id)));
+        }
+        json_t *o = json_pack("{s:s,s:i,s:i,s:o}", "file", base_name(it->path), "width", it->geo.src_w, "height",
+                              it->geo.src_h, "detections", dets);
+        char *line = o ? json_dumps(o, ODL_JSON_FLAGS) : NULL;
+        if (!line) s = ODL_ERR(ODL_E_INTERNAL, "%s: cannot encode the detections of %s", path, it->path);
+        else if (fprintf(f, "%s\n  %s", first ? "" : ",", line) < 0) s = ODL_ERR(ODL_E_IO, "%s: write failed", path);
+        first = 0;
+        free(line);
+        json_decref(o);
+    }
+    if (s == ODL_OK && fputs("\n]\n", f) == EOF) s = ODL_ERR(ODL_E_IO, "%s: write failed", path);
+    if (fclose(f) != 0 && s == ODL_OK) s = ODL_ERR(ODL_E_IO, "%s: write failed: %s", path, strerror(errno));
+    return s;
 }
 
 int odl_task_infer_main(int argc, char **argv) {
@@ -383,28 +527,34 @@ int odl_task_infer_main(int argc, char **argv) {
     item *items = NULL;
     float *hin = NULL, *hout = NULL;
     size_t hin_cap = 0, hout_cap = 0;
-    FILE *jf = NULL;
     int rc = 1, is_dir = 0, n_fail = 0;
     double t_pre = 0, t_fwd = 0, t_nms = 0;
 
+    if (odl_output_check_dir("--output", o.output) != ODL_OK) {
+        fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
+        return 1;
+    }
     if (pick_device(o.device, &dev) != ODL_OK) {
-        fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg());
+        fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
         return 1;
     }
     if (odl_yolov5_load(o.weights, dev, &net) != ODL_OK) {
-        fprintf(stderr, "odl_worker: error: --weights %s\n", odl_error_msg());
+        fprintf(stderr, "odl_worker: error: --weights %s\n", odl_error_msg_user());
         goto out;
     }
     if (o.half && odl_yolov5_set_half(net, 1) != ODL_OK) {
-        fprintf(stderr, "odl_worker: error: --half: %s\n", odl_error_msg());
+        fprintf(stderr, "odl_worker: error: --half: %s\n", odl_error_msg_user());
         goto out;
     }
     if (list_inputs(o.input, &files, &is_dir) != ODL_OK) {
-        fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg());
+        fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
         goto out;
     }
-    if (mkdir_p(o.output) != ODL_OK) {
-        fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg());
+    char labels_dir[4096];
+    snprintf(labels_dir, sizeof labels_dir, "%s/labels", o.output);
+    if (odl_output_mkdir_p("--output", o.output) != ODL_OK ||
+        (o.save_txt && odl_output_mkdir_p("--output", labels_dir) != ODL_OK)) {
+        fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
         goto out;
     }
     items = calloc((size_t)files.n, sizeof(item));
@@ -413,7 +563,15 @@ int odl_task_infer_main(int argc, char **argv) {
         goto out;
     }
     const int stride = odl_yolov5_max_stride(net);
-    fprintf(stderr, "odl_worker: yolov5 %s on %s, %s: %d classes, %lld parameters; %d image(s), %s letterbox %d\n",
+    if (o.img_size % stride) { /* detect.py's check_img_size */
+        int up = (o.img_size + stride - 1) / stride * stride;
+        ODL_LOG_WARN("--img-size %d must be multiple of max stride %d, updating to %d", o.img_size, stride, up);
+        o.img_size = up;
+    }
+    for (int c = 0; c < o.n_classes; c++)
+        if (o.classes[c] >= odl_yolov5_num_classes(net))
+            ODL_LOG_WARN("--classes %d: the model has classes 0..%d", o.classes[c], odl_yolov5_num_classes(net) - 1);
+    ODL_LOG_INFO("yolov5 %s on %s, %s: %d classes, %lld parameters; %d image(s), %s letterbox %d",
             o.weights, odl_device_name(dev), o.half ? "float16" : "float32", odl_yolov5_num_classes(net),
             (long long)odl_yolov5_num_params(net), files.n, o.square ? "square" : "rectangular", o.img_size);
 
@@ -427,7 +585,7 @@ int odl_task_infer_main(int argc, char **argv) {
             odl_error_clear();
             if (odl_image_load(it->path, &it->img) != ODL_OK ||
                 odl_image_letterbox(&it->img, o.img_size, !o.square, stride, 114, &it->lb, &it->geo) != ODL_OK) {
-                snprintf(it->err, sizeof it->err, "%s", odl_error_msg());
+                snprintf(it->err, sizeof it->err, "%s", odl_error_msg_user());
                 item_release(it);
                 continue;
             }
@@ -454,7 +612,7 @@ int odl_task_infer_main(int argc, char **argv) {
                 }
             if (run_group(net, items, idx, n, &o, &hin, &hin_cap, &hout, &hout_cap, &t_fwd, &t_nms) != ODL_OK) {
                 /* A failed forward is not an image's fault: stop. */
-                fprintf(stderr, "odl_worker: error: inference on %s: %s\n", items[i].path, odl_error_msg());
+                fprintf(stderr, "odl_worker: error: inference on %s: %s\n", items[i].path, odl_error_msg_user());
                 free(idx);
                 free(used);
                 goto out;
@@ -469,11 +627,10 @@ int odl_task_infer_main(int argc, char **argv) {
                 n_fail++;
                 continue;
             }
-            /* detect.py-style summary line */
-            fprintf(stderr, "image %d/%d %s: %dx%d %d detection(s)\n", i + 1, files.n, it->path, it->lb.width,
-                    it->lb.height, it->ndet);
-            if (o.save_images && save_drawn(net, it, o.output) != ODL_OK) {
-                snprintf(it->err, sizeof it->err, "%s", odl_error_msg());
+            log_image_line(net, it, i, files.n);
+            if ((o.save_txt && save_txt(it, o.output, o.save_conf) != ODL_OK) ||
+                (o.save_images && save_drawn(net, it, o.output) != ODL_OK)) {
+                snprintf(it->err, sizeof it->err, "%s", odl_error_msg_user());
                 fprintf(stderr, "odl_worker: error: %s\n", it->err);
                 n_fail++;
             }
@@ -484,39 +641,13 @@ int odl_task_infer_main(int argc, char **argv) {
 
     char jpath[4096];
     snprintf(jpath, sizeof jpath, "%s/detections.json", o.output);
-    jf = fopen(jpath, "w");
-    if (!jf) {
-        fprintf(stderr, "odl_worker: error: %s: cannot write: %s\n", jpath, strerror(errno));
+    if (write_detections(jpath, net, items, files.n) != ODL_OK) {
+        fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
         goto out;
     }
-    fprintf(jf, "[");
-    int first = 1;
-    for (int i = 0; i < files.n; i++) {
-        item *it = &items[i];
-        if (!it->done) continue;
-        fprintf(jf, "%s\n  {\"file\": ", first ? "" : ",");
-        first = 0;
-        json_str(jf, base_name(it->path));
-        fprintf(jf, ", \"width\": %d, \"height\": %d, \"detections\": [", it->geo.src_w, it->geo.src_h);
-        for (int k = 0; k < it->ndet; k++) {
-            const odl_detection *d = &it->det[k];
-            fprintf(jf, "%s\n    {\"xyxy\": [%.4f, %.4f, %.4f, %.4f], \"conf\": %.5f, \"class_id\": %d, \"class_name\": ",
-                    k ? "," : "", d->x1, d->y1, d->x2, d->y2, d->conf, d->class_id);
-            json_str(jf, odl_yolov5_class_name(net, d->class_id));
-            fprintf(jf, "}");
-        }
-        fprintf(jf, "%s]}", it->ndet ? "\n  " : "");
-    }
-    fprintf(jf, "\n]\n");
-    if (fclose(jf) != 0) {
-        jf = NULL;
-        fprintf(stderr, "odl_worker: error: %s: write failed\n", jpath);
-        goto out;
-    }
-    jf = NULL;
     int n_ok = files.n - n_fail;
-    fprintf(stderr, "odl_worker: %d image(s) done, %d failed; %.1f ms decode+letterbox, %.1f ms forward, %.1f ms NMS "
-            "in all; results in %s\n", n_ok, n_fail, t_pre, t_fwd, t_nms, jpath);
+    ODL_LOG_INFO("%d image(s) done, %d failed; %.1f ms decode+letterbox, %.1f ms forward, %.1f ms NMS in all; results "
+                 "in %s%s", n_ok, n_fail, t_pre, t_fwd, t_nms, jpath, o.save_txt ? " and labels/" : "");
     if (n_fail) {
         fprintf(stderr, "odl_worker: error: %d of %d image(s) failed:\n", n_fail, files.n);
         for (int i = 0; i < files.n; i++)
@@ -526,7 +657,6 @@ int odl_task_infer_main(int argc, char **argv) {
         rc = 0;
     }
 out:
-    if (jf) fclose(jf);
     if (items) {
         for (int i = 0; i < files.n; i++) {
             item_release(&items[i]);

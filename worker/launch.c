@@ -25,7 +25,7 @@
 static char g_yaml[ODL_CONFIG_YAML_MAX];
 
 static void log_effective_config(const odl_config *cfg) {
-    if (odl_config_to_yaml(cfg, g_yaml, sizeof g_yaml) == ODL_OK) ODL_LOG_INFO("effective config:\n%s", g_yaml);
+    if (odl_config_to_yaml(cfg, g_yaml, sizeof g_yaml) == ODL_OK) ODL_LOG_DEBUG("effective config:\n%s", g_yaml);
 }
 
 /* ------------------------------------------------------------------ parameter dump (tests) */
@@ -173,7 +173,7 @@ static int run_single(const odl_config *cfg, odl_train_opts *opts, const char *d
     if (dump) opts->hooks = d.inner;
     shutdown_devices();
     if (s != ODL_OK) {
-        fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg());
+        fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
         return 1;
     }
     return 0;
@@ -183,7 +183,7 @@ int odl_train_launch(const odl_config *cfg, odl_train_opts *opts) {
     const char *dump = odl_env_is_set(ODL_ENV_DUMP_PARAMS) ? odl_env_str(ODL_ENV_DUMP_PARAMS) : NULL;
     odl_launch_info li;
     if (odl_launch_detect(&li) != ODL_OK) {
-        fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg());
+        fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
         return 2;
     }
     if (!li.launched) return run_single(cfg, opts, dump);
@@ -199,12 +199,12 @@ int odl_train_launch(const odl_config *cfg, odl_train_opts *opts) {
     odl_comm *comm = NULL;
     odl_status s = odl_comm_init(&li, &co, &comm);
     if (s != ODL_OK) {
-        if (s == ODL_E_UNSUPPORTED && strstr(odl_error_msg(), "no MPI")) {
-            fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg());
+        if (s == ODL_E_UNSUPPORTED && strstr(odl_error_msg_user(), "no MPI")) {
+            fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
             return 2;
         }
         /* Peers may be inside a collective: end them all. */
-        odl_comm_abort_job(NULL, ODL_COMM_EXIT_ERROR, "%s", odl_error_msg());
+        odl_comm_abort_job(NULL, ODL_COMM_EXIT_ERROR, "%s", odl_error_msg_user());
     }
     opts->rank = odl_comm_rank(comm);
     opts->world_size = odl_comm_size(comm);
@@ -225,15 +225,15 @@ int odl_train_launch(const odl_config *cfg, odl_train_opts *opts) {
     s = odl_train_run(cfg, opts, &r);
     opts->hooks = d.inner;
     if (s != ODL_OK) {
-        if (odl_comm_size(comm) > 1) odl_comm_abort_job(comm, ODL_COMM_EXIT_ERROR, "%s", odl_error_msg());
-        fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg());
+        if (odl_comm_size(comm) > 1) odl_comm_abort_job(comm, ODL_COMM_EXIT_ERROR, "%s", odl_error_msg_user());
+        fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
     }
     odl_grad_buckets_free(d.buckets);
     odl_status fs = odl_comm_finalize(comm);
     shutdown_devices();
     if (s != ODL_OK) return 1;
     if (fs != ODL_OK) {
-        fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg());
+        fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
         return 1;
     }
     return 0;

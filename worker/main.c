@@ -4,23 +4,26 @@
 #include <string.h>
 
 #include "odl/env.h"
+#include "worker/cli.h"
 #include "worker/tasks.h"
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: odl_worker --task=train|infer [options]\n"
+            "usage: odl_worker --task=train|infer|eval [options]\n"
             "  odl_worker --task=train --model=mnist --data_dir=DIR [--config FILE.yaml] [--epochs N]\n"
             "             [--batch-size B] [--lr X] [--device auto|cpu|cuda] [--seed S] [--max-steps N]\n"
             "             [--max-train-samples N] [--save FILE.h5] [--metrics-out FILE.jsonl] [--KEY=VALUE]\n"
-            "  odl_worker --task=infer --model=yolov5 --weights=W.h5 --input=IMAGE|DIR [options]\n"
+            "  odl_worker --task=infer --model=yolov5 --weights=W.h5 --source=IMAGE|DIR [options]\n"
+            "  odl_worker --task=eval --model=mnist --weights=W.h5 [--data_dir=DIR]\n"
             "  odl_worker --task=train --help     all training options\n"
             "  odl_worker --task=infer --help     all inference options (YOLOv5)\n"
-            "  odl_worker --help-config           every config.yaml key\n");
+            "  odl_worker --help-config           every config.yaml key\n"
+            "  odl_worker --version               version, commit, CUDA/NCCL/MPI, GPU architectures\n");
 }
 
 int main(int argc, char **argv) {
     if (odl_env_load() != ODL_OK) {
-        fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg());
+        fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
         return 2;
     }
     const char *task = NULL;
@@ -28,6 +31,10 @@ int main(int argc, char **argv) {
         if (!strncmp(argv[i], "--task=", 7)) task = argv[i] + 7;
         else if (!strcmp(argv[i], "--task") && i + 1 < argc) task = argv[i + 1];
         else if (!strcmp(argv[i], "--help-config")) return odl_task_train_main(argc, argv);
+        else if (!strcmp(argv[i], "--version")) {
+            odl_cli_print_version(stdout);
+            return 0;
+        }
     }
     if (!task) {
         for (int i = 1; i < argc; i++)
@@ -47,6 +54,7 @@ int main(int argc, char **argv) {
         }
         return odl_task_infer_main(argc, argv);
     }
-    fprintf(stderr, "odl_worker: error: unknown task '%s' (train, infer)\n", task);
+    if (!strcmp(task, "eval")) return odl_task_eval_main(argc, argv);
+    fprintf(stderr, "odl_worker: error: unknown task '%s' (train, infer, eval)\n", task);
     return 2;
 }

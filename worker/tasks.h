@@ -6,5 +6,9 @@
 int odl_task_train_main(int argc, char **argv);
 /* Defined in worker/infer.c when the image libraries are built in. */
 int odl_task_infer_main(int argc, char **argv) __attribute__((weak));
+/* --task=eval: dispatches on --model (worker/eval_dispatch.c); MNIST in worker/eval_mnist.c. */
+int odl_task_eval_main(int argc, char **argv);
+int odl_task_eval_mnist_main(int argc, char **argv);
+int odl_task_eval_yolov5_main(int argc, char **argv) __attribute__((weak));
 
 #endif

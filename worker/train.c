@@ -11,14 +11,19 @@
 #include "odl/backend.h"
 #include "odl/ckpt_session.h"
 #include "worker/config.h"
+#include "odl/json.h"
 #include "odl/device.h"
 #include "odl/env.h"
 #include "odl/loader.h"
 #include "odl/log.h"
 #include "odl/mnist.h"
 #include "odl/models.h"
+#include "odl/ckpt.h"
 #include "odl/nn.h"
 #include "odl/ops.h"
+#include "worker/cli.h"
+#include "worker/outputs.h"
+#include "worker/tensorboard.h"
 #include "worker/health_monitor.h"
 #include "worker/tasks.h"
 #include "worker/train.h"
@@ -56,6 +61,8 @@ static const struct { const char *flag, *key; } k_flag_keys[] = {
     {"keep", "checkpoint.keep"},
     {"resume", "checkpoint.resume"},
     {"preallocate-fraction", "memory.preallocate_fraction"},
+    {"log-interval", "logging.log_interval"},
+    {"tensorboard", "logging.tensorboard"},
 };
 
 static void train_usage(FILE *f) {
@@ -67,21 +74,45 @@ static void train_usage(FILE *f) {
             "  --max-steps N (total, across resumes)  --max-train-samples N (first N per epoch)\n"
             "  --no-dropout  --save FILE.h5  --metrics-out FILE.jsonl  --log-level L  --progress auto|on|off\n"
             "  --checkpoint-dir DIR --checkpoint-every N --keep K --resume auto|PATH\n"
+            "  --init-from W.h5 (fine-tune saved weights)  --tensorboard DIR  --log-interval N  --verbose\n"
+            "  --task=eval --weights W.h5: test loss, accuracy and per-class accuracy of saved weights\n"
             "  --KEY=VALUE for any config key (e.g. --train.weight_decay=0.01); --help-config lists them.\n"
             "Flags override the config file.\n");
 }
 
-/* Parse argv into cfg and opts. Returns 0 to go on, 1 when help was printed, -1 on error (printed). */
-static int parse_args(int argc, char **argv, odl_config *cfg, odl_train_opts *opts) {
+/* Flags that are no config key, for "did you mean". */
+static const char *const k_plain_flags[] = {"task", "config", "save", "init-from", "no-dropout", "verbose",
+                                            "help", "help-config", "version", "weights"};
+
+static int known_flag(const char *name) {
+    for (size_t k = 0; k < sizeof k_plain_flags / sizeof *k_plain_flags; k++)
+        if (!strcmp(name, k_plain_flags[k])) return 1;
+    return 0;
+}
+
+static void unknown_flag(const char *name) {
+    const char *known[sizeof k_flag_keys / sizeof *k_flag_keys + sizeof k_plain_flags / sizeof *k_plain_flags];
+    size_t n = 0;
+    for (size_t k = 0; k < sizeof k_flag_keys / sizeof *k_flag_keys; k++) known[n++] = k_flag_keys[k].flag;
+    for (size_t k = 0; k < sizeof k_plain_flags / sizeof *k_plain_flags; k++) known[n++] = k_plain_flags[k];
+    odl_cli_unknown(name, known, n, 1, "--task=train --help");
+}
+
+/* Parse argv into cfg and opts (--task=train; --task=eval shares it). Returns 0 to go on, 1 when help
+ * was printed, -1 on error (printed). A flag given twice, under any of its names, is an error. */
+int odl_train_parse_args(int argc, char **argv, odl_config *cfg, odl_train_opts *opts) {
     odl_config_defaults(cfg);
     memset(opts, 0, sizeof *opts);
+    static odl_cli_seen seen;
+    memset(&seen, 0, sizeof seen);
     /* The config file first, so that flags override it wherever they stand. */
     for (int i = 1; i < argc; i++) {
         const char *path = NULL;
         if (!strncmp(argv[i], "--config=", 9)) path = argv[i] + 9;
         else if (!strcmp(argv[i], "--config") && i + 1 < argc) path = argv[++i];
+        if (path && odl_cli_once(&seen, "config", "--config")) return -1;
         if (path && odl_config_load_file(cfg, path) != ODL_OK) {
-            fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg());
+            fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
             return -1;
         }
     }
@@ -99,8 +130,10 @@ static int parse_args(int argc, char **argv, odl_config *cfg, odl_train_opts *op
             odl_config_doc(stdout);
             return 1;
         }
-        if (!strcmp(a, "--no-dropout")) {
-            odl_config_set(cfg, "train.dropout", "false");
+        if (!strcmp(a, "--no-dropout") || !strcmp(a, "--verbose") || !strcmp(a, "-v")) {
+            const char *key = a[2] == 'n' ? "train.dropout" : "logging.level";
+            if (odl_cli_once(&seen, key, a)) return -1;
+            odl_config_set(cfg, key, a[2] == 'n' ? "false" : "debug");
             continue;
         }
         if (strncmp(a, "--", 2) != 0) {
@@ -115,25 +148,36 @@ static int parse_args(int argc, char **argv, odl_config *cfg, odl_train_opts *op
             val = eq + 1;
         } else {
             snprintf(name, sizeof name, "%s", a + 2);
+            if (!known_flag(name) && !odl_config_find_key(name)) {
+                int mapped = 0;
+                for (size_t k = 0; k < sizeof k_flag_keys / sizeof k_flag_keys[0]; k++) mapped |= !strcmp(name, k_flag_keys[k].flag);
+                if (!mapped) {
+                    unknown_flag(name);
+                    return -1;
+                }
+            }
             if (i + 1 >= argc) {
                 fprintf(stderr, "odl_worker: error: option --%s needs a value\n", name);
                 return -1;
             }
             val = argv[++i];
         }
-        if (!strcmp(name, "save")) {
-            snprintf(opts->save_path, sizeof opts->save_path, "%s", val);
+        if (!strcmp(name, "save") || !strcmp(name, "init-from") || !strcmp(name, "weights")) {
+            const char *key = name[0] == 's' ? "save" : "init-from"; /* eval's --weights = the weights to read */
+            if (odl_cli_once(&seen, key, a)) return -1;
+            snprintf(key[0] == 's' ? opts->save_path : opts->init_from, sizeof opts->save_path, "%s", val);
             continue;
         }
         const char *key = name;
         for (size_t k = 0; k < sizeof k_flag_keys / sizeof k_flag_keys[0]; k++)
             if (!strcmp(name, k_flag_keys[k].flag)) key = k_flag_keys[k].key;
         if (!odl_config_find_key(key)) {
-            fprintf(stderr, "odl_worker: error: unknown option --%s (see --help)\n", name);
+            unknown_flag(name);
             return -1;
         }
+        if (odl_cli_once(&seen, odl_config_find_key(key)->name, a)) return -1;
         if (odl_config_set(cfg, key, val) != ODL_OK) {
-            fprintf(stderr, "odl_worker: error: --%s: %s\n", name, odl_error_msg());
+            fprintf(stderr, "odl_worker: error: --%s: %s\n", name, odl_error_msg_user());
             return -1;
         }
     }
@@ -179,8 +223,9 @@ static odl_status pick_device(const odl_config *cfg, int local_rank, odl_device 
     return ODL_OK;
 }
 
-/* Evaluate on the test set: mean NLL and accuracy (PyTorch examples/mnist's test()). */
-static odl_status evaluate(odl_net *net, const odl_mnist *test, int batch, double *loss_out, double *acc_out) {
+/* Evaluate on the test set: mean NLL and accuracy (PyTorch examples/mnist's test()); see train.h. */
+odl_status odl_train_evaluate(odl_net *net, const odl_mnist *test, int batch, double *loss_out, double *acc_out,
+                              int64_t *class_correct, int64_t *class_total) {
     int64_t elems = (int64_t)test->rows * test->cols;
     float *hx = NULL;
     int32_t *hy = NULL, *hp = NULL;
@@ -213,7 +258,13 @@ static odl_status evaluate(odl_net *net, const odl_mnist *test, int batch, doubl
         ODL_CHECK_GOTO(odl_tensor_view_rows(&net->pred, 0, B, &pred), s, out);
         ODL_CHECK_GOTO(odl_tensor_copy_to_host(&pred, hp, (size_t)B * sizeof *hp), s, out);
         loss_sum += (double)l * B;
-        for (int b = 0; b < B; b++) correct += hp[b] == hy[b];
+        for (int b = 0; b < B; b++) {
+            correct += hp[b] == hy[b];
+            if (class_total && hy[b] >= 0 && hy[b] < ODL_MNIST_CLASSES) {
+                class_total[hy[b]]++;
+                class_correct[hy[b]] += hp[b] == hy[b];
+            }
+        }
     }
     *loss_out = loss_sum / (double)test->n;
     *acc_out = (double)correct / (double)test->n;
@@ -225,22 +276,51 @@ out:
     return s;
 }
 
-static void progress_bar(int64_t done, int64_t total, int64_t epoch, double rate) {
+/* "1h02m", "3m04s", "12s": a duration for the ETA. */
+static void fmt_eta(double sec, char *buf, size_t cap) {
+    if (!(sec >= 0) || sec > 1e7) {
+        snprintf(buf, cap, "?");
+        return;
+    }
+    long t = (long)(sec + 0.5);
+    if (t >= 3600) snprintf(buf, cap, "%ldh%02ldm", t / 3600, t / 60 % 60);
+    else if (t >= 60) snprintf(buf, cap, "%ldm%02lds", t / 60, t % 60);
+    else snprintf(buf, cap, "%lds", t);
+}
+
+/* Progress: on a terminal a bar redrawn in place (epoch N/M, loss, samples/s, ETA of the run); else a
+ * log line (called every logging.log_interval steps or 10 s). loss: the last step's batch loss, as
+ * PyTorch's examples/mnist prints it. */
+static void progress_report(int bar, int64_t done, int64_t total, int64_t epoch, int64_t epochs, float loss, double rate,
+                            double eta_s, int64_t step) {
+    char eta[32];
+    fmt_eta(eta_s, eta, sizeof eta);
+    if (!bar) {
+        ODL_LOG_INFO("epoch %" PRId64 "/%" PRId64 " step %" PRId64 " [%" PRId64 "/%" PRId64 " samples] loss %.4f %.0f samples/s "
+                     "ETA %s", epoch, epochs, step, done, total, loss, rate, eta);
+        return;
+    }
     int width = 30, fill = total ? (int)(width * done / total) : width;
-    fprintf(stderr, "\repoch %" PRId64 " [", epoch);
+    fprintf(stderr, "\repoch %" PRId64 "/%" PRId64 " [", epoch, epochs);
     for (int i = 0; i < width; i++) fputc(i < fill ? '=' : ' ', stderr);
-    fprintf(stderr, "] %" PRId64 "/%" PRId64 " %.0f samples/s ", done, total, rate);
+    fprintf(stderr, "] %" PRId64 "/%" PRId64 " loss %.4f %.0f samples/s ETA %s  ", done, total, loss, rate, eta);
     fflush(stderr);
 }
 
-static void metrics_line(FILE *f, const char *event, const odl_train_state *st, double train_loss, double test_loss,
-                         double test_acc, double sps, double wall, int world, const char *extra) {
+/* One JSONL record (through jansson: a value that is not finite, such as the test loss of an epoch that
+ * was not evaluated, is null). epoch is 1-based: the epoch the record's last step belongs to. */
+static void metrics_record(FILE *f, const char *event, int64_t epoch, int partial, int64_t step, double train_loss,
+                           double test_loss, double test_acc, double sps, double wall, int world, double lr,
+                           const json_t *extra /* more fields (the GPU telemetry); NULL: none */) {
     if (!f) return;
-    fprintf(f,
-            "{\"event\":\"%s\",\"epoch\":%" PRId64 ",\"step\":%" PRId64 ",\"train_loss\":%.6f,\"test_loss\":%.6f,"
-            "\"test_acc\":%.4f,\"samples_per_s\":%.1f,\"wall_s\":%.3f,\"world_size\":%d%s}\n",
-            event, st->epoch, st->step, train_loss, test_loss, test_acc, sps, wall, world, extra);
-    fflush(f);
+    json_t *o = json_pack("{s:s,s:I,s:I,s:o,s:o,s:o,s:o,s:o,s:i,s:o,s:b}", "event", event, "epoch", (json_int_t)epoch,
+                          "step", (json_int_t)step, "train_loss", odl_json_num(train_loss, 6), "test_loss",
+                          odl_json_num(test_loss, 6), "test_acc", odl_json_num(test_acc, 4), "samples_per_s",
+                          odl_json_num(sps, 1), "wall_s", odl_json_num(wall, 3), "world_size", world, "lr",
+                          odl_json_num(lr, 8), "partial", partial);
+    if (extra) json_object_update(o, (json_t *)extra);
+    if (odl_json_write_line(f, o, "--metrics-out") != ODL_OK) ODL_LOG_WARN("%s", odl_error_msg_user());
+    json_decref(o);
 }
 
 /* One training run: what its parts share. */
@@ -262,12 +342,17 @@ typedef struct train_run {
     odl_ckpt_session *ckpt;
     odl_tensor loss_acc; /* [1] on the device: sum over this rank's samples of the epoch's losses */
     FILE *metrics;
+    odl_tb_writer *tb; /* --tensorboard; NULL: none */
     odl_worker_health health; /* GPU telemetry and Xid watch (health/), inactive on CPU */
-    int have_net, have_opt, have_loader, show_progress;
+    int have_net, have_opt, have_loader;
+    int show_progress;  /* a bar on a terminal (or with progress: on) */
+    int progress_lines; /* else, unless progress: off, a line every logging.log_interval steps or 10 s */
+    int64_t steps_per_epoch, total_steps, start_step;
     /* since t_epoch, in this process (a resume starts mid-epoch) */
-    double t_start, t_epoch;
+    double t_start, t_epoch, t_last_line;
     int64_t epoch_steps, run_samples;
     double train_loss, test_loss, test_acc;
+    double epoch_lr; /* the StepLR rate of the epoch last reported, unrounded */
 } train_run;
 
 /* Device, data, model, optimiser, resume and the metrics file. Returns 1 in *nothing_to_do when the
@@ -275,6 +360,12 @@ typedef struct train_run {
 static odl_status run_setup(train_run *r, int *nothing_to_do) {
     const odl_config *cfg = r->cfg;
     *nothing_to_do = 0;
+    /* Every output path before any work, so a typo fails now and not after the whole run. */
+    if (r->rank == 0) {
+        ODL_CHECK(odl_output_check_file("--save", r->opts->save_path));
+        ODL_CHECK(odl_output_check_file("--metrics-out", cfg->logging.metrics_out));
+        ODL_CHECK(odl_output_check_dir("--tensorboard", cfg->logging.tensorboard));
+    }
     /* Labels were range-checked when the IDX files were read; the CUDA loss's own per-call label check
      * would synchronise the stream twice a step. ODL_CUDA_LABEL_CHECK=1 in the environment keeps it. */
     odl_backend_set_label_check(0);
@@ -291,16 +382,21 @@ static odl_status run_setup(train_run *r, int *nothing_to_do) {
     r->n_epoch = r->train.n;
     if (cfg->train.max_train_samples > 0 && cfg->train.max_train_samples < r->n_epoch)
         r->n_epoch = cfg->train.max_train_samples;
-    const int64_t steps_per_epoch = (r->n_epoch + (int64_t)r->world * r->batch - 1) / ((int64_t)r->world * r->batch);
+    r->steps_per_epoch = (r->n_epoch + (int64_t)r->world * r->batch - 1) / ((int64_t)r->world * r->batch);
     ODL_LOG_INFO("training %s on %s: %" PRId64 " train / %" PRId64 " test samples, %s, world size %d, batch %d per rank "
-                 "(%d global), %" PRId64 " steps per epoch",
+                 "(%d global), %" PRId64 " epochs of %" PRId64 " steps, %s lr %g (StepLR gamma %g)",
                  odl_model_name(r->kind), cfg->data_dir, r->n_epoch, r->test.n, odl_device_name(r->dev), r->world,
-                 r->batch, r->batch * r->world, steps_per_epoch);
+                 r->batch, r->batch * r->world, cfg->train.epochs, r->steps_per_epoch,
+                 odl_optim_names()[cfg->train.optimizer], cfg->train.lr, cfg->train.gamma);
 
     int max_batch = r->batch > r->test_batch ? r->batch : r->test_batch;
     ODL_CHECK(odl_model_build(&r->net, r->kind, r->dev, max_batch, cfg->train.dropout));
     r->have_net = 1;
     ODL_CHECK(odl_net_init_params(&r->net, (uint64_t)cfg->seed));
+    if (r->opts->init_from[0]) { /* fine-tuning: every rank reads the same file, so the replicas agree */
+        ODL_CHECK(odl_train_load_weights(r->opts->init_from, odl_model_name(r->kind), &r->net));
+        ODL_LOG_INFO("parameters initialised from %s", r->opts->init_from);
+    }
     ODL_CHECK(odl_optim_init(&r->opt, (odl_optim_type)cfg->train.optimizer, (float)cfg->train.lr,
                              (float)cfg->train.momentum, (float)cfg->train.weight_decay, &r->net));
     r->have_opt = 1;
@@ -321,10 +417,10 @@ static odl_status run_setup(train_run *r, int *nothing_to_do) {
         *nothing_to_do = 1;
         return ODL_OK;
     }
-    if (cfg->logging.metrics_out[0] && r->rank == 0) {
-        r->metrics = fopen(cfg->logging.metrics_out, r->st.step > 0 ? "a" : "w");
-        if (!r->metrics)
-            return ODL_ERR(ODL_E_IO, "cannot open metrics file %s: %s", cfg->logging.metrics_out, strerror(errno));
+    if (cfg->logging.metrics_out[0] && r->rank == 0) ODL_CHECK(odl_metrics_open(cfg->logging.metrics_out, r->st.step, &r->metrics));
+    if (cfg->logging.tensorboard[0] && r->rank == 0) {
+        ODL_CHECK(odl_tb_open(cfg->logging.tensorboard, &r->tb));
+        ODL_LOG_INFO("TensorBoard events: %s", odl_tb_path(r->tb));
     }
     return ODL_OK;
 }
@@ -397,17 +493,26 @@ static odl_status run_epoch_end(train_run *r, int epoch_end, int stop) {
     r->train_loss = (st->epoch_loss_sum + loss_sum) / (double)st->epoch_samples;
     double wall = now_s() - r->t_epoch, sps = r->run_samples / wall;
     if (r->show_progress) fputc('\n', stderr);
+    r->epoch_lr = cfg->train.lr * pow(cfg->train.gamma, (double)st->epoch); /* this epoch's StepLR rate, unrounded */
     if (r->rank == 0 && (cfg->train.eval_every_epoch || stop || st->epoch + 1 == cfg->train.epochs))
-        ODL_CHECK(evaluate(&r->net, &r->test, r->test_batch, &r->test_loss, &r->test_acc));
-    odl_train_state rep = *st;
-    rep.epoch = st->epoch + (epoch_end ? 1 : 0);
-    char gpu_log[96], gpu_json[96];
-    odl_worker_health_epoch(&r->health, gpu_log, sizeof gpu_log, gpu_json, sizeof gpu_json);
-    ODL_LOG_INFO("epoch %" PRId64 " step %" PRId64 ": train_loss %.4f test_loss %.4f test_acc %.4f "
+        ODL_CHECK(odl_train_evaluate(&r->net, &r->test, r->test_batch, &r->test_loss, &r->test_acc, NULL, NULL));
+    char gpu_log[96];
+    json_t *gpu = odl_worker_health_epoch(&r->health, gpu_log, sizeof gpu_log);
+    /* The epoch's own 1-based number, also for a partial epoch (a stop mid-epoch). */
+    ODL_LOG_INFO("epoch %" PRId64 "/%" PRId64 " step %" PRId64 ": lr %g train_loss %.4f test_loss %.4f test_acc %.4f "
                  "%.0f samples/s %.2f s%s%s",
-                 st->epoch + 1, st->step, r->train_loss, r->test_loss, r->test_acc, sps, wall, gpu_log,
-                 epoch_end ? "" : " (stopped mid-epoch)");
-    metrics_line(r->metrics, "epoch", &rep, r->train_loss, r->test_loss, r->test_acc, sps, wall, r->world, gpu_json);
+                 st->epoch + 1, cfg->train.epochs, st->step, r->epoch_lr, r->train_loss, r->test_loss, r->test_acc, sps,
+                 wall, gpu_log, epoch_end ? "" : " (stopped mid-epoch)");
+    metrics_record(r->metrics, "epoch", st->epoch + 1, !epoch_end, st->step, r->train_loss, r->test_loss, r->test_acc,
+                   sps, wall, r->world, r->epoch_lr, gpu);
+    json_decref(gpu);
+    if (r->tb) { /* the JSONL's numbers, at the global step (a value not computed is skipped) */
+        ODL_CHECK(odl_tb_scalar(r->tb, "train/loss", st->step, r->train_loss));
+        ODL_CHECK(odl_tb_scalar(r->tb, "test/loss", st->step, r->test_loss));
+        ODL_CHECK(odl_tb_scalar(r->tb, "test/accuracy", st->step, r->test_acc));
+        ODL_CHECK(odl_tb_scalar(r->tb, "train/lr", st->step, r->epoch_lr));
+        ODL_CHECK(odl_tb_scalar(r->tb, "train/samples_per_s", st->step, sps));
+    }
     r->result->train_loss = r->train_loss;
     r->result->test_loss = r->test_loss;
     r->result->test_acc = r->test_acc;
@@ -440,13 +545,39 @@ static odl_status run_checkpoint(train_run *r, int last_step) {
     return ODL_OK;
 }
 
+/* After a step: the progress bar or line (with the last batch's loss and the run's ETA) and the
+ * TensorBoard batch loss, each when due. */
+static odl_status run_progress(train_run *r) {
+    const odl_config *cfg = r->cfg;
+    const odl_train_state *st = &r->st;
+    int bar = r->show_progress && (r->epoch_steps % 20 == 0 || st->cursor >= r->n_epoch);
+    int line = r->progress_lines && (st->step % cfg->logging.log_interval == 0 || now_s() - r->t_last_line >= 10.0);
+    int tb = r->tb && st->step % cfg->logging.log_interval == 0;
+    if (!bar && !line && !tb) return ODL_OK;
+    float l = NAN;
+    ODL_CHECK(odl_tensor_copy_to_host(&r->net.loss, &l, sizeof l));
+    if (bar || line) {
+        double t = now_s(), rate = r->run_samples / (t - r->t_epoch);
+        double eta = (double)(r->total_steps - st->step) * (t - r->t_start) / (double)(st->step - r->start_step);
+        progress_report(bar, st->cursor, r->n_epoch, st->epoch + 1, cfg->train.epochs, l, rate, eta, st->step);
+        r->t_last_line = t;
+    }
+    if (tb) ODL_CHECK(odl_tb_scalar(r->tb, "train/batch_loss", st->step, l));
+    return ODL_OK;
+}
+
 /* The step loop, from the restored position to the last epoch or train.max_steps. */
 static odl_status run_loop(train_run *r) {
     const odl_config *cfg = r->cfg;
     odl_train_state *st = &r->st;
     r->show_progress = r->rank == 0 && (cfg->logging.progress == ODL_CFG_PROGRESS_ON ||
                                         (cfg->logging.progress == ODL_CFG_PROGRESS_AUTO && isatty(2)));
-    r->t_start = r->t_epoch = now_s();
+    r->progress_lines = r->rank == 0 && !r->show_progress && cfg->logging.progress == ODL_CFG_PROGRESS_AUTO;
+    r->total_steps = r->steps_per_epoch * cfg->train.epochs;
+    if (cfg->train.max_steps > 0 && cfg->train.max_steps < r->total_steps) r->total_steps = cfg->train.max_steps;
+    r->start_step = st->step;
+    r->t_start = r->t_epoch = r->t_last_line = now_s();
+    r->epoch_lr = cfg->train.lr * pow(cfg->train.gamma, (double)st->epoch);
     r->opt.lr = (float)(cfg->train.lr * pow(cfg->train.gamma, (double)st->epoch));
     for (;;) {
         odl_batch *b;
@@ -455,8 +586,7 @@ static odl_status run_loop(train_run *r) {
         if (b->epoch != st->epoch) /* cannot happen: epochs end below */
             return ODL_ERR(ODL_E_INTERNAL, "loader epoch %" PRId64 " != %" PRId64, b->epoch, st->epoch);
         ODL_CHECK(run_step(r, b));
-        if (r->show_progress && (r->epoch_steps % 20 == 0 || st->cursor >= r->n_epoch))
-            progress_bar(st->cursor, r->n_epoch, st->epoch + 1, r->run_samples / (now_s() - r->t_epoch));
+        ODL_CHECK(run_progress(r));
         int epoch_end = st->cursor >= r->n_epoch;
         int stop = cfg->train.max_steps > 0 && st->step >= cfg->train.max_steps;
         if (epoch_end || stop) ODL_CHECK(run_epoch_end(r, epoch_end, stop));
@@ -466,16 +596,20 @@ static odl_status run_loop(train_run *r) {
         if (stop) break;
     }
     double wall = now_s() - r->t_start;
-    odl_train_state rep = *st;
-    metrics_line(r->metrics, "done", &rep, r->train_loss, r->test_loss, r->test_acc, r->result->samples_per_s, wall,
-                 r->world, "");
+    metrics_record(r->metrics, "done", odl_ckpt_epoch_label(st->epoch, st->cursor), st->cursor != 0, st->step,
+                   r->train_loss, r->test_loss, r->test_acc, r->result->samples_per_s, wall, r->world, r->epoch_lr,
+                   NULL);
     ODL_LOG_INFO("done: %" PRId64 " steps, test_acc %.4f, %.2f s", st->step, r->test_acc, wall);
     return ODL_OK;
 }
 
 /* --save, the finish hook, the result; the network goes to opts->keep_net when asked. */
 static odl_status run_finish(train_run *r) {
-    if (r->opts->save_path[0] && r->rank == 0) ODL_CHECK(odl_train_save_weights(r->opts->save_path, r->cfg, &r->net));
+    if (r->opts->save_path[0] && r->rank == 0) {
+        ODL_CHECK(odl_train_save_weights(r->opts->save_path, r->cfg, &r->net));
+        ODL_LOG_INFO("weights written to %s (%d tensors, %" PRId64 " parameters; HDF5, docs/checkpoint_format.md)",
+                     r->opts->save_path, r->net.n_params, odl_net_num_params(&r->net));
+    }
     if (r->hooks && r->hooks->on_finish) ODL_CHECK(r->hooks->on_finish(r->hooks->ctx, r->cfg, &r->net, &r->opt, &r->st));
     r->result->steps = r->st.step;
     r->result->epochs = r->st.epoch;
@@ -498,6 +632,7 @@ static odl_status run_teardown(train_run *r, odl_status s) {
     if (r->have_opt) odl_optim_free(&r->opt);
     if (r->have_net) odl_net_free(&r->net);
     if (r->metrics) fclose(r->metrics);
+    odl_tb_close(r->tb);
     odl_mnist_free(&r->test);
     odl_mnist_free(&r->train);
     return s;
@@ -528,8 +663,14 @@ odl_status odl_train_run(const odl_config *cfg, const odl_train_opts *opts, odl_
 int odl_task_train_main(int argc, char **argv) {
     static odl_config cfg;
     odl_train_opts opts;
-    int r = parse_args(argc, argv, &cfg, &opts);
+    int r = odl_train_parse_args(argc, argv, &cfg, &opts);
     if (r) return r > 0 ? 0 : 2;
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--weights") || !strncmp(argv[i], "--weights=", 10)) {
+            fprintf(stderr, "odl_worker: error: --weights is for --task=eval and --task=infer; to start training from "
+                            "saved weights use --init-from\n");
+            return 2;
+        }
     odl_log_set_level(cfg.logging.level);
     int rc = odl_train_launch(&cfg, &opts);
     return rc;

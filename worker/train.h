@@ -23,6 +23,7 @@ typedef struct odl_train_hooks {
 
 typedef struct odl_train_opts {
     char save_path[PATH_MAX]; /* --save: trained weights (HDF5), written by rank 0 */
+    char init_from[PATH_MAX]; /* --init-from (train): start from these weights; --weights (eval) */
     int rank, world_size, local_rank;
     const odl_train_hooks *hooks;
     odl_net *keep_net; /* tests: receive the trained network instead of freeing it */
@@ -32,6 +33,20 @@ typedef struct odl_train_result {
     double train_loss, test_loss, test_acc, samples_per_s;
     int64_t steps, epochs;
 } odl_train_result;
+
+/* odl_worker's training flags into cfg and opts: 0 go on, 1 help printed, -1 error printed. */
+int odl_train_parse_args(int argc, char **argv, odl_config *cfg, odl_train_opts *opts);
+/* Read an HDF5 weights file (odl_train_save_weights' layout, or a checkpoint) into the network's
+ * parameters; every parameter must be there with its shape and checksum, and the file's model attribute
+ * (when present) must be `model` (NULL: not checked). Errors: ODL_E_NOTFOUND, ODL_E_FORMAT (another
+ * model, a missing tensor), ODL_E_INVAL (a shape), ODL_E_CHECKSUM, ODL_E_HDF5. */
+odl_status odl_train_load_weights(const char *path, const char *model, odl_net *net);
+
+/* Mean NLL loss and accuracy over the test set in batches of `batch` (PyTorch examples/mnist's test());
+ * class_correct/class_total [ODL_MNIST_CLASSES] (zeroed by the caller, or both NULL) count per true class. */
+struct odl_mnist;
+odl_status odl_train_evaluate(odl_net *net, const struct odl_mnist *test, int batch, double *loss_out, double *acc_out,
+                              int64_t *class_correct, int64_t *class_total);
 
 /* Train as cfg says (one rank of opts->world_size). Errors: whatever failed, with context. */
 odl_status odl_train_run(const odl_config *cfg, const odl_train_opts *opts, odl_train_result *result);

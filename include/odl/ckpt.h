@@ -68,10 +68,20 @@ ODL_API odl_status odl_ckpt_list(const char *dir, odl_ckpt_entry **out, size_t *
  * errno's text (ENOSPC: "No space left on device"). */
 ODL_API odl_status odl_ckpt_write_file_atomic(const char *path, const void *data, size_t n);
 
-/* manifest.json of `dir`: {"format": "odl-checkpoint-manifest", "format_version": 1, "latest": NAME,
- * "step": S, "epoch": E, "checkpoints": [NAME, ...]} (newest first), written with
- * odl_ckpt_write_file_atomic. kept[0] is the latest. Errors: ODL_E_INVAL (n == 0), ODL_E_IO. */
-ODL_API odl_status odl_ckpt_manifest_write(const char *dir, const odl_ckpt_entry *kept, size_t n, int64_t epoch);
+/* 1-based number of the epoch a checkpoint's last step belongs to, as the logs and the metrics JSONL
+ * print it, from its completed epochs and its sample cursor (a checkpoint at an epoch's end has cursor
+ * 0 and belongs to that epoch; one at step 0 to epoch 1). */
+static inline int64_t odl_ckpt_epoch_label(int64_t epochs_done, int64_t cursor) {
+    return cursor == 0 && epochs_done > 0 ? epochs_done : epochs_done + 1;
+}
+
+/* manifest.json of `dir`, written through jansson with odl_ckpt_write_file_atomic:
+ * {"format": "odl-checkpoint-manifest", "format_version": 1, "latest": NAME, "step": S,
+ *  "epoch": odl_ckpt_epoch_label(epochs_done, cursor), "epochs_completed": epochs_done, "cursor": C,
+ *  "checkpoints": [NAME, ...]} (newest first). kept[0] is the latest.
+ * Errors: ODL_E_INVAL (n == 0), ODL_E_IO. */
+ODL_API odl_status odl_ckpt_manifest_write(const char *dir, const odl_ckpt_entry *kept, size_t n, int64_t epochs_done,
+                                   int64_t cursor);
 /* The manifest's latest file name and step. Errors: ODL_E_NOTFOUND (no manifest), ODL_E_FORMAT
  * (unreadable: no "latest" naming a ckpt-<step>.h5), ODL_E_IO. */
 ODL_API odl_status odl_ckpt_manifest_read(const char *dir, char *latest, size_t cap, int64_t *step);

@@ -122,6 +122,12 @@ ODL_API void odl_config_schema_doc_write(const odl_config_schema *sc, FILE *out,
 /* What a key allows, e.g. "an integer >= 1", "a number in (0, 1]", "one of auto|cpu|cuda". */
 ODL_API const char *odl_config_allowed(const odl_config_key *key, char *buf, size_t cap);
 
+/* "Did you mean": the Levenshtein distance between a mistyped name and a known one (1 at most when
+ * their last dotted parts agree, so 'lr' finds 'train.lr'), and whether it is close enough to suggest
+ * (at most max(2, strlen(name) / 3)). Used for config keys and for command-line flags. */
+ODL_API size_t odl_name_distance(const char *name, const char *known);
+ODL_API int odl_name_close_enough(const char *name, size_t distance);
+
 #ifdef __cplusplus
 }
 #endif

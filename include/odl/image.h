@@ -78,9 +78,19 @@ ODL_API void odl_image_to_chw(const odl_image *img, float *out);
  * [0, src_w] (y to [0, src_h]). */
 ODL_API void odl_letterbox_unmap(const odl_letterbox *g, float xyxy[4]);
 
+/* Where a label of `len` characters at `text_scale` goes for a box whose top-left corner is (x1, y1):
+ * above the corner, or inside the box at its top when there is no room above, always wholly inside the
+ * image: the scale shrinks (down to 1) until the label fits, then the text is cut to `chars`
+ * characters (0 only in an image too small for one character at scale 1, 9 x 11 px: no label).
+ * Pixels; the label box is [x, x + w) x [y, y + h). */
+typedef struct odl_label_box {
+    int x, y, w, h, scale, chars;
+} odl_label_box;
+ODL_API void odl_image_label_box(int img_w, int img_h, int x1, int y1, int len, int text_scale, odl_label_box *out);
+
 /* Draw a rectangle outline of `thickness` pixels (clipped to the image) and, when label is not NULL,
- * the label in a filled box of the same colour above its top-left corner (inside when there is no
- * room). Text uses a built-in 5x7 font, scaled by `text_scale` (1, 2, ...). */
+ * the label in a filled box of the same colour placed by odl_image_label_box. Text uses a built-in 5x7
+ * font, scaled by `text_scale` (1, 2, ...). */
 ODL_API void odl_image_draw_box(odl_image *img, float x1, float y1, float x2, float y2, const uint8_t rgb[3], int thickness,
                         const char *label, int text_scale);
 /* A distinct colour for a class id (fixed palette). */

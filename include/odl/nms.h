@@ -31,9 +31,12 @@ typedef struct odl_nms_params {
     int agnostic;      /* 1: NMS across classes */
     int max_nms;       /* boxes kept before NMS, by confidence (YOLOv5: 30000) */
     float max_wh;      /* class offset of the batched-NMS trick (YOLOv5: 7680) */
+    const int *classes; /* NULL: every class; else keep only candidates of these n_classes ids (--classes) */
+    int n_classes;
 } odl_nms_params;
 
-/* detect.py's defaults: conf 0.25, IoU 0.45, max_det 1000, single label, class-aware, 30000, 7680. */
+/* detect.py's defaults: conf 0.25, IoU 0.45, max_det 1000, single label, class-aware, 30000, 7680, every
+ * class. */
 ODL_API odl_nms_params odl_nms_defaults(void);
 
 /* torchvision.ops.nms: indices of the kept boxes in decreasing score order.
@@ -45,12 +48,19 @@ ODL_API odl_status odl_nms(const float *boxes, const float *scores, int n, float
  * (cx, cy, w, h, objectness, nc class scores), sigmoid applied (the Detect layer's inference output).
  *   candidates: objectness > conf_thres; conf = objectness * class score;
  *   single label: best class j, kept if conf > conf_thres; multi-label: every (box, j) with conf > conf_thres;
- *   at most max_nms by decreasing conf; class-aware NMS by offsetting boxes by class_id * max_wh;
- *   at most max_det results, decreasing conf.
+ *   with p->classes, only candidates of those classes (YOLOv5 filters after picking the class, before NMS);
+ *   at most max_nms by decreasing conf; class-aware NMS by offsetting boxes by class_id * max_wh, the
+ *   offset widened to 1.25 x the span of the candidates' coordinates where that exceeds max_wh (YOLOv5's
+ *   fixed 7680 lets classes touch at --img-size 8192); at most max_det results, decreasing conf.
+ *   Rows whose box, objectness or score is NaN or infinite are never candidates (count them with
+ *   odl_yolo_nonfinite_rows to report them).
  * out has room for `cap` detections (cap >= p->max_det suffices); *n_out receives the count.
  * Errors: ODL_E_INVAL (bad arguments), ODL_E_NOMEM. */
 ODL_API odl_status odl_yolo_nms(const float *pred, int64_t n_anchors, int nc, const odl_nms_params *p, odl_detection *out,
                         int cap, int *n_out);
+
+/* Rows of pred [n_anchors, 5 + nc] holding a NaN or an infinity (a broken model or input). */
+ODL_API int64_t odl_yolo_nonfinite_rows(const float *pred, int64_t n_anchors, int nc);
 
 /* IoU of two xyxy boxes (0 when the union is empty). */
 ODL_API float odl_box_iou(const float a[4], const float b[4]);

@@ -58,6 +58,10 @@ ODL_API void odl_error_trace(const char *file, int line);
 
 /* The thread's current message ("" when none). */
 ODL_API const char *odl_error_msg(void);
+/* The message as users see it: without its " [at file:line]" trace unless the log level is debug
+ * (--verbose, logging.level: debug). Programs print this; tests and logs of internal failures may use
+ * odl_error_msg. */
+ODL_API const char *odl_error_msg_user(void);
 ODL_API void odl_error_clear(void);
 
 #define ODL_ERR(code, ...) odl_error_set((code), __FILE__, __LINE__, __VA_ARGS__)

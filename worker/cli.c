@@ -1,0 +1,88 @@
+/* Command-line habits shared by the tasks; see worker/cli.h. */
+#include "worker/cli.h"
+
+#include <string.h>
+
+#include "worker/config.h"
+#include "odl/device.h"
+#include "odl_build_info.h"
+
+#ifdef ODL_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+#ifdef ODL_HAVE_NCCL
+#include <nccl.h>
+#endif
+#ifdef ODL_HAVE_MPI
+#include <mpi.h>
+#endif
+
+const char *odl_cli_suggest(const char *name, const char *const *known, size_t n, int with_config_keys) {
+    const char *best = NULL;
+    size_t best_d = (size_t)-1;
+    for (size_t i = 0; i < n; i++) {
+        size_t d = odl_name_distance(name, known[i]);
+        if (d < best_d) best_d = d, best = known[i];
+    }
+    size_t nk = 0;
+    const odl_config_key *keys = with_config_keys ? odl_config_keys(&nk) : NULL;
+    for (size_t i = 0; i < nk; i++) {
+        size_t d = odl_name_distance(name, keys[i].name);
+        if (d < best_d) best_d = d, best = keys[i].name;
+    }
+    return best && odl_name_close_enough(name, best_d) ? best : NULL;
+}
+
+void odl_cli_unknown(const char *name, const char *const *known, size_t n, int with_config_keys, const char *help) {
+    const char *s = odl_cli_suggest(name, known, n, with_config_keys);
+    if (s) fprintf(stderr, "odl_worker: error: unknown option --%s (did you mean --%s?) (see %s)\n", name, s, help);
+    else fprintf(stderr, "odl_worker: error: unknown option --%s (see %s)\n", name, help);
+}
+
+int odl_cli_once(odl_cli_seen *s, const char *key, const char *given) {
+    for (int i = 0; i < s->n; i++)
+        if (!strcmp(s->key[i], key)) {
+            fprintf(stderr, "odl_worker: error: %s given twice (first as %s); give each option once\n", given,
+                    s->given[i]);
+            return -1;
+        }
+    if (s->n < ODL_CLI_MAX_SEEN) {
+        s->key[s->n] = key;
+        s->given[s->n] = given;
+        s->n++;
+    }
+    return 0;
+}
+
+void odl_cli_print_version(FILE *f) {
+    fprintf(f, "odl_worker (OriginDL) %s, commit %s\n", ODL_BUILD_VERSION, ODL_BUILD_COMMIT);
+#ifdef ODL_HAVE_CUDA
+    int rt = 0, drv = 0;
+    cudaRuntimeGetVersion(&rt);
+    cudaDriverGetVersion(&drv);
+    fprintf(f, "CUDA:  built with %d.%d, runtime %d.%d, driver %d.%d; GPU architectures %s\n", CUDART_VERSION / 1000,
+            CUDART_VERSION % 1000 / 10, rt / 1000, rt % 1000 / 10, drv / 1000, drv % 1000 / 10, ODL_BUILD_CUDA_ARCHS);
+#else
+    fprintf(f, "CUDA:  not built (CPU-only build)\n");
+#endif
+#ifdef ODL_HAVE_NCCL
+    int nv = 0;
+    ncclGetVersion(&nv);
+    fprintf(f, "NCCL:  built with %d.%d.%d, library %d\n", NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH, nv);
+#else
+    fprintf(f, "NCCL:  not built\n");
+#endif
+#ifdef ODL_HAVE_MPI
+    char lib[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len = 0;
+    MPI_Get_library_version(lib, &len);
+    char *nl = strchr(lib, '\n');
+    if (nl) *nl = 0;
+    char *comma = strchr(lib, ',');
+    if (comma) *comma = 0;
+    fprintf(f, "MPI:   %d.%d, %s\n", MPI_VERSION, MPI_SUBVERSION, lib);
+#else
+    fprintf(f, "MPI:   not built\n");
+#endif
+    fprintf(f, "CUDA devices usable now: %d\n", odl_cuda_device_count());
+}
