@@ -76,6 +76,15 @@ int odl_cuda_device_count(void) {
     return n;
 }
 
+odl_status odl_cuda_pci_bus_id(int index, char *buf, size_t cap) {
+    cudaError_t e = cudaDeviceGetPCIBusId(buf, (int)cap, index);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        return ODL_ERR(ODL_E_CUDA, "cudaDeviceGetPCIBusId(%d): %s", index, cudaGetErrorString(e));
+    }
+    return ODL_OK;
+}
+
 static odl_status pool_insert(cuda_pool *p, int at, pool_block b) {
     if (p->nblocks == p->blocks_cap) {
         int cap = p->blocks_cap ? p->blocks_cap * 2 : 256;
@@ -377,6 +386,10 @@ odl_status odl_device_synchronize(odl_device dev) {
 #else /* ------------------------------------------------------------------ CPU-only build */
 
 int odl_cuda_device_count(void) { return 0; }
+odl_status odl_cuda_pci_bus_id(int index, char *buf, size_t cap) {
+    (void)buf; (void)cap;
+    return ODL_ERR(ODL_E_NODEV, "CUDA device %d requested, but this build has no CUDA backend", index);
+}
 odl_status odl_cuda_init(int index, double fraction) {
     (void)fraction;
     return ODL_ERR(ODL_E_NODEV, "CUDA device %d requested, but this build has no CUDA backend", index);

@@ -128,5 +128,5 @@ int odl_env_bool(odl_env_id id) { return odl_env_int(id) != 0; }
 
 const char *odl_env_str(odl_env_id id) {
     const env_value *e = value(id);
-    return e && e->s ? e->s : "";
+    return e && e->s ? e->s : e ? g_table[id].def : "";
 }

@@ -2,7 +2,8 @@
 # The Slurm path for real: a one-node Slurm cluster on localhost (munged, slurmctld, slurmd from
 # Debian's slurm-wlm and munge; CPU only), launch/odl.sbatch submitted with 2 tasks, the job must train
 # and finish. Run twice: with srun --mpi=pmix (ODL_LAUNCHER=srun; skipped when Slurm lacks the PMIx
-# plugin) and with mpirun inside the allocation (ODL_LAUNCHER=mpirun).
+# plugin) and with mpirun inside the allocation (ODL_LAUNCHER=mpirun). Then the GPU-health drain: a node
+# fenced by odl_health (Xid 79) is drained once with the real scontrol and shows DRAIN with the reason.
 #   tests/slurm_local.sh SRCDIR ODL_WORKER
 # Needs root (slurmd starts job steps as the submitting user). Skips (77) with a message when the
 # binaries, root or the data are missing. Everything lives in a temporary folder; the daemons this
@@ -152,5 +153,25 @@ else
     echo "note: this Slurm has no PMIx plugin (srun --mpi=list); testing mpirun inside the allocation only"
 fi
 submit mpirun
-[ $fail = 0 ] && echo "slurm_local: launch/odl.sbatch trained and finished on a 2-task Slurm job"
+
+# GPU health fencing (issue 13): a node fenced for Xid 79 is drained once with the real scontrol and
+# shows DRAIN with the reason. odl_health sits beside odl_worker in the build folder.
+health="${ODL_HEALTH_BIN:-$(dirname "$worker")/odl_health}"
+if [ -x "$health" ]; then
+    mkdir -p "$tmp/fencejob"
+    "$health" fence add --job-dir "$tmp/fencejob" --node "$host" --xid 79 --gpu PCI:0000:3b:00 --generation 1 >"$tmp/fence.out" 2>&1
+    "$health" fence drain --job-dir "$tmp/fencejob" >>"$tmp/fence.out" 2>&1 || { echo "FAIL (drain): odl_health fence drain:"; cat "$tmp/fence.out"; fail=1; }
+    "$health" fence drain --job-dir "$tmp/fencejob" >>"$tmp/fence.out" 2>&1
+    node=$(scontrol show node "$host" -o 2>/dev/null)
+    nstate=$(echo "$node" | sed -n 's/.* State=\([A-Z+_]*\).*/\1/p')
+    echo "== drain: node $host State=$nstate, $(echo "$node" | sed -n 's/.*\(Reason=[^[]*\).*/\1/p')"
+    case "$nstate" in *DRAIN*) ;; *) echo "FAIL (drain): node state '$nstate' has no DRAIN"; fail=1 ;; esac
+    echo "$node" | grep -q "Reason=odl: Xid 79 on 0000:3b:00.0 (generation 1)" || { echo "FAIL (drain): reason missing: $node"; fail=1; }
+    grep -q "drained 1 node\$" "$tmp/fence.out" && grep -q "drained 0 nodes" "$tmp/fence.out" ||
+        { echo "FAIL (drain): not exactly once:"; cat "$tmp/fence.out"; fail=1; }
+    scontrol update NodeName="$host" State=RESUME >/dev/null 2>&1
+else
+    echo "note: $health not built; drain check skipped"
+fi
+[ $fail = 0 ] && echo "slurm_local: launch/odl.sbatch trained and finished on a 2-task Slurm job; fence drain shown by scontrol"
 exit $fail

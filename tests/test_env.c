@@ -79,6 +79,12 @@ static void values(void) {
     TCHECK(odl_env_bool(ODL_ENV_NCCL_BLOCKING) == 1, "default 1");
     TCHECK(odl_env_int(ODL_ENV_CKPT_TEST_PAUSE_AT_STEP) == -1, "default -1");
     TCHECK(odl_env_str(ODL_ENV_DUMP_PARAMS)[0] == 0, "empty string");
+    unsetenv("ODL_SCONTROL");
+    TOK(odl_env_reload());
+    TCHECK(!odl_env_is_set(ODL_ENV_SCONTROL) && !strcmp(odl_env_str(ODL_ENV_SCONTROL), "scontrol"),
+           "a string row's default when unset: '%s'", odl_env_str(ODL_ENV_SCONTROL));
+    expect_bad("ODL_HEALTH_TELEMETRY_MS", "5", "outside 10..3600000");
+    expect_bad("ODL_HEALTH", "disabled", "not a boolean");
 
     expect_bad("ODL_CPU_THREADS", "abc", "not an integer");
     expect_bad("ODL_CPU_THREADS", "4x", "not an integer");

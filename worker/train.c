@@ -24,6 +24,7 @@
 #include "worker/cli.h"
 #include "worker/outputs.h"
 #include "worker/tensorboard.h"
+#include "worker/health_monitor.h"
 #include "worker/tasks.h"
 #include "worker/train.h"
 
@@ -309,13 +310,15 @@ static void progress_report(int bar, int64_t done, int64_t total, int64_t epoch,
 /* One JSONL record (through jansson: a value that is not finite, such as the test loss of an epoch that
  * was not evaluated, is null). epoch is 1-based: the epoch the record's last step belongs to. */
 static void metrics_record(FILE *f, const char *event, int64_t epoch, int partial, int64_t step, double train_loss,
-                           double test_loss, double test_acc, double sps, double wall, int world, double lr) {
+                           double test_loss, double test_acc, double sps, double wall, int world, double lr,
+                           const json_t *extra /* more fields (the GPU telemetry); NULL: none */) {
     if (!f) return;
     json_t *o = json_pack("{s:s,s:I,s:I,s:o,s:o,s:o,s:o,s:o,s:i,s:o,s:b}", "event", event, "epoch", (json_int_t)epoch,
                           "step", (json_int_t)step, "train_loss", odl_json_num(train_loss, 6), "test_loss",
                           odl_json_num(test_loss, 6), "test_acc", odl_json_num(test_acc, 4), "samples_per_s",
                           odl_json_num(sps, 1), "wall_s", odl_json_num(wall, 3), "world_size", world, "lr",
                           odl_json_num(lr, 8), "partial", partial);
+    if (extra) json_object_update(o, (json_t *)extra);
     if (odl_json_write_line(f, o, "--metrics-out") != ODL_OK) ODL_LOG_WARN("%s", odl_error_msg_user());
     json_decref(o);
 }
@@ -340,6 +343,7 @@ typedef struct train_run {
     odl_tensor loss_acc; /* [1] on the device: sum over this rank's samples of the epoch's losses */
     FILE *metrics;
     odl_tb_writer *tb; /* --tensorboard; NULL: none */
+    odl_worker_health health; /* GPU telemetry and Xid watch (health/), inactive on CPU */
     int have_net, have_opt, have_loader;
     int show_progress;  /* a bar on a terminal (or with progress: on) */
     int progress_lines; /* else, unless progress: off, a line every logging.log_interval steps or 10 s */
@@ -366,6 +370,7 @@ static odl_status run_setup(train_run *r, int *nothing_to_do) {
      * would synchronise the stream twice a step. ODL_CUDA_LABEL_CHECK=1 in the environment keeps it. */
     odl_backend_set_label_check(0);
     ODL_CHECK(pick_device(cfg, r->opts->local_rank, &r->dev));
+    ODL_CHECK(odl_worker_health_start(&r->health, r->dev, r->rank));
     ODL_CHECK(odl_model_parse(odl_model_names()[cfg->model], &r->kind));
     ODL_CHECK(odl_mnist_load(cfg->data_dir, "train", &r->train));
     ODL_CHECK(odl_mnist_load(cfg->data_dir, "t10k", &r->test));
@@ -491,13 +496,16 @@ static odl_status run_epoch_end(train_run *r, int epoch_end, int stop) {
     r->epoch_lr = cfg->train.lr * pow(cfg->train.gamma, (double)st->epoch); /* this epoch's StepLR rate, unrounded */
     if (r->rank == 0 && (cfg->train.eval_every_epoch || stop || st->epoch + 1 == cfg->train.epochs))
         ODL_CHECK(odl_train_evaluate(&r->net, &r->test, r->test_batch, &r->test_loss, &r->test_acc, NULL, NULL));
+    char gpu_log[96];
+    json_t *gpu = odl_worker_health_epoch(&r->health, gpu_log, sizeof gpu_log);
     /* The epoch's own 1-based number, also for a partial epoch (a stop mid-epoch). */
     ODL_LOG_INFO("epoch %" PRId64 "/%" PRId64 " step %" PRId64 ": lr %g train_loss %.4f test_loss %.4f test_acc %.4f "
-                 "%.0f samples/s %.2f s%s",
+                 "%.0f samples/s %.2f s%s%s",
                  st->epoch + 1, cfg->train.epochs, st->step, r->epoch_lr, r->train_loss, r->test_loss, r->test_acc, sps,
-                 wall, epoch_end ? "" : " (stopped mid-epoch)");
+                 wall, gpu_log, epoch_end ? "" : " (stopped mid-epoch)");
     metrics_record(r->metrics, "epoch", st->epoch + 1, !epoch_end, st->step, r->train_loss, r->test_loss, r->test_acc,
-                   sps, wall, r->world, r->epoch_lr);
+                   sps, wall, r->world, r->epoch_lr, gpu);
+    json_decref(gpu);
     if (r->tb) { /* the JSONL's numbers, at the global step (a value not computed is skipped) */
         ODL_CHECK(odl_tb_scalar(r->tb, "train/loss", st->step, r->train_loss));
         ODL_CHECK(odl_tb_scalar(r->tb, "test/loss", st->step, r->test_loss));
@@ -585,6 +593,7 @@ static odl_status run_loop(train_run *r) {
         const int req = r->hooks && r->hooks->step_request ? r->hooks->step_request(r->hooks->ctx, st) : 0;
         ODL_CHECK(run_checkpoint(r, stop || (epoch_end && st->epoch >= cfg->train.epochs), req & ODL_TRAIN_CHECKPOINT));
         if (r->hooks && r->hooks->after_step) ODL_CHECK(r->hooks->after_step(r->hooks->ctx, cfg, &r->net, &r->opt, st));
+        ODL_CHECK(odl_worker_health_step(&r->health, st->step)); /* after the step's checkpoint */
         if (stop) break;
         if (req & ODL_TRAIN_STOP) {
             ODL_LOG_INFO("stopping after step %" PRId64 " as the coordinator asked (preemption)", st->step);
@@ -593,7 +602,8 @@ static odl_status run_loop(train_run *r) {
     }
     double wall = now_s() - r->t_start;
     metrics_record(r->metrics, "done", odl_ckpt_epoch_label(st->epoch, st->cursor), st->cursor != 0, st->step,
-                   r->train_loss, r->test_loss, r->test_acc, r->result->samples_per_s, wall, r->world, r->epoch_lr);
+                   r->train_loss, r->test_loss, r->test_acc, r->result->samples_per_s, wall, r->world, r->epoch_lr,
+                   NULL);
     ODL_LOG_INFO("done: %" PRId64 " steps, test_acc %.4f, %.2f s", st->step, r->test_acc, wall);
     return ODL_OK;
 }
@@ -622,6 +632,7 @@ static odl_status run_teardown(train_run *r, odl_status s) {
         if (s == ODL_OK) s = cs;
     }
     if (r->have_loader) odl_loader_stop(&r->loader);
+    odl_worker_health_stop(&r->health);
     odl_tensor_free(&r->loss_acc);
     if (r->have_opt) odl_optim_free(&r->opt);
     if (r->have_net) odl_net_free(&r->net);

@@ -24,6 +24,9 @@ ODL_API int odl_cuda_built(void);
 /* Number of usable CUDA devices (0 without a driver or GPU, or in a CPU-only build). Never fails. */
 ODL_API int odl_cuda_device_count(void);
 
+/* PCI bus id of CUDA device `index` ("0000:3B:00.0", cudaDeviceGetPCIBusId), for matching the GPU in
+ * NVML and the kernel log. Errors: ODL_E_CUDA, ODL_E_NODEV (CPU-only build). */
+ODL_API odl_status odl_cuda_pci_bus_id(int index, char *buf, size_t cap);
 /* Make `index` the calling thread's current CUDA device and create its pool if needed.
  * preallocate_fraction in (0, 1]: fraction of free memory the pool reserves up front (the program passes
  * memory.preallocate_fraction); 0 = the fraction of the last odl_cuda_init that gave one, else

@@ -39,7 +39,14 @@ extern "C" {
     X(COORD_SECRET_FILE, STR, "", 0, 0, "set by odl_coordinator: the job secret file (0600) whose key proves the worker's membership") \
     X(COORD_GENERATION, INT, "", 0, INT64_MAX, "set by odl_coordinator: the launch generation, bound into the worker's proof (required with ODL_COORD_ADDR)") \
     X(JOB_DIR, STR, "", 0, 0, "set by odl_coordinator: the job directory; ODL_FAULT keeps its once-per-job markers there (unset: faults fire every run)") \
-    X(FAULT, STR, "", 0, 0, "tests and drills: fault injection after a step, e.g. kill@rank=1,step=15; hang@, exit@, slow@...,ms=M (docs/coordinator.md)")
+    X(HEALTH, BOOL, "1", 0, 0, "0/off: odl_worker starts no GPU-health monitor (docs/health.md)") \
+    X(HEALTH_KMSG, STR, "", 0, 0, "kernel log the worker's health monitor follows instead of /dev/kmsg (tests append Xid lines to it)") \
+    X(HEALTH_XID_TABLE, STR, "", 0, 0, "YAML overrides of the Xid class table (docs/health.md)") \
+    X(HEALTH_TELEMETRY_MS, INT, "5000", 10, 3600000, "period of the health monitor's NVML telemetry samples, in ms") \
+    X(NVML_LIBRARY, STR, "libnvidia-ml.so.1", 0, 0, "the NVML library the health layer dlopens (tests use a stand-in)") \
+    X(SCONTROL, STR, "scontrol", 0, 0, "the scontrol program that drains fenced nodes") \
+    X(NODE_NAME, STR, "", 0, 0, "node name of health findings, the worker's stop message and drains (unset: the short host name; tests emulate nodes with it)") \
+    X(FAULT, STR, "", 0, 0, "tests and drills: fault injection after a step, faults separated by ';': kill@rank=1,step=15; hang@, exit@, slow@...,ms=M (docs/coordinator.md); xidNN@rank=R,step=S (docs/health.md)")
 
 typedef enum odl_env_id {
 #define ODL_ENV_ENUM_(id, type, def, lo, hi, doc) ODL_ENV_##id,
@@ -74,7 +81,7 @@ ODL_API int odl_env_is_set(odl_env_id id);
 /* The value (INT and BOOL rows: the default when unset, empty or bad; 0 when that default is ""). */
 ODL_API int64_t odl_env_int(odl_env_id id);
 ODL_API int odl_env_bool(odl_env_id id);
-/* The text (STR rows; "" when unset). Valid for the life of the process. */
+/* The text (STR rows; the row's default, often "", when unset). Valid for the life of the process. */
 ODL_API const char *odl_env_str(odl_env_id id);
 
 #ifdef __cplusplus

@@ -1,0 +1,109 @@
+/* Prometheus text exposition (format 0.0.4) of GPU telemetry and Xid counters, with dcgm-exporter's
+ * metric names and labels where they overlap (NVIDIA dcgm-exporter default-counters.csv). */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "odl/health.h"
+
+typedef struct out {
+    char *buf;
+    size_t cap, len;
+} out;
+
+static void put(out *o, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    size_t room = o->len < o->cap ? o->cap - o->len : 0;
+    int n = vsnprintf(room ? o->buf + o->len : NULL, room, fmt, ap);
+    va_end(ap);
+    if (n > 0) o->len += (size_t)n;
+}
+
+/* A label value with \, " and newline escaped, as the text format requires. */
+static void put_label(out *o, const char *name, const char *v, int first) {
+    put(o, "%s%s=\"", first ? "" : ",", name);
+    for (const char *p = v ? v : ""; *p; p++) {
+        if (*p == '\\') put(o, "\\\\");
+        else if (*p == '"') put(o, "\\\"");
+        else if (*p == '\n') put(o, "\\n");
+        else put(o, "%c", *p);
+    }
+    put(o, "\"");
+}
+
+static void put_labels(out *o, const odl_gpu_telemetry *t, int gpu, const char *host) {
+    char idx[16];
+    snprintf(idx, sizeof idx, "%d", gpu);
+    put_label(o, "gpu", idx, 1);
+    put_label(o, "UUID", t->uuid, 0);
+    put_label(o, "pci_bus_id", t->pci, 0);
+    put_label(o, "modelName", t->name, 0);
+    put_label(o, "Hostname", host, 0);
+}
+
+typedef struct family {
+    const char *name, *type, *help;
+    size_t offset; /* of the double in odl_gpu_telemetry */
+} family;
+
+#define F(name, type, help, field) {name, type, help, offsetof(odl_gpu_telemetry, field)}
+static const family k_families[] = {
+    F("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %).", util_gpu_pct),
+    F("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB).", mem_used_mib),
+    F("DCGM_FI_DEV_FB_TOTAL", "gauge", "Framebuffer memory total (in MiB).", mem_total_mib),
+    F("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C).", temp_c),
+    F("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W).", power_w),
+    F("DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock frequency (in MHz).", sm_clock_mhz),
+    F("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "counter", "Total number of single-bit volatile ECC errors.", ecc_corrected),
+    F("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "counter", "Total number of double-bit volatile ECC errors.", ecc_uncorrected),
+    F("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "counter", "Number of remapped rows for correctable errors.",
+      remap_corrected),
+    F("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "counter", "Number of remapped rows for uncorrectable errors.",
+      remap_uncorrected),
+    F("DCGM_FI_DEV_ROW_REMAP_FAILURE", "gauge", "Whether remapping of rows has failed.", remap_failed),
+};
+#undef F
+
+size_t odl_health_prometheus(char *buf, size_t cap, const odl_gpu_telemetry *t, int n, const char *host,
+                             const odl_xid_count *xids, int n_xids) {
+    out o = {buf, cap, 0};
+    if (cap) buf[0] = '\0';
+    for (size_t f = 0; f < sizeof k_families / sizeof k_families[0]; f++) {
+        const family *fm = &k_families[f];
+        int any = 0;
+        for (int g = 0; g < n; g++) {
+            double v = *(const double *)((const char *)&t[g] + fm->offset);
+            if (v == ODL_HEALTH_NA) continue;
+            if (!any) put(&o, "# HELP %s %s\n# TYPE %s %s\n", fm->name, fm->help, fm->name, fm->type);
+            any = 1;
+            put(&o, "%s{", fm->name);
+            put_labels(&o, &t[g], g, host);
+            put(&o, "} %.17g\n", v);
+        }
+    }
+    if (n > 0) {
+        put(&o, "# HELP odl_gpu_healthy 1 while every NVML call on the GPU succeeds.\n# TYPE odl_gpu_healthy gauge\n");
+        for (int g = 0; g < n; g++) {
+            put(&o, "odl_gpu_healthy{");
+            put_labels(&o, &t[g], g, host);
+            put(&o, "} %d\n", t[g].healthy ? 1 : 0);
+        }
+    }
+    if (n_xids > 0) {
+        put(&o, "# HELP odl_gpu_xid_errors_total Xid errors seen, per code.\n# TYPE odl_gpu_xid_errors_total counter\n");
+        for (int i = 0; i < n_xids; i++) {
+            const odl_xid_count *x = &xids[i];
+            if (x->gpu < 0 || x->gpu >= n) continue;
+            char code[16];
+            if (x->xid == ODL_XID_BUS_LOST) snprintf(code, sizeof code, "bus_lost");
+            else snprintf(code, sizeof code, "%d", x->xid);
+            put(&o, "odl_gpu_xid_errors_total{");
+            put_labels(&o, &t[x->gpu], x->gpu, host);
+            put_label(&o, "xid", code, 0);
+            put_label(&o, "class", odl_xid_class_name(x->cls), 0);
+            put(&o, "} %llu\n", (unsigned long long)x->count);
+        }
+    }
+    return o.len;
+}

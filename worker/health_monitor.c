@@ -1,0 +1,118 @@
+/* The worker's GPU-health monitor: see worker/health_monitor.h. */
+#include "worker/health_monitor.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "odl/device.h"
+#include "odl/env.h"
+#include "odl/json.h"
+#include "odl/log.h"
+
+odl_status odl_worker_health_start(odl_worker_health *h, odl_device dev, int rank) {
+    memset(h, 0, sizeof *h);
+    h->rank = rank;
+    if (!odl_env_bool(ODL_ENV_HEALTH)) return ODL_OK;
+    /* NULL when unset: the monitor's defaults apply */
+    const char *env_kmsg = odl_env_is_set(ODL_ENV_HEALTH_KMSG) ? odl_env_str(ODL_ENV_HEALTH_KMSG) : NULL;
+    const char *env_table = odl_env_is_set(ODL_ENV_HEALTH_XID_TABLE) ? odl_env_str(ODL_ENV_HEALTH_XID_TABLE) : NULL;
+    int f = odl_fault_xid_parse(odl_env_is_set(ODL_ENV_FAULT) ? odl_env_str(ODL_ENV_FAULT) : NULL, &h->fault);
+    if (f < 0) return f;
+    h->have_fault = f == 1;
+    char bus[32] = "";
+    const char *kmsg = env_kmsg;
+    if (dev.type == ODL_DEV_CUDA) {
+        ODL_CHECK(odl_cuda_pci_bus_id(dev.index, bus, sizeof bus));
+        ODL_CHECK(odl_pci_parse(bus, &h->pci));
+        if (!kmsg && access("/dev/kmsg", R_OK) == 0) kmsg = "/dev/kmsg";
+        h->nvml = 1;
+    } else if (!kmsg && !h->have_fault) {
+        return ODL_OK;
+    }
+    odl_xid_table table;
+    odl_xid_table_defaults(&table);
+    if (env_table) ODL_CHECK(odl_xid_table_load_yaml(&table, env_table));
+    odl_health_monitor_opts o = {
+        .pci_bus_id = bus[0] ? bus : NULL,
+        .mig_gpu_instance = -1,
+        .kmsg_path = kmsg,
+        .use_nvml = h->nvml,
+        .since_us = odl_kmsg_now_us(), /* lines from before this process are another job's */
+        .telemetry_ms = (int)odl_env_int(ODL_ENV_HEALTH_TELEMETRY_MS),
+        .table = &table,
+    };
+    odl_status s = odl_health_monitor_start(&o, &h->mon);
+    if (s == ODL_E_IO && kmsg && !env_kmsg) {
+        /* /dev/kmsg unreadable (kernel.dmesg_restrict for a non-root user): NVML's events remain. */
+        ODL_LOG_WARN("GPU health: %s; following NVML events only", odl_error_msg());
+        o.kmsg_path = kmsg = NULL;
+        s = odl_health_monitor_start(&o, &h->mon);
+    }
+    ODL_CHECK(s);
+    if (h->nvml && odl_health_monitor_nvml_error(h->mon)[0])
+        ODL_LOG_WARN("GPU health: %s; telemetry unavailable", odl_health_monitor_nvml_error(h->mon));
+    ODL_LOG_INFO("GPU health monitor: kernel log %s, NVML %s%s%s", kmsg ? kmsg : "none",
+                 h->nvml && !odl_health_monitor_nvml_error(h->mon)[0] ? "on" : "off",
+                 h->have_fault ? ", injecting an Xid by ODL_FAULT" : "", bus[0] ? "" : " (CPU)");
+    return ODL_OK;
+}
+
+odl_status odl_worker_health_step(odl_worker_health *h, int64_t step) {
+    if (!h->mon) return ODL_OK;
+    int injected = 0;
+    if (h->have_fault && !h->fault_done && step >= h->fault.step && (h->fault.rank < 0 || h->fault.rank == h->rank)) {
+        char line[256];
+        odl_fault_xid_line(&h->fault, &h->pci, line, sizeof line);
+        odl_health_monitor_inject(h->mon, line);
+        h->fault_done = 1;
+        injected = 1;
+    }
+    odl_health_finding f[16];
+    int n = odl_health_monitor_poll(h->mon, f, 16);
+    /* The injected line is parsed on the monitor thread: wait for it so the fault acts at its step. */
+    for (int i = 0; injected && n == 0 && i < 200; i++) {
+        struct timespec ts = {0, 10 * 1000000L};
+        nanosleep(&ts, NULL);
+        n = odl_health_monitor_poll(h->mon, f, 16);
+    }
+    odl_status s = ODL_OK;
+    for (int i = 0; i < n; i++) {
+        char text[512];
+        odl_health_finding_format(&f[i], text, sizeof text);
+        if (f[i].attributed_to >= 0 || f[i].cls == ODL_XID_IGNORE) {
+            ODL_LOG_INFO("GPU health: %s", text);
+            continue;
+        }
+        ODL_LOG_ERROR("GPU health: %s", text);
+        if (s == ODL_OK) {
+            char pci[ODL_PCI_STR_LEN];
+            odl_pci_format(&f[i].rec.pci, pci);
+            s = ODL_ERR(ODL_E_NODEV, "GPU health: %s Xid %d on %s at step %lld on node %s: stopping (%s)",
+                        odl_xid_class_name(f[i].cls), f[i].rec.xid, pci, (long long)step, odl_health_node_name(),
+                        f[i].cls == ODL_XID_NODE_FATAL ? "the node is to be fenced" : "the job is to be restarted");
+        }
+    }
+    return s;
+}
+
+json_t *odl_worker_health_epoch(odl_worker_health *h, char *log_text, size_t log_cap) {
+    log_text[0] = '\0';
+    if (!h->mon || !h->nvml) return NULL;
+    double util, mem;
+    odl_health_monitor_window(h->mon, 1, &util, &mem);
+    if (util == ODL_HEALTH_NA && mem == ODL_HEALTH_NA) return NULL;
+    char u[32] = "unavailable", m[32] = "unavailable";
+    if (util != ODL_HEALTH_NA) snprintf(u, sizeof u, "%.0f%%", util);
+    if (mem != ODL_HEALTH_NA) snprintf(m, sizeof m, "%.0f MiB", mem);
+    snprintf(log_text, log_cap, " gpu_util %s peak_mem %s", u, m);
+    return json_pack("{s:o,s:o}", "gpu_util_mean", odl_json_num(util == ODL_HEALTH_NA ? NAN : util, 1),
+                     "gpu_mem_peak_mib", odl_json_num(mem == ODL_HEALTH_NA ? NAN : mem, 0));
+}
+
+void odl_worker_health_stop(odl_worker_health *h) {
+    odl_health_monitor_stop(h->mon);
+    h->mon = NULL;
+}
