@@ -55,6 +55,6 @@ else
 fi
 
 ODL_FAULT="xid79@rank=one" "$worker" $base --max-steps 20 >"$tmp/5.log" 2>&1
-expect "malformed fault" "$tmp/5.log" 1 $? "error: ODL_FAULT: 'xid79@rank=one': 'rank=one' is not key=N"
+expect "malformed fault" "$tmp/5.log" 1 $? "error: ODL_FAULT: rank=one in xid79@ is not a non-negative integer"
 [ $fail = 0 ] && echo "health_worker: all cases passed"
 exit $fail

@@ -263,7 +263,7 @@ static void test_fault(void) {
     TCHECK(odl_fault_xid_parse("xid79@rank=1,step=10", &f) == 1 && f.xid == 79 && f.rank == 1 && f.step == 10, "xid79");
     TCHECK(odl_fault_xid_parse("kill@rank=0,step=3;xid13@step=5", &f) == 1 && f.xid == 13 && f.rank == -1 && f.step == 5,
            "xid among other faults");
-    TCHECK(odl_fault_xid_parse("xid48", &f) == 1 && f.xid == 48 && f.rank == -1 && f.step == 0, "bare xid48");
+    TCHECK(odl_fault_xid_parse("xid48", &f) == ODL_E_CONFIG, "bare xid48: every kind is ACTION@...,step=S");
     TCHECK(odl_fault_xid_parse("kill@rank=0,step=3", &f) == 0, "no xid fault");
     TCHECK(odl_fault_xid_parse(NULL, &f) == 0, "unset");
     TCHECK(odl_fault_xid_parse("xid79@rank=1,stp=10", &f) == ODL_E_CONFIG, "unknown key");

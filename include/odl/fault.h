@@ -9,8 +9,12 @@
  * Several faults may be given, separated by ';'. Each fires once per job directory: a marker file
  * DIR/fault-<action>-rank<R>-step<S> (DIR = ODL_JOB_DIR, set by odl_coordinator) is created with
  * O_EXCL before it fires, so a relaunched job does not repeat it. Without ODL_JOB_DIR it fires every
- * run. New actions (e.g. xid79@, issue 13) add a row to k_fault_actions in comm/fault.c and a case
- * to odl_fault_fire. */
+ * run.
+ *   ODL_FAULT=xid79@rank=1,step=10  an injected Xid: the GPU-health layer (health/, docs/health.md) writes
+ *                                    that driver line into the rank's kernel-log source at that step
+ * One parser (core/fault.c, odl_fault_parse) serves every kind: odl_fault_after_step (core/fault.c)
+ * fires the process faults, health/fault_xid.c takes the xid entries. A new kind adds a row to
+ * k_fault_actions in core/fault.c and a case where it is acted on. */
 #ifndef ODL_FAULT_H
 #define ODL_FAULT_H
 
@@ -27,6 +31,7 @@ typedef enum odl_fault_action {
     ODL_FAULT_HANG,
     ODL_FAULT_EXIT,
     ODL_FAULT_SLOW,
+    ODL_FAULT_XID, /* xidNN@: acted on by the GPU-health layer, not by odl_fault_after_step */
 } odl_fault_action;
 
 typedef struct odl_fault {
@@ -35,6 +40,7 @@ typedef struct odl_fault {
     int rank;      /* -1: every rank */
     int64_t step;
     int64_t ms; /* slow@ */
+    int xid;    /* xidNN@: the Xid code NN (1..100000) */
 } odl_fault;
 
 typedef struct odl_fault_plan {
@@ -42,7 +48,8 @@ typedef struct odl_fault_plan {
     odl_fault f[ODL_FAULT_MAX];
 } odl_fault_plan;
 
-/* Parse "ACTION@rank=R,step=S[;ACTION@...]" (keys in any order; rank optional = every rank).
+/* Parse "ACTION@rank=R,step=S[;ACTION@...]" (keys in any order; rank optional = every rank; ACTION
+ * one of kill, hang, exit, slow, xidNN). Pure: no environment, no files.
  * Errors: ODL_E_CONFIG with the offending text. An empty or NULL text gives n = 0. */
 ODL_API odl_status odl_fault_parse(const char *text, odl_fault_plan *out);
 /* Read ODL_FAULT once (the worker calls it at start). */

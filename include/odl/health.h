@@ -227,9 +227,9 @@ typedef struct odl_fault_xid {
     int64_t step;
 } odl_fault_xid;
 
-/* Find the "xidNN@rank=R,step=S" fault in an ODL_FAULT value (faults separated by ';'; other kinds,
- * e.g. kill/hang/exit, are left to their own parser). Returns 1 when found, 0 when the value has no xid
- * fault, ODL_E_CONFIG for a malformed one. */
+/* Find the first "xidNN@rank=R,step=S" fault in an ODL_FAULT value, parsed by the one ODL_FAULT
+ * parser (odl_fault_parse, odl/fault.h; faults separated by ';', other kinds are fired by comm/).
+ * Returns 1 when found, 0 when the value has no xid fault, ODL_E_CONFIG when any entry is malformed. */
 ODL_API int odl_fault_xid_parse(const char *spec, odl_fault_xid *out);
 /* The kernel-log line an injected fault appends: it goes through the same parser and classifier. */
 ODL_API void odl_fault_xid_line(const odl_fault_xid *f, const odl_pci_id *pci, char *buf, size_t cap);

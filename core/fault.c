@@ -1,6 +1,8 @@
-/* ODL_FAULT: fault injection (odl/fault.h). */
+/* ODL_FAULT (odl/fault.h): the one parser of every kind (kill@ ... xidNN@), and the firing of the
+ * process faults after a step; the xid entries are acted on by the GPU-health layer (health/). */
 #include "odl/fault.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -36,11 +38,19 @@ static odl_status parse_one(const char *s, size_t len, odl_fault *f) {
     f->step = -1;
     for (size_t i = 0; i < sizeof k_fault_actions / sizeof k_fault_actions[0]; i++)
         if (!strcmp(buf, k_fault_actions[i].name)) f->action = k_fault_actions[i].action;
+    if (!f->action && !strncmp(buf, "xid", 3) && isdigit((unsigned char)buf[3])) {
+        char *end = NULL;
+        long x = strtol(buf + 3, &end, 10);
+        if (*end || x < 1 || x > 100000)
+            return ODL_ERR(ODL_E_CONFIG, "ODL_FAULT: '%s': want xidNN@rank=R,step=S (NN an Xid code)", buf);
+        f->action = ODL_FAULT_XID;
+        f->xid = (int)x;
+    }
     if (!f->action) {
         char known[128] = "";
         for (size_t i = 0; i < sizeof k_fault_actions / sizeof k_fault_actions[0]; i++)
             snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", i ? ", " : "", k_fault_actions[i].name);
-        return ODL_ERR(ODL_E_CONFIG, "ODL_FAULT: unknown action '%s' (known: %s)", buf, known);
+        return ODL_ERR(ODL_E_CONFIG, "ODL_FAULT: unknown action '%s' (known: %s, xidNN)", buf, known);
     }
     snprintf(f->name, sizeof f->name, "%.15s", buf);
     char *save = NULL;
@@ -102,6 +112,7 @@ static int claim(const odl_fault *f, int rank) {
 void odl_fault_after_step(const odl_fault_plan *p, int rank, int64_t step) {
     for (int i = 0; p && i < p->n; i++) {
         const odl_fault *f = &p->f[i];
+        if (f->action == ODL_FAULT_XID) continue; /* the GPU-health monitor injects it */
         if (f->action == ODL_FAULT_SLOW) {
             if (step >= f->step && (f->rank < 0 || f->rank == rank)) usleep((useconds_t)(f->ms * 1000));
             continue;
@@ -114,7 +125,8 @@ void odl_fault_after_step(const odl_fault_plan *p, int rank, int64_t step) {
         case ODL_FAULT_EXIT: _exit(ODL_FAULT_EXIT_STATUS);
         case ODL_FAULT_HANG:
             for (;;) pause(); /* until someone kills the job */
-        case ODL_FAULT_SLOW: break;
+        case ODL_FAULT_SLOW:
+        case ODL_FAULT_XID: break;
         }
     }
 }
