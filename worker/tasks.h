@@ -7,4 +7,7 @@ int odl_task_train_main(int argc, char **argv);
 /* Defined in worker/infer.c when the image libraries are built in. */
 int odl_task_infer_main(int argc, char **argv) __attribute__((weak));
 
+/* worker/eval.c: YOLOv5 evaluation with val.py's mAP. */
+int odl_task_eval_main(int argc, char **argv);
+
 #endif
