@@ -232,15 +232,17 @@ typedef struct group {
     odl_prep_batch *pending;
 } group;
 
-/* ODL_EVAL_FAULT=kill:R:K: rank R kills itself (SIGKILL) after K images, to test that a dying rank ends
- * the job. Read once, here. */
+/* ODL_EVAL_FAULT=kill:R:K (or stop:R:K): rank R kills (SIGKILL) or stops (SIGSTOP) itself after K
+ * images, to test that a dying or hung rank ends the job. Read once, here. */
 typedef struct fault {
-    int rank, after;
+    int rank, after, sig;
 } fault;
 static fault read_fault(void) {
-    fault f = {-1, 0};
+    fault f = {-1, 0, 0};
     const char *e = getenv("ODL_EVAL_FAULT");
-    if (e && sscanf(e, "kill:%d:%d", &f.rank, &f.after) != 2) f.rank = -1;
+    if (e && sscanf(e, "kill:%d:%d", &f.rank, &f.after) == 2) f.sig = SIGKILL;
+    else if (e && sscanf(e, "stop:%d:%d", &f.rank, &f.after) == 2) f.sig = SIGSTOP;
+    else f.rank = -1;
     return f;
 }
 
@@ -347,9 +349,10 @@ static odl_status eval_shard(odl_yolov5 *net, const odl_det_dataset *ds, const e
                                        det, lbox, lcls, correct, out),
                            st, done);
             if (++done_images == flt.after && rank == flt.rank) {
-                fprintf(stderr, "odl_worker: rank %d: ODL_EVAL_FAULT: killing myself after %d images\n", rank, done_images);
+                fprintf(stderr, "odl_worker: rank %d: ODL_EVAL_FAULT: %s myself after %d images (pid %d)\n", rank,
+                        flt.sig == SIGKILL ? "killing" : "stopping", done_images, (int)getpid());
                 fflush(stderr);
-                raise(SIGKILL);
+                raise(flt.sig);
             }
         }
         t[2] += now_ms() - t2;
