@@ -24,3 +24,11 @@ if(TARGET odl_worker)
       FIXTURES_REQUIRED yolov5_weights ENVIRONMENT "${_eval_env}")
   endif()
 endif()
+
+# odl_comm_gather_host_bytes (the statistics gather): a local group, and 3 ranks of uneven sizes.
+odl_add_test(test_comm_gather SOURCES test_comm_gather.c LABELS unit TIMEOUT 60)
+if(ODL_HAVE_MPI)
+  add_test(NAME test_comm_gather_np3 COMMAND sh ${PROJECT_SOURCE_DIR}/tests/comm_mpirun.sh 3 $<TARGET_FILE:test_comm_gather>)
+  set_tests_properties(test_comm_gather_np3 PROPERTIES TIMEOUT 120 LABELS "unit;mpi" SKIP_RETURN_CODE 77
+    ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0")
+endif()
