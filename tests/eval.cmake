@@ -32,3 +32,11 @@ if(ODL_HAVE_MPI)
   set_tests_properties(test_comm_gather_np3 PROPERTIES TIMEOUT 120 LABELS "unit;mpi" SKIP_RETURN_CODE 77
     ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0")
 endif()
+
+# The pipeline's backend entries (letterbox_u8_to_chw, yolo_nms): the CPU ones against the library's
+# reference functions, the CUDA ones against the CPU ones (bitwise).
+odl_add_test(detect_post SOURCES test_detect_post.c ARGS cpu LABELS integration TIMEOUT 600)
+set_tests_properties(detect_post PROPERTIES FIXTURES_REQUIRED yolov5_weights)
+add_test(NAME detect_post_gpu COMMAND detect_post cuda)
+set_tests_properties(detect_post_gpu PROPERTIES TIMEOUT 600 LABELS gpu SKIP_RETURN_CODE 77
+  FIXTURES_REQUIRED yolov5_weights ENVIRONMENT "${ODL_YOLO_TEST_ENV}")

@@ -40,6 +40,8 @@ static const odl_backend g_cpu_backend = {
     .upsample2x_f16 = odl_cpu_upsample2x_f16,
     .copy_f16 = odl_cpu_copy_f16,
     .nchw_f32_to_nhwc_f16 = odl_cpu_nchw_f32_to_nhwc_f16,
+    .letterbox_u8_to_chw = odl_cpu_letterbox_u8_to_chw,
+    .yolo_nms = odl_cpu_yolo_nms,
 };
 
 const odl_backend *odl_backend_cpu(void) { return &g_cpu_backend; }

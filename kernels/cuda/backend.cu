@@ -145,6 +145,8 @@ static odl_backend make_table() {
     b.upsample2x_f16 = odl_cuda_upsample2x_f16;
     b.copy_f16 = odl_cuda_copy_f16;
     b.nchw_f32_to_nhwc_f16 = odl_cuda_nchw_f32_to_nhwc_f16;
+    b.letterbox_u8_to_chw = odl_cuda_letterbox_u8_to_chw;
+    b.yolo_nms = odl_cuda_yolo_nms;
     return b;
 }
 

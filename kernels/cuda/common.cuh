@@ -154,6 +154,9 @@ odl_status odl_cuda_upsample2x_f16(int N, int H, int W, int C, const odl_half *x
 odl_status odl_cuda_copy_f16(int64_t pixels, int C, const odl_half *x, int64_t ldx, odl_half *y, int64_t ldy);
 odl_status odl_cuda_nchw_f32_to_nhwc_f16(int N, int C, int H, int W, const float *x, int block, int C_pad,
                                         odl_half *y);
+odl_status odl_cuda_letterbox_u8_to_chw(int N, int H, int W, const uint8_t *src, const int64_t *src_off,
+                                        const int32_t *geo, uint8_t pad, float *y);
+odl_status odl_cuda_yolo_nms(const odl_yolo_nms_args *a);
 
 /* Release the backend's cached workspaces (call before the device pools are destroyed, e.g. from
  * odl_cuda_shutdown). Safe to call when nothing was allocated. */
