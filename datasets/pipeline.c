@@ -8,7 +8,7 @@
 #include <string.h>
 
 odl_status odl_prep_image(const odl_prep_job *job, float *dst, odl_prep_result *res) {
-    if (!job || !job->path || !dst || !res || job->out_w <= 0 || job->out_h <= 0)
+    if (!job || !job->path || (!dst && !job->u8) || !res || job->out_w <= 0 || job->out_h <= 0)
         return ODL_ERR(ODL_E_INVAL, "odl_prep_image: bad arguments");
     memset(res, 0, sizeof *res);
     odl_image img = {0}, rs = {0}, lb = {0};
@@ -33,8 +33,17 @@ odl_status odl_prep_image(const odl_prep_job *job, float *dst, odl_prep_result *
                      res->geo.out_h, job->out_w, job->out_h);
         goto out;
     }
-    ODL_CHECK_GOTO(odl_image_letterbox_apply(cur, &res->geo, 114, &lb), st, out);
-    odl_image_to_chw(&lb, dst);
+    if (job->u8) {
+        const odl_letterbox *g = &res->geo;
+        if (g->unpad_w == cur->width && g->unpad_h == cur->height)
+            memcpy(job->u8, cur->data, (size_t)cur->width * cur->height * 3);
+        else
+            ODL_CHECK_GOTO(odl_image_resize_linear(cur->data, cur->width, cur->height, 3, job->u8, g->unpad_w, g->unpad_h),
+                           st, out);
+    } else {
+        ODL_CHECK_GOTO(odl_image_letterbox_apply(cur, &res->geo, 114, &lb), st, out);
+        odl_image_to_chw(&lb, dst);
+    }
     res->gain = (double)cur->height / img.height * res->geo.ratio;
     res->pad_x = res->geo.dw;
     res->pad_y = res->geo.dh;
@@ -145,14 +154,15 @@ void odl_prep_pool_free(odl_prep_pool *p) {
 
 odl_status odl_prep_submit(odl_prep_pool *p, const odl_prep_job *jobs, int n, float *dst, odl_prep_result *res,
                            odl_prep_batch **out) {
-    if (!p || n < 0 || (n > 0 && (!jobs || !dst || !res)) || !out) return ODL_ERR(ODL_E_INVAL, "odl_prep_submit: bad arguments");
+    if (!p || n < 0 || (n > 0 && (!jobs || (!dst && !jobs[0].u8) || !res)) || !out)
+        return ODL_ERR(ODL_E_INVAL, "odl_prep_submit: bad arguments");
     odl_prep_batch *b = calloc(1, sizeof *b);
     if (!b) return ODL_ERR(ODL_E_NOMEM, "image batch");
     b->pool = p;
     if (p->n_threads == 0) { /* synchronous */
         size_t off = 0;
         for (int k = 0; k < n; k++) {
-            task t = {&jobs[k], dst + off, &res[k], b};
+            task t = {&jobs[k], dst ? dst + off : NULL, &res[k], b};
             run_task(&t);
             off += (size_t)3 * jobs[k].out_h * jobs[k].out_w;
         }
@@ -177,7 +187,7 @@ odl_status odl_prep_submit(odl_prep_pool *p, const odl_prep_job *jobs, int n, fl
     }
     size_t off = 0;
     for (int k = 0; k < n; k++) {
-        task t = {&jobs[k], dst + off, &res[k], b};
+        task t = {&jobs[k], dst ? dst + off : NULL, &res[k], b};
         p->q[(p->head + p->count) % p->cap] = t;
         p->count++;
         off += (size_t)3 * jobs[k].out_h * jobs[k].out_w;

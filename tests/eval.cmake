@@ -4,6 +4,7 @@
 #   eval_metrics      unit: val.py matching, np.interp, ap_per_class on hand-computed cases
 #   eval_coco8        integration: coco8 --square against reference/coco8_map.json (mAP, per class, boxes
 #                     per image), rect mode, bad labels and usage errors through odl_worker
+#   eval_coco8_gpu    gpu: the same coco8 check with --device cuda (GPU letterbox, GPU NMS)
 #   eval_mpi          integration;mpi: 1 = 2 = 3 ranks bit for bit in metrics.json
 #   eval_rank_faults  fault;mpi: a killed rank and a stopped rank end the job without a hang
 odl_add_test(eval_labels SOURCES test_eval_labels.c LABELS unit TIMEOUT 120)
@@ -12,6 +13,9 @@ if(TARGET odl_worker)
   odl_add_test(eval_coco8 SOURCES test_eval_worker.c LABELS integration TIMEOUT 900)
   set_tests_properties(eval_coco8 PROPERTIES FIXTURES_REQUIRED yolov5_weights)
   add_dependencies(eval_coco8 odl_worker)
+  add_test(NAME eval_coco8_gpu COMMAND eval_coco8 cuda)
+  set_tests_properties(eval_coco8_gpu PROPERTIES TIMEOUT 600 LABELS gpu SKIP_RETURN_CODE 77
+    FIXTURES_REQUIRED yolov5_weights ENVIRONMENT "${ODL_YOLO_TEST_ENV}")
   if(ODL_HAVE_MPI)
     set(_eval_env "ODL_TEST_DATA=$ENV{ODL_TEST_DATA};ODL_TEST_DATA_DEFAULT=${ODL_TEST_DATA_DEFAULT};ASAN_OPTIONS=detect_leaks=0")
     add_test(NAME eval_mpi COMMAND sh ${PROJECT_SOURCE_DIR}/tests/eval_mpi.sh equal ${PROJECT_SOURCE_DIR}

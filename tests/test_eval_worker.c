@@ -3,16 +3,19 @@
  *   mAP50-95 and every class's AP50-95 within 0.001, the boxes per image of --save-json equal to the
  *   reference's n_det; val.py's table on stdout; the dataset yaml (val: 4 images); the default
  *   rectangular batches; a bad label line (exit 1, one error naming file:line, no metrics.json); a
- *   missing label file (a background image, as val.py); usage errors (exit 2). */
+ *   missing label file (a background image, as val.py); usage errors (exit 2).
+ * With argument "cuda" (label gpu): the coco8 check only, with --device cuda (GPU letterbox and NMS). */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "odl/device.h"
 #include "test_util.h"
 
 static char g_tmp[1024], g_worker[1024], g_weights[1024], g_coco8[1024];
+static const char *g_device = "cpu";
 
 /* Run odl_worker --task=eval ARGS with stdout and stderr captured; returns the exit code. */
 static int run_eval(const char *args, const char *tag, char **out, char **err) {
@@ -37,8 +40,8 @@ static double num(json_t *o, const char *k) {
 
 static void test_coco8_square(void) {
     char args[4096], *out, *err;
-    snprintf(args, sizeof args, "--weights '%s' --data '%s' --square --device cpu --save-json --output '%s/sq'", g_weights,
-             g_coco8, g_tmp);
+    snprintf(args, sizeof args, "--weights '%s' --data '%s' --square --device %s --save-json --output '%s/sq'", g_weights,
+             g_coco8, g_device, g_tmp);
     int rc = run_eval(args, "sq", &out, &err);
     TCHECK(rc == 0, "exit %d: %s", rc, err);
     TCHECK(strstr(out, "                 Class     Images  Instances          P          R      mAP50   mAP50-95") != NULL,
@@ -173,8 +176,15 @@ static void test_usage(void) {
     free(err);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
     const char *bin = getenv("ODL_BINARY_DIR");
+    if (argc > 1 && !strcmp(argv[1], "cuda")) { /* the GPU pipeline (letterbox and NMS on the GPU) */
+        if (odl_cuda_device_count() < 1) {
+            printf("SKIP: no CUDA device\n");
+            return ODL_TEST_SKIP;
+        }
+        g_device = "cuda";
+    }
     if (!bin) bin = ".";
     snprintf(g_tmp, sizeof g_tmp, "%s/eval_worker_test.d", bin);
     snprintf(g_worker, sizeof g_worker, "%s/odl_worker", bin);
@@ -188,9 +198,11 @@ int main(void) {
     char cmd[2200];
     snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", g_tmp, g_tmp);
     if (system(cmd) != 0) return 1;
-    test_usage();
     test_coco8_square();
-    test_yaml_and_rect();
-    test_bad_labels();
+    if (!strcmp(g_device, "cpu")) {
+        test_usage();
+        test_yaml_and_rect();
+        test_bad_labels();
+    }
     return odl_test_finish("eval_coco8");
 }

@@ -13,6 +13,8 @@
 #ifndef ODL_PIPELINE_H
 #define ODL_PIPELINE_H
 
+#include <stdint.h>
+
 #include "odl/image.h"
 #include "odl/status.h"
 
@@ -25,6 +27,9 @@ typedef struct odl_prep_job {
     int load_size;      /* > 0: resize the long side to load_size first (val.py); 0: keep the size */
     int out_w, out_h;   /* letterbox target */
     int scaleup;        /* 0: never enlarge in the letterbox (val.py) */
+    uint8_t *u8;        /* NULL: write the CHW float input. Otherwise only decode and resize: the unpadded
+                           image (res->geo.unpad_w x unpad_h, RGB HWC, at most 3 * out_w * out_h bytes) goes
+                           here and the letterbox is left to the backend's letterbox_u8_to_chw. */
 } odl_prep_job;
 
 typedef struct odl_prep_result {
@@ -36,7 +41,7 @@ typedef struct odl_prep_result {
     odl_letterbox geo;  /* of the letterbox step */
 } odl_prep_result;
 
-/* Run one job now on the calling thread: dst receives 3 * out_h * out_w floats. */
+/* Run one job now on the calling thread: dst receives 3 * out_h * out_w floats (unless job->u8). */
 odl_status odl_prep_image(const odl_prep_job *job, float *dst, odl_prep_result *res);
 
 /* Map a box from letterboxed pixels to the original image: val.py's scale_boxes with ratio_pad
