@@ -784,9 +784,11 @@ int odl_task_eval_main(int argc, char **argv) {
         /* val.py: "Speed: %.1fms pre-process, %.1fms inference, %.1fms NMS per image" (rank 0's shard) */
         if (n_mine > 0)
             fprintf(stderr,
-                    "odl_worker: speed on rank 0: %.1f ms waiting for decode+letterbox, %.1f ms inference, %.1f ms NMS+matching "
-                    "per image; %d images in %.2f s wall (%.1f images/s over %d rank(s))\n",
-                    t[0] / n_mine, t[1] / n_mine, t[2] / n_mine, ds.n, wall / 1e3, ds.n / (wall / 1e3), world);
+                    "odl_worker: speed on rank 0: %.1f ms waiting for decode+letterbox, %.1f ms forward+NMS, "
+                    "%.1f ms matching per image; pipeline %.1f images/s on rank 0; %d images in %.2f s wall (%.1f "
+                    "images/s over %d rank(s))\n",
+                    t[0] / n_mine, t[1] / n_mine, t[2] / n_mine, n_mine / ((t[0] + t[1] + t[2]) / 1e3), ds.n, wall / 1e3,
+                    ds.n / (wall / 1e3), world);
     }
     if (comm) st = odl_comm_agree(comm, st, "writing the results");
 out:
