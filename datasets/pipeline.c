@@ -78,6 +78,9 @@ typedef struct task {
     float *dst;
     odl_prep_result *res;
     odl_prep_batch *batch;
+    void (*fn)(void *ctx, int i); /* odl_prep_pool_for: fn(ctx, i) instead of a job */
+    void *ctx;
+    int i;
 } task;
 
 struct odl_prep_pool {
@@ -106,7 +109,8 @@ static void *worker(void *arg) {
         p->head = (p->head + 1) % p->cap;
         p->count--;
         pthread_mutex_unlock(&p->mu);
-        run_task(&t);
+        if (t.fn) t.fn(t.ctx, t.i);
+        else run_task(&t);
         pthread_mutex_lock(&p->mu);
         if (--t.batch->pending == 0) pthread_cond_broadcast(&p->done);
     }
@@ -152,6 +156,21 @@ void odl_prep_pool_free(odl_prep_pool *p) {
     free(p);
 }
 
+/* Room for n more tasks (called with mu held). */
+static odl_status queue_reserve(odl_prep_pool *p, int n) {
+    if (p->count + n <= p->cap) return ODL_OK;
+    int nc = p->cap ? p->cap : 64;
+    while (nc < p->count + n) nc *= 2;
+    task *nq = malloc(sizeof(task) * (size_t)nc);
+    if (!nq) return ODL_E_NOMEM;
+    for (int i = 0; i < p->count; i++) nq[i] = p->q[(p->head + i) % p->cap];
+    free(p->q);
+    p->q = nq;
+    p->head = 0;
+    p->cap = nc;
+    return ODL_OK;
+}
+
 odl_status odl_prep_submit(odl_prep_pool *p, const odl_prep_job *jobs, int n, float *dst, odl_prep_result *res,
                            odl_prep_batch **out) {
     if (!p || n < 0 || (n > 0 && (!jobs || (!dst && !jobs[0].u8) || !res)) || !out)
@@ -162,7 +181,7 @@ odl_status odl_prep_submit(odl_prep_pool *p, const odl_prep_job *jobs, int n, fl
     if (p->n_threads == 0) { /* synchronous */
         size_t off = 0;
         for (int k = 0; k < n; k++) {
-            task t = {&jobs[k], dst ? dst + off : NULL, &res[k], b};
+            task t = {&jobs[k], dst ? dst + off : NULL, &res[k], b, NULL, NULL, 0};
             run_task(&t);
             off += (size_t)3 * jobs[k].out_h * jobs[k].out_w;
         }
@@ -170,24 +189,14 @@ odl_status odl_prep_submit(odl_prep_pool *p, const odl_prep_job *jobs, int n, fl
         return ODL_OK;
     }
     pthread_mutex_lock(&p->mu);
-    if (p->count + n > p->cap) {
-        int nc = p->cap ? p->cap : 64;
-        while (nc < p->count + n) nc *= 2;
-        task *nq = malloc(sizeof(task) * (size_t)nc);
-        if (!nq) {
-            pthread_mutex_unlock(&p->mu);
-            free(b);
-            return ODL_ERR(ODL_E_NOMEM, "image queue of %d", nc);
-        }
-        for (int i = 0; i < p->count; i++) nq[i] = p->q[(p->head + i) % p->cap];
-        free(p->q);
-        p->q = nq;
-        p->head = 0;
-        p->cap = nc;
+    if (queue_reserve(p, n) != ODL_OK) {
+        pthread_mutex_unlock(&p->mu);
+        free(b);
+        return ODL_ERR(ODL_E_NOMEM, "image queue of %d", p->count + n);
     }
     size_t off = 0;
     for (int k = 0; k < n; k++) {
-        task t = {&jobs[k], dst ? dst + off : NULL, &res[k], b};
+        task t = {&jobs[k], dst ? dst + off : NULL, &res[k], b, NULL, NULL, 0};
         p->q[(p->head + p->count) % p->cap] = t;
         p->count++;
         off += (size_t)3 * jobs[k].out_h * jobs[k].out_w;
@@ -206,4 +215,27 @@ void odl_prep_wait(odl_prep_batch *b) {
     while (b->pending > 0) pthread_cond_wait(&p->done, &p->mu);
     pthread_mutex_unlock(&p->mu);
     free(b);
+}
+
+odl_status odl_prep_pool_for(odl_prep_pool *p, int n, void (*fn)(void *ctx, int i), void *ctx) {
+    if (!p || n < 0 || !fn) return ODL_ERR(ODL_E_INVAL, "odl_prep_pool_for: bad arguments");
+    if (p->n_threads == 0) {
+        for (int i = 0; i < n; i++) fn(ctx, i);
+        return ODL_OK;
+    }
+    odl_prep_batch b = {p, n};
+    pthread_mutex_lock(&p->mu);
+    if (queue_reserve(p, n) != ODL_OK) {
+        pthread_mutex_unlock(&p->mu);
+        return ODL_ERR(ODL_E_NOMEM, "image queue of %d", p->count + n);
+    }
+    for (int i = 0; i < n; i++) {
+        task t = {NULL, NULL, NULL, &b, fn, ctx, i};
+        p->q[(p->head + p->count) % p->cap] = t;
+        p->count++;
+    }
+    pthread_cond_broadcast(&p->work);
+    while (b.pending > 0) pthread_cond_wait(&p->done, &p->mu);
+    pthread_mutex_unlock(&p->mu);
+    return ODL_OK;
 }

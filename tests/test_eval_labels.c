@@ -156,6 +156,8 @@ static void test_dataset(void) {
     TFAIL(odl_det_dataset_open(tp("nothing"), 80, &ds), ODL_E_NOTFOUND);
 }
 
+static void count_hit(void *ctx, int i) { ((int *)ctx)[i]++; }
+
 /* The pool gives the same floats as the synchronous path, and a val.py letterbox of a 640-wide image to a
  * 640 square is the plain letterbox with auto = 0. */
 static void test_pool(void) {
@@ -184,6 +186,15 @@ static void test_pool(void) {
     odl_prep_wait(bt);
     TCHECK(r2[1].status == ODL_E_NOTFOUND && strstr(r2[1].err, "/no/such.jpg"), "%d %s", r2[1].status, r2[1].err);
     TCHECK(r2[0].status == ODL_OK && r2[3].status == ODL_OK, "other jobs");
+    /* the parallel for: every index once */
+    {
+        int hits[1000];
+        memset(hits, 0, sizeof hits);
+        TOK(odl_prep_pool_for(pool, 1000, count_hit, hits));
+        int bad = 0;
+        for (int i = 0; i < 1000; i++) bad += hits[i] != 1;
+        TCHECK(bad == 0, "%d indices not run exactly once", bad);
+    }
     odl_prep_pool_free(pool);
 
     /* bus.jpg is 810x1080: load_image shrinks it to 480x640 (ceil), then a 640 square pads 80 left and right. */

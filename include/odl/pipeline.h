@@ -64,6 +64,11 @@ odl_status odl_prep_submit(odl_prep_pool *p, const odl_prep_job *jobs, int n, fl
 /* Block until every job of b is done and free b. Per-image errors are in res[k].status. */
 void odl_prep_wait(odl_prep_batch *b);
 
+/* Run fn(ctx, i) for i in [0, n) on the pool's threads and return when all are done (a parallel for;
+ * odl_worker --task=infer decodes and letterboxes a batch with it). fn must not fail the process; it
+ * keeps its own per-item results. Errors: ODL_E_INVAL, ODL_E_NOMEM. */
+odl_status odl_prep_pool_for(odl_prep_pool *p, int n, void (*fn)(void *ctx, int i), void *ctx);
+
 #ifdef __cplusplus
 }
 #endif
