@@ -1,7 +1,8 @@
 /* odl_worker --task=eval end to end on the CPU:
  *   coco8 (all 8 images of train and val) with --square against reference/coco8_map.json: mp, mr, mAP50,
  *   mAP50-95 and every class's AP50-95 within 0.001, the boxes per image of --save-json equal to the
- *   reference's n_det; val.py's table on stdout; the dataset yaml (val: 4 images); the default
+ *   reference's n_det; the same metrics.json through the CUDA path's steps on the CPU backend
+ *   (--backend-post); val.py's table on stdout; the dataset yaml (val: 4 images); the default
  *   rectangular batches; a bad label line (exit 1, one error naming file:line, no metrics.json); a
  *   missing label file (a background image, as val.py); usage errors (exit 2).
  * With argument "cuda" (label gpu): the coco8 check only, with --device cuda (GPU letterbox and NMS). */
@@ -91,6 +92,24 @@ static void test_coco8_square(void) {
                    (int)json_integer_value(json_object_get(v, "n_det")));
         }
         json_decref(preds);
+    }
+    /* The CUDA path's steps (uint8 images, the backend's letterbox and NMS) run on the CPU backend with
+     * --backend-post: the same metrics.json, byte for byte. */
+    if (!strcmp(g_device, "cpu")) {
+        char *o2, *e2;
+        snprintf(args, sizeof args, "--weights '%s' --data '%s' --square --device cpu --backend-post --output '%s/sq2'",
+                 g_weights, g_coco8, g_tmp);
+        int rc2 = run_eval(args, "sq2", &o2, &e2);
+        TCHECK(rc2 == 0, "--backend-post: exit %d: %s", rc2, e2);
+        char q[2048];
+        snprintf(p, sizeof p, "%s/sq/metrics.json", g_tmp);
+        snprintf(q, sizeof q, "%s/sq2/metrics.json", g_tmp);
+        char *a1 = odl_test_read_text(p), *a2 = odl_test_read_text(q);
+        TCHECK(a1 && a2 && !strcmp(a1, a2), "--backend-post metrics.json differs");
+        free(a1);
+        free(a2);
+        free(o2);
+        free(e2);
     }
     json_decref(got);
     json_decref(ref);

@@ -34,7 +34,7 @@
 
 typedef struct eval_opts {
     const char *model, *weights, *data, *output, *device;
-    int img_size, batch, max_det, square, half, save_json, verbose, workers;
+    int img_size, batch, max_det, square, half, save_json, verbose, workers, backend_post;
     float conf, iou;
     double timeout_s;
 } eval_opts;
@@ -57,7 +57,9 @@ static void eval_usage(FILE *f) {
             "  --save-json         also write COCO-format predictions (DIR/<weights>_predictions.json)\n"
             "  --verbose           per-class lines even with 50 classes or more (val.py --verbose)\n"
             "  --timeout-s S       end the job when a rank does not reach the final gather within S seconds\n"
-            "                      of the others (default 0: wait; mpirun ends the job when a rank dies)\n");
+            "                      of the others (default 0: wait; mpirun ends the job when a rank dies)\n"
+            "  --backend-post      on the CPU too, letterbox and NMS through the backend entries, as CUDA does\n"
+            "                      (a check of that path; the metrics are the same)\n");
 }
 
 static double now_ms(void) {
@@ -86,6 +88,7 @@ static int parse_opts(int argc, char **argv, eval_opts *o) {
         if (!strcmp(a, "--half")) { o->half = 1; continue; }
         if (!strcmp(a, "--save-json")) { o->save_json = 1; continue; }
         if (!strcmp(a, "--verbose")) { o->verbose = 1; continue; }
+        if (!strcmp(a, "--backend-post")) { o->backend_post = 1; continue; }
         v = odl_cli_flag_value(argc, argv, &i, "--task", &m); /* handled by main() */
         if (m) continue;
 #define STR_FLAG(name, field)                                                                      \
@@ -391,7 +394,7 @@ static odl_status eval_shard(odl_yolov5 *net, const odl_det_dataset *ds, const e
     if (cores > 0 && threads > cores) threads = (int)cores;
     gpu_bufs gb;
     memset(&gb, 0, sizeof gb);
-    if (odl_yolov5_device(net).type == ODL_DEV_CUDA) {
+    if (odl_yolov5_device(net).type == ODL_DEV_CUDA || o->backend_post) {
         gb.dev = odl_yolov5_device(net);
         if (!(gb.be = odl_backend_for(gb.dev))) return ODL_ERR(ODL_E_NODEV, "%s", odl_error_msg());
     }
