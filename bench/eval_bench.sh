@@ -2,7 +2,7 @@
 # The detection pipeline on the GPU machine, beside PyTorch in the same call:
 #   1. odl_worker --task=eval over 512 files, built as torch_baselines.py's yolov5n_pipeline builds them
 #      (the images/ and coco8 JPEGs, sorted, repeated to 512), square 640, conf 0.001, IoU 0.6,
-#      max_det 300, --half, batch 32: images/s of the decode -> letterbox -> forward -> NMS loop (and
+#      max_det 300, --half, batch 32, 16 decoding threads: images/s of the decode -> letterbox -> forward -> NMS loop (and
 #      wall, weights loading included), beside yolov5n_pipeline's workers8_img_per_s;
 #   2. odl_worker --task=infer on bus.jpg, end to end (process start to exit, median of 7), beside
 #      yolov5n's e2e_bus_fp32_ms_median;
@@ -27,7 +27,7 @@ if command -v nvidia-smi >/dev/null; then
   nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits -lms 100 > "$O/util.txt" 2>/dev/null &
   smi=$!
 fi
-"$B"/odl_worker --task=eval --weights "$W" --data "$ds" --square --half --batch-size 32 --device cuda \
+"$B"/odl_worker --task=eval --weights "$W" --data "$ds" --square --half --batch-size 32 --workers 16 --device cuda \
   --output "$O/eval" > "$O/eval.out" 2> "$O/eval.log" || { echo "eval failed:"; tail -5 "$O/eval.log"; }
 [ -n "$smi" ] && kill "$smi" 2>/dev/null
 pipe=$(sed -n 's/.*pipeline \([0-9.]*\) images\/s.*/\1/p' "$O/eval.log")
