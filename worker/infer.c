@@ -21,7 +21,6 @@
 #include "odl/nms.h"
 #include "odl/pipeline.h"
 #include "odl/yolov5.h"
-#include "worker/cli.h"
 #include "worker/tasks.h"
 
 typedef struct infer_opts {
@@ -52,12 +51,42 @@ static double now_ms(void) {
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-/* The flag and device helpers are worker/cli.c's; these names keep this file's calls short. */
-#define flag_value odl_cli_flag_value
-#define parse_int odl_cli_parse_int
-#define parse_float odl_cli_parse_float
-#define pick_device odl_cli_pick_device
-#define mkdir_p odl_cli_mkdir_p
+/* --name=value or --name value; returns the value or NULL. *i advances past a separate value. */
+static const char *flag_value(int argc, char **argv, int *i, const char *name, int *matched) {
+    size_t n = strlen(name);
+    const char *a = argv[*i];
+    *matched = 0;
+    if (strncmp(a, name, n) != 0) return NULL;
+    if (a[n] == '=') {
+        *matched = 1;
+        return a + n + 1;
+    }
+    if (a[n] == 0) {
+        *matched = 1;
+        if (*i + 1 < argc) return argv[++*i];
+        return NULL;
+    }
+    return NULL;
+}
+
+static int parse_int(const char *s, int lo, int hi, int *out) {
+    if (!s || !*s) return -1;
+    char *e;
+    errno = 0;
+    long v = strtol(s, &e, 10);
+    if (*e || errno || v < lo || v > hi) return -1;
+    *out = (int)v;
+    return 0;
+}
+static int parse_float(const char *s, float lo, float hi, float *out) {
+    if (!s || !*s) return -1;
+    char *e;
+    errno = 0;
+    double v = strtod(s, &e);
+    if (*e || errno || !(v >= lo && v <= hi)) return -1;
+    *out = (float)v;
+    return 0;
+}
 
 /* Returns 0 ok, 2 usage error (message printed), 3 for --help. */
 static int parse_opts(int argc, char **argv, infer_opts *o) {
@@ -128,6 +157,31 @@ static int parse_opts(int argc, char **argv, infer_opts *o) {
         return 2;
     }
     return 0;
+}
+
+static odl_status pick_device(const char *spec, odl_device *dev) {
+    int n = odl_cuda_device_count();
+    if (!strcmp(spec, "cpu") || (!strcmp(spec, "auto") && n == 0)) {
+        *dev = odl_cpu();
+        return ODL_OK;
+    }
+    int idx = 0;
+    if (!strcmp(spec, "auto") || !strcmp(spec, "cuda")) idx = 0;
+    else if (!strncmp(spec, "cuda:", 5) && spec[5]) {
+        char *e;
+        long v = strtol(spec + 5, &e, 10);
+        if (*e || v < 0 || v > 1024) return ODL_ERR(ODL_E_INVAL, "--device '%s': expected auto, cpu, cuda or cuda:N", spec);
+        idx = (int)v;
+    } else {
+        return ODL_ERR(ODL_E_INVAL, "--device '%s': expected auto, cpu, cuda or cuda:N", spec);
+    }
+    if (n == 0)
+        return ODL_ERR(ODL_E_NODEV, "--device %s: no CUDA device is usable (%s)", spec,
+                       odl_cuda_built() ? "no GPU or driver found" : "this build has no CUDA backend");
+    if (idx >= n) return ODL_ERR(ODL_E_NODEV, "--device %s: only %d CUDA device(s)", spec, n);
+    ODL_CHECK(odl_cuda_init(idx, 0.5));
+    *dev = odl_cuda(idx);
+    return ODL_OK;
 }
 
 /* ---- input listing ---- */
@@ -208,6 +262,24 @@ static void json_str(FILE *f, const char *s) {
         else fputc(c, f);
     }
     fputc('"', f);
+}
+
+static odl_status mkdir_p(const char *path) {
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1;; p++) {
+        if (*p == '/' || *p == 0) {
+            char c = *p;
+            *p = 0;
+            if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+                return ODL_ERR(ODL_E_IO, "--output %s: cannot create %s: %s", path, buf, strerror(errno));
+            *p = c;
+            if (!c) break;
+        }
+    }
+    struct stat sb;
+    if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode)) return ODL_ERR(ODL_E_IO, "--output %s: not a directory", path);
+    return ODL_OK;
 }
 
 /* ---- per-image state ---- */
