@@ -27,7 +27,7 @@ if command -v nvidia-smi >/dev/null; then
   nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits -lms 100 > "$O/util.txt" 2>/dev/null &
   smi=$!
 fi
-"$B"/odl_worker --task=eval --weights "$W" --data "$ds" --square --half --batch-size 32 --workers 16 --device cuda \
+"$B"/odl_worker --task=eval --model=yolov5 --weights "$W" --data "$ds" --square --half --batch-size 32 --workers 16 --device cuda \
   --output "$O/eval" > "$O/eval.out" 2> "$O/eval.log" || { echo "eval failed:"; tail -5 "$O/eval.log"; }
 [ -n "$smi" ] && kill "$smi" 2>/dev/null
 pipe=$(sed -n 's/.*pipeline \([0-9.]*\) images\/s.*/\1/p' "$O/eval.log")

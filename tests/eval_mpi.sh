@@ -15,7 +15,7 @@ data="${ODL_TEST_DATA:-${ODL_TEST_DATA_DEFAULT:-$src/../shared/data}}/yolov5/coc
 if ! command -v mpirun >/dev/null 2>&1 && [ -z "${MPIEXEC:-}" ]; then echo "SKIP: no mpirun"; exit 77; fi
 rm -rf "$tmp" && mkdir -p "$tmp" || exit 1
 mpirun_sh="$src/tests/comm_mpirun.sh"
-args="--task=eval --weights $weights --data $data --img-size 320 --batch-size 3 --device cpu"
+args="--task=eval --model=yolov5 --weights $weights --data $data --img-size 320 --batch-size 3 --device cpu"
 fail=0
 
 if [ "$mode" = equal ]; then

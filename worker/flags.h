@@ -1,7 +1,7 @@
 /* Command-line helpers shared by odl_worker's tasks: --name=value / --name value flags, checked
  * numbers, the --device choice and --output folders. */
-#ifndef ODL_WORKER_CLI_H
-#define ODL_WORKER_CLI_H
+#ifndef ODL_WORKER_FLAGS_H
+#define ODL_WORKER_FLAGS_H
 
 #include "odl/device.h"
 #include "odl/status.h"

@@ -1,5 +1,5 @@
-/* Command-line helpers of odl_worker's tasks. See worker/cli.h. */
-#include "worker/cli.h"
+/* Command-line helpers of odl_worker's tasks. See worker/flags.h. */
+#include "worker/flags.h"
 
 #include <errno.h>
 #include <stdio.h>
