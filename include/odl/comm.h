@@ -30,6 +30,7 @@
 #include <stdint.h>
 
 #include "odl/nn.h"
+#include "odl/api.h"
 #include "odl/status.h"
 #include "odl/tensor.h"
 
@@ -147,7 +148,7 @@ odl_status odl_comm_allgather_host_i64(odl_comm *c, const int64_t *v, int n, int
  * buffer (free it) and *total (may be NULL) its size; on other ranks *out is NULL. Collective (an
  * allgather of the sizes, then MPI_Gatherv); a local group copies. At most 2^31 - 1 bytes in all.
  * Errors: ODL_E_INVAL, ODL_E_NOMEM, ODL_E_MPI naming the rank. */
-odl_status odl_comm_gather_host_bytes(odl_comm *c, const void *buf, size_t nbytes, int root, void **out, size_t *total);
+ODL_API odl_status odl_comm_gather_host_bytes(odl_comm *c, const void *buf, size_t nbytes, int root, void **out, size_t *total);
 /* Collective agreement on a step every rank has done: returns ODL_OK on all ranks when local is ODL_OK
  * on all ranks; otherwise, on every rank, an error with the first failing rank's code and message:
  * "<what> failed on rank 1 (and 2 more ranks): <rank 1's message>" (the lowest failing rank's message

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "odl/nms.h"
+#include "odl/api.h"
 #include "odl/status.h"
 
 #ifdef __cplusplus
@@ -17,7 +18,7 @@ extern "C" {
 
 /* IoU thresholds: torch.linspace(0.5, 0.95, 10) in float32. */
 #define ODL_DET_NIOU 10
-void odl_det_iou_thresholds(float iouv[ODL_DET_NIOU]);
+ODL_API void odl_det_iou_thresholds(float iouv[ODL_DET_NIOU]);
 
 /* val.py's process_batch for one image. det[n_det] are the image's detections after NMS in NMS order
  * (decreasing confidence), boxes xyxy in original-image pixels; labels are xyxy boxes [n_labels, 4] in
@@ -28,7 +29,7 @@ void odl_det_iou_thresholds(float iouv[ODL_DET_NIOU]);
  *   reversed argsort for short arrays); then each label keeps the first, i.e. most confident,
  *   detection that chose it (val.py's np.unique(matches[:, 0]) on matches ordered by detection).
  * Errors: ODL_E_INVAL, ODL_E_NOMEM. */
-odl_status odl_det_match(const odl_detection *det, int n_det, const float *label_xyxy, const int *label_cls,
+ODL_API odl_status odl_det_match(const odl_detection *det, int n_det, const float *label_xyxy, const int *label_cls,
                          int n_labels, uint8_t *correct);
 
 typedef struct odl_det_class_metrics {
@@ -61,13 +62,13 @@ typedef struct odl_det_metrics {
  *   over classes, smoothed by a 0.1-fraction box filter (utils/metrics.py smooth), picks P and R.
  * tp[n_pred * ODL_DET_NIOU] (from odl_det_match), conf[n_pred], pred_cls[n_pred], target_cls[n_target].
  * Classes must be in [0, nc). Errors: ODL_E_INVAL, ODL_E_NOMEM. Free with odl_det_metrics_free. */
-odl_status odl_det_ap_per_class(const uint8_t *tp, const float *conf, const int *pred_cls, int64_t n_pred,
+ODL_API odl_status odl_det_ap_per_class(const uint8_t *tp, const float *conf, const int *pred_cls, int64_t n_pred,
                                 const int *target_cls, int64_t n_target, int nc, odl_det_metrics *out);
-void odl_det_metrics_free(odl_det_metrics *m);
+ODL_API void odl_det_metrics_free(odl_det_metrics *m);
 
 /* numpy.interp(x, xp, fp, left, right) for nondecreasing xp[n] (n >= 1): below xp[0] left, above
  * xp[n-1] right, at x == xp[j] for the last such j fp[j], otherwise linear between the neighbours. */
-double odl_np_interp(double x, const double *xp, const double *fp, int64_t n, double left, double right);
+ODL_API double odl_np_interp(double x, const double *xp, const double *fp, int64_t n, double left, double right);
 
 #ifdef __cplusplus
 }

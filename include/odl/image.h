@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "odl/api.h"
 #include "odl/status.h"
 
 #ifdef __cplusplus
@@ -37,7 +38,7 @@ odl_status odl_image_load(const char *path, odl_image *out);
 /* Width and height of a JPEG or PNG file as odl_image_load would decode it (EXIF orientations 5..8
  * swap them), from the headers only, without decoding pixels. YOLOv5's dataloader reads the same
  * (PIL's size with exif_size) to plan its rectangular batches. Errors: as odl_image_load. */
-odl_status odl_image_probe(const char *path, int *width, int *height);
+ODL_API odl_status odl_image_probe(const char *path, int *width, int *height);
 /* Same from memory; `name` is used in messages. */
 odl_status odl_image_decode(const void *buf, size_t nbytes, const char *name, odl_image *out);
 
@@ -61,7 +62,7 @@ odl_status odl_letterbox_geometry(int src_w, int src_h, int new_size, int auto_p
 
 /* The same for an out_w x out_h target (val.py's rectangular batch shapes): r = min(out_h / h, out_w / w),
  * and with scaleup = 0 at most 1 (letterbox(..., scaleup=False) as val.py's dataloader calls it). */
-odl_status odl_letterbox_geometry_hw(int src_w, int src_h, int out_w, int out_h, int auto_pad, int stride, int scaleup,
+ODL_API odl_status odl_letterbox_geometry_hw(int src_w, int src_h, int out_w, int out_h, int auto_pad, int stride, int scaleup,
                                      odl_letterbox *g);
 
 /* Letterbox src into *dst (allocated here): resize with odl_image_resize_linear when the size changes
@@ -70,7 +71,7 @@ odl_status odl_image_letterbox(const odl_image *src, int new_size, int auto_pad,
                                odl_image *dst, odl_letterbox *g);
 
 /* Letterbox src into *dst (allocated here) along a geometry g made for src's size. */
-odl_status odl_image_letterbox_apply(const odl_image *src, const odl_letterbox *g, uint8_t pad, odl_image *dst);
+ODL_API odl_status odl_image_letterbox_apply(const odl_image *src, const odl_letterbox *g, uint8_t pad, odl_image *dst);
 
 /* Bilinear resize of interleaved 8-bit images with `channels` channels, as cv2.resize(...,
  * INTER_LINEAR): source coordinate of output pixel d is (d + 0.5) * (src/dst) - 0.5 (pixel centres

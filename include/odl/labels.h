@@ -24,6 +24,7 @@
 #ifndef ODL_LABELS_H
 #define ODL_LABELS_H
 
+#include "odl/api.h"
 #include "odl/status.h"
 
 #ifdef __cplusplus
@@ -38,7 +39,7 @@ typedef struct odl_box_label {
 /* Read one label file. nc > 0: classes must be < nc. *out is malloc'd (NULL when there are no objects);
  * *n_dup receives the number of duplicate lines removed (may be NULL).
  * Errors: ODL_E_NOTFOUND (no such file), ODL_E_IO, ODL_E_FORMAT with "PATH:LINE: reason", ODL_E_NOMEM. */
-odl_status odl_labels_read(const char *path, int nc, odl_box_label **out, int *n, int *n_dup);
+ODL_API odl_status odl_labels_read(const char *path, int nc, odl_box_label **out, int *n, int *n_dup);
 
 typedef struct odl_det_sample {
     char *image;            /* path of the image */
@@ -60,8 +61,8 @@ typedef struct odl_det_dataset {
  * size. nc > 0 checks the classes (and the yaml's names count, as val.py's "weights are for nc
  * classes" check). Errors: ODL_E_NOTFOUND (no such path, no images), ODL_E_FORMAT (bad yaml, bad label
  * line, unreadable image header), ODL_E_CONFIG (class count mismatch), ODL_E_IO, ODL_E_NOMEM. */
-odl_status odl_det_dataset_open(const char *data, int nc, odl_det_dataset *out);
-void odl_det_dataset_free(odl_det_dataset *ds);
+ODL_API odl_status odl_det_dataset_open(const char *data, int nc, odl_det_dataset *out);
+ODL_API void odl_det_dataset_free(odl_det_dataset *ds);
 
 /* val.py's batches (LoadImagesAndLabels with rect, utils/dataloaders.py): with rect, images are
  * ordered by aspect ratio h / w (a stable sort here; numpy's argsort is not stable, so ties may be
@@ -71,7 +72,7 @@ void odl_det_dataset_free(odl_det_dataset *ds);
  * without rect, the dataset order and img_size x img_size for every image.
  * order[n] receives sample indices in evaluation order, shape_hw[2 * n] each image's letterbox
  * target (height, width). Errors: ODL_E_INVAL. */
-odl_status odl_det_dataset_plan(const odl_det_dataset *ds, int img_size, int batch, int stride, double pad, int rect,
+ODL_API odl_status odl_det_dataset_plan(const odl_det_dataset *ds, int img_size, int batch, int stride, double pad, int rect,
                                 int *order, int *shape_hw);
 
 #ifdef __cplusplus

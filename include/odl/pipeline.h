@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "odl/image.h"
+#include "odl/api.h"
 #include "odl/status.h"
 
 #ifdef __cplusplus
@@ -42,32 +43,32 @@ typedef struct odl_prep_result {
 } odl_prep_result;
 
 /* Run one job now on the calling thread: dst receives 3 * out_h * out_w floats (unless job->u8). */
-odl_status odl_prep_image(const odl_prep_job *job, float *dst, odl_prep_result *res);
+ODL_API odl_status odl_prep_image(const odl_prep_job *job, float *dst, odl_prep_result *res);
 
 /* Map a box from letterboxed pixels to the original image: val.py's scale_boxes with ratio_pad
  * ((x - pad_x) / gain, (y - pad_y) / gain, float32 as YOLOv5's tensors) and clip_boxes to the image. */
-void odl_prep_unmap(const odl_prep_result *res, float xyxy[4]);
+ODL_API void odl_prep_unmap(const odl_prep_result *res, float xyxy[4]);
 
 typedef struct odl_prep_pool odl_prep_pool;
 typedef struct odl_prep_batch odl_prep_batch;
 
 /* n_threads >= 1 worker threads (0: jobs run inside odl_prep_submit). Errors: ODL_E_INVAL, ODL_E_NOMEM. */
-odl_status odl_prep_pool_create(int n_threads, odl_prep_pool **out);
+ODL_API odl_status odl_prep_pool_create(int n_threads, odl_prep_pool **out);
 /* Stops the threads after the jobs already queued. */
-void odl_prep_pool_free(odl_prep_pool *p);
+ODL_API void odl_prep_pool_free(odl_prep_pool *p);
 
 /* Queue n jobs; job k writes dst + k * 3 * out_h * out_w... (each job's own size: offsets are the sums of
  * the previous jobs' 3 * out_h * out_w) and res[k]. jobs, dst and res must stay valid until
  * odl_prep_wait returns. Errors: ODL_E_INVAL, ODL_E_NOMEM. */
-odl_status odl_prep_submit(odl_prep_pool *p, const odl_prep_job *jobs, int n, float *dst, odl_prep_result *res,
+ODL_API odl_status odl_prep_submit(odl_prep_pool *p, const odl_prep_job *jobs, int n, float *dst, odl_prep_result *res,
                            odl_prep_batch **out);
 /* Block until every job of b is done and free b. Per-image errors are in res[k].status. */
-void odl_prep_wait(odl_prep_batch *b);
+ODL_API void odl_prep_wait(odl_prep_batch *b);
 
 /* Run fn(ctx, i) for i in [0, n) on the pool's threads and return when all are done (a parallel for;
  * odl_worker --task=infer decodes and letterboxes a batch with it). fn must not fail the process; it
  * keeps its own per-item results. Errors: ODL_E_INVAL, ODL_E_NOMEM. */
-odl_status odl_prep_pool_for(odl_prep_pool *p, int n, void (*fn)(void *ctx, int i), void *ctx);
+ODL_API odl_status odl_prep_pool_for(odl_prep_pool *p, int n, void (*fn)(void *ctx, int i), void *ctx);
 
 #ifdef __cplusplus
 }
