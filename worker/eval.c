@@ -383,6 +383,22 @@ static odl_status group_buffers(group *q, int gpu) {
     return ODL_OK;
 }
 
+/* Fill q with the images from *next on that share its letterbox shape (at most --batch-size, stopping
+ * at hi), advance *next, and queue their decoding on the pool. */
+static odl_status submit_group(odl_prep_pool *pool, group *q, const odl_det_dataset *ds, const eval_opts *o,
+                               const int *order, const int *shape, int *next, int hi, int gpu) {
+    q->first = *next;
+    q->H = shape[2 * *next];
+    q->W = shape[2 * *next + 1];
+    q->n = 0;
+    while (*next < hi && q->n < o->batch && shape[2 * *next] == q->H && shape[2 * *next + 1] == q->W) {
+        q->jobs[q->n++] = (odl_prep_job){ds->samples[order[*next]].image, o->img_size, q->W, q->H, 0, NULL};
+        ++*next;
+    }
+    ODL_CHECK(group_buffers(q, gpu));
+    return odl_prep_submit(pool, q->jobs, q->n, gpu ? NULL : q->in, q->res, &q->pending);
+}
+
 /* Evaluate samples order[lo..hi) into `out`. */
 static odl_status eval_shard(odl_yolov5 *net, const odl_det_dataset *ds, const eval_opts *o, const int *order,
                              const int *shape, int lo, int hi, int rank, bytes *out, double t[3]) {
@@ -430,31 +446,12 @@ static odl_status eval_shard(odl_yolov5 *net, const odl_det_dataset *ds, const e
     }
     /* Double buffering: the group after the current one decodes on the pool during its forward. */
     int next = lo, cur = 0, done_images = 0;
-#define SUBMIT(G)                                                                                                \
-    do {                                                                                                         \
-        group *q = (G);                                                                                          \
-        q->first = next;                                                                                         \
-        q->H = shape[2 * next];                                                                                  \
-        q->W = shape[2 * next + 1];                                                                              \
-        q->n = 0;                                                                                                \
-        while (next < hi && q->n < o->batch && shape[2 * next] == q->H && shape[2 * next + 1] == q->W) {         \
-            odl_prep_job *j = &q->jobs[q->n++];                                                                  \
-            j->path = ds->samples[order[next]].image;                                                            \
-            j->load_size = o->img_size;                                                                          \
-            j->out_w = q->W;                                                                                     \
-            j->out_h = q->H;                                                                                     \
-            j->scaleup = 0;                                                                                      \
-            j->u8 = NULL;                                                                                        \
-            next++;                                                                                              \
-        }                                                                                                        \
-        ODL_CHECK_GOTO(group_buffers(q, gb.be != NULL), st, done);                                               \
-        ODL_CHECK_GOTO(odl_prep_submit(pool, q->jobs, q->n, gb.be ? NULL : q->in, q->res, &q->pending), st, done); \
-    } while (0)
-    if (next < hi) SUBMIT(&g[0]);
+    if (next < hi) ODL_CHECK_GOTO(submit_group(pool, &g[0], ds, o, order, shape, &next, hi, gb.be != NULL), st, done);
     while (g[cur].pending) {
         group *q = &g[cur];
         double t0 = now_ms();
-        if (next < hi) SUBMIT(&g[cur ^ 1]);
+        if (next < hi)
+            ODL_CHECK_GOTO(submit_group(pool, &g[cur ^ 1], ds, o, order, shape, &next, hi, gb.be != NULL), st, done);
         odl_prep_wait(q->pending);
         q->pending = NULL;
         double t1 = now_ms();
@@ -506,7 +503,6 @@ static odl_status eval_shard(odl_yolov5 *net, const odl_det_dataset *ds, const e
         t[2] += now_ms() - t2;
         cur ^= 1;
     }
-#undef SUBMIT
 done:
     for (int k = 0; k < 2; k++) {
         odl_prep_wait(g[k].pending); /* never leave the pool writing into freed buffers */
