@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "odl/device.h"
 #include "test_util.h"
@@ -164,6 +165,17 @@ static void test_bad_labels(void) {
     rc = run_eval(args, "miss", &out, &err);
     TCHECK(rc == 0 && strstr(err, "1 missing"), "missing label file: exit %d: %s", rc, err);
     TCHECK(strstr(out, "                   all          4         15"), "4 images, 15 instances: %s", out);
+    free(out);
+    free(err);
+    /* a JPEG cut in half (its header intact, so the dataset opens): one error naming it, exit 1 */
+    snprintf(p, sizeof p, "%s/c8/images/val/000000000042.jpg", g_tmp);
+    struct stat st;
+    if (stat(p, &st) == 0) TCHECK(truncate(p, st.st_size / 2) == 0, "truncate %s", p);
+    rc = run_eval(args, "trunc", &out, &err);
+    lines = 0;
+    for (const char *s = err; (s = strstr(s, "error:")); s++) lines++;
+    TCHECK(rc == 1 && lines == 1 && strstr(err, "000000000042.jpg") && strstr(err, "truncated JPEG"),
+           "truncated image: exit %d: %s", rc, err);
     free(out);
     free(err);
 }
