@@ -48,7 +48,7 @@ odl_status odl_prep_image(const odl_prep_job *job, float *dst, odl_prep_result *
     res->pad_x = res->geo.dw;
     res->pad_y = res->geo.dh;
 out:
-    if (st != ODL_OK) odl_error_prefix("%s", job->path);
+    if (st != ODL_OK && !strstr(odl_error_msg(), job->path)) odl_error_prefix("%s", job->path);
     odl_image_free(&img);
     odl_image_free(&rs);
     odl_image_free(&lb);
