@@ -14,10 +14,12 @@
 #include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "odl/device.h"
 #include "odl/image.h"
 #include "odl/nms.h"
+#include "odl/pipeline.h"
 #include "odl/yolov5.h"
 #include "worker/tasks.h"
 
@@ -297,6 +299,28 @@ static void item_release(item *it) {
     odl_image_free(&it->lb);
 }
 
+/* Decode and letterbox items[start + k] (odl_prep_pool_for runs it on the pool's threads). */
+typedef struct decode_ctx {
+    item *items;
+    char **paths;
+    int start;
+    const infer_opts *o;
+    int stride;
+} decode_ctx;
+static void decode_one(void *ctx, int k) {
+    decode_ctx *c = ctx;
+    item *it = &c->items[c->start + k];
+    it->path = c->paths[c->start + k];
+    odl_error_clear();
+    if (odl_image_load(it->path, &it->img) != ODL_OK ||
+        odl_image_letterbox(&it->img, c->o->img_size, !c->o->square, c->stride, 114, &it->lb, &it->geo) != ODL_OK) {
+        snprintf(it->err, sizeof it->err, "%s", odl_error_msg());
+        item_release(it);
+        return;
+    }
+    it->ok = 1;
+}
+
 /* Run the network on items[idx[0..n)] which share one letterboxed size. */
 static odl_status run_group(odl_yolov5 *net, item *items, const int *idx, int n, const infer_opts *o, float **host_in,
                             size_t *host_in_cap, float **host_out, size_t *host_out_cap, double *t_fwd, double *t_nms) {
@@ -384,6 +408,7 @@ int odl_task_infer_main(int argc, char **argv) {
     float *hin = NULL, *hout = NULL;
     size_t hin_cap = 0, hout_cap = 0;
     FILE *jf = NULL;
+    odl_prep_pool *pool = NULL;
     int rc = 1, is_dir = 0, n_fail = 0;
     double t_pre = 0, t_fwd = 0, t_nms = 0;
 
@@ -418,20 +443,18 @@ int odl_task_infer_main(int argc, char **argv) {
             (long long)odl_yolov5_num_params(net), files.n, o.square ? "square" : "rectangular", o.img_size);
 
     int B = is_dir ? o.batch : 1;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (odl_prep_pool_create(B > 1 ? (int)(cores < 1 ? 1 : cores > 8 ? 8 : cores) : 0, &pool) != ODL_OK) {
+        fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg());
+        goto out;
+    }
     for (int start = 0; start < files.n; start += B) {
         int end = start + B < files.n ? start + B : files.n;
         double t0 = now_ms();
-        for (int i = start; i < end; i++) {
-            item *it = &items[i];
-            it->path = files.v[i];
-            odl_error_clear();
-            if (odl_image_load(it->path, &it->img) != ODL_OK ||
-                odl_image_letterbox(&it->img, o.img_size, !o.square, stride, 114, &it->lb, &it->geo) != ODL_OK) {
-                snprintf(it->err, sizeof it->err, "%s", odl_error_msg());
-                item_release(it);
-                continue;
-            }
-            it->ok = 1;
+        decode_ctx dc = {items, files.v, start, &o, stride};
+        if (odl_prep_pool_for(pool, end - start, decode_one, &dc) != ODL_OK) { /* decoding on a thread pool */
+            fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg());
+            goto out;
         }
         t_pre += now_ms() - t0;
         /* Group images of one letterboxed size into one forward (rectangular letterboxes differ). */
@@ -526,6 +549,7 @@ int odl_task_infer_main(int argc, char **argv) {
         rc = 0;
     }
 out:
+    odl_prep_pool_free(pool);
     if (jf) fclose(jf);
     if (items) {
         for (int i = 0; i < files.n; i++) {

@@ -13,6 +13,7 @@ static void usage(FILE *f) {
             "             [--batch-size B] [--lr X] [--device auto|cpu|cuda] [--seed S] [--max-steps N]\n"
             "             [--max-train-samples N] [--save FILE.h5] [--metrics-out FILE.jsonl] [--KEY=VALUE]\n"
             "  odl_worker --task=infer --model=yolov5 --weights=W.h5 --input=IMAGE|DIR [options]\n"
+            "  odl_worker --task=eval --model=yolov5 --weights=W.h5 --data=D [options]   (YOLOv5 val.py mAP)\n"
             "  odl_worker --task=train --help     all training options\n"
             "  odl_worker --task=infer --help     all inference options (YOLOv5)\n"
             "  odl_worker --help-config           every config.yaml key\n");
@@ -47,6 +48,7 @@ int main(int argc, char **argv) {
         }
         return odl_task_infer_main(argc, argv);
     }
-    fprintf(stderr, "odl_worker: error: unknown task '%s' (train, infer)\n", task);
+    if (!strcmp(task, "eval")) return odl_task_eval_main(argc, argv);
+    fprintf(stderr, "odl_worker: error: unknown task '%s' (train, infer, eval)\n", task);
     return 2;
 }

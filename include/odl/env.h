@@ -34,7 +34,8 @@ extern "C" {
     X(CUDA_LABEL_CHECK, BOOL, "", 0, 0, "the CUDA loss copies its label range check back each call (unset: on, except in training, whose labels are checked when read)") \
     X(NCCL_BLOCKING, BOOL, "1", 0, 0, "0: a non-blocking NCCL communicator (about 50 us more per collective; the watchdog bounds hangs either way)") \
     X(DUMP_PARAMS, STR, "", 0, 0, "tests: odl_worker --task=train writes each rank's final parameters to PREFIX.rankR.h5") \
-    X(CKPT_TEST_PAUSE_AT_STEP, INT, "-1", -1, INT64_MAX, "tests: odl_worker pauses the write of the checkpoint of this step before its commit, for a kill -9 there")
+    X(CKPT_TEST_PAUSE_AT_STEP, INT, "-1", -1, INT64_MAX, "tests: odl_worker pauses the write of the checkpoint of this step before its commit, for a kill -9 there") \
+    X(EVAL_FAULT, STR, "", 0, 0, "tests: kill:R:K or stop:R:K makes rank R of odl_worker --task=eval send itself SIGKILL or SIGSTOP after K images")
 
 typedef enum odl_env_id {
 #define ODL_ENV_ENUM_(id, type, def, lo, hi, doc) ODL_ENV_##id,
