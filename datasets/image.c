@@ -142,6 +142,14 @@ static void jerr_emit(j_common_ptr c, int level) {
     }
 }
 
+/* Route libjpeg's errors to err (the caller's setjmp then catches them) and keep its warnings. */
+static void jerr_init(struct jpeg_decompress_struct *cinfo, jerr_ctx *err) {
+    memset(err, 0, sizeof *err);
+    cinfo->err = jpeg_std_error(&err->mgr);
+    err->mgr.error_exit = jerr_exit;
+    err->mgr.emit_message = jerr_emit;
+}
+
 /* Read the JPEG's header from memory (errors longjmp to the caller's handler) and return its EXIF
  * orientation (1 when none), which odl_image_load applies and odl_image_probe reports. */
 static int jpeg_read_header_orientation(struct jpeg_decompress_struct *cinfo, const uint8_t *buf, size_t n) {
@@ -160,10 +168,7 @@ static int jpeg_read_header_orientation(struct jpeg_decompress_struct *cinfo, co
 static odl_status decode_jpeg(const uint8_t *buf, size_t n, const char *name, odl_image *out) {
     struct jpeg_decompress_struct cinfo;
     jerr_ctx err;
-    memset(&err, 0, sizeof err);
-    cinfo.err = jpeg_std_error(&err.mgr);
-    err.mgr.error_exit = jerr_exit;
-    err.mgr.emit_message = jerr_emit;
+    jerr_init(&cinfo, &err);
     uint8_t *volatile pix = NULL;
     if (setjmp(err.jb)) {
         jpeg_destroy_decompress(&cinfo);
@@ -402,10 +407,7 @@ odl_status odl_image_load(const char *path, odl_image *out) {
 static odl_status probe_jpeg(const uint8_t *buf, size_t n, const char *name, int *w, int *h) {
     struct jpeg_decompress_struct cinfo;
     jerr_ctx err;
-    memset(&err, 0, sizeof err);
-    cinfo.err = jpeg_std_error(&err.mgr);
-    err.mgr.error_exit = jerr_exit;
-    err.mgr.emit_message = jerr_emit;
+    jerr_init(&cinfo, &err);
     if (setjmp(err.jb)) {
         jpeg_destroy_decompress(&cinfo);
         return ODL_ERR(ODL_E_FORMAT, "%s: corrupt JPEG: %s", name, err.msg);
