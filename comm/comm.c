@@ -529,6 +529,55 @@ odl_status odl_comm_allgather_host_i64(odl_comm *c, const int64_t *v, int n, int
     return ODL_OK;
 }
 
+odl_status odl_comm_gather_host_bytes(odl_comm *c, const void *buf, size_t nbytes, int root, void **out, size_t *total) {
+    if (!c || !out || (nbytes > 0 && !buf) || root < 0 || root >= c->size)
+        return ODL_ERR(ODL_E_INVAL, "odl_comm_gather_host_bytes: bad arguments");
+    *out = NULL;
+    if (total) *total = 0;
+    if (nbytes > (size_t)INT32_MAX)
+        return ODL_ERR(ODL_E_INVAL, "rank %d: gather of %zu bytes (at most 2^31 - 1 per rank)", c->rank, nbytes);
+    int64_t mine = (int64_t)nbytes, *all = calloc((size_t)c->size, sizeof(int64_t));
+    if (!all) return ODL_ERR(ODL_E_NOMEM, "rank %d: gather counts", c->rank);
+    odl_status st = odl_comm_allgather_host_i64(c, &mine, 1, all);
+    size_t sum = 0;
+    for (int r = 0; st == ODL_OK && r < c->size; r++) sum += (size_t)all[r];
+    uint8_t *dst = NULL;
+    if (st == ODL_OK && c->rank == root && !(dst = malloc(sum ? sum : 1)))
+        st = ODL_ERR(ODL_E_NOMEM, "rank %d: gather of %zu bytes", c->rank, sum);
+#ifdef ODL_HAVE_MPI
+    if (st == ODL_OK && c->have_world && c->size > 1) {
+        int *cnt = calloc((size_t)c->size, sizeof(int)), *dsp = calloc((size_t)c->size, sizeof(int));
+        if (!cnt || !dsp || sum > (size_t)INT32_MAX) {
+            st = ODL_ERR(ODL_E_NOMEM, "rank %d: gather of %zu bytes (at most 2^31 - 1 in all)", c->rank, sum);
+        } else {
+            for (int r = 0, off = 0; r < c->size; r++) {
+                cnt[r] = (int)all[r];
+                dsp[r] = off;
+                off += cnt[r];
+            }
+            odl__comm_host_begin(c, "MPI_Gatherv #%" PRIu64 " of %zu bytes to rank %d", c->n_ops, nbytes, root);
+            int rc = MPI_Gatherv(buf, (int)nbytes, MPI_BYTE, dst, cnt, dsp, MPI_BYTE, root, c->world);
+            odl__comm_host_end(c);
+            c->n_ops++;
+            if (rc != MPI_SUCCESS) st = mpi_fail(c, rc, "MPI_Gatherv(host bytes)");
+        }
+        free(cnt);
+        free(dsp);
+    } else
+#endif
+    if (st == ODL_OK && nbytes > 0) {
+        memcpy(dst, buf, nbytes);
+    }
+    free(all);
+    if (st != ODL_OK) {
+        free(dst);
+        return st;
+    }
+    *out = dst;
+    if (total && c->rank == root) *total = sum;
+    return ODL_OK;
+}
+
 odl_status odl_comm_agree(odl_comm *c, odl_status local, const char *what) {
     if (!c) return ODL_ERR(ODL_E_INVAL, "odl_comm_agree: NULL comm");
     if (!what) what = "a step";

@@ -142,13 +142,33 @@ static void jerr_emit(j_common_ptr c, int level) {
     }
 }
 
+/* Route libjpeg's errors to err (the caller's setjmp then catches them) and keep its warnings. */
+static void jerr_init(struct jpeg_decompress_struct *cinfo, jerr_ctx *err) {
+    memset(err, 0, sizeof *err);
+    cinfo->err = jpeg_std_error(&err->mgr);
+    err->mgr.error_exit = jerr_exit;
+    err->mgr.emit_message = jerr_emit;
+}
+
+/* Read the JPEG's header from memory (errors longjmp to the caller's handler) and return its EXIF
+ * orientation (1 when none), which odl_image_load applies and odl_image_probe reports. */
+static int jpeg_read_header_orientation(struct jpeg_decompress_struct *cinfo, const uint8_t *buf, size_t n) {
+    jpeg_mem_src(cinfo, (const unsigned char *)buf, (unsigned long)n);
+    jpeg_save_markers(cinfo, JPEG_APP0 + 1, 0xFFFF);
+    jpeg_read_header(cinfo, TRUE);
+    int orient = 1;
+    for (jpeg_saved_marker_ptr m = cinfo->marker_list; m; m = m->next)
+        if (m->marker == JPEG_APP0 + 1) {
+            int o = exif_orientation(m->data, m->data_length);
+            if (o != 1) orient = o;
+        }
+    return orient;
+}
+
 static odl_status decode_jpeg(const uint8_t *buf, size_t n, const char *name, odl_image *out) {
     struct jpeg_decompress_struct cinfo;
     jerr_ctx err;
-    memset(&err, 0, sizeof err);
-    cinfo.err = jpeg_std_error(&err.mgr);
-    err.mgr.error_exit = jerr_exit;
-    err.mgr.emit_message = jerr_emit;
+    jerr_init(&cinfo, &err);
     uint8_t *volatile pix = NULL;
     if (setjmp(err.jb)) {
         jpeg_destroy_decompress(&cinfo);
@@ -156,15 +176,7 @@ static odl_status decode_jpeg(const uint8_t *buf, size_t n, const char *name, od
         return ODL_ERR(ODL_E_FORMAT, "%s: corrupt JPEG: %s", name, err.msg);
     }
     jpeg_create_decompress(&cinfo);
-    jpeg_mem_src(&cinfo, (const unsigned char *)buf, (unsigned long)n);
-    jpeg_save_markers(&cinfo, JPEG_APP0 + 1, 0xFFFF);
-    jpeg_read_header(&cinfo, TRUE);
-    int orient = 1;
-    for (jpeg_saved_marker_ptr m = cinfo.marker_list; m; m = m->next)
-        if (m->marker == JPEG_APP0 + 1) {
-            int o = exif_orientation(m->data, m->data_length);
-            if (o != 1) orient = o;
-        }
+    int orient = jpeg_read_header_orientation(&cinfo, buf, n);
     cinfo.out_color_space = JCS_RGB; /* also converts greyscale and (with libjpeg-turbo) CMYK/YCCK */
     if (cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK) cinfo.out_color_space = JCS_CMYK;
     jpeg_start_decompress(&cinfo);
@@ -341,10 +353,8 @@ odl_status odl_image_decode(const void *buf, size_t nbytes, const char *name, od
                    nbytes > 1 ? b[1] : 0, nbytes > 2 ? b[2] : 0, nbytes > 3 ? b[3] : 0);
 }
 
-odl_status odl_image_load(const char *path, odl_image *out) {
-    if (!path || !out) return ODL_ERR(ODL_E_INVAL, "odl_image_load: NULL argument");
-    out->data = NULL;
-    out->width = out->height = 0;
+/* The whole file at path into a malloc'd buffer (*nbytes bytes). */
+static odl_status read_file(const char *path, uint8_t **out, size_t *nbytes) {
     struct stat sb;
     if (stat(path, &sb) != 0) {
         if (errno == ENOENT) return ODL_ERR(ODL_E_NOTFOUND, "%s: no such file", path);
@@ -380,8 +390,69 @@ odl_status odl_image_load(const char *path, odl_image *out) {
         free(buf);
         return ODL_ERR(ODL_E_IO, "%s: read error", path);
     }
+    *out = buf;
+    *nbytes = n;
+    return ODL_OK;
+}
+
+odl_status odl_image_load(const char *path, odl_image *out) {
+    if (!path || !out) return ODL_ERR(ODL_E_INVAL, "odl_image_load: NULL argument");
+    out->data = NULL;
+    out->width = out->height = 0;
+    uint8_t *buf = NULL;
+    size_t n = 0;
+    ODL_CHECK(read_file(path, &buf, &n));
     odl_status st = odl_image_decode(buf, n, path, out);
     free(buf);
+    return st;
+}
+
+#ifdef ODL_HAVE_JPEG
+static odl_status probe_jpeg(const uint8_t *buf, size_t n, const char *name, int *w, int *h) {
+    struct jpeg_decompress_struct cinfo;
+    jerr_ctx err;
+    jerr_init(&cinfo, &err);
+    if (setjmp(err.jb)) {
+        jpeg_destroy_decompress(&cinfo);
+        return ODL_ERR(ODL_E_FORMAT, "%s: corrupt JPEG: %s", name, err.msg);
+    }
+    jpeg_create_decompress(&cinfo);
+    int orient = jpeg_read_header_orientation(&cinfo, buf, n);
+    *w = (int)cinfo.image_width;
+    *h = (int)cinfo.image_height;
+    jpeg_destroy_decompress(&cinfo);
+    if (orient >= 5 && orient <= 8) { /* the decoder transposes these (apply_orientation) */
+        int t = *w;
+        *w = *h;
+        *h = t;
+    }
+    return ODL_OK;
+}
+#endif
+
+odl_status odl_image_probe(const char *path, int *width, int *height) {
+    if (!path || !width || !height) return ODL_ERR(ODL_E_INVAL, "odl_image_probe: NULL argument");
+    *width = *height = 0;
+    uint8_t *b = NULL;
+    size_t n = 0;
+    ODL_CHECK(read_file(path, &b, &n));
+    odl_status st = ODL_OK;
+    if (n >= 3 && b[0] == 0xFF && b[1] == 0xD8 && b[2] == 0xFF) {
+#ifdef ODL_HAVE_JPEG
+        st = probe_jpeg(b, n, path, width, height);
+#else
+        st = ODL_ERR(ODL_E_UNSUPPORTED, "%s: JPEG image, but this build has no libjpeg", path);
+#endif
+    } else if (n >= 24 && memcmp(b, "\x89PNG\r\n\x1a\n", 8) == 0 && memcmp(b + 12, "IHDR", 4) == 0) {
+        /* PNG: width and height are the first two big-endian words of the IHDR chunk. */
+        *width = (int)rd32(b + 16, 1);
+        *height = (int)rd32(b + 20, 1);
+    } else {
+        st = ODL_ERR(ODL_E_FORMAT, "%s: not a JPEG or PNG image", path);
+    }
+    free(b);
+    if (st == ODL_OK && (*width <= 0 || *height <= 0 || *width > ODL_IMAGE_MAX_DIM || *height > ODL_IMAGE_MAX_DIM))
+        st = ODL_ERR(ODL_E_FORMAT, "%s: image of unusable size %dx%d", path, *width, *height);
     return st;
 }
 
@@ -392,21 +463,23 @@ odl_status odl_image_load(const char *path, odl_image *out) {
 /* Python's round() of a double to an integer (ties to even). */
 static int py_round(double v) { return (int)nearbyint(v); }
 
-odl_status odl_letterbox_geometry(int src_w, int src_h, int new_size, int auto_pad, int stride, odl_letterbox *g) {
+odl_status odl_letterbox_geometry_hw(int src_w, int src_h, int out_w, int out_h, int auto_pad, int stride, int scaleup,
+                                     odl_letterbox *g) {
     if (!g) return ODL_ERR(ODL_E_INVAL, "odl_letterbox_geometry: NULL output");
-    if (src_w <= 0 || src_h <= 0 || new_size <= 0 || stride <= 0)
-        return ODL_ERR(ODL_E_INVAL, "letterbox: bad sizes (image %dx%d, target %d, stride %d)", src_w, src_h,
-                       new_size, stride);
+    if (src_w <= 0 || src_h <= 0 || out_w <= 0 || out_h <= 0 || stride <= 0)
+        return ODL_ERR(ODL_E_INVAL, "letterbox: bad sizes (image %dx%d, target %dx%d, stride %d)", src_w, src_h, out_w,
+                       out_h, stride);
     memset(g, 0, sizeof *g);
     g->src_w = src_w;
     g->src_h = src_h;
-    double r = fmin((double)new_size / src_h, (double)new_size / src_w);
+    double r = fmin((double)out_h / src_h, (double)out_w / src_w);
+    if (!scaleup) r = fmin(r, 1.0);
     g->ratio = r;
     g->unpad_w = py_round(src_w * r);
     g->unpad_h = py_round(src_h * r);
     if (g->unpad_w < 1) g->unpad_w = 1;
     if (g->unpad_h < 1) g->unpad_h = 1;
-    double dw = new_size - g->unpad_w, dh = new_size - g->unpad_h;
+    double dw = out_w - g->unpad_w, dh = out_h - g->unpad_h;
     if (auto_pad) { /* np.mod, non-negative for a positive stride */
         dw = fmod(dw, stride);
         dh = fmod(dh, stride);
@@ -424,6 +497,10 @@ odl_status odl_letterbox_geometry(int src_w, int src_h, int new_size, int auto_p
     g->out_w = g->unpad_w + g->left + g->right;
     g->out_h = g->unpad_h + g->top + g->bottom;
     return ODL_OK;
+}
+
+odl_status odl_letterbox_geometry(int src_w, int src_h, int new_size, int auto_pad, int stride, odl_letterbox *g) {
+    return odl_letterbox_geometry_hw(src_w, src_h, new_size, new_size, auto_pad, stride, 1, g);
 }
 
 #define RESIZE_COEF_BITS 11
@@ -521,6 +598,12 @@ odl_status odl_image_letterbox(const odl_image *src, int new_size, int auto_pad,
                                odl_image *dst, odl_letterbox *g) {
     if (!src || !src->data || !dst || !g) return ODL_ERR(ODL_E_INVAL, "odl_image_letterbox: NULL argument");
     ODL_CHECK(odl_letterbox_geometry(src->width, src->height, new_size, auto_pad, stride, g));
+    return odl_image_letterbox_apply(src, g, pad, dst);
+}
+
+odl_status odl_image_letterbox_apply(const odl_image *src, const odl_letterbox *g, uint8_t pad, odl_image *dst) {
+    if (!src || !src->data || !dst || !g || g->src_w != src->width || g->src_h != src->height)
+        return ODL_ERR(ODL_E_INVAL, "odl_image_letterbox_apply: NULL argument or geometry of another image size");
     ODL_CHECK(odl_image_alloc(dst, g->out_w, g->out_h, pad, pad, pad));
     const uint8_t *rs = src->data;
     uint8_t *tmp = NULL;

@@ -119,4 +119,17 @@ static inline double odl_max_tol_ratio_f32(const float *a, const float *b, size_
     return worst;
 }
 
+/* A whole file as a NUL-terminated malloc'd string, or NULL when it cannot be read. */
+static inline char *odl_test_read_text(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (b) b[fread(b, 1, (size_t)n, f)] = 0;
+    fclose(f);
+    return b;
+}
+
 #endif

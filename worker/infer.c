@@ -14,12 +14,14 @@
 #include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "odl/json.h"
 #include "odl/device.h"
 #include "odl/image.h"
 #include "odl/log.h"
 #include "odl/nms.h"
+#include "odl/pipeline.h"
 #include "odl/yolov5.h"
 #include "worker/cli.h"
 #include "worker/outputs.h"
@@ -62,43 +64,6 @@ static double now_ms(void) {
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-/* --name=value or --name value; returns the value or NULL. *i advances past a separate value. */
-static const char *flag_value(int argc, char **argv, int *i, const char *name, int *matched) {
-    size_t n = strlen(name);
-    const char *a = argv[*i];
-    *matched = 0;
-    if (strncmp(a, name, n) != 0) return NULL;
-    if (a[n] == '=') {
-        *matched = 1;
-        return a + n + 1;
-    }
-    if (a[n] == 0) {
-        *matched = 1;
-        if (*i + 1 < argc) return argv[++*i];
-        return NULL;
-    }
-    return NULL;
-}
-
-static int parse_int(const char *s, int lo, int hi, int *out) {
-    if (!s || !*s) return -1;
-    char *e;
-    errno = 0;
-    long v = strtol(s, &e, 10);
-    if (*e || errno || v < lo || v > hi) return -1;
-    *out = (int)v;
-    return 0;
-}
-static int parse_float(const char *s, float lo, float hi, float *out) {
-    if (!s || !*s) return -1;
-    char *e;
-    errno = 0;
-    double v = strtod(s, &e);
-    if (*e || errno || !(v >= lo && v <= hi)) return -1;
-    *out = (float)v;
-    return 0;
-}
-
 static const char *const k_infer_flags[] = {
     "task", "model", "weights", "source", "input", "output", "device", "img-size", "imgsz", "max-det", "batch-size",
     "conf-thres", "iou-thres", "square", "no-save-images", "half", "classes", "agnostic-nms", "save-txt", "save-conf",
@@ -121,7 +86,7 @@ static int parse_classes(int argc, char **argv, int i, const char *inline_val, i
     char *save = NULL;
     for (char *t = strtok_r(buf, ", ", &save); t; t = strtok_r(NULL, ", ", &save)) {
         int c;
-        if (parse_int(t, 0, 1 << 20, &c) || o->n_classes == MAX_CLASS_FILTER) {
+        if (odl_cli_parse_int(t, 0, 1 << 20, &c) || o->n_classes == MAX_CLASS_FILTER) {
             fprintf(stderr, "odl_worker: error: --classes '%s': expected class ids (integers >= 0)\n", t);
             return -1;
         }
@@ -173,14 +138,14 @@ static int parse_opts(int argc, char **argv, infer_opts *o) {
             continue;
         }
 #define STR_FLAG(name, key, field)                                                                 \
-        v = flag_value(argc, argv, &i, name, &m);                                                  \
+        v = odl_cli_flag_value(argc, argv, &i, name, &m);                                                  \
         if (m) {                                                                                   \
             ONCE(key)                                                                              \
             if (!v || !*v) { fprintf(stderr, "odl_worker: error: %s needs a value\n", name); return 2; } \
             o->field = v;                                                                          \
             continue;                                                                              \
         }
-        v = flag_value(argc, argv, &i, "--task", &m); /* handled by main() */
+        v = odl_cli_flag_value(argc, argv, &i, "--task", &m); /* handled by main() */
         if (m) continue;
         STR_FLAG("--model", "--model", model)
         STR_FLAG("--weights", "--weights", weights)
@@ -190,7 +155,7 @@ static int parse_opts(int argc, char **argv, infer_opts *o) {
         STR_FLAG("--device", "--device", device)
 #undef STR_FLAG
 #define NUM_FLAG(name, key, parse, lo, hi, field, what)                                            \
-        v = flag_value(argc, argv, &i, name, &m);                                                  \
+        v = odl_cli_flag_value(argc, argv, &i, name, &m);                                                  \
         if (m) {                                                                                   \
             ONCE(key)                                                                              \
             if (parse(v, lo, hi, &o->field)) {                                                     \
@@ -199,12 +164,12 @@ static int parse_opts(int argc, char **argv, infer_opts *o) {
             }                                                                                      \
             continue;                                                                              \
         }
-        NUM_FLAG("--img-size", "--img-size", parse_int, 1, 8192, img_size, "an integer in 1..8192")
-        NUM_FLAG("--imgsz", "--img-size", parse_int, 1, 8192, img_size, "an integer in 1..8192")
-        NUM_FLAG("--max-det", "--max-det", parse_int, 1, 100000, max_det, "an integer in 1..100000")
-        NUM_FLAG("--batch-size", "--batch-size", parse_int, 1, 4096, batch, "an integer in 1..4096")
-        NUM_FLAG("--conf-thres", "--conf-thres", parse_float, 0.0f, 1.0f, conf, "a number in [0, 1]")
-        NUM_FLAG("--iou-thres", "--iou-thres", parse_float, 0.0f, 1.0f, iou, "a number in [0, 1]")
+        NUM_FLAG("--img-size", "--img-size", odl_cli_parse_int, 1, 8192, img_size, "an integer in 1..8192")
+        NUM_FLAG("--imgsz", "--img-size", odl_cli_parse_int, 1, 8192, img_size, "an integer in 1..8192")
+        NUM_FLAG("--max-det", "--max-det", odl_cli_parse_int, 1, 100000, max_det, "an integer in 1..100000")
+        NUM_FLAG("--batch-size", "--batch-size", odl_cli_parse_int, 1, 4096, batch, "an integer in 1..4096")
+        NUM_FLAG("--conf-thres", "--conf-thres", odl_cli_parse_float, 0.0f, 1.0f, conf, "a number in [0, 1]")
+        NUM_FLAG("--iou-thres", "--iou-thres", odl_cli_parse_float, 0.0f, 1.0f, iou, "a number in [0, 1]")
 #undef NUM_FLAG
 #undef ONCE
         if (!strncmp(a, "--", 2)) {
@@ -233,31 +198,6 @@ static int parse_opts(int argc, char **argv, infer_opts *o) {
         return 2;
     }
     return 0;
-}
-
-static odl_status pick_device(const char *spec, odl_device *dev) {
-    int n = odl_cuda_device_count();
-    if (!strcmp(spec, "cpu") || (!strcmp(spec, "auto") && n == 0)) {
-        *dev = odl_cpu();
-        return ODL_OK;
-    }
-    int idx = 0;
-    if (!strcmp(spec, "auto") || !strcmp(spec, "cuda")) idx = 0;
-    else if (!strncmp(spec, "cuda:", 5) && spec[5]) {
-        char *e;
-        long v = strtol(spec + 5, &e, 10);
-        if (*e || v < 0 || v > 1024) return ODL_ERR(ODL_E_INVAL, "--device '%s': expected auto, cpu, cuda or cuda:N", spec);
-        idx = (int)v;
-    } else {
-        return ODL_ERR(ODL_E_INVAL, "--device '%s': expected auto, cpu, cuda or cuda:N", spec);
-    }
-    if (n == 0)
-        return ODL_ERR(ODL_E_NODEV, "--device %s: no CUDA device is usable (%s)", spec,
-                       odl_cuda_built() ? "no GPU or driver found" : "this build has no CUDA backend");
-    if (idx >= n) return ODL_ERR(ODL_E_NODEV, "--device %s: only %d CUDA device(s)", spec, n);
-    ODL_CHECK(odl_cuda_init(idx, 0.5));
-    *dev = odl_cuda(idx);
-    return ODL_OK;
 }
 
 /* ---- input listing ---- */
@@ -345,6 +285,28 @@ typedef struct item {
 static void item_release(item *it) {
     odl_image_free(&it->img);
     odl_image_free(&it->lb);
+}
+
+/* Decode and letterbox items[start + k] (odl_prep_pool_for runs it on the pool's threads). */
+typedef struct decode_ctx {
+    item *items;
+    char **paths;
+    int start;
+    const infer_opts *o;
+    int stride;
+} decode_ctx;
+static void decode_one(void *ctx, int k) {
+    decode_ctx *c = ctx;
+    item *it = &c->items[c->start + k];
+    it->path = c->paths[c->start + k];
+    odl_error_clear();
+    if (odl_image_load(it->path, &it->img) != ODL_OK ||
+        odl_image_letterbox(&it->img, c->o->img_size, !c->o->square, c->stride, 114, &it->lb, &it->geo) != ODL_OK) {
+        snprintf(it->err, sizeof it->err, "%s", odl_error_msg_user());
+        item_release(it);
+        return;
+    }
+    it->ok = 1;
 }
 
 /* Run the network on items[idx[0..n)] which share one letterboxed size. */
@@ -527,6 +489,7 @@ int odl_task_infer_main(int argc, char **argv) {
     item *items = NULL;
     float *hin = NULL, *hout = NULL;
     size_t hin_cap = 0, hout_cap = 0;
+    odl_prep_pool *pool = NULL;
     int rc = 1, is_dir = 0, n_fail = 0;
     double t_pre = 0, t_fwd = 0, t_nms = 0;
 
@@ -534,7 +497,7 @@ int odl_task_infer_main(int argc, char **argv) {
         fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
         return 1;
     }
-    if (pick_device(o.device, &dev) != ODL_OK) {
+    if (odl_cli_pick_device(o.device, &dev) != ODL_OK) {
         fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
         return 1;
     }
@@ -576,20 +539,18 @@ int odl_task_infer_main(int argc, char **argv) {
             (long long)odl_yolov5_num_params(net), files.n, o.square ? "square" : "rectangular", o.img_size);
 
     int B = is_dir ? o.batch : 1;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (odl_prep_pool_create(B > 1 ? (int)(cores < 1 ? 1 : cores > 8 ? 8 : cores) : 0, &pool) != ODL_OK) {
+        fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
+        goto out;
+    }
     for (int start = 0; start < files.n; start += B) {
         int end = start + B < files.n ? start + B : files.n;
         double t0 = now_ms();
-        for (int i = start; i < end; i++) {
-            item *it = &items[i];
-            it->path = files.v[i];
-            odl_error_clear();
-            if (odl_image_load(it->path, &it->img) != ODL_OK ||
-                odl_image_letterbox(&it->img, o.img_size, !o.square, stride, 114, &it->lb, &it->geo) != ODL_OK) {
-                snprintf(it->err, sizeof it->err, "%s", odl_error_msg_user());
-                item_release(it);
-                continue;
-            }
-            it->ok = 1;
+        decode_ctx dc = {items, files.v, start, &o, stride};
+        if (odl_prep_pool_for(pool, end - start, decode_one, &dc) != ODL_OK) { /* decoding on a thread pool */
+            fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
+            goto out;
         }
         t_pre += now_ms() - t0;
         /* Group images of one letterboxed size into one forward (rectangular letterboxes differ). */
@@ -657,6 +618,7 @@ int odl_task_infer_main(int argc, char **argv) {
         rc = 0;
     }
 out:
+    odl_prep_pool_free(pool);
     if (items) {
         for (int i = 0; i < files.n; i++) {
             item_release(&items[i]);

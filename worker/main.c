@@ -15,6 +15,7 @@ static void usage(FILE *f) {
             "             [--max-train-samples N] [--save FILE.h5] [--metrics-out FILE.jsonl] [--KEY=VALUE]\n"
             "  odl_worker --task=infer --model=yolov5 --weights=W.h5 --source=IMAGE|DIR [options]\n"
             "  odl_worker --task=eval --model=mnist --weights=W.h5 [--data_dir=DIR]\n"
+            "  odl_worker --task=eval --model=yolov5 --weights=W.h5 --data=D [options]   (YOLOv5 val.py mAP)\n"
             "  odl_worker --task=train --help     all training options\n"
             "  odl_worker --task=infer --help     all inference options (YOLOv5)\n"
             "  odl_worker --help-config           every config.yaml key\n"

@@ -11,4 +11,9 @@ int odl_task_eval_main(int argc, char **argv);
 int odl_task_eval_mnist_main(int argc, char **argv);
 int odl_task_eval_yolov5_main(int argc, char **argv) __attribute__((weak));
 
+/* --task=eval: odl_task_eval_main picks the evaluation of --model; YOLOv5's (val.py's mAP) is
+ * worker/eval.c, which also holds a weak odl_task_eval_main for a binary with no other evaluation. */
+int odl_task_eval_main(int argc, char **argv);
+int odl_task_eval_yolov5_main(int argc, char **argv) __attribute__((weak));
+
 #endif

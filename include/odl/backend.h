@@ -121,6 +121,25 @@ typedef struct odl_detect_args {
     const float *anchors_wh;
 } odl_detect_args;
 
+/* Batched YOLOv5 non_max_suppression (utils/general.py, v7.0) over the Detect output, the same result
+ * as odl_yolo_nms (include/odl/nms.h) image by image: candidates objectness > conf_thres, score =
+ * objectness x class score (every class above conf_thres with multi_label, else the first best class),
+ * ordered by decreasing score with ties in (anchor, class) order, the first max_nms of them, class-aware
+ * greedy NMS (boxes offset by class x max_wh unless agnostic; suppressed when IoU > iou_thres, float32,
+ * no contraction into FMA), the first max_det kept. All pointers are in the backend's memory. */
+typedef struct odl_yolo_nms_args {
+    int N;               /* images */
+    int64_t rows;        /* anchors per image */
+    int nc;              /* classes; pred rows are 5 + nc floats */
+    const float *pred;   /* [N, rows, 5 + nc]: cx cy w h (input pixels), objectness, class scores */
+    float conf_thres, iou_thres, max_wh;
+    int multi_label, agnostic, max_nms, max_det;
+    int cand_cap;        /* candidates an image may have (a power of two); above it count[n] = -1 and the
+                            caller runs odl_yolo_nms for that image */
+    float *out;          /* [N, max_det, 6]: x1 y1 x2 y2 (input pixels) conf class */
+    int32_t *count;      /* [N] boxes kept, or -1 */
+} odl_yolo_nms_args;
+
 typedef struct odl_backend {
     const char *name;
     /* Free the backend's cached device buffers (its workspace); NULL when it keeps none. Run by
@@ -250,6 +269,16 @@ typedef struct odl_backend {
      * where the backend has none (the caller then runs conv2d_f16 into float32 NHWC and decodes). */
     odl_status (*yolov5_detect_decode)(const odl_detect_args *d, const float *head, int nhwc);
     odl_status (*yolov5_detect_head_f16)(const odl_conv2d_f16_args *a, const odl_detect_args *d);
+
+    /* ---- detection pre- and post-processing (the eval/infer pipeline; arguments checked by the caller) ----
+     * letterbox_u8_to_chw: N images, image n at src + src_off[n], uint8 RGB HWC of geo[4n] x geo[4n+1]
+     *   pixels (the resized, unpadded image), placed at column geo[4n+2], row geo[4n+3] of an H x W
+     *   letterbox: y [N, 3, H, W] float32 = pixel / 255.0f inside, pad / 255.0f outside (YOLOv5's
+     *   letterbox border 114 and `im /= 255`). src_off and geo are in the backend's memory.
+     * yolo_nms: odl_yolo_nms_args. */
+    odl_status (*letterbox_u8_to_chw)(int N, int H, int W, const uint8_t *src, const int64_t *src_off,
+                                      const int32_t *geo, uint8_t pad, float *y);
+    odl_status (*yolo_nms)(const odl_yolo_nms_args *a);
 } odl_backend;
 
 /* Number of threads the CPU backend's kernels use: $ODL_CPU_THREADS when set (1..64; odl/env.h), else the

@@ -31,6 +31,7 @@
 #include <stdint.h>
 
 #include "odl/nn.h"
+#include "odl/api.h"
 #include "odl/status.h"
 #include "odl/tensor.h"
 
@@ -149,6 +150,11 @@ ODL_API odl_status odl_comm_synchronize(odl_comm *c);
 ODL_API odl_status odl_comm_allreduce_host_f64(odl_comm *c, double *v, int n);
 /* Every rank's n host int64 values, gathered: out[r * n + i] = value i of rank r (out has size*n). */
 ODL_API odl_status odl_comm_allgather_host_i64(odl_comm *c, const int64_t *v, int n, int64_t *out);
+/* Every rank's nbytes host bytes, concatenated in rank order on `root`: there *out receives a malloc'd
+ * buffer (free it) and *total (may be NULL) its size; on other ranks *out is NULL. Collective (an
+ * allgather of the sizes, then MPI_Gatherv); a local group copies. At most 2^31 - 1 bytes in all.
+ * Errors: ODL_E_INVAL, ODL_E_NOMEM, ODL_E_MPI naming the rank. */
+ODL_API odl_status odl_comm_gather_host_bytes(odl_comm *c, const void *buf, size_t nbytes, int root, void **out, size_t *total);
 /* Collective agreement on a step every rank has done: returns ODL_OK on all ranks when local is ODL_OK
  * on all ranks; otherwise, on every rank, an error with the first failing rank's code and message:
  * "<what> failed on rank 1 (and 2 more ranks): <rank 1's message>" (the lowest failing rank's message

@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "odl/api.h"
 #include "odl/status.h"
 
 #ifdef __cplusplus
@@ -35,6 +36,10 @@ ODL_API void odl_image_free(odl_image *img);
  * permission), ODL_E_FORMAT (neither JPEG nor PNG, truncated or corrupt data, a JPEG that ends early),
  * ODL_E_UNSUPPORTED (this build lacks libjpeg or libpng). */
 ODL_API odl_status odl_image_load(const char *path, odl_image *out);
+/* Width and height of a JPEG or PNG file as odl_image_load would decode it (EXIF orientations 5..8
+ * swap them), from the headers only, without decoding pixels. YOLOv5's dataloader reads the same
+ * (PIL's size with exif_size) to plan its rectangular batches. Errors: as odl_image_load. */
+ODL_API odl_status odl_image_probe(const char *path, int *width, int *height);
 /* Same from memory; `name` is used in messages. */
 ODL_API odl_status odl_image_decode(const void *buf, size_t nbytes, const char *name, odl_image *out);
 
@@ -56,10 +61,18 @@ typedef struct odl_letterbox {
 /* Geometry only. Errors: ODL_E_INVAL for a non-positive size or stride. */
 ODL_API odl_status odl_letterbox_geometry(int src_w, int src_h, int new_size, int auto_pad, int stride, odl_letterbox *g);
 
+/* The same for an out_w x out_h target (val.py's rectangular batch shapes): r = min(out_h / h, out_w / w),
+ * and with scaleup = 0 at most 1 (letterbox(..., scaleup=False) as val.py's dataloader calls it). */
+ODL_API odl_status odl_letterbox_geometry_hw(int src_w, int src_h, int out_w, int out_h, int auto_pad, int stride, int scaleup,
+                                     odl_letterbox *g);
+
 /* Letterbox src into *dst (allocated here): resize with odl_image_resize_linear when the size changes
  * (cv2 resizes only then), then pad with `pad` (114 in YOLOv5) around it. */
 ODL_API odl_status odl_image_letterbox(const odl_image *src, int new_size, int auto_pad, int stride, uint8_t pad,
                                odl_image *dst, odl_letterbox *g);
+
+/* Letterbox src into *dst (allocated here) along a geometry g made for src's size. */
+ODL_API odl_status odl_image_letterbox_apply(const odl_image *src, const odl_letterbox *g, uint8_t pad, odl_image *dst);
 
 /* Bilinear resize of interleaved 8-bit images with `channels` channels, as cv2.resize(...,
  * INTER_LINEAR): source coordinate of output pixel d is (d + 0.5) * (src/dst) - 0.5 (pixel centres

@@ -1,0 +1,211 @@
+/* CUDA twins of kernels/cpu/detect_post.c (formulas in odl/backend.h; bitwise the CPU's results).
+ *
+ * letterbox_u8_to_chw: one thread per output pixel and image (grid-stride), three planes written;
+ *   value / 255.0f in IEEE division (the library is built without fast math).
+ * yolo_nms: one block of 1024 threads per image, in four phases on a per-image slice of the backend
+ *   workspace (cand_cap keys, offset boxes, areas and flags):
+ *   1. candidates: each thread takes rows, appends (~score bits) << 32 | anchor * nc + class keys with
+ *      a shared atomic counter (the order of appends does not matter, the keys are unique);
+ *   2. a bitonic sort of the keys padded with UINT64_MAX to a power of two (global memory);
+ *   3. the first max_nms: boxes recomputed from their rows, offset by class * max_wh, areas;
+ *   4. greedy NMS: thread 0 finds the next unsuppressed box, writes it out, and the block marks the
+ *      later boxes it suppresses; stops at max_det kept.
+ *   Float arithmetic uses the _rn intrinsics so that nvcc cannot contract it into FMA, which would
+ *   round differently from the CPU. */
+#include "kernels/cuda/common.cuh"
+
+namespace odlk {
+namespace {
+
+__global__ void letterbox_kernel(int64_t items, int H, int W, const uint8_t *__restrict__ src,
+                                 const int64_t *__restrict__ src_off, const int32_t *__restrict__ geo, float fill,
+                                 float *__restrict__ y) {
+    const int64_t hw = (int64_t)H * W;
+    for (int64_t k = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; k < items; k += (int64_t)gridDim.x * blockDim.x) {
+        const int n = (int)(k / hw);
+        const int64_t p = k - n * hw;
+        const int yy = (int)(p / W), xx = (int)(p - (int64_t)yy * W);
+        const int w = geo[4 * n], h = geo[4 * n + 1], sx = xx - geo[4 * n + 2], sy = yy - geo[4 * n + 3];
+        float *o = y + n * 3 * hw + p;
+        if (sx >= 0 && sx < w && sy >= 0 && sy < h) {
+            const uint8_t *s = src + src_off[n] + ((int64_t)sy * w + sx) * 3;
+            o[0] = __fdiv_rn((float)s[0], 255.0f);
+            o[hw] = __fdiv_rn((float)s[1], 255.0f);
+            o[2 * hw] = __fdiv_rn((float)s[2], 255.0f);
+        } else {
+            o[0] = fill;
+            o[hw] = fill;
+            o[2 * hw] = fill;
+        }
+    }
+}
+
+constexpr int kNmsThreads = 1024;
+
+__device__ __forceinline__ uint64_t nms_key(float score, uint32_t idx) {
+    return ((uint64_t)(0xFFFFFFFFu - __float_as_uint(score)) << 32) | idx;
+}
+
+__device__ __forceinline__ void nms_cand(const float *pred, int nc, uint64_t key, float box[4], float *score, int *cls) {
+    const uint32_t idx = (uint32_t)key;
+    const float *r = pred + (size_t)(idx / (uint32_t)nc) * (5 + nc);
+    *cls = (int)(idx % (uint32_t)nc);
+    *score = __uint_as_float(0xFFFFFFFFu - (uint32_t)(key >> 32));
+    const float hw = __fdiv_rn(r[2], 2.0f), hh = __fdiv_rn(r[3], 2.0f);
+    box[0] = __fsub_rn(r[0], hw);
+    box[1] = __fsub_rn(r[1], hh);
+    box[2] = __fadd_rn(r[0], hw);
+    box[3] = __fadd_rn(r[1], hh);
+}
+
+__global__ void __launch_bounds__(kNmsThreads) yolo_nms_kernel(odl_yolo_nms_args a, uint8_t *work, size_t per_image) {
+    const int n = blockIdx.x, nc = a.nc, no = 5 + nc, tid = threadIdx.x;
+    const int cap = a.cand_cap;
+    uint8_t *base = work + (size_t)n * per_image;
+    uint64_t *keys = reinterpret_cast<uint64_t *>(base);
+    float *ob = reinterpret_cast<float *>(base + sizeof(uint64_t) * (size_t)cap);
+    float *area = ob + 4 * (size_t)cap;
+    uint8_t *sup = reinterpret_cast<uint8_t *>(area + cap);
+    const float *pred = a.pred + (size_t)n * a.rows * no;
+    float *out = a.out + (size_t)n * a.max_det * 6;
+    __shared__ int cnt, over, next, kept;
+    if (tid == 0) {
+        cnt = 0;
+        over = 0;
+    }
+    __syncthreads();
+    /* 1. candidates */
+    for (int64_t r = tid; r < a.rows; r += blockDim.x) {
+        const float *p = pred + r * no;
+        const float obj = p[4];
+        if (!(obj > a.conf_thres)) continue;
+        int best = 0;
+        float bestc = -INFINITY;
+        for (int j = 0; j < nc; j++) {
+            const float c = __fmul_rn(p[5 + j], obj);
+            if (a.multi_label) {
+                if (!(c > a.conf_thres)) continue;
+                const int slot = atomicAdd(&cnt, 1);
+                if (slot < cap) keys[slot] = nms_key(c, (uint32_t)(r * nc + j));
+                else over = 1;
+            } else if (c > bestc) {
+                bestc = c;
+                best = j;
+            }
+        }
+        if (!a.multi_label && bestc > a.conf_thres) {
+            const int slot = atomicAdd(&cnt, 1);
+            if (slot < cap) keys[slot] = nms_key(bestc, (uint32_t)(r * nc + best));
+            else over = 1;
+        }
+    }
+    __syncthreads();
+    if (over) {
+        if (tid == 0) a.count[n] = -1;
+        return;
+    }
+    const int m_all = cnt;
+    int P = 1;
+    while (P < m_all) P <<= 1;
+    for (int i = m_all + tid; i < P; i += blockDim.x) keys[i] = ~0ull; /* P <= cap: cap is a power of two */
+    __syncthreads();
+    /* 2. bitonic sort, ascending */
+    for (int k = 2; k <= P; k <<= 1)
+        for (int j = k >> 1; j > 0; j >>= 1) {
+            for (int i = tid; i < P; i += blockDim.x) {
+                const int l = i ^ j;
+                if (l > i) {
+                    const uint64_t x = keys[i], y = keys[l];
+                    const bool up = (i & k) == 0;
+                    if ((x > y) == up) {
+                        keys[i] = y;
+                        keys[l] = x;
+                    }
+                }
+            }
+            __syncthreads();
+        }
+    /* 3. offset boxes of the first max_nms */
+    const int m = m_all < a.max_nms ? m_all : a.max_nms;
+    for (int i = tid; i < m; i += blockDim.x) {
+        float b[4], s;
+        int c;
+        nms_cand(pred, nc, keys[i], b, &s, &c);
+        const float off = a.agnostic ? 0.f : __fmul_rn((float)c, a.max_wh);
+        for (int q = 0; q < 4; q++) ob[4 * (size_t)i + q] = __fadd_rn(b[q], off);
+        area[i] = __fmul_rn(__fsub_rn(ob[4 * (size_t)i + 2], ob[4 * (size_t)i]), __fsub_rn(ob[4 * (size_t)i + 3], ob[4 * (size_t)i + 1]));
+        sup[i] = 0;
+    }
+    if (tid == 0) {
+        next = 0;
+        kept = 0;
+    }
+    __syncthreads();
+    /* 4. greedy NMS */
+    for (;;) {
+        if (tid == 0) {
+            int i = next;
+            while (i < m && sup[i]) i++;
+            next = i;
+            if (i < m) {
+                float b[4], s;
+                int c;
+                nms_cand(pred, nc, keys[i], b, &s, &c);
+                float *o = out + (size_t)kept * 6;
+                o[0] = b[0];
+                o[1] = b[1];
+                o[2] = b[2];
+                o[3] = b[3];
+                o[4] = s;
+                o[5] = (float)c;
+                kept++;
+            }
+        }
+        __syncthreads();
+        const int i = next;
+        if (i >= m || kept == a.max_det) break;
+        const float bx0 = ob[4 * (size_t)i], by0 = ob[4 * (size_t)i + 1], bx1 = ob[4 * (size_t)i + 2],
+                    by1 = ob[4 * (size_t)i + 3], ai = area[i];
+        for (int j = i + 1 + tid; j < m; j += blockDim.x) {
+            if (sup[j]) continue;
+            const float *bj = ob + 4 * (size_t)j;
+            const float w = fmaxf(0.f, __fsub_rn(fminf(bx1, bj[2]), fmaxf(bx0, bj[0])));
+            const float h = fmaxf(0.f, __fsub_rn(fminf(by1, bj[3]), fmaxf(by0, bj[1])));
+            const float inter = __fmul_rn(w, h);
+            if (__fdiv_rn(inter, __fsub_rn(__fadd_rn(ai, area[j]), inter)) > a.iou_thres) sup[j] = 1;
+        }
+        __syncthreads();
+        if (tid == 0) next = i + 1;
+        __syncthreads();
+    }
+    if (tid == 0) a.count[n] = kept;
+}
+
+} // namespace
+} // namespace odlk
+
+using namespace odlk;
+
+extern "C" odl_status odl_cuda_letterbox_u8_to_chw(int N, int H, int W, const uint8_t *src, const int64_t *src_off,
+                                                   const int32_t *geo, uint8_t pad, float *y) {
+    const int64_t items = (int64_t)N * H * W;
+    if (items == 0) return ODL_OK;
+    letterbox_kernel<<<grid_for(items, 256), 256, 0, stream()>>>(items, H, W, src, src_off, geo, (float)pad / 255.0f, y);
+    ODL_CUDA_LAUNCH_CHECK("letterbox_kernel");
+    return ODL_OK;
+}
+
+extern "C" odl_status odl_cuda_yolo_nms(const odl_yolo_nms_args *a) {
+    if (a->N == 0) return ODL_OK;
+    if (a->cand_cap <= 0 || (a->cand_cap & (a->cand_cap - 1)))
+        return ODL_ERR(ODL_E_INVAL, "yolo_nms: cand_cap %d is not a power of two", a->cand_cap);
+    if ((int64_t)a->rows * a->nc > (int64_t)UINT32_MAX)
+        return ODL_ERR(ODL_E_UNSUPPORTED, "yolo_nms: %lld rows x %d classes", (long long)a->rows, a->nc);
+    /* keys, 4 offset coordinates, an area and a flag per candidate, rounded to 256 bytes per image */
+    size_t per_image = ((sizeof(uint64_t) + 5 * sizeof(float) + 1) * (size_t)a->cand_cap + 255) & ~(size_t)255;
+    void *work = NULL;
+    ODL_CHECK(workspace(per_image * (size_t)a->N, &work));
+    yolo_nms_kernel<<<a->N, kNmsThreads, 0, stream()>>>(*a, static_cast<uint8_t *>(work), per_image);
+    ODL_CUDA_LAUNCH_CHECK("yolo_nms_kernel");
+    return ODL_OK;
+}

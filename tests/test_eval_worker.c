@@ -1,0 +1,246 @@
+/* odl_worker --task=eval end to end on the CPU:
+ *   coco8 (all 8 images of train and val) with --square against reference/coco8_map.json: mp, mr, mAP50,
+ *   mAP50-95 and every class's AP50-95 within 0.001, the boxes per image of --save-json equal to the
+ *   reference's n_det; the same metrics.json through the CUDA path's steps on the CPU backend
+ *   (--backend-post); val.py's table on stdout; the dataset yaml (val: 4 images); the default
+ *   rectangular batches; a bad label line (exit 1, one error naming file:line, no metrics.json); a
+ *   missing label file (a background image, as val.py); usage errors (exit 2).
+ * With argument "cuda" (label gpu): the coco8 check only, with --device cuda (GPU letterbox and NMS). */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "odl/device.h"
+#include "test_util.h"
+
+static char g_tmp[1024], g_worker[1024], g_weights[1024], g_coco8[1024];
+static const char *g_device = "cpu";
+
+/* Run odl_worker --task=eval ARGS with stdout and stderr captured; returns the exit code. */
+static int run_eval(const char *args, const char *tag, char **out, char **err) {
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "'%s' --task=eval --model=yolov5 %s >'%s/%s.out' 2>'%s/%s.err'", g_worker, args, g_tmp, tag, g_tmp, tag);
+    int rc = system(cmd);
+    rc = WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
+    char p[2048];
+    snprintf(p, sizeof p, "%s/%s.out", g_tmp, tag);
+    *out = odl_test_read_text(p);
+    snprintf(p, sizeof p, "%s/%s.err", g_tmp, tag);
+    *err = odl_test_read_text(p);
+    if (!*out) *out = strdup("");
+    if (!*err) *err = strdup("");
+    return rc;
+}
+
+static double num(json_t *o, const char *k) {
+    json_t *v = json_object_get(o, k);
+    return v ? json_number_value(v) : NAN;
+}
+
+static void test_coco8_square(void) {
+    char args[4096], *out, *err;
+    snprintf(args, sizeof args, "--weights '%s' --data '%s' --square --device %s --save-json --output '%s/sq'", g_weights,
+             g_coco8, g_device, g_tmp);
+    int rc = run_eval(args, "sq", &out, &err);
+    TCHECK(rc == 0, "exit %d: %s", rc, err);
+    TCHECK(strstr(out, "                 Class     Images  Instances          P          R      mAP50   mAP50-95") != NULL,
+           "table header: %s", out);
+    TCHECK(strstr(out, "                   all          8         30") != NULL, "all row: %s", out);
+    char p[2048];
+    snprintf(p, sizeof p, "%s/sq/metrics.json", g_tmp);
+    json_error_t je;
+    json_t *got = json_load_file(p, 0, &je), *ref = json_load_file(odl_test_data_path("yolov5/reference/coco8_map.json"), 0, &je);
+    TCHECK(got && ref, "metrics.json or the reference unreadable: %s", je.text);
+    if (got && ref) {
+        const char *keys[][2] = {{"mp", "mp"}, {"mr", "mr"}, {"map50", "map50"}, {"map50_95", "map50_95"}};
+        for (int i = 0; i < 4; i++) {
+            double a = num(got, keys[i][0]), b = num(ref, keys[i][1]);
+            TCHECK(fabs(a - b) <= 1e-3, "%s %.6f, reference %.6f", keys[i][0], a, b);
+        }
+        json_t *pr = json_object_get(ref, "per_class_ap50_95"), *pg = json_object_get(got, "per_class");
+        TCHECK(json_object_size(pr) == json_object_size(pg) && json_object_size(pr) == 12, "%zu classes, reference %zu",
+               json_object_size(pg), json_object_size(pr));
+        const char *k;
+        json_t *v;
+        json_object_foreach(pr, k, v) {
+            double a = json_number_value(json_object_get(pg, k));
+            TCHECK(json_object_get(pg, k) && fabs(a - json_number_value(v)) <= 1e-3, "%s AP50-95 %.6f, reference %.6f", k, a,
+                   json_number_value(v));
+        }
+        TCHECK(num(got, "images") == 8 && num(got, "instances") == 30, "images %g instances %g", num(got, "images"),
+               num(got, "instances"));
+        /* --save-json: COCO predictions, as many per image as the reference's NMS kept */
+        snprintf(p, sizeof p, "%s/sq/yolov5n_predictions.json", g_tmp);
+        json_t *preds = json_load_file(p, 0, &je);
+        TCHECK(json_is_array(preds), "%s: %s", p, je.text);
+        json_t *imgs = json_object_get(ref, "images");
+        json_object_foreach(imgs, k, v) {
+            long id = strtol(k, NULL, 10);
+            int cnt = 0, bad = 0;
+            size_t i;
+            json_t *e;
+            json_array_foreach(preds, i, e) {
+                if (json_integer_value(json_object_get(e, "image_id")) != id) continue;
+                cnt++;
+                json_t *bb = json_object_get(e, "bbox");
+                double s = json_number_value(json_object_get(e, "score"));
+                bad |= json_array_size(bb) != 4 || !(s >= 0.001 && s <= 1) || json_number_value(json_array_get(bb, 2)) < 0;
+            }
+            TCHECK(cnt == (int)json_integer_value(json_object_get(v, "n_det")) && !bad, "%s: %d boxes, reference %d", k, cnt,
+                   (int)json_integer_value(json_object_get(v, "n_det")));
+        }
+        json_decref(preds);
+    }
+    /* The CUDA path's steps (uint8 images, the backend's letterbox and NMS) run on the CPU backend with
+     * --backend-post: the same metrics.json, byte for byte. */
+    if (!strcmp(g_device, "cpu")) {
+        char *o2, *e2;
+        snprintf(args, sizeof args, "--weights '%s' --data '%s' --square --device cpu --backend-post --output '%s/sq2'",
+                 g_weights, g_coco8, g_tmp);
+        int rc2 = run_eval(args, "sq2", &o2, &e2);
+        TCHECK(rc2 == 0, "--backend-post: exit %d: %s", rc2, e2);
+        char q[2048];
+        snprintf(p, sizeof p, "%s/sq/metrics.json", g_tmp);
+        snprintf(q, sizeof q, "%s/sq2/metrics.json", g_tmp);
+        char *a1 = odl_test_read_text(p), *a2 = odl_test_read_text(q);
+        TCHECK(a1 && a2 && !strcmp(a1, a2), "--backend-post metrics.json differs");
+        free(a1);
+        free(a2);
+        free(o2);
+        free(e2);
+    }
+    json_decref(got);
+    json_decref(ref);
+    free(out);
+    free(err);
+}
+
+static void test_yaml_and_rect(void) {
+    char args[4096], *out, *err, p[2048];
+    snprintf(args, sizeof args, "--weights '%s' --data '%s/coco8.yaml' --device cpu --output '%s/yaml'", g_weights, g_coco8, g_tmp);
+    int rc = run_eval(args, "yaml", &out, &err);
+    TCHECK(rc == 0, "exit %d: %s", rc, err);
+    snprintf(p, sizeof p, "%s/yaml/metrics.json", g_tmp);
+    json_error_t je;
+    json_t *m = json_load_file(p, 0, &je);
+    TCHECK(m && num(m, "images") == 4, "yaml val: %g images", m ? num(m, "images") : -1);
+    TCHECK(strstr(err, "rectangular letterbox 640") != NULL, "rect is the default: %s", err);
+    /* val's 4 images: rectangular batches give a mAP close to the square one's (not a reference value) */
+    TCHECK(m && num(m, "map50") > 0.5 && num(m, "map50") <= 1, "map50 %g", m ? num(m, "map50") : -1);
+    json_decref(m);
+    free(out);
+    free(err);
+}
+
+static void test_bad_labels(void) {
+    char cmd[8192], args[4096], *out, *err, p[2048];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s/c8' && cp -r '%s' '%s/c8' && chmod -R u+w '%s/c8'", g_tmp, g_coco8, g_tmp, g_tmp);
+    TCHECK(system(cmd) == 0, "%s", cmd);
+    snprintf(p, sizeof p, "%s/c8/labels/val/000000000036.txt", g_tmp);
+    FILE *f = fopen(p, "a");
+    if (f) {
+        fputs("80 0.5 0.5 0.2 0.2\n", f);
+        fclose(f);
+    }
+    snprintf(args, sizeof args, "--weights '%s' --data '%s/c8' --square --device cpu --output '%s/bad'", g_weights, g_tmp, g_tmp);
+    int rc = run_eval(args, "bad", &out, &err);
+    TCHECK(rc == 1, "bad label: exit %d", rc);
+    int lines = 0;
+    for (const char *s = err; (s = strstr(s, "error:")); s++) lines++;
+    TCHECK(lines == 1 && strstr(err, "labels/val/000000000036.txt:3: class 80 out of range"), "stderr: %s", err);
+    snprintf(p, sizeof p, "%s/bad/metrics.json", g_tmp);
+    struct stat sb;
+    TCHECK(stat(p, &sb) != 0, "no metrics.json after a failure");
+    free(out);
+    free(err);
+    /* a missing label file: an image without objects, as val.py */
+    snprintf(cmd, sizeof cmd, "rm '%s/c8/labels/val/000000000036.txt' && rm -r '%s/c8/images/train' '%s/c8/labels/train'", g_tmp,
+             g_tmp, g_tmp);
+    TCHECK(system(cmd) == 0, "%s", cmd);
+    snprintf(args, sizeof args, "--weights '%s' --data '%s/c8' --img-size 320 --device cpu --output '%s/miss'", g_weights, g_tmp,
+             g_tmp);
+    rc = run_eval(args, "miss", &out, &err);
+    TCHECK(rc == 0 && strstr(err, "1 missing"), "missing label file: exit %d: %s", rc, err);
+    TCHECK(strstr(out, "                   all          4         15"), "4 images, 15 instances: %s", out);
+    free(out);
+    free(err);
+    /* a JPEG cut in half (its header intact, so the dataset opens): one error naming it, exit 1 */
+    snprintf(p, sizeof p, "%s/c8/images/val/000000000042.jpg", g_tmp);
+    struct stat st;
+    if (stat(p, &st) == 0) TCHECK(truncate(p, st.st_size / 2) == 0, "truncate %s", p);
+    rc = run_eval(args, "trunc", &out, &err);
+    lines = 0;
+    for (const char *s = err; (s = strstr(s, "error:")); s++) lines++;
+    TCHECK(rc == 1 && lines == 1 && strstr(err, "000000000042.jpg") && strstr(err, "truncated JPEG"),
+           "truncated image: exit %d: %s", rc, err);
+    free(out);
+    free(err);
+}
+
+static void test_usage(void) {
+    char args[4096], *out, *err;
+    struct {
+        const char *args, *msg;
+    } cases[] = {{"--weights w.h5", "needs --data"},
+                 {"--data d", "needs --weights"},
+                 {"--weights w.h5 --data d --img-size 100", "multiple of 32"},
+                 {"--weights w.h5 --data d --conf-thres 2", "--conf-thres"},
+                 {"--weights w.h5 --data d --frobnicate", "unknown option"}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        int rc = run_eval(cases[i].args, "usage", &out, &err);
+        TCHECK(rc == 2 && strstr(err, cases[i].msg), "'%s': exit %d: %s", cases[i].args, rc, err);
+        free(out);
+        free(err);
+    }
+    snprintf(args, sizeof args, "--weights '%s' --data '%s/nothing' --device cpu --output '%s/x'", g_weights, g_tmp, g_tmp);
+    int rc = run_eval(args, "nodata", &out, &err);
+    TCHECK(rc == 1 && strstr(err, "nothing") && strstr(err, "error:"), "no data: exit %d: %s", rc, err);
+    free(out);
+    free(err);
+    /* a mistyped fault hook is an error naming it (exit 2, as any bad ODL_* value), never a run without the fault */
+    setenv("ODL_EVAL_FAULT", "kill:one:1", 1);
+    snprintf(args, sizeof args, "--weights '%s' --data '%s' --device cpu --output '%s/x'", g_weights, g_coco8, g_tmp);
+    rc = run_eval(args, "badfault", &out, &err);
+    unsetenv("ODL_EVAL_FAULT");
+    TCHECK(rc == 2 && strstr(err, "ODL_EVAL_FAULT='kill:one:1'"), "bad ODL_EVAL_FAULT: exit %d: %s", rc, err);
+    free(out);
+    free(err);
+    rc = run_eval("--help", "help", &out, &err);
+    TCHECK(rc == 0 && strstr(out, "--conf-thres X"), "help: %d", rc);
+    free(out);
+    free(err);
+}
+
+int main(int argc, char **argv) {
+    const char *bin = getenv("ODL_BINARY_DIR");
+    if (argc > 1 && !strcmp(argv[1], "cuda")) { /* the GPU pipeline (letterbox and NMS on the GPU) */
+        if (odl_cuda_device_count() < 1) {
+            printf("SKIP: no CUDA device\n");
+            return ODL_TEST_SKIP;
+        }
+        g_device = "cuda";
+    }
+    if (!bin) bin = ".";
+    snprintf(g_tmp, sizeof g_tmp, "%s/eval_worker_test.d", bin);
+    snprintf(g_worker, sizeof g_worker, "%s/odl_worker", bin);
+    snprintf(g_weights, sizeof g_weights, "%s/yolov5n.h5", bin);
+    snprintf(g_coco8, sizeof g_coco8, "%s", odl_test_data_path("yolov5/coco8"));
+    struct stat sb;
+    if (stat(g_weights, &sb) != 0 || stat(g_coco8, &sb) != 0) {
+        printf("SKIP: no %s (run the yolov5_convert test) or no %s\n", g_weights, g_coco8);
+        return ODL_TEST_SKIP;
+    }
+    char cmd[2200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", g_tmp, g_tmp);
+    if (system(cmd) != 0) return 1;
+    test_coco8_square();
+    if (!strcmp(g_device, "cpu")) {
+        test_usage();
+        test_yaml_and_rect();
+        test_bad_labels();
+    }
+    return odl_test_finish("eval_coco8");
+}

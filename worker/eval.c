@@ -1,0 +1,825 @@
+/* odl_worker --task=eval: YOLOv5 evaluation with val.py's mAP (YOLOv5 v7.0 val.py, task 'val'), on one
+ * process or on the ranks of an mpirun / srun job.
+ *
+ * Each rank takes a contiguous shard of the evaluation order (no padding with duplicates, unlike
+ * PyTorch's DistributedSampler), runs letterbox, forward, multi-label NMS and val.py's matching, and
+ * the per-image statistics (detections with their true-positive flags, label classes) are gathered to
+ * rank 0 in image order; rank 0 computes ap_per_class once, prints val.py's table and writes
+ * DIR/metrics.json (and with --save-json DIR/<weights>_predictions.json, COCO format). Because every
+ * image's statistics are the same whichever rank computes them and rank 0 sees them in one order, the
+ * metrics do not depend on the world size.
+ *
+ * Exit status: 0 ok; 1 when the run fails (weights, dataset, a bad label line, an image that cannot be
+ * decoded, a failed rank: every rank stops with the failing rank's message); 2 for a usage error. */
+#include <jansson.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "odl/backend.h"
+#include "odl/comm.h"
+#include "odl/det_metrics.h"
+#include "odl/device.h"
+#include "odl/env.h"
+#include "odl/labels.h"
+#include "odl/log.h"
+#include "odl/nms.h"
+#include "odl/pipeline.h"
+#include "odl/yolov5.h"
+#include "worker/cli.h"
+#include "worker/outputs.h"
+#include "worker/tasks.h"
+
+/* ODL_EVAL_FAULT=kill:R:K (or stop:R:K; odl/env.h): rank R kills (SIGKILL) or stops (SIGSTOP) itself
+ * after K images, to test that a dying or hung rank ends the job. Other text is an error, so that a
+ * mistyped fault test does not pass by injecting nothing. */
+typedef struct fault {
+    int rank, after, sig;
+} fault;
+static odl_status read_fault(fault *f) {
+    *f = (fault){-1, 0, 0};
+    const char *e = odl_env_str(ODL_ENV_EVAL_FAULT);
+    if (!e[0]) return ODL_OK;
+    char tail;
+    if (sscanf(e, "kill:%d:%d%c", &f->rank, &f->after, &tail) == 2) f->sig = SIGKILL;
+    else if (sscanf(e, "stop:%d:%d%c", &f->rank, &f->after, &tail) == 2) f->sig = SIGSTOP;
+    else {
+        *f = (fault){-1, 0, 0};
+        return ODL_ERR(ODL_E_CONFIG, "ODL_EVAL_FAULT='%s': not kill:RANK:IMAGES or stop:RANK:IMAGES", e);
+    }
+    return ODL_OK;
+}
+
+typedef struct eval_opts {
+    const char *model, *weights, *data, *output, *device;
+    int img_size, batch, max_det, square, half, save_json, verbose, workers, backend_post;
+    float conf, iou;
+    double timeout_s;
+    fault fault; /* ODL_EVAL_FAULT */
+} eval_opts;
+
+static void eval_usage(FILE *f) {
+    fprintf(f,
+            "usage: odl_worker --task=eval --model=yolov5 --weights=W.h5 --data=D [options]\n"
+            "  D is a folder with images/ and labels/ (YOLO format, subfolders taken recursively) or a YOLOv5\n"
+            "  dataset yaml (path, val, names). Under mpirun/srun each rank evaluates a contiguous shard.\n"
+            "  --img-size N        inference size (default 640, a multiple of 32)\n"
+            "  --batch-size B      images per forward (default 32)\n"
+            "  --conf-thres X      confidence threshold (default 0.001)\n"
+            "  --iou-thres X       NMS IoU threshold (default 0.6)\n"
+            "  --max-det N         at most N boxes per image (default 300)\n"
+            "  --square            letterbox every image to N x N (default: val.py's rectangular batches)\n"
+            "  --half              float16 inference\n"
+            "  --workers N         image decoding threads per rank (default 8, at most the cores per rank)\n"
+            "  --device D          auto (default), cpu, cuda or cuda:N\n"
+            "  --output DIR        where metrics.json goes (default runs/val)\n"
+            "  --save-json         also write COCO-format predictions (DIR/<weights>_predictions.json)\n"
+            "  --verbose           per-class lines even with 50 classes or more (val.py --verbose)\n"
+            "  --timeout-s S       end the job when a rank does not reach the final gather within S seconds\n"
+            "                      of the others (default 0: wait; mpirun ends the job when a rank dies)\n"
+            "  --backend-post      on the CPU too, letterbox and NMS through the backend entries, as CUDA does\n"
+            "                      (a check of that path; the metrics are the same)\n");
+}
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* Returns 0 ok, 2 usage error (message printed), 3 for --help. */
+static int parse_opts(int argc, char **argv, eval_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->model = "yolov5";
+    o->output = "runs/val";
+    o->device = "auto";
+    o->img_size = 640;
+    o->batch = 32;
+    o->max_det = 300;
+    o->workers = 8;
+    o->conf = 0.001f;
+    o->iou = 0.6f;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        int m;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) return 3;
+        if (!strcmp(a, "--square")) { o->square = 1; continue; }
+        if (!strcmp(a, "--half")) { o->half = 1; continue; }
+        if (!strcmp(a, "--save-json")) { o->save_json = 1; continue; }
+        if (!strcmp(a, "--verbose")) { o->verbose = 1; continue; }
+        if (!strcmp(a, "--backend-post")) { o->backend_post = 1; continue; }
+        v = odl_cli_flag_value(argc, argv, &i, "--task", &m); /* handled by main() */
+        if (m) continue;
+#define STR_FLAG(name, field)                                                                      \
+        v = odl_cli_flag_value(argc, argv, &i, name, &m);                                          \
+        if (m) {                                                                                   \
+            if (!v || !*v) { fprintf(stderr, "odl_worker: error: %s needs a value\n", name); return 2; } \
+            o->field = v;                                                                          \
+            continue;                                                                              \
+        }
+        STR_FLAG("--model", model)
+        STR_FLAG("--weights", weights)
+        STR_FLAG("--data", data)
+        STR_FLAG("--output", output)
+        STR_FLAG("--device", device)
+#undef STR_FLAG
+#define NUM_FLAG(name, parse, lo, hi, field, what)                                                 \
+        v = odl_cli_flag_value(argc, argv, &i, name, &m);                                          \
+        if (m) {                                                                                   \
+            if (parse(v, lo, hi, &o->field)) {                                                     \
+                fprintf(stderr, "odl_worker: error: %s '%s': expected %s\n", name, v ? v : "", what); \
+                return 2;                                                                          \
+            }                                                                                      \
+            continue;                                                                              \
+        }
+        NUM_FLAG("--img-size", odl_cli_parse_int, 32, 8192, img_size, "a multiple of 32 in 32..8192")
+        NUM_FLAG("--batch-size", odl_cli_parse_int, 1, 4096, batch, "an integer in 1..4096")
+        NUM_FLAG("--max-det", odl_cli_parse_int, 1, 100000, max_det, "an integer in 1..100000")
+        NUM_FLAG("--workers", odl_cli_parse_int, 0, 256, workers, "an integer in 0..256")
+        NUM_FLAG("--conf-thres", odl_cli_parse_float, 0.0f, 1.0f, conf, "a number in [0, 1]")
+        NUM_FLAG("--iou-thres", odl_cli_parse_float, 0.0f, 1.0f, iou, "a number in [0, 1]")
+#undef NUM_FLAG
+        v = odl_cli_flag_value(argc, argv, &i, "--timeout-s", &m);
+        if (m) {
+            float t;
+            if (odl_cli_parse_float(v, 0.f, 1e6f, &t)) {
+                fprintf(stderr, "odl_worker: error: --timeout-s '%s': expected seconds >= 0\n", v ? v : "");
+                return 2;
+            }
+            o->timeout_s = t;
+            continue;
+        }
+        fprintf(stderr, "odl_worker: error: unknown option '%s' for --task=eval --model=yolov5 (see --task=eval --model=yolov5 --help)\n", a);
+        return 2;
+    }
+    if (strcmp(o->model, "yolov5") != 0) {
+        fprintf(stderr, "odl_worker: error: --task=eval supports --model=yolov5, not '%s'\n", o->model);
+        return 2;
+    }
+    if (!o->weights) {
+        fprintf(stderr, "odl_worker: error: --task=eval needs --weights=W.h5 (convert a .pt with tools/convert_yolov5.py)\n");
+        return 2;
+    }
+    if (!o->data) {
+        fprintf(stderr, "odl_worker: error: --task=eval needs --data=D (a folder with images/ and labels/, or a dataset yaml)\n");
+        return 2;
+    }
+    if (o->img_size % 32) {
+        fprintf(stderr, "odl_worker: error: --img-size %d: must be a multiple of 32\n", o->img_size);
+        return 2;
+    }
+    return 0;
+}
+
+/* ---- per-image statistics, the records gathered to rank 0 (same binary on every rank) ---- */
+typedef struct rec_hdr {
+    int32_t index;    /* sample index in the dataset */
+    int32_t n_det, n_labels, pad;
+} rec_hdr;
+typedef struct rec_det {
+    float box[4];     /* xyxy, original-image pixels */
+    float conf;
+    int32_t cls;
+    uint8_t correct[ODL_DET_NIOU];
+    uint8_t pad[2];
+} rec_det;
+
+typedef struct bytes {
+    uint8_t *p;
+    size_t n, cap;
+} bytes;
+static odl_status bytes_put(bytes *b, const void *src, size_t n) {
+    if (b->n + n > b->cap) {
+        size_t nc = b->cap ? b->cap : 65536;
+        while (nc < b->n + n) nc *= 2;
+        uint8_t *np_ = realloc(b->p, nc);
+        if (!np_) return ODL_ERR(ODL_E_NOMEM, "statistics buffer of %zu bytes", nc);
+        b->p = np_;
+        b->cap = nc;
+    }
+    memcpy(b->p + b->n, src, n);
+    b->n += n;
+    return ODL_OK;
+}
+
+/* Statistics of one image from its nd detections after NMS (letterboxed pixels; mapped here). */
+static odl_status image_stats(odl_detection *det, int nd, const odl_det_sample *s, const odl_prep_result *pr, int index,
+                              float *lbox, int *lcls, uint8_t *correct, bytes *out) {
+    for (int k = 0; k < nd; k++) {
+        float b[4] = {det[k].x1, det[k].y1, det[k].x2, det[k].y2};
+        odl_prep_unmap(pr, b);
+        det[k].x1 = b[0];
+        det[k].y1 = b[1];
+        det[k].x2 = b[2];
+        det[k].y2 = b[3];
+    }
+    /* Labels in original pixels (val.py: xywh2xyxy, scale_boxes with clip_boxes). */
+    const float W = (float)pr->src_w, H = (float)pr->src_h;
+    for (int l = 0; l < s->n_labels; l++) {
+        const odl_box_label *lb = &s->labels[l];
+        float v[4] = {(lb->cx - lb->w / 2) * W, (lb->cy - lb->h / 2) * H, (lb->cx + lb->w / 2) * W,
+                      (lb->cy + lb->h / 2) * H};
+        for (int i = 0; i < 4; i++) {
+            float lim = (i & 1) ? H : W;
+            lbox[4 * l + i] = v[i] < 0 ? 0 : v[i] > lim ? lim : v[i];
+        }
+        lcls[l] = lb->class_id;
+    }
+    ODL_CHECK(odl_det_match(det, nd, lbox, lcls, s->n_labels, correct));
+    rec_hdr h = {index, nd, s->n_labels, 0};
+    ODL_CHECK(bytes_put(out, &h, sizeof h));
+    for (int k = 0; k < nd; k++) {
+        rec_det r;
+        memset(&r, 0, sizeof r);
+        r.box[0] = det[k].x1;
+        r.box[1] = det[k].y1;
+        r.box[2] = det[k].x2;
+        r.box[3] = det[k].y2;
+        r.conf = det[k].conf;
+        r.cls = det[k].class_id;
+        memcpy(r.correct, correct + (size_t)k * ODL_DET_NIOU, ODL_DET_NIOU);
+        ODL_CHECK(bytes_put(out, &r, sizeof r));
+    }
+    return bytes_put(out, lcls, sizeof(int32_t) * (size_t)s->n_labels);
+}
+
+/* A group of consecutive images of one letterbox shape, at most --batch-size. */
+typedef struct group {
+    int first, n, H, W;
+    odl_prep_job *jobs;
+    odl_prep_result *res;
+    float *in;          /* CPU: the network input */
+    uint8_t *u8;        /* CUDA: pinned, the decoded and resized images (3 H W bytes each) */
+    size_t u8_cap;
+    odl_prep_batch *pending;
+} group;
+
+/* CUDA: device buffers of the GPU letterbox and NMS, grown on demand. */
+typedef struct gpu_bufs {
+    odl_device dev;
+    const odl_backend *be;
+    uint8_t *src;
+    size_t src_cap;
+    int64_t *off, *h_off;
+    int32_t *geo, *h_geo, *cnt, *h_cnt;
+    float *out, *h_out, *h_pred;
+    int cap_n;
+    size_t h_pred_cap;
+} gpu_bufs;
+
+static void gpu_bufs_free(gpu_bufs *g) {
+    if (!g->be) return;
+    odl_mem_free(g->dev, g->src);
+    odl_mem_free(g->dev, g->off);
+    odl_mem_free(g->dev, g->geo);
+    odl_mem_free(g->dev, g->cnt);
+    odl_mem_free(g->dev, g->out);
+    odl_host_free_pinned(g->h_off);
+    odl_host_free_pinned(g->h_geo);
+    odl_host_free_pinned(g->h_cnt);
+    odl_host_free_pinned(g->h_out);
+    free(g->h_pred);
+}
+
+static odl_status gpu_bufs_reserve(gpu_bufs *g, int n, size_t src_bytes, int max_det) {
+    if (src_bytes > g->src_cap) {
+        odl_mem_free(g->dev, g->src);
+        g->src = NULL;
+        g->src_cap = 0;
+        ODL_CHECK(odl_mem_alloc(g->dev, src_bytes, (void **)&g->src));
+        g->src_cap = src_bytes;
+    }
+    if (n > g->cap_n) {
+        gpu_bufs keep = *g;
+        keep.src = NULL;
+        keep.h_pred = NULL;
+        gpu_bufs_free(&keep);
+        g->off = g->h_off = NULL;
+        g->geo = g->h_geo = g->cnt = g->h_cnt = NULL;
+        g->out = g->h_out = NULL;
+        g->cap_n = 0;
+        ODL_CHECK(odl_mem_alloc(g->dev, sizeof(int64_t) * (size_t)n, (void **)&g->off));
+        ODL_CHECK(odl_mem_alloc(g->dev, sizeof(int32_t) * 4 * (size_t)n, (void **)&g->geo));
+        ODL_CHECK(odl_mem_alloc(g->dev, sizeof(int32_t) * (size_t)n, (void **)&g->cnt));
+        ODL_CHECK(odl_mem_alloc(g->dev, sizeof(float) * 6 * (size_t)max_det * n, (void **)&g->out));
+        ODL_CHECK(odl_host_alloc_pinned(sizeof(int64_t) * (size_t)n, (void **)&g->h_off));
+        ODL_CHECK(odl_host_alloc_pinned(sizeof(int32_t) * 4 * (size_t)n, (void **)&g->h_geo));
+        ODL_CHECK(odl_host_alloc_pinned(sizeof(int32_t) * (size_t)n, (void **)&g->h_cnt));
+        ODL_CHECK(odl_host_alloc_pinned(sizeof(float) * 6 * (size_t)max_det * n, (void **)&g->h_out));
+        g->cap_n = n;
+    }
+    return ODL_OK;
+}
+
+/* CUDA: upload the group's uint8 images, letterbox and normalise into x on the GPU, forward, NMS on
+ * the GPU, and copy back only the kept boxes: det[b * max_det ...], nd[b]. An image with more
+ * candidates than the GPU NMS buffer holds falls back to odl_yolo_nms on its copied rows. */
+static odl_status gpu_group(odl_yolov5 *net, gpu_bufs *g, group *q, const odl_nms_params *np_, odl_detection *det,
+                            int *nd) {
+    const odl_stream st = odl_stream_current();
+    const size_t per = (size_t)3 * q->H * q->W;
+    ODL_CHECK(gpu_bufs_reserve(g, q->n, per * q->n, np_->max_det));
+    for (int b = 0; b < q->n; b++) {
+        g->h_off[b] = (int64_t)(per * b);
+        g->h_geo[4 * b] = q->res[b].geo.unpad_w;
+        g->h_geo[4 * b + 1] = q->res[b].geo.unpad_h;
+        g->h_geo[4 * b + 2] = q->res[b].geo.left;
+        g->h_geo[4 * b + 3] = q->res[b].geo.top;
+    }
+    ODL_CHECK(odl_memcpy_async(g->src, g->dev, q->u8, odl_cpu(), per * q->n, st));
+    ODL_CHECK(odl_memcpy_async(g->off, g->dev, g->h_off, odl_cpu(), sizeof(int64_t) * q->n, st));
+    ODL_CHECK(odl_memcpy_async(g->geo, g->dev, g->h_geo, odl_cpu(), sizeof(int32_t) * 4 * q->n, st));
+    odl_tensor *x;
+    const odl_tensor *y;
+    ODL_CHECK(odl_yolov5_input(net, q->n, q->H, q->W, &x));
+    ODL_CHECK(g->be->letterbox_u8_to_chw(q->n, q->H, q->W, g->src, g->off, g->geo, 114, (float *)x->data));
+    ODL_CHECK(odl_yolov5_forward(net, x, &y));
+    const int64_t rows = y->shape[1];
+    const int nc = (int)y->shape[2] - 5;
+    odl_yolo_nms_args a = {.N = q->n, .rows = rows, .nc = nc, .pred = (const float *)y->data,
+                           .conf_thres = np_->conf_thres, .iou_thres = np_->iou_thres, .max_wh = np_->max_wh,
+                           .multi_label = np_->multi_label, .agnostic = np_->agnostic, .max_nms = np_->max_nms,
+                           .max_det = np_->max_det, .cand_cap = 1 << 16, .out = g->out, .count = g->cnt};
+    ODL_CHECK(g->be->yolo_nms(&a));
+    ODL_CHECK(odl_memcpy_async(g->h_cnt, odl_cpu(), g->cnt, g->dev, sizeof(int32_t) * q->n, st));
+    ODL_CHECK(odl_memcpy_async(g->h_out, odl_cpu(), g->out, g->dev, sizeof(float) * 6 * np_->max_det * q->n, st));
+    ODL_CHECK(odl_stream_synchronize(st));
+    for (int b = 0; b < q->n; b++) {
+        odl_detection *d = det + (size_t)b * np_->max_det;
+        if (g->h_cnt[b] < 0) { /* too many candidates for the GPU buffer: the CPU reference */
+            size_t rn = (size_t)rows * (5 + nc);
+            if (g->h_pred_cap < rn) {
+                free(g->h_pred);
+                g->h_pred_cap = 0;
+                if (!(g->h_pred = malloc(sizeof(float) * rn))) return ODL_ERR(ODL_E_NOMEM, "prediction rows");
+                g->h_pred_cap = rn;
+            }
+            ODL_CHECK(odl_memcpy_async(g->h_pred, odl_cpu(), (const float *)y->data + rn * b, g->dev, sizeof(float) * rn, st));
+            ODL_CHECK(odl_stream_synchronize(st));
+            ODL_CHECK(odl_yolo_nms(g->h_pred, rows, nc, np_, d, np_->max_det, &nd[b]));
+            continue;
+        }
+        nd[b] = g->h_cnt[b];
+        for (int k = 0; k < nd[b]; k++) {
+            const float *o = g->h_out + ((size_t)b * np_->max_det + k) * 6;
+            d[k] = (odl_detection){o[0], o[1], o[2], o[3], o[4], (int)o[5]};
+        }
+    }
+    return ODL_OK;
+}
+
+/* The group's input buffer: CHW floats on the CPU, pinned uint8 images (pointed to by its jobs) on CUDA. */
+static odl_status group_buffers(group *q, int gpu) {
+    const size_t per = (size_t)3 * q->H * q->W;
+    if (!gpu) {
+        float *nb = realloc(q->in, sizeof(float) * per * q->n);
+        if (!nb) return ODL_ERR(ODL_E_NOMEM, "input batch %d x 3 x %d x %d", q->n, q->H, q->W);
+        q->in = nb;
+        return ODL_OK;
+    }
+    if (q->u8_cap < per * q->n) {
+        odl_host_free_pinned(q->u8);
+        q->u8 = NULL;
+        q->u8_cap = 0;
+        ODL_CHECK(odl_host_alloc_pinned(per * q->n, (void **)&q->u8));
+        q->u8_cap = per * q->n;
+    }
+    for (int b = 0; b < q->n; b++) q->jobs[b].u8 = q->u8 + per * b;
+    return ODL_OK;
+}
+
+/* Fill q with the images from *next on that share its letterbox shape (at most --batch-size, stopping
+ * at hi), advance *next, and queue their decoding on the pool. */
+static odl_status submit_group(odl_prep_pool *pool, group *q, const odl_det_dataset *ds, const eval_opts *o,
+                               const int *order, const int *shape, int *next, int hi, int gpu) {
+    q->first = *next;
+    q->H = shape[2 * *next];
+    q->W = shape[2 * *next + 1];
+    q->n = 0;
+    while (*next < hi && q->n < o->batch && shape[2 * *next] == q->H && shape[2 * *next + 1] == q->W) {
+        q->jobs[q->n++] = (odl_prep_job){ds->samples[order[*next]].image, o->img_size, q->W, q->H, 0, NULL};
+        ++*next;
+    }
+    ODL_CHECK(group_buffers(q, gpu));
+    return odl_prep_submit(pool, q->jobs, q->n, gpu ? NULL : q->in, q->res, &q->pending);
+}
+
+/* Evaluate samples order[lo..hi) into `out`. */
+static odl_status eval_shard(odl_yolov5 *net, const odl_det_dataset *ds, const eval_opts *o, const int *order,
+                             const int *shape, int lo, int hi, int rank, bytes *out, double t[3]) {
+    odl_status st = ODL_OK;
+    const int nc = odl_yolov5_num_classes(net);
+    const fault flt = o->fault;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int threads = o->workers;
+    if (cores > 0 && threads > cores) threads = (int)cores;
+    gpu_bufs gb;
+    memset(&gb, 0, sizeof gb);
+    if (odl_yolov5_device(net).type == ODL_DEV_CUDA || o->backend_post) {
+        gb.dev = odl_yolov5_device(net);
+        if (!(gb.be = odl_backend_for(gb.dev))) return ODL_ERR(ODL_E_NODEV, "%s", odl_error_msg_user());
+    }
+    odl_prep_pool *pool = NULL;
+    ODL_CHECK(odl_prep_pool_create(threads, &pool));
+    odl_nms_params np_ = odl_nms_defaults();
+    np_.conf_thres = o->conf;
+    np_.iou_thres = o->iou;
+    np_.max_det = o->max_det;
+    np_.multi_label = 1; /* val.py: non_max_suppression(..., multi_label=True) */
+    int max_labels = 1;
+    for (int i = lo; i < hi; i++)
+        if (ds->samples[order[i]].n_labels > max_labels) max_labels = ds->samples[order[i]].n_labels;
+    int *nd = malloc(sizeof(int) * (size_t)o->batch);
+    odl_detection *det = malloc(sizeof *det * (size_t)o->max_det * o->batch);
+    uint8_t *correct = malloc((size_t)o->max_det * ODL_DET_NIOU);
+    float *lbox = malloc(sizeof(float) * 4 * (size_t)max_labels), *hout = NULL;
+    int *lcls = malloc(sizeof(int) * (size_t)max_labels);
+    size_t hout_cap = 0;
+    group g[2];
+    memset(g, 0, sizeof g);
+    if (!det || !nd || !correct || !lbox || !lcls) {
+        st = ODL_ERR(ODL_E_NOMEM, "evaluation buffers");
+        goto done;
+    }
+    for (int k = 0; k < 2; k++) {
+        g[k].jobs = calloc((size_t)o->batch, sizeof(odl_prep_job));
+        g[k].res = calloc((size_t)o->batch, sizeof(odl_prep_result));
+        if (!g[k].jobs || !g[k].res) {
+            st = ODL_ERR(ODL_E_NOMEM, "evaluation buffers");
+            goto done;
+        }
+    }
+    /* Double buffering: the group after the current one decodes on the pool during its forward. */
+    int next = lo, cur = 0, done_images = 0;
+    if (next < hi) ODL_CHECK_GOTO(submit_group(pool, &g[0], ds, o, order, shape, &next, hi, gb.be != NULL), st, done);
+    while (g[cur].pending) {
+        group *q = &g[cur];
+        double t0 = now_ms();
+        if (next < hi)
+            ODL_CHECK_GOTO(submit_group(pool, &g[cur ^ 1], ds, o, order, shape, &next, hi, gb.be != NULL), st, done);
+        odl_prep_wait(q->pending);
+        q->pending = NULL;
+        double t1 = now_ms();
+        t[0] += t1 - t0;
+        for (int b = 0; b < q->n; b++)
+            if (q->res[b].status != ODL_OK) {
+                st = ODL_ERR(q->res[b].status, "%s", q->res[b].err);
+                goto done;
+            }
+        if (gb.be) {
+            ODL_CHECK_GOTO(gpu_group(net, &gb, q, &np_, det, nd), st, done);
+        } else {
+            odl_tensor *x;
+            const odl_tensor *y;
+            ODL_CHECK_GOTO(odl_yolov5_input(net, q->n, q->H, q->W, &x), st, done);
+            ODL_CHECK_GOTO(odl_tensor_copy_from_host(x, q->in, sizeof(float) * 3 * (size_t)q->H * q->W * q->n), st, done);
+            ODL_CHECK_GOTO(odl_yolov5_forward(net, x, &y), st, done);
+            const int64_t rows = y->shape[1], no = y->shape[2];
+            size_t outn = (size_t)(q->n * rows * no);
+            if (hout_cap < outn) {
+                free(hout);
+                hout_cap = 0;
+                if (!(hout = malloc(sizeof(float) * outn))) {
+                    st = ODL_ERR(ODL_E_NOMEM, "output batch of %zu floats", outn);
+                    goto done;
+                }
+                hout_cap = outn;
+            }
+            ODL_CHECK_GOTO(odl_tensor_copy_to_host(y, hout, sizeof(float) * outn), st, done);
+            for (int b = 0; b < q->n; b++)
+                ODL_CHECK_GOTO(odl_yolo_nms(hout + (size_t)b * rows * no, rows, nc, &np_, det + (size_t)b * o->max_det,
+                                            o->max_det, &nd[b]),
+                               st, done);
+        }
+        double t2 = now_ms();
+        t[1] += t2 - t1;
+        for (int b = 0; b < q->n; b++) {
+            int idx = order[q->first + b];
+            ODL_CHECK_GOTO(image_stats(det + (size_t)b * o->max_det, nd[b], &ds->samples[idx], &q->res[b], idx, lbox, lcls,
+                                       correct, out),
+                           st, done);
+            if (++done_images == flt.after && rank == flt.rank) {
+                fprintf(stderr, "odl_worker: rank %d: ODL_EVAL_FAULT: %s myself after %d images (pid %d)\n", rank,
+                        flt.sig == SIGKILL ? "killing" : "stopping", done_images, (int)getpid());
+                fflush(stderr);
+                raise(flt.sig);
+            }
+        }
+        t[2] += now_ms() - t2;
+        cur ^= 1;
+    }
+done:
+    for (int k = 0; k < 2; k++) {
+        odl_prep_wait(g[k].pending); /* never leave the pool writing into freed buffers */
+        free(g[k].jobs);
+        free(g[k].res);
+        free(g[k].in);
+        odl_host_free_pinned(g[k].u8);
+    }
+    odl_prep_pool_free(pool);
+    gpu_bufs_free(&gb);
+    free(nd);
+    free(det);
+    free(correct);
+    free(lbox);
+    free(lcls);
+    free(hout);
+    return st;
+}
+
+/* utils/general.py coco80_to_coco91_class(). */
+static const int COCO91[80] = {1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 13, 14, 15, 16, 17, 18, 19, 20, 21,
+                               22, 23, 24, 25, 27, 28, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44,
+                               46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63, 64, 65,
+                               67, 70, 72, 73, 74, 75, 76, 77, 78, 79, 80, 81, 82, 84, 85, 86, 87, 88, 89, 90};
+
+static const char *base_name(const char *p) {
+    const char *s = strrchr(p, '/');
+    return s ? s + 1 : p;
+}
+
+/* val.py's save_one_json: image_id the file stem (an integer when it is numeric), category_id COCO's
+ * 91-class id for an 80-class model (class index otherwise), bbox [x, y, w, h] rounded to 3 decimals,
+ * score to 5. */
+static odl_status add_json_preds(json_t *arr, const char *image, const rec_det *d, int n, int nc) {
+    char stem[1024];
+    snprintf(stem, sizeof stem, "%s", base_name(image));
+    char *dot = strrchr(stem, '.');
+    if (dot) *dot = 0;
+    int numeric = stem[0] != 0;
+    for (const char *c = stem; *c; c++) numeric &= *c >= '0' && *c <= '9';
+    for (int k = 0; k < n; k++) {
+        json_t *o = json_object();
+        json_object_set_new(o, "image_id", numeric ? json_integer(strtoll(stem, NULL, 10)) : json_string(stem));
+        json_object_set_new(o, "category_id", json_integer(nc == 80 ? COCO91[d[k].cls] : d[k].cls));
+        json_t *bb = json_array();
+        double v[4] = {d[k].box[0], d[k].box[1], (double)d[k].box[2] - d[k].box[0], (double)d[k].box[3] - d[k].box[1]};
+        for (int i = 0; i < 4; i++) json_array_append_new(bb, json_real(round(v[i] * 1000) / 1000));
+        json_object_set_new(o, "bbox", bb);
+        json_object_set_new(o, "score", json_real(round((double)d[k].conf * 100000) / 100000));
+        if (json_array_append_new(arr, o)) return ODL_ERR(ODL_E_NOMEM, "predictions json");
+    }
+    return ODL_OK;
+}
+
+static const char *class_name(const odl_det_dataset *ds, const odl_yolov5 *net, int c) {
+    if (ds->names && c < ds->n_names && ds->names[c]) return ds->names[c];
+    return odl_yolov5_class_name(net, c);
+}
+
+/* Rank 0: metrics from every image's record, the table, metrics.json and the predictions. */
+static odl_status report(const odl_yolov5 *net, const odl_det_dataset *ds, const eval_opts *o, const uint8_t *all,
+                         size_t nbytes) {
+    const int nc = odl_yolov5_num_classes(net);
+    odl_status st = ODL_OK;
+    int64_t n_pred = 0, n_target = 0, seen = 0;
+    for (size_t off = 0; off < nbytes;) { /* count */
+        rec_hdr h;
+        memcpy(&h, all + off, sizeof h);
+        n_pred += h.n_det;
+        n_target += h.n_labels;
+        seen++;
+        off += sizeof h + sizeof(rec_det) * (size_t)h.n_det + sizeof(int32_t) * (size_t)h.n_labels;
+    }
+    uint8_t *tp = malloc((size_t)(n_pred ? n_pred : 1) * ODL_DET_NIOU);
+    float *conf = malloc(sizeof(float) * (size_t)(n_pred ? n_pred : 1));
+    int *pcls = malloc(sizeof(int) * (size_t)(n_pred ? n_pred : 1)), *tcls = malloc(sizeof(int) * (size_t)(n_target ? n_target : 1));
+    json_t *preds = o->save_json ? json_array() : NULL, *root = NULL;
+    odl_det_metrics m;
+    memset(&m, 0, sizeof m);
+    if (!tp || !conf || !pcls || !tcls) {
+        st = ODL_ERR(ODL_E_NOMEM, "statistics of %lld predictions", (long long)n_pred);
+        goto out;
+    }
+    int64_t kp = 0, kt = 0;
+    for (size_t off = 0; off < nbytes;) {
+        rec_hdr h;
+        memcpy(&h, all + off, sizeof h);
+        off += sizeof h;
+        const rec_det *d = (const rec_det *)(all + off);
+        for (int k = 0; k < h.n_det; k++, kp++) {
+            rec_det r;
+            memcpy(&r, all + off + sizeof r * (size_t)k, sizeof r);
+            memcpy(tp + kp * ODL_DET_NIOU, r.correct, ODL_DET_NIOU);
+            conf[kp] = r.conf;
+            pcls[kp] = r.cls;
+        }
+        if (preds) ODL_CHECK_GOTO(add_json_preds(preds, ds->samples[h.index].image, d, h.n_det, nc), st, out);
+        off += sizeof(rec_det) * (size_t)h.n_det;
+        memcpy(tcls + kt, all + off, sizeof(int32_t) * (size_t)h.n_labels);
+        kt += h.n_labels;
+        off += sizeof(int32_t) * (size_t)h.n_labels;
+    }
+    ODL_CHECK_GOTO(odl_det_ap_per_class(tp, conf, pcls, n_pred, tcls, n_target, nc, &m), st, out);
+
+    /* val.py's table */
+    printf("%22s%11s%11s%11s%11s%11s%11s\n", "Class", "Images", "Instances", "P", "R", "mAP50", "mAP50-95");
+    printf("%22s%11lld%11lld%11.3g%11.3g%11.3g%11.3g\n", "all", (long long)seen, (long long)n_target, m.mp, m.mr, m.map50,
+           m.map50_95);
+    if (n_target == 0)
+        fprintf(stderr, "odl_worker: warning: no labels found in %s, can not compute metrics without labels\n", o->data);
+    if ((o->verbose || nc < 50) && nc > 1 && m.n_classes_with_labels > 0 && n_pred > 0)
+        for (int c = 0; c < nc; c++) {
+            const odl_det_class_metrics *pc = &m.per_class[c];
+            if (!pc->n_labels) continue;
+            printf("%22s%11lld%11lld%11.3g%11.3g%11.3g%11.3g\n", class_name(ds, net, c), (long long)seen,
+                   (long long)pc->n_labels, pc->p, pc->r, pc->ap50, pc->ap50_95);
+        }
+    fflush(stdout);
+
+    root = json_object();
+    json_t *per = json_object(), *classes = json_array();
+    json_object_set_new(root, "mp", json_real(m.mp));
+    json_object_set_new(root, "mr", json_real(m.mr));
+    json_object_set_new(root, "map50", json_real(m.map50));
+    json_object_set_new(root, "map50_95", json_real(m.map50_95));
+    for (int c = 0; c < nc; c++) {
+        const odl_det_class_metrics *pc = &m.per_class[c];
+        if (!pc->n_labels) continue;
+        json_object_set_new(per, class_name(ds, net, c), json_real(pc->ap50_95));
+        json_t *e = json_object();
+        json_object_set_new(e, "class_id", json_integer(c));
+        json_object_set_new(e, "name", json_string(class_name(ds, net, c)));
+        json_object_set_new(e, "instances", json_integer(pc->n_labels));
+        json_object_set_new(e, "predictions", json_integer(pc->n_pred));
+        json_object_set_new(e, "p", json_real(pc->p));
+        json_object_set_new(e, "r", json_real(pc->r));
+        json_object_set_new(e, "map50", json_real(pc->ap50));
+        json_object_set_new(e, "map50_95", json_real(pc->ap50_95));
+        json_array_append_new(classes, e);
+    }
+    json_object_set_new(root, "per_class", per);
+    json_object_set_new(root, "classes", classes);
+    json_object_set_new(root, "images", json_integer(seen));
+    json_object_set_new(root, "instances", json_integer(n_target));
+    json_object_set_new(root, "predictions", json_integer(n_pred));
+    json_t *set = json_object();
+    json_object_set_new(set, "weights", json_string(o->weights));
+    json_object_set_new(set, "data", json_string(o->data));
+    json_object_set_new(set, "img_size", json_integer(o->img_size));
+    json_object_set_new(set, "batch_size", json_integer(o->batch));
+    json_object_set_new(set, "conf_thres", json_real(o->conf));
+    json_object_set_new(set, "iou_thres", json_real(o->iou));
+    json_object_set_new(set, "max_det", json_integer(o->max_det));
+    json_object_set_new(set, "rect", json_boolean(!o->square));
+    json_object_set_new(set, "half", json_boolean(o->half));
+    json_object_set_new(root, "settings", set);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/metrics.json", o->output);
+    if (json_dump_file(root, path, JSON_INDENT(1) | JSON_SORT_KEYS) != 0) {
+        st = ODL_ERR(ODL_E_IO, "%s: cannot write", path);
+        goto out;
+    }
+    fprintf(stderr, "odl_worker: metrics in %s\n", path);
+    if (preds) {
+        char stem[1024];
+        snprintf(stem, sizeof stem, "%s", base_name(o->weights));
+        char *dot = strrchr(stem, '.');
+        if (dot) *dot = 0;
+        snprintf(path, sizeof path, "%s/%s_predictions.json", o->output, stem);
+        if (json_dump_file(preds, path, JSON_REAL_PRECISION(10)) != 0) {
+            st = ODL_ERR(ODL_E_IO, "%s: cannot write", path);
+            goto out;
+        }
+        fprintf(stderr, "odl_worker: %lld COCO-format predictions in %s (pycocotools)\n", (long long)n_pred, path);
+    }
+out:
+    odl_det_metrics_free(&m);
+    json_decref(root);
+    json_decref(preds);
+    free(tp);
+    free(conf);
+    free(pcls);
+    free(tcls);
+    return st;
+}
+
+int odl_task_eval_yolov5_main(int argc, char **argv) {
+    eval_opts o;
+    int pr = parse_opts(argc, argv, &o);
+    if (pr == 3) {
+        eval_usage(stdout);
+        return 0;
+    }
+    if (pr) return 2;
+    if (read_fault(&o.fault) != ODL_OK) {
+        fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
+        return 2;
+    }
+
+    odl_launch_info li;
+    if (odl_launch_detect(&li) != ODL_OK) {
+        fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
+        return 2;
+    }
+    odl_comm *comm = NULL;
+    odl_device dev = odl_cpu();
+    int rank = 0, world = 1, rc = 1;
+    if (li.launched) {
+        int want_cuda = !strncmp(o.device, "cuda", 4) || (!strcmp(o.device, "auto") && odl_cuda_device_count() > 0);
+        odl_comm_options co = {.device_type = want_cuda ? ODL_DEV_CUDA : ODL_DEV_CPU, .cuda_index = -1,
+                               .timeout_s = o.timeout_s};
+        if (odl_comm_init(&li, &co, &comm) != ODL_OK) {
+            if (strstr(odl_error_msg(), "no MPI")) {
+                fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
+                return 2;
+            }
+            odl_comm_abort_job(NULL, ODL_COMM_EXIT_ERROR, "%s", odl_error_msg_user());
+        }
+        rank = odl_comm_rank(comm);
+        world = odl_comm_size(comm);
+        odl_log_set_rank(rank, world);
+        dev = odl_comm_device(comm);
+        if (dev.type == ODL_DEV_CUDA && odl_cuda_init(dev.index, 0.5) != ODL_OK)
+            odl_comm_abort_job(comm, ODL_COMM_EXIT_ERROR, "rank %d: %s", rank, odl_error_msg_user());
+    } else if (odl_cli_pick_device(o.device, &dev) != ODL_OK) {
+        fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
+        return 1;
+    }
+
+    odl_yolov5 *net = NULL;
+    odl_det_dataset ds;
+    memset(&ds, 0, sizeof ds);
+    int *order = NULL, *shape = NULL;
+    bytes stats = {0};
+    uint8_t *all = NULL;
+    size_t all_n = 0;
+    double t[3] = {0, 0, 0}, t_start = now_ms();
+    odl_status st = ODL_OK;
+    const char *stage = "setup";
+
+    /* Every step before the gather is agreed on, so that no rank waits for one that has failed. */
+    st = odl_yolov5_load(o.weights, dev, &net);
+    if (st != ODL_OK) odl_error_prefix("--weights %s", o.weights);
+    if (st == ODL_OK && o.half && (st = odl_yolov5_set_half(net, 1)) != ODL_OK) odl_error_prefix("--half");
+    if (st == ODL_OK) st = odl_det_dataset_open(o.data, odl_yolov5_num_classes(net), &ds);
+    if (st == ODL_OK && rank == 0) st = odl_output_mkdir_p("--output", o.output);
+    if (st == ODL_OK) {
+        order = malloc(sizeof(int) * (size_t)ds.n);
+        shape = malloc(sizeof(int) * 2 * (size_t)ds.n);
+        st = order && shape ? odl_det_dataset_plan(&ds, o.img_size, o.batch, odl_yolov5_max_stride(net), 0.5, !o.square,
+                                                   order, shape)
+                            : ODL_ERR(ODL_E_NOMEM, "batch plan");
+    }
+    if (comm) st = odl_comm_agree(comm, st, stage);
+    if (st != ODL_OK) goto out;
+    const int lo = (int)((int64_t)ds.n * rank / world), hi = (int)((int64_t)ds.n * (rank + 1) / world);
+    if (rank == 0)
+        fprintf(stderr,
+                "odl_worker: eval yolov5 %s on %s, %s; %s: %d images (%d backgrounds: %d missing and %d empty label files, "
+                "%d duplicate labels removed); %s letterbox %d, batch %d, conf %g, IoU %g, max_det %d; %d rank(s)\n",
+                o.weights, odl_device_name(dev), o.half ? "float16" : "float32", o.data, ds.n, ds.n_missing + ds.n_empty,
+                ds.n_missing, ds.n_empty, ds.n_duplicates, o.square ? "square" : "rectangular", o.img_size, o.batch,
+                o.conf, o.iou, o.max_det, world);
+    stage = "evaluation";
+    st = eval_shard(net, &ds, &o, order, shape, lo, hi, rank, &stats, t);
+    if (st != ODL_OK) odl_error_prefix("rank %d", rank);
+    if (comm) st = odl_comm_agree(comm, st, stage);
+    if (st != ODL_OK) goto out;
+    if (comm) {
+        stage = "gathering statistics";
+        st = odl_comm_gather_host_bytes(comm, stats.p, stats.n, 0, (void **)&all, &all_n);
+        if (st != ODL_OK) odl_comm_abort_job(comm, ODL_COMM_EXIT_ERROR, "%s", odl_error_msg_user());
+    } else {
+        all = stats.p;
+        all_n = stats.n;
+        stats.p = NULL;
+    }
+    if (rank == 0) {
+        st = report(net, &ds, &o, all, all_n);
+        int n_mine = hi - lo;
+        double wall = now_ms() - t_start;
+        /* val.py: "Speed: %.1fms pre-process, %.1fms inference, %.1fms NMS per image" (rank 0's shard) */
+        if (n_mine > 0)
+            fprintf(stderr,
+                    "odl_worker: speed on rank 0: %.1f ms waiting for decode+letterbox, %.1f ms forward+NMS, "
+                    "%.1f ms matching per image; pipeline %.1f images/s on rank 0; %d images in %.2f s wall (%.1f "
+                    "images/s over %d rank(s))\n",
+                    t[0] / n_mine, t[1] / n_mine, t[2] / n_mine, n_mine / ((t[0] + t[1] + t[2]) / 1e3), ds.n, wall / 1e3,
+                    ds.n / (wall / 1e3), world);
+    }
+    if (comm) st = odl_comm_agree(comm, st, "writing the results");
+out:
+    if (st != ODL_OK) {
+        if (rank == 0 || !comm) fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
+        rc = 1;
+    } else {
+        rc = 0;
+    }
+    free(all);
+    free(stats.p);
+    free(order);
+    free(shape);
+    odl_det_dataset_free(&ds);
+    odl_yolov5_free(net);
+    if (comm && odl_comm_finalize(comm) != ODL_OK && rc == 0) {
+        fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
+        rc = 1;
+    }
+    if (dev.type == ODL_DEV_CUDA) odl_cuda_shutdown();
+    return rc;
+}
