@@ -27,6 +27,8 @@ static const char *const k_devices[] = {"auto", "cpu", "cuda", NULL};
 static const char *const k_optims[] = {"adadelta", "sgd", "adam", "adamw", NULL};
 static const char *const k_levels[] = {"debug", "info", "warn", "error", NULL};
 static const char *const k_progress[] = {"auto", "on", "off", NULL};
+/* index = odl_precision (odl/precision.h) */
+static const char *const k_precisions[] = {"fp32", "tf32", "bf16", NULL};
 
 #define OFF(f) offsetof(odl_config, f)
 #define GE(x) ODL_CFG_HAS_MIN, (x), 0
@@ -42,6 +44,10 @@ static const odl_config_key g_keys[] = {
      NOB},
     {"device", ODL_CFG_ENUM, OFF(device), "auto", "Where to run: auto is CUDA when a GPU is present, else the CPU",
      k_devices, NOB},
+    {"precision", ODL_CFG_ENUM, OFF(precision), "fp32",
+     "Inputs of the linear layers' GEMMs: fp32 (FMA, bit-reproducible), tf32 or bf16 (tensor cores on CUDA, float32 "
+     "accumulation, weights and optimiser state; docs/PRECISION.md)",
+     k_precisions, NOB},
     {"seed", ODL_CFG_INT, OFF(seed), "1", "Random seed for initial weights, shuffling and dropout (Philox RNG)", NULL,
      GE(0)},
 

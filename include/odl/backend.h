@@ -14,6 +14,7 @@
 
 #include <stdint.h>
 
+#include "odl/precision.h"
 #include "odl/status.h"
 #include "odl/tensor.h"
 
@@ -224,6 +225,13 @@ typedef struct odl_backend {
     odl_status (*copy_f16)(int64_t pixels, int C, const odl_half *x, int64_t ldx, odl_half *y, int64_t ldy);
     odl_status (*nchw_f32_to_nhwc_f16)(int N, int C, int H, int W, const float *x, int block, int C_pad,
                                        odl_half *y);
+
+    /* ---- GEMM in a lower input precision (odl/precision.h): the product of odl_gemm_args with every
+     * element of op(A) and op(B) rounded to prec's format (round to nearest even) and float32
+     * accumulation; the epilogue (alpha, beta, bias, act, residual) in float32 as gemm's. CUDA: TF32 /
+     * BF16 tensor-core kernels (kernels/cuda/gemm_tc.cu); CPU: rounded copies of the operands through the
+     * float32 GEMM (kernels/cpu/gemm_lowp.c). ODL_PRECISION_FP32 is gemm itself. ---- */
+    odl_status (*gemm_lowp)(const odl_gemm_args *a, odl_precision prec);
 } odl_backend;
 
 /* The op table of a device type; NULL for CUDA in a CPU-only build. */

@@ -27,6 +27,7 @@
 #include <stdio.h>
 
 #include "odl/log.h"
+#include "odl/precision.h"
 #include "odl/status.h"
 
 #ifdef __cplusplus
@@ -54,6 +55,7 @@ typedef struct odl_config {
     odl_cfg_model model;
     char data_dir[ODL_CONFIG_STR_MAX];
     odl_cfg_device device;
+    odl_precision precision; /* of the GEMMs of linear layers (odl/precision.h) */
     int64_t seed;
     struct {
         int64_t epochs;

@@ -40,6 +40,7 @@ static const odl_backend g_cpu_backend = {
     .upsample2x_f16 = odl_cpu_upsample2x_f16,
     .copy_f16 = odl_cpu_copy_f16,
     .nchw_f32_to_nhwc_f16 = odl_cpu_nchw_f32_to_nhwc_f16,
+    .gemm_lowp = odl_cpu_gemm_lowp,
 };
 
 const odl_backend *odl_backend_cpu(void) { return &g_cpu_backend; }

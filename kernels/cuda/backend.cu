@@ -145,6 +145,7 @@ static odl_backend make_table() {
     b.upsample2x_f16 = odl_cuda_upsample2x_f16;
     b.copy_f16 = odl_cuda_copy_f16;
     b.nchw_f32_to_nhwc_f16 = odl_cuda_nchw_f32_to_nhwc_f16;
+    b.gemm_lowp = odl_cuda_gemm_lowp;
     return b;
 }
 
