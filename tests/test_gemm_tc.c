@@ -5,8 +5,8 @@
  *
  * cuda: CUDA device 0 (exit 77, skipped, without one); cpu: the CPU backend's emulation.
  * For each case (odd shapes, every trans_a / trans_b, padded leading dimensions, alpha, beta, bias per row
- * or column, activation, residual; shapes that take the 128 x 128 tile, the 64 x 64 tile and split-K on
- * CUDA; aligned operands (16-byte copies) and unaligned ones (4-byte copies)), with u_p the unit roundoff
+ * or column, activation, residual; shapes that take the 128 x 256 tile, the 64 x 64 tile and split-K on
+ * CUDA; aligned and unaligned operands and leading dimensions), with u_p the unit roundoff
  * of one input rounding (tf32 2^-11, bf16 2^-8) and dot(K) = 8u + min((K+2)u, 8u sqrt(K)), u = 2^-24 (the
  * float32 summation bound of test_ops):
  *   C      vs the float64 product of the float32 inputs:  max |got - ref| / mag <= (2u_p + u_p^2)(1 + dot(K)) + dot(K)
@@ -93,7 +93,7 @@ typedef struct tc_case {
     int bias; /* 0 none, 1 per column, 2 per row */
     int res;
     odl_act act;
-    int pad;   /* extra leading-dimension columns (pad % 4 != 0: the 4-byte copy path) */
+    int pad;   /* extra leading-dimension columns */
     int shift; /* operands start `shift` floats into their allocation */
 } tc_case;
 
@@ -115,8 +115,9 @@ static const tc_case CASES[] = {
     {64, 128, 9216, 0, 1, 1.f, 0.f, 1, 0, ODL_ACT_RELU, 0, 0},   /* MNIST fc1 forward, batch 64: split-K */
     {128, 9216, 64, 1, 0, 1.f, 0.f, 0, 0, ODL_ACT_NONE, 0, 0},   /* its weight gradient */
     {64, 9216, 128, 0, 0, 1.f, 0.f, 0, 0, ODL_ACT_NONE, 0, 0},   /* its data gradient */
-    {1537, 1541, 67, 0, 0, 1.f, 0.f, 1, 1, ODL_ACT_NONE, 0, 0},  /* 128 x 128 tiles, ragged edges */
-    {1539, 1409, 45, 1, 1, 1.f, .5f, 2, 0, ODL_ACT_RELU, 1, 2},  /* 128 x 128, transposed, unaligned */
+    {1601, 2600, 37, 0, 0, 1.f, 0.f, 1, 1, ODL_ACT_NONE, 0, 0},  /* 128 x 256 tiles on CUDA, ragged edges */
+    {1539, 2817, 45, 1, 1, 1.f, .5f, 2, 0, ODL_ACT_RELU, 1, 2},  /* 128 x 256, transposed, unaligned */
+    {1537, 1541, 67, 0, 0, 1.f, 0.f, 1, 1, ODL_ACT_NONE, 0, 0},  /* 64 x 64 tiles, no split */
     {300, 200, 2053, 1, 0, 1.f, 0.f, 0, 0, ODL_ACT_NONE, 0, 0},  /* split-K, transposed A */
 };
 
