@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One call on the GPU machine for the tensor-core GEMM (issue 16): build for sm_90, the CUDA op tests of
-# gemm_lowp and the float32 GEMM, the kernel-lab rows (odl_bench_kernels --only tc), and one training
+# gemm_lowp, the float32 GEMM and the float16 convolution, the kernel-lab rows (odl_bench_kernels --only tc), and one training
 # two training epochs of the examples CNN per precision at batch 64 and 512 (epoch-1 test accuracy,
 # epoch-2 warm samples/s); short table last.
 # Usage: source .devdeps/env.sh && bench/tc_run.sh FMNIST_DIR   (logs under $OUT; build in $ODL_BUILD)
@@ -14,7 +14,7 @@ sum=()
 nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader | tee "$OUT/gpu.txt"
 t0=$(date +%s)
 cmake -S "$src" -B "$B" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DODL_BUILD_TESTS=ON >"$OUT/cmake.log" 2>&1 &&
-  cmake --build "$B" -j"$(nproc)" --target odl odl_worker test_gemm_tc test_ops odl_bench_kernels >"$OUT/build.log" 2>&1 ||
+  cmake --build "$B" -j"$(nproc)" --target odl odl_worker test_gemm_tc test_ops test_ops_f16 odl_bench_kernels >"$OUT/build.log" 2>&1 ||
   { echo "BUILD FAILED"; grep -E "error" "$OUT/build.log" | head -30; exit 1; }
 sum+=("build: $(( $(date +%s) - t0 )) s")
 timeout 120 "$B/tests/test_gemm_tc" --backend cuda >"$OUT/test_gemm_tc.log" 2>&1
@@ -22,6 +22,8 @@ sum+=("test_gemm_tc cuda: rc $? $(tail -1 "$OUT/test_gemm_tc.log")")
 grep -E "FAIL" "$OUT/test_gemm_tc.log" | head -20
 timeout 120 "$B/tests/test_ops" --backend cuda --op gemm >"$OUT/test_ops_gemm.log" 2>&1
 sum+=("test_ops cuda gemm: rc $? $(tail -1 "$OUT/test_ops_gemm.log")")
+timeout 120 "$B/tests/test_ops_f16" --backend cuda >"$OUT/test_ops_f16.log" 2>&1
+sum+=("test_ops_f16 cuda: rc $? $(tail -1 "$OUT/test_ops_f16.log")")
 timeout 150 "$B/bench/odl_bench_kernels" --only tc --csv "$OUT/bench_tc.csv" >"$OUT/bench_tc.txt" 2>&1
 sum+=("bench rc $?")
 for bs in 64 512; do
@@ -44,4 +46,4 @@ for bs in 64 512; do
 done
 printf '%s\n' "${sum[@]}"
 # at most 8 files come back: the training logs and build logs travel as one archive
-(cd "$OUT" && tar czf logs.tgz train_*.jsonl train_*.log cmake.log build.log && rm -f train_*.jsonl train_*.log cmake.log build.log)
+(cd "$OUT" && tar czf logs.tgz train_*.jsonl train_*.log cmake.log build.log test_ops_*.log && rm -f train_*.jsonl train_*.log cmake.log build.log test_ops_*.log)

@@ -169,7 +169,7 @@ const char *odl_cuda_gemm_config_name(int cfg);
 odl_status odl_cuda_gemm_ex(const odl_gemm_args *a, int cfg, int splits);
 /* The configuration and split-K factor the heuristic picks for an M x N x K product. */
 void odl_cuda_gemm_plan(int64_t M, int64_t N, int64_t K, int *cfg, int *splits);
-/* The tensor-core GEMM with a forced tile (cfg -1: the heuristic's; 0: 128x256, 1: 64x64) and split-K. */
+/* The tensor-core GEMM with a forced tile (cfg -1: the heuristic's, else below odl_cuda_gemm_lowp_num_configs(), named by odl_cuda_gemm_lowp_config_name) and split-K. */
 int odl_cuda_gemm_lowp_num_configs(void);
 const char *odl_cuda_gemm_lowp_config_name(int cfg);
 odl_status odl_cuda_gemm_lowp_ex(const odl_gemm_args *a, odl_precision prec, int cfg, int splits);

@@ -28,6 +28,7 @@
 #include <atomic>
 
 #include "gemm_core.cuh"
+#include "mma_util.cuh"
 
 namespace odlk {
 namespace tc {
@@ -35,34 +36,6 @@ namespace {
 
 constexpr int kStageBytes = 128;            /* K bytes of one pipeline stage, per row */
 constexpr int kLdsBytes = kStageBytes + 16; /* shared-memory row: 144 bytes, ldmatrix conflict-free */
-
-__device__ __forceinline__ uint32_t smem_addr(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
-
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void *src) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
-
-__device__ __forceinline__ void ldmatrix_x4(uint32_t addr, uint32_t &r0, uint32_t &r1, uint32_t &r2, uint32_t &r3) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
-                 : "r"(addr));
-}
-
-template <bool BF16>
-__device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    if (BF16)
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-                     "{%8, %9}, {%0, %1, %2, %3};\n"
-                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    else
-        asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-                     "{%8, %9}, {%0, %1, %2, %3};\n"
-                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
 
 /* odl_round_mantissa(x, 10) of odl/precision.h */
 __device__ __forceinline__ float tf32_rne(float x) {
@@ -118,11 +91,15 @@ struct TcCfg {
     static_assert(NT % 2 == 0, "B fragments load two n tiles per ldmatrix.x4");
     static_assert((BM * 8) % THREADS == 0 && (BN * 8) % THREADS == 0, "16-byte chunks divide among threads");
 };
-using TcBig = TcCfg<128, 256, 2, 4, 3, 1>; /* 256 threads, warp tile 64 x 64, 166 KB shared memory */
-using TcSmall = TcCfg<64, 64, 2, 2, 4, 2>; /* 128 threads, warp tile 32 x 32, 74 KB */
-enum { kTcBig = 0, kTcSmall = 1, kTcCount };
-const char *const kTcNames[kTcCount] = {"tc 128x256/256t 3 stages", "tc 64x64/128t 4 stages"};
-const int kTcBM[kTcCount] = {TcBig::BM, TcSmall::BM}, kTcBN[kTcCount] = {TcBig::BN, TcSmall::BN};
+using TcBig = TcCfg<128, 256, 2, 4, 3, 1>;  /* 256 threads, warp tile 64 x 64, 166 KB shared memory */
+using TcBig4 = TcCfg<128, 256, 2, 4, 4, 1>; /* the same with 4 stages, 221 KB */
+using TcMid = TcCfg<128, 128, 2, 2, 3, 2>;  /* 128 threads, warp tile 64 x 64, 111 KB: two blocks per SM */
+using TcSmall = TcCfg<64, 64, 2, 2, 4, 2>;  /* 128 threads, warp tile 32 x 32, 74 KB */
+enum { kTcBig = 0, kTcBig4, kTcMid, kTcSmall, kTcCount };
+const char *const kTcNames[kTcCount] = {"tc 128x256/256t 3 stages", "tc 128x256/256t 4 stages",
+                                        "tc 128x128/128t 3 stages", "tc 64x64/128t 4 stages"};
+const int kTcBM[kTcCount] = {TcBig::BM, TcBig4::BM, TcMid::BM, TcSmall::BM};
+const int kTcBN[kTcCount] = {TcBig::BN, TcBig4::BN, TcMid::BN, TcSmall::BN};
 
 struct TcParams {
     const unsigned char *A, *B; /* packed [Mp, Kp] and [Np, Kp] */
@@ -159,12 +136,12 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MINB) gemm_tc_kernel(const 
 #pragma unroll
         for (int c = 0; c < BM * 8 / Cfg::THREADS; c++) {
             const int i = tid + c * Cfg::THREADS; /* row i / 8, 16-byte chunk i % 8 */
-            cp_async16(smem_addr(sA + (i >> 3) * kLdsBytes + (i & 7) * 16), gA + (i >> 3) * p.ld + koff + (i & 7) * 16);
+            cp_async16(smem_u32(sA + (i >> 3) * kLdsBytes + (i & 7) * 16), gA + (i >> 3) * p.ld + koff + (i & 7) * 16);
         }
 #pragma unroll
         for (int c = 0; c < BN * 8 / Cfg::THREADS; c++) {
             const int i = tid + c * Cfg::THREADS;
-            cp_async16(smem_addr(sB + (i >> 3) * kLdsBytes + (i & 7) * 16), gB + (i >> 3) * p.ld + koff + (i & 7) * 16);
+            cp_async16(smem_u32(sB + (i >> 3) * kLdsBytes + (i & 7) * 16), gB + (i >> 3) * p.ld + koff + (i & 7) * 16);
         }
     };
 
@@ -192,7 +169,7 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MINB) gemm_tc_kernel(const 
         const int next = kt + STAGES - 1;
         if (next < KT) load(next % STAGES, next);
         cp_async_commit();
-        const uint32_t base = smem_addr(smem + (kt % STAGES) * Cfg::STAGE_BYTES);
+        const uint32_t base = smem_u32(smem + (kt % STAGES) * Cfg::STAGE_BYTES);
 #pragma unroll
         for (int ks = 0; ks < kStageBytes; ks += 32) { /* one k16 bf16 / k8 tf32 mma step */
             uint32_t a[MT][4], b[NT][2];
@@ -205,7 +182,8 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MINB) gemm_tc_kernel(const 
 #pragma unroll
             for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-                for (int nt = 0; nt < NT; nt++) mma<BF16>(acc[mt][nt], a[mt], b[nt][0], b[nt][1]);
+                for (int nt = 0; nt < NT; nt++)
+                    mma_16x8<BF16 ? MmaIn::BF16 : MmaIn::TF32>(acc[mt][nt], a[mt], b[nt][0], b[nt][1]);
         }
     }
     cp_async_wait<0>();
@@ -244,8 +222,12 @@ odl_status launch_tc(const TcParams &p, const OutRowMajor &out, const Epi &ep, i
 
 template <bool BF16>
 odl_status run_tc(int cfg, const TcParams &p, const OutRowMajor &out, const Epi &ep, int splits) {
-    if (cfg == kTcBig) return launch_tc<BF16, TcBig>(p, out, ep, splits, kTcNames[cfg]);
-    return launch_tc<BF16, TcSmall>(p, out, ep, splits, kTcNames[cfg]);
+    switch (cfg) {
+    case kTcBig: return launch_tc<BF16, TcBig>(p, out, ep, splits, kTcNames[cfg]);
+    case kTcBig4: return launch_tc<BF16, TcBig4>(p, out, ep, splits, kTcNames[cfg]);
+    case kTcMid: return launch_tc<BF16, TcMid>(p, out, ep, splits, kTcNames[cfg]);
+    default: return launch_tc<BF16, TcSmall>(p, out, ep, splits, kTcNames[cfg]);
+    }
 }
 
 /* round(op(X)) K-major into out [Rp, Kp] (see pack_kernel); kc: X is K-contiguous. */
