@@ -5,7 +5,7 @@
  *
  * cuda: CUDA device 0 (exit 77, skipped, without one); cpu: the CPU backend's emulation.
  * For each case (odd shapes, every trans_a / trans_b, padded leading dimensions, alpha, beta, bias per row
- * or column, activation, residual; shapes that take the 128 x 256 tile, the 64 x 64 tile and split-K on
+ * or column, activation, residual; shapes that take the 128 x 128 tile, the 64 x 64 tile and split-K on
  * CUDA; aligned and unaligned operands and leading dimensions), with u_p the unit roundoff
  * of one input rounding (tf32 2^-11, bf16 2^-8) and dot(K) = 8u + min((K+2)u, 8u sqrt(K)), u = 2^-24 (the
  * float32 summation bound of test_ops):
@@ -115,8 +115,8 @@ static const tc_case CASES[] = {
     {64, 128, 9216, 0, 1, 1.f, 0.f, 1, 0, ODL_ACT_RELU, 0, 0},   /* MNIST fc1 forward, batch 64: split-K */
     {128, 9216, 64, 1, 0, 1.f, 0.f, 0, 0, ODL_ACT_NONE, 0, 0},   /* its weight gradient */
     {64, 9216, 128, 0, 0, 1.f, 0.f, 0, 0, ODL_ACT_NONE, 0, 0},   /* its data gradient */
-    {1601, 2600, 37, 0, 0, 1.f, 0.f, 1, 1, ODL_ACT_NONE, 0, 0},  /* 128 x 256 tiles on CUDA, ragged edges */
-    {1539, 2817, 45, 1, 1, 1.f, .5f, 2, 0, ODL_ACT_RELU, 1, 2},  /* 128 x 256, transposed, unaligned */
+    {1601, 2600, 37, 0, 0, 1.f, 0.f, 1, 1, ODL_ACT_NONE, 0, 0},  /* 128 x 128 tiles on CUDA, ragged edges */
+    {1539, 2817, 45, 1, 1, 1.f, .5f, 2, 0, ODL_ACT_RELU, 1, 2},  /* 128 x 128, transposed, unaligned */
     {1537, 1541, 67, 0, 0, 1.f, 0.f, 1, 1, ODL_ACT_NONE, 0, 0},  /* 64 x 64 tiles, no split */
     {300, 200, 2053, 1, 0, 1.f, 0.f, 0, 0, ODL_ACT_NONE, 0, 0},  /* split-K, transposed A */
 };
