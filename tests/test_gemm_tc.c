@@ -17,7 +17,8 @@
  *          (only the float32 sums differ: this proves the backend rounds exactly as odl/precision.h
  *          says, nearest even, and accumulates in float32)
  *   C.lowp the error of C is above dot(K) on a short reduction, i.e. the inputs were rounded at all
- * plus exact checks: odl_round_mantissa on ties and carries, and 1x1x1 products of chosen ties.
+ * plus exact checks: odl_round_mantissa on ties and carries, 1x1x1 products of chosen ties, and that
+ * odl_linear_fwd / odl_linear_bwd follow odl_set_matmul_precision (bit for bit the op table's entry).
  * Outputs are poisoned with NaN, the ldc gap must stay untouched and the inputs unchanged.
  */
 #include <inttypes.h>
@@ -30,7 +31,9 @@
 
 #include "odl/backend.h"
 #include "odl/device.h"
+#include "odl/ops.h"
 #include "odl/precision.h"
+#include "odl/tensor.h"
 #include "ops_ref.h"
 #include "test_util.h"
 
@@ -266,6 +269,60 @@ static void test_exact_ties(void) {
     }
 }
 
+/* odl_linear_fwd / odl_linear_bwd follow odl_set_matmul_precision: bit for bit the op table's gemm (fp32)
+ * or gemm_lowp (tf32, bf16) on the same arguments, and tf32 / bf16 differ from fp32. */
+static void test_linear_routing(void) {
+    enum { B = 5, IN = 37, OUT = 11 };
+    const int64_t xs[2] = {B, IN}, ws[2] = {OUT, IN}, ys[2] = {B, OUT};
+    float *hx = fgen(B * IN, -1, 1), *hw = fgen(OUT * IN, -1, 1), *hdy = fgen(B * OUT, -1, 1);
+    odl_tensor x, w, y, dy, dw;
+    TOK(odl_tensor_alloc(&x, g_dev, ODL_F32, 2, xs));
+    TOK(odl_tensor_alloc(&w, g_dev, ODL_F32, 2, ws));
+    TOK(odl_tensor_alloc(&y, g_dev, ODL_F32, 2, ys));
+    TOK(odl_tensor_alloc(&dy, g_dev, ODL_F32, 2, ys));
+    TOK(odl_tensor_alloc(&dw, g_dev, ODL_F32, 2, ws));
+    TOK(odl_tensor_copy_from_host(&x, hx, sizeof(float) * B * IN));
+    TOK(odl_tensor_copy_from_host(&w, hw, sizeof(float) * OUT * IN));
+    TOK(odl_tensor_copy_from_host(&dy, hdy, sizeof(float) * B * OUT));
+    float got[B * OUT], want[B * OUT], fp32[B * OUT], gdw[OUT * IN], wdw[OUT * IN];
+    dbuf dC = dput(want, B * OUT, 0), dW = dput(wdw, OUT * IN, 0);
+    for (int pi = 0; pi < 3; pi++) {
+        const odl_precision p = (odl_precision)pi;
+        odl_set_matmul_precision(p);
+        TCHECK(odl_matmul_precision() == p, "setting read back");
+        TOK(odl_linear_fwd(&x, &w, NULL, ODL_ACT_NONE, &y));
+        TOK(odl_tensor_copy_to_host(&y, got, sizeof got));
+        TOK(odl_linear_bwd(&x, &w, &dy, NULL, &dw, NULL));
+        TOK(odl_tensor_copy_to_host(&dw, gdw, sizeof gdw));
+        /* the same products through the op table: y = x w^T, dw = dy^T x */
+        odl_gemm_args g = {.trans_b = 1, .M = B, .N = OUT, .K = IN, .alpha = 1.f, .A = x.data, .lda = IN,
+                           .B = w.data, .ldb = IN, .C = dC.p, .ldc = OUT};
+        odl_gemm_args gw = {.trans_a = 1, .M = OUT, .N = IN, .K = B, .alpha = 1.f, .A = dy.data, .lda = OUT,
+                            .B = x.data, .ldb = IN, .C = dW.p, .ldc = IN};
+        TOK(p == ODL_PRECISION_FP32 ? g_be->gemm(&g) : g_be->gemm_lowp(&g, p));
+        TOK(p == ODL_PRECISION_FP32 ? g_be->gemm(&gw) : g_be->gemm_lowp(&gw, p));
+        dget(want, &dC, B * OUT);
+        dget(wdw, &dW, OUT * IN);
+        TCHECK(memcmp(got, want, sizeof got) == 0, "%s: odl_linear_fwd differs from the op table's product",
+               odl_precision_name(p));
+        TCHECK(memcmp(gdw, wdw, sizeof gdw) == 0, "%s: odl_linear_bwd's dw differs from the op table's product",
+               odl_precision_name(p));
+        if (p == ODL_PRECISION_FP32) memcpy(fp32, got, sizeof got);
+        else TCHECK(memcmp(got, fp32, sizeof got) != 0, "%s: same result as fp32", odl_precision_name(p));
+    }
+    odl_set_matmul_precision(ODL_PRECISION_FP32);
+    odl_mem_free(g_dev, dC.base);
+    odl_mem_free(g_dev, dW.base);
+    odl_tensor_free(&x);
+    odl_tensor_free(&w);
+    odl_tensor_free(&y);
+    odl_tensor_free(&dy);
+    odl_tensor_free(&dw);
+    free(hx);
+    free(hw);
+    free(hdy);
+}
+
 int main(int argc, char **argv) {
     const char *backend = "cpu";
     uint64_t seed = 0;
@@ -309,6 +366,7 @@ int main(int argc, char **argv) {
     }
     test_rounding();
     test_exact_ties();
+    test_linear_routing();
     for (int pi = 0; pi < 2; pi++)
         for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++)
             run_case(&CASES[i], pi ? ODL_PRECISION_BF16 : ODL_PRECISION_TF32, (int)i);
