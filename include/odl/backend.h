@@ -12,9 +12,10 @@
 #ifndef ODL_BACKEND_H
 #define ODL_BACKEND_H
 
-#include "odl/api.h"
 #include <stdint.h>
 
+#include "odl/api.h"
+#include "odl/precision.h"
 #include "odl/status.h"
 #include "odl/tensor.h"
 
@@ -250,6 +251,13 @@ typedef struct odl_backend {
      * where the backend has none (the caller then runs conv2d_f16 into float32 NHWC and decodes). */
     odl_status (*yolov5_detect_decode)(const odl_detect_args *d, const float *head, int nhwc);
     odl_status (*yolov5_detect_head_f16)(const odl_conv2d_f16_args *a, const odl_detect_args *d);
+
+    /* ---- GEMM in a lower input precision (odl/precision.h): the product of odl_gemm_args with every
+     * element of op(A) and op(B) rounded to prec's format (round to nearest even) and float32
+     * accumulation; the epilogue (alpha, beta, bias, act, residual) in float32 as gemm's. CUDA: TF32 /
+     * BF16 tensor-core kernels (kernels/cuda/gemm_tc.cu); CPU: rounded copies of the operands through the
+     * float32 GEMM (kernels/cpu/gemm_lowp.c). ODL_PRECISION_FP32 is gemm itself. ---- */
+    odl_status (*gemm_lowp)(const odl_gemm_args *a, odl_precision prec);
 } odl_backend;
 
 /* Number of threads the CPU backend's kernels use: $ODL_CPU_THREADS when set (1..64; odl/env.h), else the

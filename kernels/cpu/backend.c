@@ -41,6 +41,7 @@ static const odl_backend g_cpu_backend = {
     .copy_f16 = odl_cpu_copy_f16,
     .nchw_f32_to_nhwc_f16 = odl_cpu_nchw_f32_to_nhwc_f16,
     .yolov5_detect_decode = odl_cpu_yolov5_detect_decode,
+    .gemm_lowp = odl_cpu_gemm_lowp,
 };
 
 const odl_backend *odl_backend_cpu(void) { return &g_cpu_backend; }
