@@ -1,7 +1,7 @@
 /* odl_bench_kernels: times the CUDA backend's own kernels beside cuBLAS / cuDNN on the same GPU and
  * checks every timed result against them.
  *
- *   odl_bench_kernels [--quick] [--only gemm|conv|ew|check] [--reps N] [--csv FILE] [--fixed-peaks]
+ *   odl_bench_kernels [--quick] [--only gemm|conv|ew|check|tc] [--reps N] [--csv FILE] [--fixed-peaks]
  *
  * What it does, in order (bench/README.md has the details):
  *   1. ceilings: a 1 GiB cudaMemcpy device-to-device (bytes read + written) and cuBLAS SGEMM 8192^3
@@ -14,7 +14,8 @@
  *      copies to exceed twice the L2): square GEMMs 1024..8192 with the heuristic's choice and every
  *      configuration vs cuBLAS SGEMM; the MNIST CNN's GEMMs and convolutions (N = 64, 512) and
  *      YOLOv5n's convolutions at 640x640 batch 1 (fwd, bwd_data, bwd_weight) vs cuDNN with the fastest
- *      FMA (non-tensor-op) algorithm of cudnnFind*; relu / add / silu on 2^28 floats vs copy.
+ *      FMA (non-tensor-op) algorithm of cudnnFind*; relu / add / silu on 2^28 floats vs copy;
+ *      --only tc: the TF32 / BF16 tensor-core GEMM vs cuBLAS in the same precision (gemm_tc_rows.cuh).
  * Every timed result is compared with the baseline's (rel L2 < 1e-4: OK, else BAD), outputs poisoned
  * with NaN first. The table: name, shape, own time (us), TFLOP/s, GB/s, SOL = T_SOL / T with
  * T_SOL = max(FLOPs / peak FLOP/s, bytes / peak B/s), baseline time, baseline / own, check.
@@ -472,6 +473,8 @@ static void gemm_time_case(const char *name, int ta, int tb, int M, int N, int K
             us, flops, bytes, base, verdict(rel));
 }
 
+#include "gemm_tc_rows.cuh" /* --only tc: TF32 / BF16 tensor-core GEMM vs cuBLAS */
+
 /* ------------------------------------------------------------------------------------------------ */
 /* convolutions */
 
@@ -796,7 +799,7 @@ static void measure_ceilings() {
 }
 
 static void usage() {
-    printf("usage: odl_bench_kernels [--quick] [--only gemm|conv|ew|check] [--reps N] [--csv FILE] [--fixed-peaks]\n");
+    printf("usage: odl_bench_kernels [--quick] [--only gemm|conv|ew|check|tc] [--reps N] [--csv FILE] [--fixed-peaks]\n");
 }
 
 int main(int argc, char **argv) {
@@ -885,6 +888,7 @@ int main(int argc, char **argv) {
     }
 #endif
     if (all || only == "ew") ew_time();
+    if (all || only == "tc") gemm_tc_rows();
 
     /* the short table last (the end of the output is what a remote run shows): forced GEMM
      * configurations only as the best one per shape */

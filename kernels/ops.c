@@ -122,6 +122,16 @@ static odl_status get_backend(const char *op, odl_device dev, const odl_backend 
 
 /* ---- linear algebra ---- */
 
+/* The GEMM of odl_gemm and the linear layers, in the process's matmul precision (odl/precision.h):
+ * fp32 is the op table's float32 gemm, tf32 / bf16 its gemm_lowp. */
+static odl_status matmul(const odl_backend *be, const odl_gemm_args *g) {
+    const odl_precision p = odl_matmul_precision();
+    if (p == ODL_PRECISION_FP32) return be->gemm(g);
+    if (!be->gemm_lowp)
+        return ODL_ERR(ODL_E_UNSUPPORTED, "the %s backend has no %s GEMM", be->name, odl_precision_name(p));
+    return be->gemm_lowp(g, p);
+}
+
 odl_status odl_gemm(int trans_a, int trans_b, float alpha, const odl_tensor *A, const odl_tensor *B, float beta,
                     odl_tensor *C, const odl_tensor *bias, const odl_tensor *residual, odl_act act) {
     static const char *op = "odl_gemm";
@@ -158,7 +168,7 @@ odl_status odl_gemm(int trans_a, int trans_b, float alpha, const odl_tensor *A, 
     g.ep.bias_per_row = 0;
     g.ep.residual = residual ? (const float *)residual->data : NULL;
     g.ep.act = act;
-    ODL_CHECK(be->gemm(&g));
+    ODL_CHECK(matmul(be, &g));
     return ODL_OK;
 }
 
@@ -191,7 +201,7 @@ odl_status odl_linear_fwd(const odl_tensor *x, const odl_tensor *w, const odl_te
     g.ldc = out;
     g.ep.bias = b ? (const float *)b->data : NULL;
     g.ep.act = act;
-    ODL_CHECK(be->gemm(&g));
+    ODL_CHECK(matmul(be, &g));
     return ODL_OK;
 }
 
@@ -224,7 +234,7 @@ odl_status odl_linear_bwd(const odl_tensor *x, const odl_tensor *w, const odl_te
         g.ldb = in;
         g.C = (float *)dx->data;
         g.ldc = in;
-        ODL_CHECK(be->gemm(&g));
+        ODL_CHECK(matmul(be, &g));
     }
     /* dw[out, in] = dy^T[out, B] x[B, in] */
     memset(&g, 0, sizeof g);
@@ -239,7 +249,7 @@ odl_status odl_linear_bwd(const odl_tensor *x, const odl_tensor *w, const odl_te
     g.ldb = in;
     g.C = (float *)dw->data;
     g.ldc = in;
-    ODL_CHECK(be->gemm(&g));
+    ODL_CHECK(matmul(be, &g));
     if (db) ODL_CHECK(be->sum_rows(Bn, out, (const float *)dy->data, (float *)db->data));
     return ODL_OK;
 }

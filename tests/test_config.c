@@ -83,9 +83,10 @@ static void yaml_of(const odl_config *c, char *buf, size_t cap) {
 static void test_table_and_defaults(void) {
     size_t n = 0;
     const odl_config_key *keys = odl_config_keys(&n);
-    TCHECK(n == 28, "28 keys, got %zu", n);
+    TCHECK(n == 29, "29 keys, got %zu", n);
     odl_config cfg, tmp;
     odl_config_defaults(&cfg);
+    TCHECK(cfg.precision == ODL_PRECISION_FP32, "precision defaults to fp32 (the bit-reproducible path)");
     for (size_t i = 0; i < n; i++) {
         const odl_config_key *k = &keys[i];
         TCHECK(k->doc && k->doc[0], "%s has a doc", k->name);

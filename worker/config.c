@@ -12,6 +12,7 @@ _Static_assert(sizeof(odl_cfg_device) == sizeof(int), "enum fields are int-sized
 _Static_assert(sizeof(odl_optim_type) == sizeof(int), "enum fields are int-sized");
 _Static_assert(sizeof(odl_cfg_progress) == sizeof(int), "enum fields are int-sized");
 _Static_assert(sizeof(odl_log_level) == sizeof(int), "enum fields are int-sized");
+_Static_assert(sizeof(odl_precision) == sizeof(int), "enum fields are int-sized");
 
 /* ---------------------------------------------------------------------------------------------- */
 /* The table: the single source of truth. Defaults follow PyTorch's examples/mnist (main.py):       */
@@ -36,6 +37,10 @@ static odl_config_key g_keys[] = {
      NOB},
     {"device", ODL_CFG_ENUM, OFF(device), "auto", "Where to run: auto is CUDA when a GPU is present, else the CPU",
      k_devices, NOB},
+    {"precision", ODL_CFG_ENUM, OFF(precision), "fp32",
+     "Inputs of the linear layers' GEMMs: fp32 (FMA, bit-reproducible), tf32 or bf16 (tensor cores on CUDA, float32 "
+     "accumulation, weights and optimiser state; docs/PRECISION.md)",
+     NULL, NOB} /* choices: odl_precision_names() */,
     {"seed", ODL_CFG_INT, OFF(seed), "1", "Random seed for initial weights, shuffling and dropout (Philox RNG)", NULL,
      GE(0)},
 
@@ -132,6 +137,7 @@ static void fill_choices(void) {
     for (size_t i = 0; i < NKEYS; i++) {
         if (!strcmp(g_keys[i].name, "model")) g_keys[i].choices = odl_model_names();
         if (!strcmp(g_keys[i].name, "train.optimizer")) g_keys[i].choices = odl_optim_names();
+        if (!strcmp(g_keys[i].name, "precision")) g_keys[i].choices = odl_precision_names();
     }
 }
 

@@ -24,6 +24,7 @@
 #include "odl/config.h"
 #include "odl/log.h"
 #include "odl/nn.h"
+#include "odl/precision.h"
 
 /* device: auto = CUDA when a GPU is present, else the CPU. */
 typedef enum odl_cfg_device { ODL_CFG_DEVICE_AUTO = 0, ODL_CFG_DEVICE_CPU, ODL_CFG_DEVICE_CUDA } odl_cfg_device;
@@ -35,6 +36,7 @@ typedef struct odl_config {
     int model; /* index into odl_model_names() */
     char data_dir[ODL_CONFIG_STR_MAX];
     odl_cfg_device device;
+    odl_precision precision; /* of the GEMMs of linear layers (odl/precision.h) */
     int64_t seed;
     struct {
         int64_t epochs;

@@ -43,6 +43,7 @@ static const struct { const char *flag, *key; } k_flag_keys[] = {
     {"data_dir", "data_dir"},
     {"data-dir", "data_dir"},
     {"device", "device"},
+    {"precision", "precision"},
     {"seed", "seed"},
     {"epochs", "train.epochs"},
     {"batch-size", "train.batch_size"},
@@ -70,7 +71,7 @@ static void train_usage(FILE *f) {
             "usage: odl_worker --task=train [--config FILE.yaml] [options]\n"
             "  --model=mnist|mnist_cnn|mnist_mlp   --data_dir=DIR (four MNIST IDX files, .gz or not)\n"
             "  --epochs N  --batch-size B (per rank)  --test-batch-size B  --lr X  --gamma G (StepLR)\n"
-            "  --optimizer adadelta|sgd|adam|adamw  --device auto|cpu|cuda  --seed S\n"
+            "  --optimizer adadelta|sgd|adam|adamw  --device auto|cpu|cuda  --seed S  --precision fp32|tf32|bf16\n"
             "  --max-steps N (total, across resumes)  --max-train-samples N (first N per epoch)\n"
             "  --no-dropout  --save FILE.h5  --metrics-out FILE.jsonl  --log-level L  --progress auto|on|off\n"
             "  --checkpoint-dir DIR --checkpoint-every N --keep K --resume auto|PATH\n"
@@ -209,6 +210,7 @@ static odl_status start_checkpoints(const odl_config *cfg, int rank, int world, 
 }
 
 static odl_status pick_device(const odl_config *cfg, int local_rank, odl_device *dev) {
+    odl_set_matmul_precision(cfg->precision); /* CPU: the rounding emulated (kernels/cpu/gemm_lowp.c) */
     int n = odl_cuda_device_count();
     if (cfg->device == ODL_CFG_DEVICE_CPU || (cfg->device == ODL_CFG_DEVICE_AUTO && n == 0)) {
         *dev = odl_cpu();

@@ -12,9 +12,10 @@
 #ifndef ODL_BACKEND_H
 #define ODL_BACKEND_H
 
-#include "odl/api.h"
 #include <stdint.h>
 
+#include "odl/api.h"
+#include "odl/precision.h"
 #include "odl/status.h"
 #include "odl/tensor.h"
 
@@ -279,6 +280,12 @@ typedef struct odl_backend {
     odl_status (*letterbox_u8_to_chw)(int N, int H, int W, const uint8_t *src, const int64_t *src_off,
                                       const int32_t *geo, uint8_t pad, float *y);
     odl_status (*yolo_nms)(const odl_yolo_nms_args *a);
+    /* ---- GEMM in a lower input precision (odl/precision.h): the product of odl_gemm_args with every
+     * element of op(A) and op(B) rounded to prec's format (round to nearest even) and float32
+     * accumulation; the epilogue (alpha, beta, bias, act, residual) in float32 as gemm's. CUDA: TF32 /
+     * BF16 tensor-core kernels (kernels/cuda/gemm_tc.cu); CPU: rounded copies of the operands through the
+     * float32 GEMM (kernels/cpu/gemm_lowp.c). ODL_PRECISION_FP32 is gemm itself. ---- */
+    odl_status (*gemm_lowp)(const odl_gemm_args *a, odl_precision prec);
 } odl_backend;
 
 /* Number of threads the CPU backend's kernels use: $ODL_CPU_THREADS when set (1..64; odl/env.h), else the

@@ -23,7 +23,8 @@ static inline int odl_conv_out_size(int in, int k, int stride, int pad) { return
 ODL_API odl_status odl_tensor_fill(odl_tensor *t, float value);
 
 /* C = act(alpha * op(A) op(B) + beta * C + bias) + residual. A, B, C 2-D; bias [N] or NULL;
- * residual shaped as C or NULL. */
+ * residual shaped as C or NULL. odl_gemm, odl_linear_fwd and odl_linear_bwd multiply in the process's
+ * matmul precision (odl_matmul_precision, odl/precision.h): fp32 by default, else the backend's gemm_lowp. */
 ODL_API odl_status odl_gemm(int trans_a, int trans_b, float alpha, const odl_tensor *A, const odl_tensor *B, float beta,
                     odl_tensor *C, const odl_tensor *bias, const odl_tensor *residual, odl_act act);
 

@@ -43,6 +43,7 @@ static const odl_backend g_cpu_backend = {
     .yolov5_detect_decode = odl_cpu_yolov5_detect_decode,
     .letterbox_u8_to_chw = odl_cpu_letterbox_u8_to_chw,
     .yolo_nms = odl_cpu_yolo_nms,
+    .gemm_lowp = odl_cpu_gemm_lowp,
 };
 
 const odl_backend *odl_backend_cpu(void) { return &g_cpu_backend; }

@@ -54,6 +54,8 @@ odl_status odl_cpu_scratch(int slot, size_t nfloats, float **out);
 
 /* ---- GEMM (gemm.c) ---- */
 odl_status odl_cpu_gemm(const odl_gemm_args *a);
+/* gemm_lowp (gemm_lowp.c): TF32 / BF16 rounding of the inputs, then odl_cpu_gemm. */
+odl_status odl_cpu_gemm_lowp(const odl_gemm_args *a, odl_precision prec);
 
 /* ---- convolution (conv2d.c) ---- */
 odl_status odl_cpu_conv2d_fwd(const odl_conv2d_shape *s, const float *x, const float *w, const odl_epilogue *ep,

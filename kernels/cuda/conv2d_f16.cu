@@ -23,6 +23,7 @@
 #include <cuda_fp16.h>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/mma_util.cuh"
 #include "kernels/yolov5_decode.h"
 
 namespace odlk {
@@ -30,30 +31,6 @@ namespace {
 
 constexpr int kBK = 32;
 constexpr int kLds = kBK + 8; /* shared-memory row, in halves */
-
-__device__ __forceinline__ uint32_t smem_u32(const void *p) {
-    return (uint32_t)__cvta_generic_to_shared(p);
-}
-
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, bool valid) {
-    const int n = valid ? 16 : 0; /* src-size 0: 16 zero bytes */
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
-
-__device__ __forceinline__ void ldmatrix_x4(uint32_t addr, uint32_t &r0, uint32_t &r1, uint32_t &r2, uint32_t &r3) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
-                 : "r"(addr));
-}
-
-__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-                 "{%8, %9}, {%0, %1, %2, %3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
 
 struct ConvF16Params {
     const __half *x;
@@ -320,7 +297,7 @@ __global__ void __launch_bounds__(WM *WN * 32)
 #pragma unroll
             for (int i = 0; i < MT; i++)
 #pragma unroll
-                for (int j = 0; j < NT; j++) mma16816(acc[i][j], af[i], bf[j][0], bf[j][1]);
+                for (int j = 0; j < NT; j++) mma_16x8<MmaIn::F16>(acc[i][j], af[i], bf[j][0], bf[j][1]);
         }
     }
     cp_async_wait<0>();

@@ -71,6 +71,18 @@ static inline Epi epi_raw() {
     return e;
 }
 
+/* The epilogue of a GEMM call (odl_gemm_args: alpha, beta, bias, residual, act). */
+static inline Epi epi_of(const odl_gemm_args *g) {
+    Epi e;
+    e.alpha = g->alpha;
+    e.beta = g->beta;
+    e.bias = g->ep.bias;
+    e.bias_per_row = g->ep.bias_per_row;
+    e.residual = g->ep.residual;
+    e.act = g->ep.act;
+    return e;
+}
+
 /* Row-major output C[m * ldc + n]; zstride shifts the base per split (split-K partials). vec: 4
  * consecutive columns starting at a multiple of 4 are contiguous and 16-byte aligned (C and residual
  * aligned, ldc % 4 == 0). */

@@ -16,13 +16,7 @@ static inline odl_status run_gemm(const odl_gemm_args *g, int splits, int k_chun
     const bool vec = aligned16(g->A) && aligned16(g->B) && g->lda % 4 == 0 && g->ldb % 4 == 0;
     typename LA::Params pa = {g->A, g->lda, M, K, vec};
     typename LB::Params pb = {g->B, g->ldb, N, K, vec};
-    Epi ep;
-    ep.alpha = g->alpha;
-    ep.beta = g->beta;
-    ep.bias = g->ep.bias;
-    ep.bias_per_row = g->ep.bias_per_row;
-    ep.residual = g->ep.residual;
-    ep.act = g->ep.act;
+    const Epi ep = epi_of(g);
     OutRowMajor out;
     out.C = g->C;
     out.ldc = g->ldc;

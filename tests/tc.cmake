@@ -1,0 +1,10 @@
+# Tensor-core GEMM (odl_backend.gemm_lowp, TF32 and BF16 inputs with float32 accumulation) against the
+# float64 reference: the CPU backend's emulation (unit) and the CUDA kernels of kernels/cuda/gemm_tc.cu
+# on device 0 (gpu; 77 = skipped without one). `build/tests/test_gemm_tc --backend cuda --seed N`.
+odl_add_test(test_gemm_tc SOURCES test_gemm_tc.c ops_ref.c LABELS unit ARGS --backend cpu TIMEOUT 300)
+add_test(NAME test_gemm_tc_gpu COMMAND test_gemm_tc --backend cuda)
+set_tests_properties(test_gemm_tc_gpu PROPERTIES TIMEOUT 300 LABELS gpu SKIP_RETURN_CODE 77
+  ENVIRONMENT "ODL_SOURCE_DIR=${PROJECT_SOURCE_DIR};ODL_BINARY_DIR=${PROJECT_BINARY_DIR}")
+# odl_worker --precision end to end on the CPU (default fp32 bit for bit; tf32 / bf16 train as well; bad values).
+add_test(NAME worker_precision COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_precision_worker.sh $<TARGET_FILE:odl_worker>)
+set_tests_properties(worker_precision PROPERTIES LABELS integration TIMEOUT 900 SKIP_RETURN_CODE 77)
