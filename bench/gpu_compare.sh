@@ -40,6 +40,14 @@ if [ "$mode" = train ]; then
   mkdir -p "$OUT/train_head" "$OUT/train_base"
   TORCH_BASELINES=$TB timeout 400 "$src/bench/train_bench.sh" "$H" "$ODL_FMNIST_DIR" "$OUT/train_head" >"$OUT/train_head.md" 2>&1
   [ $have_base = 1 ] && timeout 120 "$src/bench/train_bench.sh" "$B" "$ODL_FMNIST_DIR" "$OUT/train_base" >"$OUT/train_base.md" 2>&1
+  # --precision tf32|bf16 (issue 16): 2 epochs each, epoch-1 accuracy and warm epoch-2 samples/s
+  for p in tf32 bf16; do for bs in 64 512; do
+    timeout 60 "$H/odl_worker" --task=train --model=mnist --data_dir="$ODL_FMNIST_DIR" --device cuda --epochs 2 \
+      --batch-size $bs --test-batch-size 1000 --progress off --precision $p \
+      --metrics-out "$OUT/train_head/prec_${p}_b$bs.jsonl" 2>"$OUT/train_head/prec_${p}_b$bs.log"
+  done; done
+  PYTHONUNBUFFERED=1 timeout 200 python3 "$TB" "$OUT/torch_bf16.json" mnist_compile_bf16 >"$OUT/torch_bf16.log" 2>&1
+  NP=1 STEPS=600 REPEAT=2 timeout 150 "$src/bench/coord_overhead.sh" "$H" "$ODL_FMNIST_DIR" "$OUT/coord" >"$OUT/coord_overhead.txt" 2>&1
   echo "== kernels: time_us head vs base (same call)"
   python3 - "$OUT/kernels_head.txt" "$OUT/kernels_base.txt" <<'PY'
 import re, sys
@@ -65,6 +73,20 @@ if rs:
 PY
   echo "== training, head"; cat "$OUT/train_head.md"
   echo "== training, base"; cat "$OUT/train_base.md" 2>/dev/null
+  echo "== precision (epoch 1 acc, epoch 2 samples/s)"
+  python3 - "$OUT" <<'PY'
+import glob, json, os, sys
+o = sys.argv[1]
+for f in sorted(glob.glob(os.path.join(o, "train_head", "prec_*.jsonl"))):
+    ep = [json.loads(l) for l in open(f) if '"epoch"' in l and json.loads(l).get("event") == "epoch"]
+    if ep:
+        print(os.path.basename(f), "acc1", ep[0].get("test_acc"), "sps2", ep[-1].get("samples_per_s"))
+try:
+    print("torch.compile bf16:", json.dumps(json.load(open(os.path.join(o, "torch_bf16.json"))).get("mnist_compile_bf16"))[:300])
+except Exception as e:
+    print("torch bf16:", e)
+PY
+  echo "== coordinator overhead"; tail -6 "$OUT/coord_overhead.txt"
 fi
 
 if [ "$mode" = yolo ]; then
@@ -78,12 +100,15 @@ if [ "$mode" = yolo ]; then
     [ -n "$w" ] && timeout 200 "$d/bench/yolov5_bench" --weights "$w" --image "$ODL_TEST_DATA/yolov5/images/bus.jpg" \
         --baselines "$ODL_TEST_DATA/baselines.json" >"$OUT/yolov5_$t.txt" 2>&1
   done
-  PYTHONUNBUFFERED=1 timeout 400 python3 "$TB" "$OUT/torch_yolo.json" yolov5n yolov5n_compiled yolov5n_pipeline >"$OUT/torch_yolo.log" 2>&1
-  [ -x "$src/bench/eval_bench.sh" ] && timeout 200 "$src/bench/eval_bench.sh" "$H" "$OUT" >"$OUT/eval_bench.txt" 2>&1
-  [ -x "$src/bench/health_gpu_check.sh" ] && timeout 60 "$src/bench/health_gpu_check.sh" "$H" >"$OUT/health.txt" 2>&1
+  TORCH_BASELINES=$TB timeout 300 "$src/bench/eval_bench.sh" "$H" "$H/yolov5n.h5" "$ODL_TEST_DATA" "$OUT/eval" >"$OUT/eval_bench.txt" 2>&1
+  PYTHONUNBUFFERED=1 timeout 200 python3 "$TB" "$OUT/torch_yolo.json" yolov5n_compiled >"$OUT/torch_yolo.log" 2>&1
+  timeout 60 sh "$src/bench/health_gpu_check.sh" "$H" 5 >"$OUT/health.txt" 2>&1
   echo "== yolov5_bench head"; grep -v "^  layer" "$OUT/yolov5_head.txt" | tail -12
   echo "== yolov5_bench base"; grep -v "^  layer" "$OUT/yolov5_base.txt" 2>/dev/null | tail -12
-  echo "== torch"; python3 -c "import json,sys; d=json.load(open('$OUT/torch_yolo.json')); [print(k, json.dumps(v)[:400]) for k,v in d.items()]"
+  echo "== torch (yolov5n, pipeline from eval_bench; compiled)"
+  for j in "$OUT/eval/torch_baselines.json" "$OUT/torch_yolo.json"; do
+    python3 -c "import json,sys; d=json.load(open('$j')); [print(k, json.dumps(v)[:500]) for k,v in d.items() if not k.endswith('_wall_s')]" 2>&1
+  done
   [ -f "$OUT/eval_bench.txt" ] && { echo "== eval"; tail -15 "$OUT/eval_bench.txt"; }
   [ -f "$OUT/health.txt" ] && { echo "== health"; tail -20 "$OUT/health.txt"; }
 fi
