@@ -12,7 +12,10 @@ set -uo pipefail
 mode=${1:?train|yolo}
 src=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${OUT:-/tmp/odl_out}
+# Every log goes into one archive ($OUT/logs.tgz): the device tool brings back at most 8 files.
+FINAL_OUT=$OUT OUT=$OUT/w
 mkdir -p "$OUT"
+trap 'tar czf "$FINAL_OUT/logs.tgz" -C "$OUT" . && rm -rf "$OUT"' EXIT
 export ODL_TEST_DATA=$src/.devdata/data ODL_FMNIST_DIR=$src/.devdata/fmnist NCCL_NVLS_ENABLE=0
 TB=$src/.devdata/bench/torch_baselines.py
 H=/tmp/odl-head B=/tmp/odl-base
@@ -90,8 +93,8 @@ PY
 fi
 
 if [ "$mode" = yolo ]; then
-  ctest --test-dir "$H" -L gpu -R "yolov5|ops_f16|eval|health|tc" --output-on-failure --timeout 300 >"$OUT/ctest_gpu_yolo.log" 2>&1
-  summary+=("ctest -L gpu (YOLOv5, float16, eval, health): $(grep -E 'tests passed' "$OUT/ctest_gpu_yolo.log")")
+  ctest --test-dir "$H" -L gpu --output-on-failure --timeout 300 >"$OUT/ctest_gpu_yolo.log" 2>&1
+  summary+=("ctest -L gpu (all): $(grep -E 'tests passed' "$OUT/ctest_gpu_yolo.log")")
   grep -E "\*\*\*Failed|FAIL" "$OUT/ctest_gpu_yolo.log" | head -20
   for t in head base; do
     d=$H; [ $t = base ] && d=$B
@@ -103,6 +106,7 @@ if [ "$mode" = yolo ]; then
   TORCH_BASELINES=$TB timeout 300 "$src/bench/eval_bench.sh" "$H" "$H/yolov5n.h5" "$ODL_TEST_DATA" "$OUT/eval" >"$OUT/eval_bench.txt" 2>&1
   PYTHONUNBUFFERED=1 timeout 200 python3 "$TB" "$OUT/torch_yolo.json" yolov5n_compiled >"$OUT/torch_yolo.log" 2>&1
   timeout 60 sh "$src/bench/health_gpu_check.sh" "$H" 5 >"$OUT/health.txt" 2>&1
+  [ -d "$ODL_FMNIST_DIR" ] && NP=1 STEPS=600 REPEAT=2 timeout 150 "$src/bench/coord_overhead.sh" "$H" "$ODL_FMNIST_DIR" "$OUT/coord" >"$OUT/coord_overhead.txt" 2>&1
   echo "== yolov5_bench head"; grep -v "^  layer" "$OUT/yolov5_head.txt" | tail -12
   echo "== yolov5_bench base"; grep -v "^  layer" "$OUT/yolov5_base.txt" 2>/dev/null | tail -12
   echo "== torch (yolov5n, pipeline from eval_bench; compiled)"
@@ -110,7 +114,8 @@ if [ "$mode" = yolo ]; then
     python3 -c "import json,sys; d=json.load(open('$j')); [print(k, json.dumps(v)[:500]) for k,v in d.items() if not k.endswith('_wall_s')]" 2>&1
   done
   [ -f "$OUT/eval_bench.txt" ] && { echo "== eval"; tail -15 "$OUT/eval_bench.txt"; }
-  [ -f "$OUT/health.txt" ] && { echo "== health"; tail -20 "$OUT/health.txt"; }
+  [ -f "$OUT/health.txt" ] && { echo "== health"; tail -24 "$OUT/health.txt"; }
+  [ -f "$OUT/coord_overhead.txt" ] && { echo "== coordinator overhead"; tail -6 "$OUT/coord_overhead.txt"; }
 fi
 echo "== summary"
 printf '%s\n' "${summary[@]}"
