@@ -21,7 +21,7 @@ for i in $(seq 1 "$REPEAT"); do
     || { echo "plain run $i failed:"; tail -5 "$O/plain$i.log"; exit 1; }
   plain+=("$(sps_of "$O/plain$i.jsonl")")
   rm -rf "$O/job$i"
-  "$B/coordinator/odl_coordinator" --job-dir "$O/job$i" --listen 127.0.0.1:0 --heartbeat-ms "$HEARTBEAT_MS" \
+  "$B/odl_coordinator" --job-dir "$O/job$i" --listen 127.0.0.1:0 --heartbeat-ms "$HEARTBEAT_MS" \
       --max-restarts 0 -- sh "$mpirun_sh" "$NP" "$B/odl_worker" "${args[@]}" --metrics-out "$O/coord$i.jsonl" \
       >"$O/coord$i.log" 2>&1 || { echo "coordinated run $i failed:"; tail -5 "$O/coord$i.log"; exit 1; }
   coord+=("$(sps_of "$O/coord$i.jsonl")")

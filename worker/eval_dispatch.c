@@ -8,10 +8,16 @@
 
 int odl_task_eval_main(int argc, char **argv) {
     const char *model = "mnist";
+    int given = 0, help = 0;
     for (int i = 1; i < argc; i++) {
-        if (!strncmp(argv[i], "--model=", 8)) model = argv[i] + 8;
-        else if (!strcmp(argv[i], "--model") && i + 1 < argc) model = argv[i + 1];
+        if (!strncmp(argv[i], "--model=", 8)) model = argv[i] + 8, given = 1;
+        else if (!strcmp(argv[i], "--model") && i + 1 < argc) model = argv[i + 1], given = 1;
+        else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) help = 1;
     }
+    /* --task=eval --help without a model: say that the YOLOv5 evaluation has options of its own. */
+    if (help && !given)
+        printf("odl_worker --task=eval evaluates MNIST-family weights (options below) or, with --model=yolov5,\n"
+               "YOLOv5 weights with val.py's mAP: see odl_worker --task=eval --model=yolov5 --help.\n\n");
     if (!strcmp(model, "yolov5")) {
         if (!odl_task_eval_yolov5_main) {
             fprintf(stderr, "odl_worker: error: --task=eval --model=yolov5 is not built into this binary\n");
