@@ -15,7 +15,7 @@ if(TARGET odl_worker)
   add_dependencies(eval_coco8 odl_worker)
   add_test(NAME eval_coco8_gpu COMMAND eval_coco8 cuda)
   set_tests_properties(eval_coco8_gpu PROPERTIES TIMEOUT 600 LABELS gpu SKIP_RETURN_CODE 77
-    FIXTURES_REQUIRED yolov5_weights ENVIRONMENT "${ODL_YOLO_TEST_ENV}")
+    FIXTURES_REQUIRED yolov5_weights ENVIRONMENT "${ODL_TEST_ENV}")
   if(ODL_HAVE_MPI)
     set(_eval_env "ODL_TEST_DATA=$ENV{ODL_TEST_DATA};ODL_TEST_DATA_DEFAULT=${ODL_TEST_DATA_DEFAULT};ASAN_OPTIONS=detect_leaks=0")
     add_test(NAME eval_mpi COMMAND sh ${PROJECT_SOURCE_DIR}/tests/eval_mpi.sh equal ${PROJECT_SOURCE_DIR}
@@ -43,4 +43,4 @@ odl_add_test(detect_post SOURCES test_detect_post.c ARGS cpu LABELS integration 
 set_tests_properties(detect_post PROPERTIES FIXTURES_REQUIRED yolov5_weights)
 add_test(NAME detect_post_gpu COMMAND detect_post cuda)
 set_tests_properties(detect_post_gpu PROPERTIES TIMEOUT 600 LABELS gpu SKIP_RETURN_CODE 77
-  FIXTURES_REQUIRED yolov5_weights ENVIRONMENT "${ODL_YOLO_TEST_ENV}")
+  FIXTURES_REQUIRED yolov5_weights ENVIRONMENT "${ODL_TEST_ENV}")

@@ -21,8 +21,7 @@ else()
   message(STATUS "  YOLOv5 converter tests: SKIPPED (no python3 that imports h5py and numpy; apt-get install python3-h5py)")
 endif()
 
-set(ODL_YOLO_TEST_ENV
-  "ODL_TEST_DATA_DEFAULT=${ODL_TEST_DATA_DEFAULT};ODL_SOURCE_DIR=${PROJECT_SOURCE_DIR};ODL_BINARY_DIR=${PROJECT_BINARY_DIR}")
+set(ODL_YOLO_TEST_ENV "${ODL_TEST_ENV}")
 
 function(odl_yolo_py_test name)
   if(ODL_YOLO_PYTHON)
