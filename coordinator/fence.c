@@ -43,8 +43,7 @@ static odl_status fence_node(coord *c, const coord_rank *r, const Odl__XidReport
     snprintf(f.gpu, sizeof f.gpu, "%s", x->pci_bus_id);
     f.time = (int64_t)time(NULL);
     f.generation = (int)c->generation;
-    snprintf(f.reason, sizeof f.reason, "odl: Xid %u on %s (generation %" PRIu64 ")", x->xid, x->pci_bus_id,
-             c->generation);
+    snprintf(f.reason, sizeof f.reason, "odl: Xid %u on %s", x->xid, x->pci_bus_id); /* drain adds the generation */
     odl_status s = odl_fence_add(&l, &f, added);
     odl_fence_list_free(&l);
     return s;

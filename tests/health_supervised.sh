@@ -13,6 +13,7 @@
 #   2. The coordinator is kill -9ed right after fencing; one started again on the same job directory
 #      relaunches without nodeB (the fence is read from fence.json) and finishes at world size 1.
 #   3. ODL_FAULT=xid13@rank=1,step=10: an application Xid restarts the job on both nodes, no fence.
+#   4. --slurm: nodeB drained once (stand-in scontrol), the relaunch's srun gets --exclude=nodeB.
 #   tests/health_supervised.sh SRCDIR ODL_WORKER ODL_HEALTH ODL_COORDINATOR
 # Skipped (77) without Fashion-MNIST or Open MPI's mpirun.
 set -u
@@ -160,5 +161,38 @@ gen_log 2 "$log" >"$tmp/gen2.log"
 expect "world size 2" "$tmp/gen2.log" "the restart after Xid 13 is on both nodes"
 expect "done: [0-9]* steps" "$tmp/gen2.log" "the restart finished"
 expect "event loop closed cleanly; exit status 0" "$log" "coordinator loop closed cleanly"
+
+# 4. Under Slurm (--slurm): the fenced node is drained once with scontrol (a recording stand-in here;
+#    tests/slurm_local.sh drains with the real one) and the relaunch's {exclude} is --exclude=nodeB
+#    (a stand-in srun records its arguments and runs the rest).
+job="$tmp/job79s"
+log="$tmp/coord79s.log"
+cat >"$tmp/scontrol" <<EOS
+#!/bin/sh
+printf '%s\n' "\$*" >>"$tmp/scontrol.calls"
+EOS
+cat >"$tmp/srun" <<EOS
+#!/bin/sh
+# stand-in srun: records its options up to "--", runs what follows
+while [ "\$1" != "--" ]; do printf '%s ' "\$1" >>"$tmp/srun.calls"; shift; done
+echo >>"$tmp/srun.calls"
+shift
+exec "\$@"
+EOS
+chmod +x "$tmp/scontrol" "$tmp/srun"
+mkdir -p "$job"
+# shellcheck disable=SC2086
+ODL_SCONTROL="$tmp/scontrol" ODL_FAULT="xid79@rank=1,step=10;$slow" timeout 300 "$coord" --job-dir "$job" \
+    --listen 127.0.0.1:0 --http off --timeout 20 --backoff 0.2 --max-restarts 2 --hostfile "$tmp/hosts" --slurm -- \
+    "$tmp/srun" --nodes=2 {exclude} -- "$mpirun" $flags --hostfile {hostfile} -np {np} "$worker" $base >"$log" 2>&1
+rc=$?
+[ $rc = 0 ] && ok "--slurm job finished (exit 0)" || { bad "--slurm coordinator exited $rc"; cat "$log"; }
+[ "$(grep -c . "$tmp/scontrol.calls" 2>/dev/null)" = 1 ] && ok "scontrol called once" || bad "scontrol calls: $(cat "$tmp/scontrol.calls" 2>/dev/null)"
+expect "update NodeName=nodeB State=DRAIN Reason=odl: Xid 79 on 0000:00:00.0 (generation 1)" "$tmp/scontrol.calls" \
+    "nodeB drained with the Xid as the reason"
+[ "$(sed -n 1p "$tmp/srun.calls")" = "--nodes=2 " ] && ok "generation 1: srun without --exclude" || bad "srun 1: $(sed -n 1p "$tmp/srun.calls")"
+[ "$(sed -n 2p "$tmp/srun.calls")" = "--nodes=2 --exclude=nodeB " ] && ok "generation 2: srun --exclude=nodeB" ||
+    bad "srun 2: $(sed -n 2p "$tmp/srun.calls")"
+
 [ $fail = 0 ] && echo "health_supervised: Xid 79 fenced once and relaunched at world size 1 (also after a coordinator restart); Xid 13 restarted unfenced"
 exit $fail
