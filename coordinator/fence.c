@@ -73,6 +73,11 @@ void coord_xid_report(coord *c, int rank, const Odl__XidReport *x) {
     ODL_LOG_WARN("node %s %s (Xid %u on %s, generation %" PRIu64 "): checkpointing at the next step boundary, then "
                  "relaunching without it", r->node, added ? "fenced" : "was fenced already", x->xid, x->pci_bus_id,
                  c->generation);
+    if (!c->o.cmd) { /* serve-only: the launcher elsewhere relaunches; fence.json tells it what to leave out */
+        ODL_LOG_WARN("serving only (no command): node %s stays in this generation; its launcher must relaunch "
+                     "without it (odl_health fence hostfile|exclude --job-dir %s)", r->node, c->o.job_dir);
+        return;
+    }
     c->fence_relaunch = 1;
     c->state = JOB_STOPPING;
     c->t_stop = coord_now(c);

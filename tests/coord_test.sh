@@ -222,6 +222,9 @@ metrics)
     fi
     supervised_bg "$tmp/coord.log" "slow@rank=0,step=0,ms=150"
     wait_for "committed checkpoint .*ckpt-00000010.h5" "$tmp/coord.log" 60
+    # rank 0's CheckpointWritten can arrive before the heartbeats that say step 10 (every 200 ms) and the
+    # tick that rebuilds /metrics: wait for both
+    sleep 0.6
     if "$py" "$src/tests/coord_metrics.py" "$(json_field "$job/coordinator.json" http)" >"$tmp/metrics.log" 2>&1; then
         ok "/metrics: $(tail -1 "$tmp/metrics.log")"
     else
