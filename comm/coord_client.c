@@ -34,6 +34,7 @@ struct odl_coord_client {
     int64_t step, epoch, cursor, seen_step;
     double sps;
     int writing;
+    odl_coord_gpu gpu; /* the latest GPU telemetry (under mu) */
     /* the armed checkpoint request (under mu) */
     uint64_t req_id;
     int64_t req_step;
@@ -156,6 +157,15 @@ static odl_status heartbeat(odl_coord_client *c) {
     hb.cursor = c->cursor;
     hb.samples_per_s = c->sps;
     hb.checkpoint_writing = c->writing;
+    if (c->gpu.have) {
+        hb.has_telemetry = 1;
+        hb.gpu_util_pct = c->gpu.util_pct;
+        hb.mem_used_mib = c->gpu.mem_used_mib;
+        hb.mem_total_mib = c->gpu.mem_total_mib;
+        hb.temp_c = c->gpu.temp_c;
+        hb.power_w = c->gpu.power_w;
+        hb.sm_clock_mhz = c->gpu.sm_clock_mhz;
+    }
     pthread_mutex_unlock(&c->mu);
     hb.collective_seq = seq;
     hb.waiting_in = what;
@@ -374,6 +384,26 @@ void odl_coord_client_ckpt_written(odl_coord_client *c, int64_t step, int64_t ep
     if (send_env(c, &e) != ODL_OK) ODL_LOG_WARN("%s", odl_error_msg());
 }
 
+void odl_coord_client_gpu(odl_coord_client *c, const odl_coord_gpu *g) {
+    if (!c) return;
+    pthread_mutex_lock(&c->mu);
+    c->gpu = *g;
+    pthread_mutex_unlock(&c->mu);
+}
+
+void odl_coord_client_xid(odl_coord_client *c, int xid, int xid_class, const char *pci_bus_id, const char *detail) {
+    if (!c) return;
+    Odl__Envelope e = ODL__ENVELOPE__INIT;
+    Odl__XidReport x = ODL__XID_REPORT__INIT;
+    x.xid = (uint32_t)xid;
+    x.xid_class = (uint32_t)xid_class;
+    x.pci_bus_id = (char *)(pci_bus_id ? pci_bus_id : "");
+    x.detail = (char *)(detail ? detail : "");
+    e.msg_case = ODL__ENVELOPE__MSG_XID_REPORT;
+    e.xid_report = &x;
+    if (send_env(c, &e) != ODL_OK) ODL_LOG_WARN("%s", odl_error_msg());
+}
+
 void odl_coord_client_close(odl_coord_client *c, int status) {
     if (!c) return;
     pthread_mutex_lock(&c->mu);
@@ -416,6 +446,12 @@ void odl_coord_client_ckpt_writing(odl_coord_client *c, int on) {
 void odl_coord_client_ckpt_written(odl_coord_client *c, int64_t step, int64_t epoch, int64_t cursor, const char *path,
                                    uint64_t bytes, double write_ms, int ok, const char *error) {
     (void)c, (void)step, (void)epoch, (void)cursor, (void)path, (void)bytes, (void)write_ms, (void)ok, (void)error;
+}
+void odl_coord_client_gpu(odl_coord_client *c, const odl_coord_gpu *g) {
+    (void)c, (void)g;
+}
+void odl_coord_client_xid(odl_coord_client *c, int xid, int xid_class, const char *pci_bus_id, const char *detail) {
+    (void)c, (void)xid, (void)xid_class, (void)pci_bus_id, (void)detail;
 }
 void odl_coord_client_close(odl_coord_client *c, int status) {
     (void)c, (void)status;

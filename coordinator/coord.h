@@ -43,6 +43,8 @@ typedef struct coord_rank {
     uint64_t collective_seq;
     char waiting_in[128];
     int checkpoint_writing;
+    int has_gpu; /* the heartbeats carry GPU telemetry (below; NaN: unavailable) */
+    double gpu[6]; /* utilisation %, memory used / total MiB, temperature C, power W, SM clock MHz */
 } coord_rank;
 
 typedef struct coord_opts {
@@ -55,8 +57,18 @@ typedef struct coord_opts {
     int max_restarts;
     double heartbeat_s, timeout_s, backoff_s;
     int64_t checkpoint_every;
+    char hostfile[PATH_MAX]; /* --hostfile: the Open MPI hostfile that fenced nodes are taken out of */
+    int slurm;               /* --slurm: drain fenced nodes with scontrol; {exclude} is srun's --exclude */
     char **cmd; /* NULL-terminated; NULL: serve only (no supervision) */
 } coord_opts;
+
+/* Xids the ranks reported, per node, GPU and code, over every generation (odl_gpu_xid_errors_total). */
+#define COORD_MAX_XIDS 256
+typedef struct coord_xid {
+    char node[64], pci[32], uuid[64];
+    int xid, cls;
+    uint64_t count;
+} coord_xid;
 
 typedef struct coord {
     coord_opts o;
@@ -94,6 +106,11 @@ typedef struct coord {
     int req_stop, req_active, req_tries;
     double t_stop;
 
+    /* GPU health (fence.c): a node-fatal Xid stops the job at a checkpoint to relaunch it without the node */
+    int fence_relaunch;
+    coord_xid xids[COORD_MAX_XIDS];
+    int n_xids;
+
     coord_conn *conns;
     int n_conns;
     uint64_t refused_auth, refused_generation, refused_duplicate, refused_protocol, refused_full;
@@ -118,6 +135,12 @@ odl_status coord_job_launch(coord *c);
 void coord_job_fail(coord *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void coord_job_member_done(coord *c);
 void coord_finish(coord *c, int exit_code);
+
+/* fence.c: Xid reports, the fence list, launch arguments without the fenced nodes */
+void coord_xid_report(coord *c, int rank, const Odl__XidReport *x);
+odl_status coord_fence_argv(coord *c, char ***argv_out); /* the command, {hostfile} {np} {exclude} filled */
+void coord_fence_argv_free(char **argv);
+void coord_gpu_metrics(const coord *c, char **text, size_t *len);
 
 /* state.c: files in the job directory (jansson) */
 odl_status coord_state_load(coord *c);

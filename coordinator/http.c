@@ -84,6 +84,11 @@ void coord_metrics_update(coord *c) {
         gauge(&t, "odl_last_checkpoint_write_seconds", "Write time of the last committed checkpoint.", "gauge");
         put(&t, "odl_last_checkpoint_write_seconds %.6f\n", c->ck_write_ms / 1000.0);
     }
+    char *gpu;
+    size_t gpu_len;
+    coord_gpu_metrics(c, &gpu, &gpu_len);
+    if (gpu) put(&t, "%s", gpu);
+    free(gpu);
     pthread_mutex_lock(&c->metrics_mu);
     free(c->metrics);
     c->metrics = t.s;

@@ -28,6 +28,9 @@ static void usage(FILE *f) {
             "  --backoff S            first relaunch delay, doubled each time, at most 30 s (default 1)\n"
             "  --checkpoint-every N   checkpoint every N steps (default 0: the workers' checkpoint.every)\n"
             "  --token-file PATH      the job secret (default DIR/secret, created with mode 0600)\n"
+            "  --hostfile FILE        Open MPI hostfile; each launch gets DIR/hosts.GEN without the fenced nodes,\n"
+            "                         named in CMD as {hostfile}, its slot count as {np}\n"
+            "  --slurm                drain fenced nodes once (scontrol); {exclude} in CMD is srun's --exclude=...\n"
             "Signals: SIGTERM/SIGINT checkpoint and stop (exit 75), SIGUSR1 checkpoint now.\n"
             "Exit status: the job's (0 done), 1 failed after --max-restarts, 2 usage, 70 internal, 75 preempted.\n");
 }
@@ -73,6 +76,10 @@ static int parse_args(int argc, char **argv, coord_opts *o) {
             usage(stdout);
             return 1;
         }
+        if (!strcmp(a, "--slurm")) {
+            o->slurm = 1;
+            continue;
+        }
         if (i + 1 >= argc) {
             fprintf(stderr, "odl_coordinator: error: %s needs a value (or is unknown; see --help)\n", a);
             return -1;
@@ -81,6 +88,7 @@ static int parse_args(int argc, char **argv, coord_opts *o) {
         double x;
         if (!strcmp(a, "--job-dir")) snprintf(o->job_dir, sizeof o->job_dir, "%s", v);
         else if (!strcmp(a, "--token-file")) snprintf(o->token_file, sizeof o->token_file, "%s", v);
+        else if (!strcmp(a, "--hostfile")) snprintf(o->hostfile, sizeof o->hostfile, "%s", v);
         else if (!strcmp(a, "--listen")) {
             if (parse_hostport(v, o->listen_host, sizeof o->listen_host, &o->listen_port)) goto bad_addr;
         } else if (!strcmp(a, "--http")) {

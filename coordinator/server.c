@@ -374,6 +374,11 @@ static void on_heartbeat(coord *c, coord_conn *k, const Odl__Heartbeat *h) {
     r->collective_seq = h->collective_seq;
     snprintf(r->waiting_in, sizeof r->waiting_in, "%s", h->waiting_in);
     r->checkpoint_writing = h->checkpoint_writing;
+    r->has_gpu = h->has_telemetry;
+    if (h->has_telemetry) {
+        const double v[6] = {h->gpu_util_pct, h->mem_used_mib, h->mem_total_mib, h->temp_c, h->power_w, h->sm_clock_mhz};
+        memcpy(r->gpu, v, sizeof v);
+    }
 }
 
 static void on_member_msg(coord *c, coord_conn *k, Odl__Envelope *e) {
@@ -382,9 +387,7 @@ static void on_member_msg(coord *c, coord_conn *k, Odl__Envelope *e) {
     case ODL__ENVELOPE__MSG_CHECKPOINT_ACK: on_ack(c, k, e->checkpoint_ack); break;
     case ODL__ENVELOPE__MSG_CHECKPOINT_WRITTEN: on_written_report(c, k, e->checkpoint_written); break;
     case ODL__ENVELOPE__MSG_XID_REPORT:
-        /* Issue 13 (Xid fencing): classify, record the node in the fence list, relaunch without it. */
-        ODL_LOG_WARN("rank %d (node %s) reports Xid %u on %s: %s", k->rank, c->ranks[k->rank].node, e->xid_report->xid,
-                     e->xid_report->pci_bus_id, e->xid_report->detail);
+        coord_xid_report(c, k->rank, e->xid_report);
         break;
     case ODL__ENVELOPE__MSG_GOODBYE:
         k->said_goodbye = 1;

@@ -67,10 +67,16 @@ odl_status coord_job_launch(coord *c) {
         stdio[i].flags = UV_INHERIT_FD;
         stdio[i].data.fd = i;
     }
+    char **argv = NULL;
+    odl_status fs = coord_fence_argv(c, &argv);
+    if (fs != ODL_OK) {
+        free(env);
+        return fs;
+    }
     uv_process_options_t po;
     memset(&po, 0, sizeof po);
-    po.file = c->o.cmd[0];
-    po.args = c->o.cmd;
+    po.file = argv[0];
+    po.args = argv;
     po.env = env;
     po.exit_cb = on_child_exit;
     po.flags = UV_PROCESS_DETACHED; /* setsid: the job is one process group that can be killed whole */
@@ -78,6 +84,7 @@ odl_status coord_job_launch(coord *c) {
     po.stdio = stdio;
     int r = uv_spawn(&c->loop, &c->child, &po);
     free(env);
+    coord_fence_argv_free(argv);
     if (r != 0) {
         uv_close((uv_handle_t *)&c->child, NULL);
         return ODL_ERR(ODL_E_IO, "cannot start %s: %s", c->o.cmd[0], uv_strerror(r));
@@ -132,7 +139,20 @@ static void on_child_exit(uv_process_t *p, int64_t status, int term_signal) {
     int code = term_signal ? 128 + term_signal : (int)status;
     ODL_LOG_INFO("generation %" PRIu64 ": the job's command exited with %s %d", c->generation,
                  term_signal ? "signal" : "status", term_signal ? term_signal : (int)status);
-    if (c->req_stop) {
+    if (c->fence_relaunch) {
+        /* A node was fenced: relaunch without it from the checkpoint the ranks just wrote (or, when they
+         * could not, the last committed one) -- unless the job finished its training first. */
+        int finished = code == 0 && c->req_active;
+        c->fence_relaunch = 0;
+        c->req_stop = 0;
+        c->req_active = 0;
+        if (finished) {
+            ODL_LOG_INFO("the job finished before the fence's checkpoint step; the fence stays for the next job");
+            coord_finish(c, COORD_EXIT_OK);
+            return;
+        }
+        if (!c->failure[0]) snprintf(c->failure, sizeof c->failure, "a node-fatal Xid fenced a node");
+    } else if (c->req_stop) {
         int ok = c->req_stop && !c->req_active;
         if (ok) ODL_LOG_INFO("preempted: stopped after the checkpoint of step %" PRId64 " (exit status %d)", c->ck_step,
                              COORD_EXIT_PREEMPTED);

@@ -93,8 +93,7 @@ odl_status odl_fault_from_env(odl_fault_plan *out) {
     return odl_fault_parse(odl_env_is_set(ODL_ENV_FAULT) ? odl_env_str(ODL_ENV_FAULT) : NULL, out);
 }
 
-/* 1 when this fault has not fired yet in this job directory (and marks it). */
-static int claim(const odl_fault *f, int rank) {
+int odl_fault_claim(const odl_fault *f, int rank) {
     if (!odl_env_is_set(ODL_ENV_JOB_DIR)) return 1;
     const char *dir = odl_env_str(ODL_ENV_JOB_DIR);
     char path[4096];
@@ -117,7 +116,7 @@ void odl_fault_after_step(const odl_fault_plan *p, int rank, int64_t step) {
             if (step >= f->step && (f->rank < 0 || f->rank == rank)) usleep((useconds_t)(f->ms * 1000));
             continue;
         }
-        if (f->step != step || (f->rank >= 0 && f->rank != rank) || !claim(f, rank)) continue;
+        if (f->step != step || (f->rank >= 0 && f->rank != rank) || !odl_fault_claim(f, rank)) continue;
         ODL_LOG_WARN("ODL_FAULT: %s@rank=%d,step=%" PRId64 " fires now", f->name, rank, step);
         fflush(NULL);
         switch (f->action) {

@@ -39,7 +39,7 @@ static void put_labels(out *o, const odl_gpu_telemetry *t, int gpu, const char *
     put_label(o, "UUID", t->uuid, 0);
     put_label(o, "pci_bus_id", t->pci, 0);
     put_label(o, "modelName", t->name, 0);
-    put_label(o, "Hostname", host, 0);
+    put_label(o, "Hostname", host ? host : t->hostname, 0);
 }
 
 typedef struct family {

@@ -105,17 +105,7 @@ supervised_bg() { # LOG FAULT [args]: in the background, $bg its pid
         env ASAN_OPTIONS=detect_leaks=0 sh "$mpirun_sh" 2 "$worker" $wargs >"$log" 2>&1 &
     bg=$!
 }
-wait_for() { # pattern file seconds
-    i=0
-    while [ $i -lt $(($3 * 10)) ]; do
-        grep -q -- "$1" "$2" 2>/dev/null && return 0
-        sleep 0.1
-        i=$((i + 1))
-    done
-    bad "waited $3 s for '$1' in $2"
-    return 1
-}
-json_field() { sed -n "s/.*\"$2\": *\"\{0,1\}\([^\",]*\)\"\{0,1\},\{0,1\}\$/\1/p" "$1" | head -1; }
+. "$src/tests/coord_sh_util.sh" # wait_for, json_field
 same_params() {
     for r in 0 1; do
         if "$compare" "$tmp/ref.rank$r.h5" "$tmp/sup.rank$r.h5" --bitwise >"$tmp/cmp$r.txt" 2>&1; then
@@ -232,6 +222,9 @@ metrics)
     fi
     supervised_bg "$tmp/coord.log" "slow@rank=0,step=0,ms=150"
     wait_for "committed checkpoint .*ckpt-00000010.h5" "$tmp/coord.log" 60
+    # rank 0's CheckpointWritten can arrive before the heartbeats that say step 10 (every 200 ms) and the
+    # tick that rebuilds /metrics: wait for both
+    sleep 0.6
     if "$py" "$src/tests/coord_metrics.py" "$(json_field "$job/coordinator.json" http)" >"$tmp/metrics.log" 2>&1; then
         ok "/metrics: $(tail -1 "$tmp/metrics.log")"
     else

@@ -34,13 +34,14 @@ endif()
 #   test_health_prometheus unit: Prometheus text of telemetry and Xid counters (dcgm-exporter names, escaping,
 #                         no sample for unavailable readings)
 odl_add_test(test_health_prometheus SOURCES test_health_prometheus.c LABELS unit TIMEOUT 60)
-#   test_health_supervised fault;mpi: two emulated nodes (Open MPI's rsh agent -> a local starter setting
-#                         ODL_NODE_NAME), Xid 79 on nodeB at step 10 fenced once, relaunch at world size 1
-#                         finishes the epoch, fence survives a supervisor restart, Xid 13 restarts unfenced
-if(TARGET odl_worker AND ODL_HAVE_MPI)
+#   test_health_supervised fault;mpi: odl_coordinator over two emulated nodes (Open MPI's rsh agent -> a
+#                         local starter setting ODL_NODE_NAME): Xid 79 on nodeB at step 10 fenced once, relaunch
+#                         from a hostfile without it at world size 1 finishes the epoch, /metrics counts the Xid,
+#                         the fence survives a coordinator restart, Xid 13 restarts unfenced
+if(TARGET odl_worker AND TARGET odl_coordinator AND ODL_HAVE_MPI)
   add_test(NAME test_health_supervised
     COMMAND sh ${PROJECT_SOURCE_DIR}/tests/health_supervised.sh ${PROJECT_SOURCE_DIR} $<TARGET_FILE:odl_worker>
-            $<TARGET_FILE:odl_health>)
+            $<TARGET_FILE:odl_health> $<TARGET_FILE:odl_coordinator>)
   # RUN_SERIAL: its extra daemons would disturb the timing limits of the other MPI fault tests.
   set_tests_properties(test_health_supervised PROPERTIES TIMEOUT 600 LABELS "fault;mpi" SKIP_RETURN_CODE 77 RUN_SERIAL TRUE
     ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0")

@@ -1,21 +1,26 @@
 #!/bin/sh
-# A supervised CPU job over two emulated nodes on one machine, fenced and relaunched through the fence
-# code (odl_health fence ...), as the coordinator (issue 12) is to do it:
+# A CPU job over two emulated nodes on one machine, supervised by the real odl_coordinator, which fences
+# a node on a node-fatal Xid and relaunches the job without it (docs/health.md "Fencing"):
 #   - Open MPI's rsh agent is pointed at a local starter (fake_rsh below) that runs the "remote" daemon
 #     here with ODL_NODE_NAME set to the host name it was asked for, so a hostfile "nodeA / nodeB"
-#     gives two ranks that report two nodes.
-#   1. ODL_FAULT=xid79@rank=1,step=10: rank 1 (nodeB) stops at step 10 with a node-fatal Xid; the
-#      supervisor fences nodeB once, writes a hostfile without it and relaunches; the job resumes from
-#      the last committed checkpoint at world size 1 and finishes the epoch; the cursor arithmetic shows
-#      every sample of the epoch was consumed once.
-#   2. A restarted supervisor (a new process reading fence.json) still excludes nodeB.
+#     gives two ranks that report two nodes (in their Hello and in their Xid findings).
+#   - odl_coordinator --hostfile hosts -- mpirun --hostfile {hostfile} -np {np} odl_worker ...
+#   1. ODL_FAULT=xid79@rank=1,step=10: rank 1 (nodeB) reports a node-fatal Xid 79 at step 10; the
+#      coordinator fences nodeB once (fence.json), the ranks checkpoint at the next step boundary and
+#      stop, generation 2 runs from a hostfile without nodeB at world size 1 and finishes the epoch; the
+#      cursor arithmetic shows every sample of the epoch was consumed once; /metrics counts the Xid
+#      (prometheus_client's parser, when installed); the coordinator's loop closes cleanly.
+#   2. The coordinator is kill -9ed right after fencing; one started again on the same job directory
+#      relaunches without nodeB (the fence is read from fence.json) and finishes at world size 1.
 #   3. ODL_FAULT=xid13@rank=1,step=10: an application Xid restarts the job on both nodes, no fence.
-#   tests/health_supervised.sh SRCDIR ODL_WORKER ODL_HEALTH
+#   4. --slurm: nodeB drained once (stand-in scontrol), the relaunch's srun gets --exclude=nodeB.
+#   tests/health_supervised.sh SRCDIR ODL_WORKER ODL_HEALTH ODL_COORDINATOR
 # Skipped (77) without Fashion-MNIST or Open MPI's mpirun.
 set -u
 src="$1"
 worker="$2"
 health="$3"
+coord="$4"
 data="${ODL_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}"
 if [ ! -e "$data/train-images-idx3-ubyte.gz" ] && [ ! -e "$data/train-images-idx3-ubyte" ]; then
     echo "SKIP: no Fashion-MNIST in $data (set ODL_FASHION_MNIST)"
@@ -26,10 +31,16 @@ if [ -z "$mpirun" ] || ! "$mpirun" --version 2>/dev/null | grep -q "Open MPI"; t
     echo "SKIP: needs Open MPI's mpirun (its plm_rsh_agent emulates the nodes)"
     exit 77
 fi
+py=""
+for p in /usr/bin/python3 python3; do
+    if "$p" -c "import prometheus_client.parser" 2>/dev/null; then py="$p"; break; fi
+done
 tmp=$(mktemp -d /tmp/odl_health_sup.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 fail=0
-cat >"$tmp/fake_rsh" <<'EOF'
+ok() { echo "ok   $1"; }
+bad() { echo "FAIL $1"; fail=1; }
+cat >"$tmp/fake_rsh" <<'EOS'
 #!/bin/sh
 # Open MPI rsh agent: "fake_rsh HOST COMMAND..." runs COMMAND on this machine as node HOST.
 ODL_NODE_NAME="$1"
@@ -39,95 +50,149 @@ mkdir -p "$TMPDIR"
 export ODL_NODE_NAME TMPDIR
 shift
 exec sh -c "$*"
-EOF
+EOS
 chmod +x "$tmp/fake_rsh"
 printf 'nodeA slots=1\nnodeB slots=1\n' >"$tmp/hosts"
 flags="--oversubscribe --mca plm_rsh_agent $tmp/fake_rsh --mca plm_rsh_no_tree_spawn 1 --mca routed direct"
 flags="$flags --mca btl_base_warn_component_unused 0"
 [ "$(id -u)" = 0 ] && flags="$flags --allow-run-as-root"
-N=2000
+N=6000
 B=32
 base="--task=train --model=mnist_mlp --data_dir $data --device cpu --seed 1 --no-dropout --progress off
-      --max-train-samples $N --batch-size $B --epochs 1 --checkpoint-every 5 --resume auto"
+      --max-train-samples $N --batch-size $B --epochs 1 --checkpoint-every 5"
+# rank 0 is slowed down (20 ms a step) so that the fence's checkpoint request, a second of steps ahead,
+# lands inside the epoch
+slow="slow@rank=0,step=0,ms=20"
 
-# supervise JOB FAULT: run generations until the job succeeds (at most 4); prints what it does.
+# supervise JOB FAULT LOG: the coordinator in the background ($bg its pid)
 supervise() {
-    job="$1"
-    fault="$2"
-    mkdir -p "$job/ck"
-    gen=0
-    while [ $gen -lt 4 ]; do
-        "$health" fence hostfile --job-dir "$job" --in "$tmp/hosts" --out "$job/hosts.$gen" >/dev/null 2>&1 ||
-            { echo "supervisor: no host left"; return 1; }
-        np=$(grep -vc '^#' "$job/hosts.$gen")
-        echo "supervisor: generation $gen on $np node(s): $(grep -v '^#' "$job/hosts.$gen" | cut -d' ' -f1 | tr '\n' ' ')"
-        # The injected fault acts once (in generation 0): a relaunched job meets a healthy machine.
-        f=""
-        [ $gen = 0 ] && f="$fault"
-        # shellcheck disable=SC2086
-        ODL_FAULT="$f" timeout 150 "$mpirun" $flags --hostfile "$job/hosts.$gen" -np "$np" "$worker" $base \
-            --checkpoint-dir "$job/ck" >"$job/gen$gen.log" 2>&1
-        rc=$?
-        [ $rc = 0 ] && { echo "supervisor: generation $gen finished"; return 0; }
-        line=$(grep -m1 -o "GPU health: [a-z-]* Xid [0-9]* on [0-9a-f:.]* at step [0-9]* on node [^:]*" "$job/gen$gen.log")
-        [ -n "$line" ] || { echo "supervisor: generation $gen failed (exit $rc) without a health finding"; cat "$job/gen$gen.log"; return 1; }
-        set -- $line # GPU health: CLASS Xid N on PCI at step S on node NODE
-        cls=$3 xid=$5 gpu=$7 node=${13}
-        echo "supervisor: generation $gen: $cls Xid $xid on $gpu of $node"
-        if [ "$cls" = node-fatal ]; then
-            "$health" fence add --job-dir "$job" --node "$node" --xid "$xid" --gpu "$gpu" --generation $gen
-        fi
-        gen=$((gen + 1))
-    done
-    return 1
+    mkdir -p "$1"
+    # shellcheck disable=SC2086
+    ODL_FAULT="$2" timeout 300 "$coord" --job-dir "$1" --listen 127.0.0.1:0 --http 127.0.0.1:0 --timeout 20 \
+        --backoff 0.2 --max-restarts 2 --hostfile "$tmp/hosts" -- \
+        "$mpirun" $flags --hostfile {hostfile} -np {np} "$worker" $base >"$3" 2>&1 &
+    bg=$!
+}
+. "$src/tests/coord_sh_util.sh" # wait_for, json_field
+expect() { # pattern file what
+    if grep -q -- "$1" "$2"; then ok "$3"; else bad "$3 (no '$1' in $2)"; fi
+}
+# the log of generation G onwards
+gen_log() { sed -n "/generation $1: started/,\$p" "$2"; }
+# every sample of the epoch once: resumed at (step S, cursor C) with C = 2 ranks * B * S, then
+# ceil((N - C) / B) steps of one rank end the epoch. $1: generation 2's log, $2: lowest S
+check_epoch() {
+    r=$(grep -o "resumed at epoch 1, step [0-9]*, sample cursor [0-9]*" "$1" | head -1)
+    S=$(echo "$r" | sed 's/.*step \([0-9]*\),.*/\1/')
+    C=$(echo "$r" | sed 's/.*cursor //')
+    done_steps=$(grep -o "done: [0-9]* steps" "$1" | tail -1 | grep -o "[0-9]*")
+    if [ -z "$S" ] || [ -z "$done_steps" ]; then bad "no resume / done line in the relaunch"; cat "$1"; return; fi
+    want=$((S + (N - C + B - 1) / B))
+    if [ "$C" = $((2 * B * S)) ] && [ "$done_steps" = "$want" ] && [ "$S" -ge "$2" ]; then
+        ok "relaunch resumed at step $S, cursor $C and took the epoch's remaining samples once ($done_steps steps)"
+    else
+        bad "relaunch: resumed at step $S, cursor $C, done after $done_steps steps (want $want, step >= $2)"
+        cat "$1"
+    fi
 }
 
 # 1. Xid 79 on nodeB at step 10
 job="$tmp/job79"
-supervise "$job" "xid79@rank=1,step=10" || fail=1
-[ "$("$health" fence list --job-dir "$job" | grep -c ' fenced ')" = 1 ] || { echo "FAIL: want one fence"; fail=1; }
-"$health" fence list --job-dir "$job" | grep -q "^nodeB xid=79 gpu=0000:00:00.0 .*generation=0 .* fenced" ||
-    { echo "FAIL: nodeB not fenced for Xid 79:"; "$health" fence list --job-dir "$job"; fail=1; }
-grep -q "rank 0 of 2" "$job/gen0.log" || { echo "FAIL: generation 0 was not 2 ranks"; fail=1; }
-grep -q "rank 1 (host [^)]*): GPU health: node-fatal Xid 79 on 0000:00:00.0 at step 10 on node nodeB" "$job/gen0.log" ||
-    { echo "FAIL: generation 0 did not stop for rank 1's Xid 79:"; cat "$job/gen0.log"; fail=1; }
-if [ -e "$job/gen1.log" ]; then
-    grep -q "world size 1" "$job/gen1.log" || { echo "FAIL: generation 1 not at world size 1"; fail=1; }
-    # Every sample of the epoch once: resumed at (step S, cursor C) with C = 2 ranks * B * S, then
-    # ceil((N - C) / B) steps of one rank end the epoch.
-    r=$(grep -o "resumed at epoch 1, step [0-9]*, sample cursor [0-9]*" "$job/gen1.log")
-    S=$(echo "$r" | sed 's/.*step \([0-9]*\),.*/\1/')
-    C=$(echo "$r" | sed 's/.*cursor //')
-    done_steps=$(grep -o "done: [0-9]* steps" "$job/gen1.log" | grep -o "[0-9]*")
-    want=$((S + (N - C + B - 1) / B))
-    echo "generation 1: resumed at step $S, cursor $C; done after $done_steps steps (want $want)"
-    if [ -z "$S" ] || [ "$C" != $((2 * B * S)) ] || [ "$done_steps" != "$want" ] || [ "$S" -lt 5 ] || [ "$S" -gt 10 ]; then
-        echo "FAIL: the relaunched job did not take the epoch's remaining samples once:"
-        cat "$job/gen1.log"
-        fail=1
-    fi
-    if grep -v '^#' "$job/hosts.1" | grep -q nodeB; then echo "FAIL: generation 1's hostfile still has nodeB"; fail=1; fi
-else
-    echo "FAIL: no relaunch after the Xid 79"
-    fail=1
+log="$tmp/coord79.log"
+supervise "$job" "xid79@rank=1,step=10;$slow" "$log"
+if wait_for "generation 2: started" "$log" 120 && [ -n "$py" ]; then
+    # /metrics while generation 2 runs (the counter outlives the generation that saw the Xid)
+    if "$py" "$src/tests/health_metrics.py" "$(json_field "$job/coordinator.json" http)" nodeB 79 node-fatal \
+        >"$tmp/metrics.log" 2>&1; then ok "/metrics: $(tail -1 "$tmp/metrics.log")"
+    else bad "/metrics"; cat "$tmp/metrics.log"; fi
 fi
+[ -z "$py" ] && echo "note: no Python with prometheus_client; /metrics not checked"
+wait $bg
+rc=$?
+[ $rc = 0 ] && ok "coordinator finished the job (exit 0)" || { bad "coordinator exited $rc"; cat "$log"; }
+expect "event loop closed cleanly; exit status 0" "$log" "coordinator loop closed cleanly"
+expect "rank 0 of 2" "$log" "generation 1 ran 2 ranks"
+expect "rank 1 (node nodeB) reports node-fatal Xid 79 on 0000:00:00.0" "$log" "rank 1 reported Xid 79 from nodeB"
+[ "$(grep -c "node nodeB fenced (Xid 79" "$log")" = 1 ] && ok "nodeB fenced once" || bad "nodeB not fenced exactly once"
+[ "$("$health" fence list --job-dir "$job" | grep -c ' fenced ')" = 1 ] && ok "fence.json holds one fence" ||
+    bad "want one fence in fence.json"
+"$health" fence list --job-dir "$job" | grep -q "^nodeB xid=79 gpu=0000:00:00.0 .*generation=1 .* fenced" &&
+    ok "fence.json: nodeB, Xid 79, its GPU, generation 1" || { bad "nodeB's fence entry"; "$health" fence list --job-dir "$job"; }
+grep -v '^#' "$job/hosts.1" | grep -q nodeB && ok "generation 1's hostfile has nodeB" || bad "hosts.1"
+if [ -e "$job/hosts.2" ] && ! grep -v '^#' "$job/hosts.2" | grep -q nodeB; then ok "generation 2's hostfile has no nodeB"
+else bad "generation 2's hostfile"; fi
+gen_log 2 "$log" >"$tmp/gen2.log"
+expect "world size 1" "$tmp/gen2.log" "generation 2 at world size 1"
+# the ranks checkpointed at the boundary the coordinator chose after the report (not the step-10 one)
+check_epoch "$tmp/gen2.log" 11
+[ -e "$job/fault-xid79-rank1-step10" ] && ok "the injected Xid fired once (its marker in the job dir)" || bad "no marker"
 
-# 2. A restarted supervisor reads the same fence and excludes nodeB.
-"$health" fence hostfile --job-dir "$job" --in "$tmp/hosts" --out "$tmp/hosts.again" >/dev/null
-[ "$(grep -v '^#' "$tmp/hosts.again")" = "nodeA slots=1" ] || { echo "FAIL: fence lost across a restart"; fail=1; }
-[ "$("$health" fence exclude --job-dir "$job")" = "--exclude=nodeB" ] || { echo "FAIL: srun exclude"; fail=1; }
+# 2. The fence survives a coordinator restart: kill -9 it right after it fenced nodeB.
+job="$tmp/job79r"
+log="$tmp/coord79r.log"
+supervise "$job" "xid79@rank=1,step=10;$slow" "$log"
+if wait_for "node nodeB fenced" "$log" 120; then
+    kill -9 $bg
+    wait $bg 2>/dev/null
+    i=0
+    while pgrep -f -- "$job/hosts" >/dev/null && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+    pgrep -f -- "$job/hosts" >/dev/null && bad "generation 1 still runs 30 s after its coordinator died"
+    supervise "$job" "xid79@rank=1,step=10;$slow" "$tmp/coord79r2.log"
+    wait $bg
+    rc=$?
+    [ $rc = 0 ] && ok "restarted coordinator finished the job" || { bad "restarted coordinator exited $rc"; cat "$tmp/coord79r2.log"; }
+    expect "fenced: nodeB" "$tmp/coord79r2.log" "restarted coordinator's hostfile leaves nodeB out"
+    expect "world size 1" "$tmp/coord79r2.log" "the relaunch after the restart ran at world size 1"
+    expect "event loop closed cleanly; exit status 0" "$tmp/coord79r2.log" "restarted coordinator's loop closed cleanly"
+    [ "$("$health" fence list --job-dir "$job" | grep -c ' fenced ')" = 1 ] && ok "still one fence" || bad "fence count"
+    [ "$("$health" fence exclude --job-dir "$job")" = "--exclude=nodeB" ] && ok "srun --exclude=nodeB" || bad "srun exclude"
+fi
 
 # 3. Xid 13 on nodeB: restart on both nodes, no fence.
 job="$tmp/job13"
-supervise "$job" "xid13@rank=1,step=10" || fail=1
-[ -z "$("$health" fence list --job-dir "$job")" ] || { echo "FAIL: an application Xid fenced a node"; fail=1; }
-grep -q "application Xid 13 on 0000:00:00.0 at step 10 on node nodeB" "$job/gen0.log" || { echo "FAIL: no Xid 13 stop"; fail=1; }
-if [ -e "$job/gen1.log" ]; then
-    grep -q "world size 2" "$job/gen1.log" || { echo "FAIL: the restart after Xid 13 is not on both nodes"; fail=1; }
-    grep -q "done: [0-9]* steps" "$job/gen1.log" || { echo "FAIL: the restart did not finish"; fail=1; }
-else
-    echo "FAIL: no restart after the Xid 13"
-    fail=1
-fi
-[ $fail = 0 ] && echo "health_supervised: Xid 79 fenced once and relaunched at world size 1; Xid 13 restarted unfenced"
+log="$tmp/coord13.log"
+supervise "$job" "xid13@rank=1,step=10;$slow" "$log"
+wait $bg
+rc=$?
+[ $rc = 0 ] && ok "Xid 13 job finished (exit 0)" || { bad "Xid 13 coordinator exited $rc"; cat "$log"; }
+expect "application Xid 13 on 0000:00:00.0: restarting the job without fencing" "$log" "Xid 13 restarts the job"
+[ -z "$("$health" fence list --job-dir "$job")" ] && ok "an application Xid fenced no node" || bad "Xid 13 fenced a node"
+gen_log 2 "$log" >"$tmp/gen2.log"
+expect "world size 2" "$tmp/gen2.log" "the restart after Xid 13 is on both nodes"
+expect "done: [0-9]* steps" "$tmp/gen2.log" "the restart finished"
+expect "event loop closed cleanly; exit status 0" "$log" "coordinator loop closed cleanly"
+
+# 4. Under Slurm (--slurm): the fenced node is drained once with scontrol (a recording stand-in here;
+#    tests/slurm_local.sh drains with the real one) and the relaunch's {exclude} is --exclude=nodeB
+#    (a stand-in srun records its arguments and runs the rest).
+job="$tmp/job79s"
+log="$tmp/coord79s.log"
+cat >"$tmp/scontrol" <<EOS
+#!/bin/sh
+printf '%s\n' "\$*" >>"$tmp/scontrol.calls"
+EOS
+cat >"$tmp/srun" <<EOS
+#!/bin/sh
+# stand-in srun: records its options up to "--", runs what follows
+while [ "\$1" != "--" ]; do printf '%s ' "\$1" >>"$tmp/srun.calls"; shift; done
+echo >>"$tmp/srun.calls"
+shift
+exec "\$@"
+EOS
+chmod +x "$tmp/scontrol" "$tmp/srun"
+mkdir -p "$job"
+# shellcheck disable=SC2086
+ODL_SCONTROL="$tmp/scontrol" ODL_FAULT="xid79@rank=1,step=10;$slow" timeout 300 "$coord" --job-dir "$job" \
+    --listen 127.0.0.1:0 --http off --timeout 20 --backoff 0.2 --max-restarts 2 --hostfile "$tmp/hosts" --slurm -- \
+    "$tmp/srun" --nodes=2 {exclude} -- "$mpirun" $flags --hostfile {hostfile} -np {np} "$worker" $base >"$log" 2>&1
+rc=$?
+[ $rc = 0 ] && ok "--slurm job finished (exit 0)" || { bad "--slurm coordinator exited $rc"; cat "$log"; }
+[ "$(grep -c . "$tmp/scontrol.calls" 2>/dev/null)" = 1 ] && ok "scontrol called once" || bad "scontrol calls: $(cat "$tmp/scontrol.calls" 2>/dev/null)"
+expect "update NodeName=nodeB State=DRAIN Reason=odl: Xid 79 on 0000:00:00.0 (generation 1)" "$tmp/scontrol.calls" \
+    "nodeB drained with the Xid as the reason"
+[ "$(sed -n 1p "$tmp/srun.calls")" = "--nodes=2 " ] && ok "generation 1: srun without --exclude" || bad "srun 1: $(sed -n 1p "$tmp/srun.calls")"
+[ "$(sed -n 2p "$tmp/srun.calls")" = "--nodes=2 --exclude=nodeB " ] && ok "generation 2: srun --exclude=nodeB" ||
+    bad "srun 2: $(sed -n 2p "$tmp/srun.calls")"
+
+[ $fail = 0 ] && echo "health_supervised: Xid 79 fenced once and relaunched at world size 1 (also after a coordinator restart); Xid 13 restarted unfenced"
 exit $fail

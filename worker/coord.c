@@ -13,7 +13,9 @@
 #include "odl/ckpt_session.h"
 #include "odl/coord_client.h"
 #include "odl/env.h"
+#include "odl/device.h"
 #include "odl/fault.h"
+#include "odl/health.h"
 #include "odl/log.h"
 
 struct odl_worker_coord {
@@ -29,6 +31,31 @@ struct odl_worker_coord {
     int64_t step_rate;
     double sps;
 };
+
+/* The process's coordinator client, for the GPU-health monitor's reports (worker/health_monitor.c);
+ * set before training starts and cleared after it ends, on the training thread. */
+static odl_coord_client *g_client;
+
+odl_coord_client *odl_worker_coord_client(void) {
+    return g_client;
+}
+
+/* The Hello's GPU identity: PCI bus id of the rank's device (CUDA) and its UUID (NVML, when present). */
+static void gpu_identity(odl_comm *comm, odl_coord_hello *h) {
+    if (!comm) return;
+    odl_device d = odl_comm_device(comm);
+    if (d.type != ODL_DEV_CUDA || odl_cuda_pci_bus_id(d.index, h->pci_bus_id, sizeof h->pci_bus_id) != ODL_OK) {
+        h->pci_bus_id[0] = 0;
+        return;
+    }
+    odl_nvml *n = NULL;
+    int idx;
+    odl_gpu_telemetry t;
+    if (odl_nvml_open(&n) == ODL_OK && odl_nvml_find(n, h->pci_bus_id, &idx) == ODL_OK &&
+        odl_nvml_read(n, idx, &t) == ODL_OK)
+        snprintf(h->gpu_uuid, sizeof h->gpu_uuid, "%.63s", t.uuid);
+    if (n) odl_nvml_close(n);
+}
 
 /* The worker's environment variables of the coordinator (rows of ODL_ENV_TABLE, docs/environment.md;
  * odl_coordinator sets them). */
@@ -160,10 +187,11 @@ odl_status odl_worker_coord_start(odl_worker_coord **out, odl_config *cfg, int r
         h.rank = rank;
         h.world_size = world_size;
         h.generation = env.generation;
-        if (gethostname(h.node, sizeof h.node) != 0) snprintf(h.node, sizeof h.node, "?");
-        h.node[sizeof h.node - 1] = 0;
+        /* the node the fence list names: ODL_NODE_NAME (emulated nodes) or the short host name */
+        snprintf(h.node, sizeof h.node, "%s", odl_health_node_name());
         h.pid = (uint32_t)getpid();
-        h.seed = (uint64_t)cfg->seed; /* GPU UUID and PCI bus id: the NVML monitor's (issue 13) */
+        h.seed = (uint64_t)cfg->seed;
+        gpu_identity(comm, &h);
         odl_coord_client_cbs cbs = {.ctx = w, .activity = on_activity, .lost = on_lost};
         odl_status s = odl_coord_client_connect(env.addr, env.secret_file, &h, &cbs, &w->w, &w->client);
         if (s != ODL_OK) {
@@ -195,6 +223,7 @@ odl_status odl_worker_coord_start(odl_worker_coord **out, odl_config *cfg, int r
                      cfg->checkpoint.dir, cfg->checkpoint.every, w->w.resume_path[0] ? "resuming from " : "resume ",
                      w->w.resume_path[0] ? w->w.resume_path : cfg->checkpoint.resume);
     }
+    g_client = w->client;
     if (faults.n) ODL_LOG_INFO("ODL_FAULT: %d fault%s armed", faults.n, faults.n == 1 ? "" : "s");
     *out = w;
     return ODL_OK;
@@ -219,6 +248,7 @@ void odl_worker_coord_finish(odl_worker_coord *w, odl_train_opts *opts, int stat
     if (!w) return;
     if (opts && opts->hooks == &w->hooks) opts->hooks = w->inner;
     if (w->client) {
+        g_client = NULL;
         if (w->rank == 0) odl_ckpt_set_write_observer(NULL, NULL);
         odl_coord_client_close(w->client, status);
     }

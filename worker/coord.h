@@ -23,6 +23,9 @@ odl_status odl_worker_coord_start(odl_worker_coord **out, odl_config *cfg, int r
 /* Put the hooks in front of opts->hooks (which they call in turn). NULL w: nothing. */
 void odl_worker_coord_install(odl_worker_coord *w, odl_train_opts *opts);
 /* Restore opts->hooks, say goodbye with status (0: training finished) and free w (NULL is fine). */
+/* The coordinator client of this process while a supervised run trains, else NULL (worker/health_monitor.c
+ * reports Xids and GPU telemetry through it). */
+struct odl_coord_client *odl_worker_coord_client(void);
 void odl_worker_coord_finish(odl_worker_coord *w, odl_train_opts *opts, int status);
 
 #endif

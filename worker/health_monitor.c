@@ -7,10 +7,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "odl/coord_client.h"
 #include "odl/device.h"
+#include "odl/fault.h"
 #include "odl/env.h"
 #include "odl/json.h"
 #include "odl/log.h"
+#include "worker/coord.h"
 
 odl_status odl_worker_health_start(odl_worker_health *h, odl_device dev, int rank) {
     memset(h, 0, sizeof *h);
@@ -60,10 +63,36 @@ odl_status odl_worker_health_start(odl_worker_health *h, odl_device dev, int ran
     return ODL_OK;
 }
 
+/* 1 when the injected Xid has not fired yet in this job (once per job directory, as the process faults:
+ * a relaunched generation meets a healthy machine). */
+static int fault_claim(const odl_worker_health *h) {
+    odl_fault f;
+    memset(&f, 0, sizeof f);
+    snprintf(f.name, sizeof f.name, "xid%d", h->fault.xid);
+    f.action = ODL_FAULT_XID;
+    f.xid = h->fault.xid;
+    f.rank = h->fault.rank;
+    f.step = h->fault.step;
+    return odl_fault_claim(&f, h->rank);
+}
+
+static void send_telemetry(odl_worker_health *h, odl_coord_client *cc) {
+    odl_gpu_telemetry t;
+    if (!cc || !h->nvml || !odl_health_monitor_telemetry(h->mon, &t)) return;
+    odl_coord_gpu g = {1, t.util_gpu_pct, t.mem_used_mib, t.mem_total_mib, t.temp_c, t.power_w, t.sm_clock_mhz};
+    double *v[] = {&g.util_pct, &g.mem_used_mib, &g.mem_total_mib, &g.temp_c, &g.power_w, &g.sm_clock_mhz};
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+        if (*v[i] == ODL_HEALTH_NA) *v[i] = NAN;
+    odl_coord_client_gpu(cc, &g);
+}
+
 odl_status odl_worker_health_step(odl_worker_health *h, int64_t step) {
     if (!h->mon) return ODL_OK;
+    odl_coord_client *cc = odl_worker_coord_client();
+    send_telemetry(h, cc);
     int injected = 0;
-    if (h->have_fault && !h->fault_done && step >= h->fault.step && (h->fault.rank < 0 || h->fault.rank == h->rank)) {
+    if (h->have_fault && !h->fault_done && step >= h->fault.step && (h->fault.rank < 0 || h->fault.rank == h->rank) &&
+        fault_claim(h)) {
         char line[256];
         odl_fault_xid_line(&h->fault, &h->pci, line, sizeof line);
         odl_health_monitor_inject(h->mon, line);
@@ -87,9 +116,17 @@ odl_status odl_worker_health_step(odl_worker_health *h, int64_t step) {
             continue;
         }
         ODL_LOG_ERROR("GPU health: %s", text);
+        char pci[ODL_PCI_STR_LEN];
+        odl_pci_format(&f[i].rec.pci, pci);
+        if (cc) {
+            /* Supervised: the coordinator fences (node-fatal) or restarts (application) the job and
+             * tells this rank what to do; until then it trains on where it still can. */
+            ODL_LOG_WARN("GPU health: %s Xid %d on %s at step %lld on node %s: reported to the coordinator",
+                         odl_xid_class_name(f[i].cls), f[i].rec.xid, pci, (long long)step, odl_health_node_name());
+            odl_coord_client_xid(cc, f[i].rec.xid, (int)f[i].cls, pci, text);
+            continue;
+        }
         if (s == ODL_OK) {
-            char pci[ODL_PCI_STR_LEN];
-            odl_pci_format(&f[i].rec.pci, pci);
             s = ODL_ERR(ODL_E_NODEV, "GPU health: %s Xid %d on %s at step %lld on node %s: stopping (%s)",
                         odl_xid_class_name(f[i].cls), f[i].rec.xid, pci, (long long)step, odl_health_node_name(),
                         f[i].cls == ODL_XID_NODE_FATAL ? "the node is to be fenced" : "the job is to be restarted");

@@ -56,6 +56,9 @@ ODL_API odl_status odl_fault_parse(const char *text, odl_fault_plan *out);
 ODL_API odl_status odl_fault_from_env(odl_fault_plan *out);
 /* After `step` of `rank`: fire the faults due, each once per job directory. Returns only when none
  * fires (or for hang, never). */
+/* 1 when fault f has not fired yet for this rank in this job (ODL_JOB_DIR; it is marked there with an
+ * O_EXCL file, so a relaunched generation meets a healthy machine), 0 when it has; 1 without ODL_JOB_DIR. */
+ODL_API int odl_fault_claim(const odl_fault *f, int rank);
 ODL_API void odl_fault_after_step(const odl_fault_plan *p, int rank, int64_t step);
 
 #endif

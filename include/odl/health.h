@@ -159,6 +159,8 @@ typedef struct odl_gpu_telemetry {
     char pci[ODL_PCI_STR_LEN];
     char uuid[96];
     char name[96];
+    char hostname[64];       /* the Hostname label when odl_health_prometheus gets host NULL (a coordinator's
+                                view of many nodes) */
     double util_gpu_pct;     /* nvmlDeviceGetUtilizationRates .gpu, percent */
     double mem_used_mib;     /* nvmlDeviceGetMemoryInfo, MiB (1024*1024 bytes, as nvidia-smi) */
     double mem_total_mib;
