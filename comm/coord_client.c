@@ -33,7 +33,7 @@ struct odl_coord_client {
     /* progress (under mu) */
     int64_t step, epoch, cursor, seen_step;
     double sps;
-    int writing;
+    int writing, evaluating;
     odl_coord_gpu gpu; /* the latest GPU telemetry (under mu) */
     /* the armed checkpoint request (under mu) */
     uint64_t req_id;
@@ -157,6 +157,7 @@ static odl_status heartbeat(odl_coord_client *c) {
     hb.cursor = c->cursor;
     hb.samples_per_s = c->sps;
     hb.checkpoint_writing = c->writing;
+    hb.evaluating = c->evaluating;
     if (c->gpu.have) {
         hb.has_telemetry = 1;
         hb.gpu_util_pct = c->gpu.util_pct;
@@ -366,6 +367,13 @@ void odl_coord_client_ckpt_writing(odl_coord_client *c, int on) {
     pthread_mutex_unlock(&c->mu);
 }
 
+void odl_coord_client_evaluating(odl_coord_client *c, int on) {
+    if (!c) return;
+    pthread_mutex_lock(&c->mu);
+    c->evaluating = on;
+    pthread_mutex_unlock(&c->mu);
+}
+
 void odl_coord_client_ckpt_written(odl_coord_client *c, int64_t step, int64_t epoch, int64_t cursor, const char *path,
                                    uint64_t bytes, double write_ms, int ok, const char *error) {
     if (!c) return;
@@ -441,6 +449,9 @@ int odl_coord_client_step_request(odl_coord_client *c, int64_t step) {
     return 0;
 }
 void odl_coord_client_ckpt_writing(odl_coord_client *c, int on) {
+    (void)c, (void)on;
+}
+void odl_coord_client_evaluating(odl_coord_client *c, int on) {
     (void)c, (void)on;
 }
 void odl_coord_client_ckpt_written(odl_coord_client *c, int64_t step, int64_t epoch, int64_t cursor, const char *path,

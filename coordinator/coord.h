@@ -42,7 +42,7 @@ typedef struct coord_rank {
     double samples_per_s, steps_per_s;
     uint64_t collective_seq;
     char waiting_in[128];
-    int checkpoint_writing;
+    int checkpoint_writing, evaluating;
     int has_gpu; /* the heartbeats carry GPU telemetry (below; NaN: unavailable) */
     double gpu[6]; /* utilisation %, memory used / total MiB, temperature C, power W, SM clock MHz */
 } coord_rank;

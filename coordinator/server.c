@@ -109,6 +109,7 @@ static const char *rank_doing(const coord_rank *r, char *buf, size_t cap) {
     if (!r->conn && r->finished) snprintf(buf, cap, "finished");
     else if (!r->conn) snprintf(buf, cap, "not connected");
     else if (r->checkpoint_writing) snprintf(buf, cap, "writing a checkpoint");
+    else if (r->evaluating) snprintf(buf, cap, "evaluating the test set");
     else if (r->waiting_in[0]) snprintf(buf, cap, "waiting in %s", r->waiting_in);
     else snprintf(buf, cap, "computing (not in a collective)");
     return buf;
@@ -374,6 +375,10 @@ static void on_heartbeat(coord *c, coord_conn *k, const Odl__Heartbeat *h) {
     r->collective_seq = h->collective_seq;
     snprintf(r->waiting_in, sizeof r->waiting_in, "%s", h->waiting_in);
     r->checkpoint_writing = h->checkpoint_writing;
+    r->evaluating = h->evaluating;
+    /* A rank busy with a checkpoint write or the test set is not stuck: its progress clock runs on, so
+     * the first steps after a long write or evaluation are not taken for a hang either. */
+    if (r->checkpoint_writing || r->evaluating) r->t_progress = now;
     r->has_gpu = h->has_telemetry;
     if (h->has_telemetry) {
         const double v[6] = {h->gpu_util_pct, h->mem_used_mib, h->mem_total_mib, h->temp_c, h->power_w, h->sm_clock_mhz};
@@ -565,7 +570,7 @@ void coord_server_tick(coord *c) {
         coord_rank *x = &c->ranks[r];
         if (!x->conn || x->finished) all = 0;
         if (x->first_step >= 0 && x->step > x->first_step) progressing = 1;
-        if (x->checkpoint_writing) writing = 1;
+        if (x->checkpoint_writing || x->evaluating) writing = 1;
         if (x->t_progress > last) last = x->t_progress;
         if (x->step < min_step) min_step = x->step;
     }

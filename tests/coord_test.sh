@@ -294,6 +294,21 @@ checkpoint_now)
     same_params
     loop_closed "$tmp/coord.log" 0
     ;;
+evaluate)
+    # Rank 0 evaluates the 10,000-image test set after epoch 1 (seconds of CNN forward on a CPU) while
+    # rank 1 waits in epoch 2's first AllReduce: with a 2 s timeout that is no hang (the heartbeats say
+    # "evaluating"), and the job finishes in its first generation.
+    ASAN_OPTIONS=detect_leaks=1 "$coord" --job-dir "$job" --listen 127.0.0.1:0 --http off --timeout 2 --max-restarts 0 \
+        -- env ASAN_OPTIONS=detect_leaks=0 sh "$mpirun_sh" 2 "$worker" --task=train --model=mnist --data_dir "$data" \
+        --device cpu --seed 1 --no-dropout --progress off --max-train-samples 640 --batch-size 32 --epochs 2 \
+        >"$tmp/coord.log" 2>&1
+    rc=$?
+    expect_rc 0 "job finished"
+    grep -q "generation 1 failed" "$tmp/coord.log" && bad "a false hang: $(grep 'generation 1 failed' "$tmp/coord.log")" ||
+        ok "the evaluation was not taken for a hang"
+    expect_relaunches 0 "$tmp/coord.log"
+    loop_closed "$tmp/coord.log" 0
+    ;;
 give_up)
     ASAN_OPTIONS=detect_leaks=1 "$coord" --job-dir "$job" --listen 127.0.0.1:0 --http off --max-restarts 2 --backoff 0.1 \
         -- sh -c 'exit 3' >"$tmp/coord.log" 2>&1

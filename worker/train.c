@@ -10,6 +10,7 @@
 
 #include "odl/backend.h"
 #include "odl/ckpt_session.h"
+#include "odl/coord_client.h"
 #include "worker/config.h"
 #include "odl/json.h"
 #include "odl/device.h"
@@ -22,6 +23,7 @@
 #include "odl/nn.h"
 #include "odl/ops.h"
 #include "worker/cli.h"
+#include "worker/coord.h"
 #include "worker/outputs.h"
 #include "worker/tensorboard.h"
 #include "worker/health_monitor.h"
@@ -496,8 +498,12 @@ static odl_status run_epoch_end(train_run *r, int epoch_end, int stop) {
     double wall = now_s() - r->t_epoch, sps = r->run_samples / wall;
     if (r->show_progress) fputc('\n', stderr);
     r->epoch_lr = cfg->train.lr * pow(cfg->train.gamma, (double)st->epoch); /* this epoch's StepLR rate, unrounded */
-    if (r->rank == 0 && (cfg->train.eval_every_epoch || stop || st->epoch + 1 == cfg->train.epochs))
-        ODL_CHECK(odl_train_evaluate(&r->net, &r->test, r->test_batch, &r->test_loss, &r->test_acc, NULL, NULL));
+    if (r->rank == 0 && (cfg->train.eval_every_epoch || stop || st->epoch + 1 == cfg->train.epochs)) {
+        odl_coord_client_evaluating(odl_worker_coord_client(), 1); /* the coordinator: not a hang */
+        odl_status es = odl_train_evaluate(&r->net, &r->test, r->test_batch, &r->test_loss, &r->test_acc, NULL, NULL);
+        odl_coord_client_evaluating(odl_worker_coord_client(), 0);
+        ODL_CHECK(es);
+    }
     char gpu_log[96];
     json_t *gpu = odl_worker_health_epoch(&r->health, gpu_log, sizeof gpu_log);
     /* The epoch's own 1-based number, also for a partial epoch (a stop mid-epoch). */

@@ -59,6 +59,9 @@ ODL_API void odl_coord_client_progress(odl_coord_client *c, int64_t step, int64_
 ODL_API int odl_coord_client_step_request(odl_coord_client *c, int64_t step);
 /* Checkpoint writer: a write starts (on = 1) or ends (on = 0); a long write is not a hang. */
 ODL_API void odl_coord_client_ckpt_writing(odl_coord_client *c, int on);
+/* Training thread: evaluation of the test set starts (on = 1) or ends (on = 0); a long evaluation on
+ * a slow CPU, while the other ranks wait in the next collective, is not a hang. */
+ODL_API void odl_coord_client_evaluating(odl_coord_client *c, int on);
 /* Checkpoint writer (rank 0): the write of `step` ended; the coordinator commits it only when ok. */
 ODL_API void odl_coord_client_ckpt_written(odl_coord_client *c, int64_t step, int64_t epoch, int64_t cursor, const char *path,
                                    uint64_t bytes, double write_ms, int ok, const char *error);
