@@ -138,6 +138,12 @@ void coord_finish(coord *c, int exit_code);
 
 /* fence.c: Xid reports, the fence list, launch arguments without the fenced nodes */
 void coord_xid_report(coord *c, int rank, const Odl__XidReport *x);
+struct odl_xid_table;
+/* Record an application Xid of `node` in JOB_DIR/xid_history.json (coordinator/xid_history.c), dropping
+ * entries older than t->escalate_window_s; *n = the node's application Xids now within the window,
+ * codes = them comma-separated. Errors: ODL_E_IO, ODL_E_FORMAT (a damaged file). */
+odl_status coord_xid_history_add(const char *job_dir, const char *node, int xid, const struct odl_xid_table *t, int *n,
+                                 char *codes, size_t cap);
 odl_status coord_fence_argv(coord *c, char ***argv_out); /* the command, {hostfile} {np} {exclude} filled */
 void coord_fence_argv_free(char **argv);
 void coord_gpu_metrics(const coord *c, char **text, size_t *len);

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "coordinator/coord.h"
+#include "odl/env.h"
 #include "odl/health.h"
 #include "odl/log.h"
 
@@ -33,7 +34,8 @@ static void xid_count(coord *c, const coord_rank *r, const Odl__XidReport *x) {
     e->count = 1;
 }
 
-static odl_status fence_node(coord *c, const coord_rank *r, const Odl__XidReport *x, int *added) {
+/* reason: NULL for a node-fatal Xid; an escalation's own (codes and count). */
+static odl_status fence_node(coord *c, const coord_rank *r, const Odl__XidReport *x, const char *reason, int *added) {
     odl_fence_list l;
     ODL_CHECK(odl_fence_list_load(&l, c->o.job_dir));
     odl_fence f;
@@ -43,10 +45,35 @@ static odl_status fence_node(coord *c, const coord_rank *r, const Odl__XidReport
     snprintf(f.gpu, sizeof f.gpu, "%s", x->pci_bus_id);
     f.time = (int64_t)time(NULL);
     f.generation = (int)c->generation;
-    snprintf(f.reason, sizeof f.reason, "odl: Xid %u on %s", x->xid, x->pci_bus_id); /* drain adds the generation */
+    if (reason) snprintf(f.reason, sizeof f.reason, "%s", reason);
+    else snprintf(f.reason, sizeof f.reason, "odl: Xid %u on %s", x->xid, x->pci_bus_id); /* drain adds the generation */
     odl_status s = odl_fence_add(&l, &f, added);
     odl_fence_list_free(&l);
     return s;
+}
+
+/* 1 when this application Xid makes the node's count reach the table's escalate_after within
+ * escalate_window_s (the worker classifier's rule, health/xid.c, counted across generations here);
+ * reason then names the escalation, the codes and the count for the fence entry. */
+static int escalates(coord *c, const coord_rank *r, const Odl__XidReport *x, char *reason, size_t cap) {
+    odl_xid_table t;
+    odl_xid_table_defaults(&t);
+    if (odl_env_is_set(ODL_ENV_HEALTH_XID_TABLE) && odl_xid_table_load_yaml(&t, odl_env_str(ODL_ENV_HEALTH_XID_TABLE)) != ODL_OK) {
+        ODL_LOG_ERROR("Xid table: %s; using the defaults", odl_error_msg());
+        odl_xid_table_defaults(&t);
+    }
+    int n = 0;
+    char codes[96];
+    if (coord_xid_history_add(c->o.job_dir, r->node, (int)x->xid, &t, &n, codes, sizeof codes) != ODL_OK) {
+        ODL_LOG_ERROR("application Xid history of node %s: %s", r->node, odl_error_msg()); /* the restart still holds */
+        return 0;
+    }
+    if (t.escalate_after <= 0 || n < t.escalate_after) return 0;
+    snprintf(reason, cap, "odl: escalated: %d application Xids (%s) within %.0f s, last on %s", n, codes,
+             t.escalate_window_s, x->pci_bus_id);
+    ODL_LOG_WARN("node %s: %d application Xids (%s) within %.0f s (escalate_after %d): fencing it", r->node, n, codes,
+                 t.escalate_window_s, t.escalate_after);
+    return 1;
 }
 
 void coord_xid_report(coord *c, int rank, const Odl__XidReport *x) {
@@ -57,14 +84,15 @@ void coord_xid_report(coord *c, int rank, const Odl__XidReport *x) {
                                                              : "ignored";
     ODL_LOG_WARN("rank %d (node %s) reports %s Xid %u on %s: %s", rank, r->node, cls, x->xid, x->pci_bus_id, x->detail);
     if (c->state != JOB_RUNNING) return; /* already stopping or failing: that decision stands */
-    if (x->xid_class == ODL_XID_APPLICATION) {
+    char reason[160] = "";
+    if (x->xid_class == ODL_XID_APPLICATION && !escalates(c, r, x, reason, sizeof reason)) {
         coord_job_fail(c, "rank %d (node %s) saw application Xid %u on %s: restarting the job without fencing", rank,
                        r->node, x->xid, x->pci_bus_id);
         return;
     }
-    if (x->xid_class != ODL_XID_NODE_FATAL) return;
+    if (x->xid_class != ODL_XID_NODE_FATAL && !reason[0]) return;
     int added = 0;
-    if (fence_node(c, r, x, &added) != ODL_OK) {
+    if (fence_node(c, r, x, reason[0] ? reason : NULL, &added) != ODL_OK) {
         /* Without a record the relaunch could land on the node again: fail loudly, keep the job's state. */
         ODL_LOG_ERROR("cannot fence node %s: %s", r->node, odl_error_msg());
         coord_job_fail(c, "node-fatal Xid %u on node %s could not be recorded in the fence list", x->xid, r->node);

@@ -37,7 +37,8 @@ odl_add_test(test_health_prometheus SOURCES test_health_prometheus.c LABELS unit
 #   test_health_supervised fault;mpi: odl_coordinator over two emulated nodes (Open MPI's rsh agent -> a
 #                         local starter setting ODL_NODE_NAME): Xid 79 on nodeB at step 10 fenced once, relaunch
 #                         from a hostfile without it at world size 1 finishes the epoch, /metrics counts the Xid,
-#                         the fence survives a coordinator restart, Xid 13 restarts unfenced
+#                         the fence survives a coordinator restart, Xid 13 restarts unfenced, a second Xid 13
+#                         on nodeB with escalate_after: 2 fences it (coordinator/xid_history.c)
 if(TARGET odl_worker AND TARGET odl_coordinator AND ODL_HAVE_MPI)
   add_test(NAME test_health_supervised
     COMMAND sh ${PROJECT_SOURCE_DIR}/tests/health_supervised.sh ${PROJECT_SOURCE_DIR} $<TARGET_FILE:odl_worker>

@@ -13,6 +13,10 @@
 #   2. The coordinator is kill -9ed right after fencing; one started again on the same job directory
 #      relaunches without nodeB (the fence is read from fence.json) and finishes at world size 1.
 #   3. ODL_FAULT=xid13@rank=1,step=10: an application Xid restarts the job on both nodes, no fence.
+#   5. escalate_after: 2 (ODL_HEALTH_XID_TABLE): Xid 13 on nodeB at step 5 restarts the job unfenced;
+#      Xid 13 on nodeB again at step 15 (the restarted generation) is the node's second application Xid
+#      in the window: the coordinator fences nodeB as an escalation (xid_history.json counts across
+#      generations) and the job finishes at world size 1.
 #   4. --slurm: nodeB drained once (stand-in scontrol), the relaunch's srun gets --exclude=nodeB.
 #   tests/health_supervised.sh SRCDIR ODL_WORKER ODL_HEALTH ODL_COORDINATOR
 # Skipped (77) without Fashion-MNIST or Open MPI's mpirun.
@@ -162,6 +166,35 @@ expect "world size 2" "$tmp/gen2.log" "the restart after Xid 13 is on both nodes
 expect "done: [0-9]* steps" "$tmp/gen2.log" "the restart finished"
 expect "event loop closed cleanly; exit status 0" "$log" "coordinator loop closed cleanly"
 
+# 5. Repeated application Xids escalate: with escalate_after: 2 the second Xid 13 on nodeB fences it.
+job="$tmp/job13e"
+log="$tmp/coord13e.log"
+printf 'escalate_after: 2\nescalate_window_s: 3600\n' >"$tmp/xid_table.yaml"
+ODL_HEALTH_XID_TABLE="$tmp/xid_table.yaml"
+export ODL_HEALTH_XID_TABLE
+supervise "$job" "xid13@rank=1,step=5;xid13@rank=1,step=15;$slow" "$log"
+wait $bg
+rc=$?
+unset ODL_HEALTH_XID_TABLE
+[ $rc = 0 ] && ok "escalation job finished (exit 0)" || { bad "escalation coordinator exited $rc"; cat "$log"; }
+[ -e "$job/fault-xid13-rank1-step5" ] && [ -e "$job/fault-xid13-rank1-step15" ] && ok "both Xid 13 faults fired" ||
+    bad "markers: $(ls "$job" | grep fault-)"
+[ "$(grep -c "application Xid 13 on 0000:00:00.0: restarting the job without fencing" "$log")" = 1 ] &&
+    ok "the first Xid 13 restarted the job without a fence" || bad "want exactly one unfenced restart"
+gen_log 2 "$log" | sed '/generation 3: started/,$d' >"$tmp/gen2e.log"
+expect "world size 2" "$tmp/gen2e.log" "generation 2 (after the first Xid 13) ran on both nodes"
+expect "node nodeB: 2 application Xids (13,13) within 3600 s (escalate_after 2): fencing it" "$log" \
+    "the second Xid 13 on nodeB escalated"
+[ "$(grep -c "node nodeB fenced (Xid 13" "$log")" = 1 ] && ok "nodeB fenced once by the escalation" || bad "nodeB escalation fence count"
+"$health" fence list --job-dir "$job" | grep -q "^nodeB xid=13 .*generation=2 .* fenced reason=\"odl: escalated: 2 application Xids (13,13) within 3600 s" &&
+    ok "fence.json: nodeB, Xid 13, generation 2, an escalation of 2 Xids" || { bad "escalation fence entry"; "$health" fence list --job-dir "$job"; }
+[ "$("$health" fence list --job-dir "$job" | grep -c ' fenced ')" = 1 ] && ok "fence.json holds one fence" || bad "want one fence"
+gen_log 3 "$log" >"$tmp/gen3e.log"
+expect "world size 1" "$tmp/gen3e.log" "generation 3 at world size 1"
+expect "done: [0-9]* steps" "$tmp/gen3e.log" "generation 3 finished"
+expect "fenced: nodeB" "$log" "generation 3's hostfile leaves nodeB out"
+expect "event loop closed cleanly; exit status 0" "$log" "coordinator loop closed cleanly"
+
 # 4. Under Slurm (--slurm): the fenced node is drained once with scontrol (a recording stand-in here;
 #    tests/slurm_local.sh drains with the real one) and the relaunch's {exclude} is --exclude=nodeB
 #    (a stand-in srun records its arguments and runs the rest).
@@ -194,5 +227,5 @@ expect "update NodeName=nodeB State=DRAIN Reason=odl: Xid 79 on 0000:00:00.0 (ge
 [ "$(sed -n 2p "$tmp/srun.calls")" = "--nodes=2 --exclude=nodeB " ] && ok "generation 2: srun --exclude=nodeB" ||
     bad "srun 2: $(sed -n 2p "$tmp/srun.calls")"
 
-[ $fail = 0 ] && echo "health_supervised: Xid 79 fenced once and relaunched at world size 1 (also after a coordinator restart); Xid 13 restarted unfenced"
+[ $fail = 0 ] && echo "health_supervised: Xid 79 fenced once and relaunched at world size 1 (also after a coordinator restart); Xid 13 restarted unfenced; a repeated Xid 13 escalated to a fence"
 exit $fail

@@ -22,9 +22,11 @@ odl_status odl_worker_health_start(odl_worker_health *h, odl_device dev, int ran
     /* NULL when unset: the monitor's defaults apply */
     const char *env_kmsg = odl_env_is_set(ODL_ENV_HEALTH_KMSG) ? odl_env_str(ODL_ENV_HEALTH_KMSG) : NULL;
     const char *env_table = odl_env_is_set(ODL_ENV_HEALTH_XID_TABLE) ? odl_env_str(ODL_ENV_HEALTH_XID_TABLE) : NULL;
-    int f = odl_fault_xid_parse(odl_env_is_set(ODL_ENV_FAULT) ? odl_env_str(ODL_ENV_FAULT) : NULL, &h->fault);
+    odl_fault_xid first;
+    int f = odl_fault_xid_parse(odl_env_is_set(ODL_ENV_FAULT) ? odl_env_str(ODL_ENV_FAULT) : NULL, &first);
     if (f < 0) return f;
     h->have_fault = f == 1;
+    if (h->have_fault) ODL_CHECK(odl_fault_from_env(&h->faults));
     char bus[32] = "";
     const char *kmsg = env_kmsg;
     if (dev.type == ODL_DEV_CUDA) {
@@ -63,19 +65,6 @@ odl_status odl_worker_health_start(odl_worker_health *h, odl_device dev, int ran
     return ODL_OK;
 }
 
-/* 1 when the injected Xid has not fired yet in this job (once per job directory, as the process faults:
- * a relaunched generation meets a healthy machine). */
-static int fault_claim(const odl_worker_health *h) {
-    odl_fault f;
-    memset(&f, 0, sizeof f);
-    snprintf(f.name, sizeof f.name, "xid%d", h->fault.xid);
-    f.action = ODL_FAULT_XID;
-    f.xid = h->fault.xid;
-    f.rank = h->fault.rank;
-    f.step = h->fault.step;
-    return odl_fault_claim(&f, h->rank);
-}
-
 static void send_telemetry(odl_worker_health *h, odl_coord_client *cc) {
     odl_gpu_telemetry t;
     if (!cc || !h->nvml || !odl_health_monitor_telemetry(h->mon, &t)) return;
@@ -91,12 +80,17 @@ odl_status odl_worker_health_step(odl_worker_health *h, int64_t step) {
     odl_coord_client *cc = odl_worker_coord_client();
     send_telemetry(h, cc);
     int injected = 0;
-    if (h->have_fault && !h->fault_done && step >= h->fault.step && (h->fault.rank < 0 || h->fault.rank == h->rank) &&
-        fault_claim(h)) {
+    for (int i = 0; h->have_fault && i < h->faults.n && i < 32; i++) {
+        const odl_fault *q = &h->faults.f[i];
+        /* odl_fault_claim: once per job directory, as the process faults (a relaunch meets a healthy machine) */
+        if (q->action != ODL_FAULT_XID || (h->faults_done >> i & 1) || step < q->step ||
+            (q->rank >= 0 && q->rank != h->rank) || !odl_fault_claim(q, h->rank))
+            continue;
+        odl_fault_xid x = {q->xid, q->rank, q->step};
         char line[256];
-        odl_fault_xid_line(&h->fault, &h->pci, line, sizeof line);
+        odl_fault_xid_line(&x, &h->pci, line, sizeof line);
         odl_health_monitor_inject(h->mon, line);
-        h->fault_done = 1;
+        h->faults_done |= 1u << i;
         injected = 1;
     }
     odl_health_finding f[16];

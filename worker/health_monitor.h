@@ -9,13 +9,15 @@
 
 #include <jansson.h>
 
+#include "odl/fault.h"
 #include "odl/health.h"
 #include "odl/tensor.h"
 
 typedef struct odl_worker_health {
     odl_health_monitor *mon; /* NULL: not monitoring */
-    odl_fault_xid fault;
-    int have_fault, fault_done;
+    odl_fault_plan faults; /* ODL_FAULT's xid faults (several: each fires once, at its own step) */
+    int have_fault;
+    uint32_t faults_done;  /* bit i: faults.f[i] injected by this process */
     odl_pci_id pci;
     int rank;
     int nvml; /* telemetry expected */
@@ -25,7 +27,7 @@ typedef struct odl_worker_health {
  * CPU only when ODL_HEALTH_KMSG or an ODL_FAULT xid fault is set. ODL_HEALTH=off: nothing.
  * Errors: ODL_E_CONFIG (malformed ODL_FAULT xid fault or Xid table), ODL_E_IO (ODL_HEALTH_KMSG). */
 odl_status odl_worker_health_start(odl_worker_health *h, odl_device dev, int rank);
-/* At a step boundary (after `step` steps): inject the ODL_FAULT xid fault when due, log the findings
+/* At a step boundary (after `step` steps): inject the ODL_FAULT xid faults due, log the findings
  * since the last call, and fail for an application or node-fatal one (ODL_E_NODEV, the message names
  * the Xid, GPU, class and step) so that the job stops there. */
 odl_status odl_worker_health_step(odl_worker_health *h, int64_t step);
