@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "odl/json.h"
 #include "odl/backend.h"
 #include "odl/comm.h"
 #include "odl/det_metrics.h"
@@ -633,23 +634,23 @@ static odl_status report(const odl_yolov5 *net, const odl_det_dataset *ds, const
 
     root = json_object();
     json_t *per = json_object(), *classes = json_array();
-    json_object_set_new(root, "mp", json_real(m.mp));
-    json_object_set_new(root, "mr", json_real(m.mr));
-    json_object_set_new(root, "map50", json_real(m.map50));
-    json_object_set_new(root, "map50_95", json_real(m.map50_95));
+    json_object_set_new(root, "mp", odl_json_num(m.mp, -1));
+    json_object_set_new(root, "mr", odl_json_num(m.mr, -1));
+    json_object_set_new(root, "map50", odl_json_num(m.map50, -1));
+    json_object_set_new(root, "map50_95", odl_json_num(m.map50_95, -1));
     for (int c = 0; c < nc; c++) {
         const odl_det_class_metrics *pc = &m.per_class[c];
         if (!pc->n_labels) continue;
-        json_object_set_new(per, class_name(ds, net, c), json_real(pc->ap50_95));
+        json_object_set_new(per, class_name(ds, net, c), odl_json_num(pc->ap50_95, -1));
         json_t *e = json_object();
         json_object_set_new(e, "class_id", json_integer(c));
         json_object_set_new(e, "name", json_string(class_name(ds, net, c)));
         json_object_set_new(e, "instances", json_integer(pc->n_labels));
         json_object_set_new(e, "predictions", json_integer(pc->n_pred));
-        json_object_set_new(e, "p", json_real(pc->p));
-        json_object_set_new(e, "r", json_real(pc->r));
-        json_object_set_new(e, "map50", json_real(pc->ap50));
-        json_object_set_new(e, "map50_95", json_real(pc->ap50_95));
+        json_object_set_new(e, "p", odl_json_num(pc->p, -1));
+        json_object_set_new(e, "r", odl_json_num(pc->r, -1));
+        json_object_set_new(e, "map50", odl_json_num(pc->ap50, -1));
+        json_object_set_new(e, "map50_95", odl_json_num(pc->ap50_95, -1));
         json_array_append_new(classes, e);
     }
     json_object_set_new(root, "per_class", per);
@@ -662,8 +663,8 @@ static odl_status report(const odl_yolov5 *net, const odl_det_dataset *ds, const
     json_object_set_new(set, "data", json_string(o->data));
     json_object_set_new(set, "img_size", json_integer(o->img_size));
     json_object_set_new(set, "batch_size", json_integer(o->batch));
-    json_object_set_new(set, "conf_thres", json_real(o->conf));
-    json_object_set_new(set, "iou_thres", json_real(o->iou));
+    json_object_set_new(set, "conf_thres", odl_json_num(o->conf, -1));
+    json_object_set_new(set, "iou_thres", odl_json_num(o->iou, -1));
     json_object_set_new(set, "max_det", json_integer(o->max_det));
     json_object_set_new(set, "rect", json_boolean(!o->square));
     json_object_set_new(set, "half", json_boolean(o->half));
