@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "comm/comm_internal.h"
+#include "odl/fault.h"
 #include "odl/log.h"
 
 #define MPI_CHUNK ((int64_t)1 << 30) /* elements per MPI call: counts are int */
@@ -70,6 +71,7 @@ void odl_comm_activity(odl_comm *c, uint64_t *seq, char *what, size_t cap) {
 }
 
 void odl__comm_host_begin(odl_comm *c, const char *fmt, ...) {
+    odl_fault_collective(); /* an armed hang@ stops here, before this rank takes part */
     if (!c->wd_started) return;
     pthread_mutex_lock(&c->wd_mu);
     va_list ap;
@@ -457,6 +459,7 @@ odl_status odl_comm_allreduce_sum(odl_comm *c, float *buf, int64_t count) {
     if (c->backend == ODL_COMM_MPI) return odl__comm_mpi_allreduce_f32(c, buf, count);
     char what[ODL_COMM_WHAT];
     snprintf(what, sizeof what, "ncclAllReduce #%" PRIu64 " of %" PRId64 " floats", c->n_ops, count);
+    odl_fault_collective();
     ODL_CHECK(odl__comm_dev_begin(c));
     ODL_CHECK(odl__comm_dev_allreduce(c, buf, count));
     ODL_CHECK(odl__comm_dev_end(c, what));
@@ -473,6 +476,7 @@ odl_status odl_comm_broadcast(odl_comm *c, void *buf, size_t nbytes, int root) {
     if (c->backend == ODL_COMM_MPI) return odl__comm_mpi_bcast(c, buf, nbytes, root);
     char what[ODL_COMM_WHAT];
     snprintf(what, sizeof what, "ncclBroadcast #%" PRIu64 " of %zu bytes from rank %d", c->n_ops, nbytes, root);
+    odl_fault_collective();
     ODL_CHECK(odl__comm_dev_begin(c));
     ODL_CHECK(odl__comm_dev_bcast(c, buf, nbytes, root));
     ODL_CHECK(odl__comm_dev_end(c, what));

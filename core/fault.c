@@ -108,7 +108,25 @@ int odl_fault_claim(const odl_fault *f, int rank) {
     return 1;
 }
 
+/* A hang@ that fired and waits for the rank's next collective (odl_fault_collective). Only the
+ * training thread touches it. */
+static const odl_fault *g_hang_pending;
+static int g_hang_rank;
+
+static void hang_forever(const char *where) {
+    ODL_LOG_WARN("ODL_FAULT: %s@rank=%d,step=%" PRId64 ": the rank stops %s", g_hang_pending->name, g_hang_rank,
+                 g_hang_pending->step, where);
+    fflush(NULL);
+    for (;;) pause(); /* until someone kills the job */
+}
+
+void odl_fault_collective(void) {
+    if (g_hang_pending) hang_forever("inside its collective");
+}
+
 void odl_fault_after_step(const odl_fault_plan *p, int rank, int64_t step) {
+    /* A whole step went by without a collective (one rank, no process group): stop here instead. */
+    if (g_hang_pending) hang_forever("at the step boundary (the step had no collective)");
     for (int i = 0; p && i < p->n; i++) {
         const odl_fault *f = &p->f[i];
         if (f->action == ODL_FAULT_XID) continue; /* the GPU-health monitor injects it */
@@ -123,7 +141,9 @@ void odl_fault_after_step(const odl_fault_plan *p, int rank, int64_t step) {
         case ODL_FAULT_KILL: kill(getpid(), SIGKILL); break;
         case ODL_FAULT_EXIT: _exit(ODL_FAULT_EXIT_STATUS);
         case ODL_FAULT_HANG:
-            for (;;) pause(); /* until someone kills the job */
+            g_hang_pending = f; /* it stops inside the next collective, where a real hang would */
+            g_hang_rank = rank;
+            break;
         case ODL_FAULT_SLOW:
         case ODL_FAULT_XID: break;
         }

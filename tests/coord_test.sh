@@ -8,7 +8,8 @@
 #   kill                 ODL_FAULT=kill@rank=1,step=15: the death is reported within the timeout naming rank 1,
 #                        the job is relaunched once from the step-10 checkpoint, final parameters equal an
 #                        uninterrupted run's bit for bit
-#   hang                 the same with hang@rank=1,step=15 (rank 1 keeps heartbeating but stops stepping)
+#   hang                 the same with hang@rank=1,step=15 (rank 1 stops inside its next collective and
+#                        keeps heartbeating)
 #   coordinator_restart  the coordinator is kill -9ed mid-job; its workers end; started again on the same DIR it
 #                        finishes the job at a higher generation, same parameters
 #   refuse               a wrong secret, an old generation and a duplicate rank are refused with one log line each,
@@ -136,6 +137,8 @@ kill | hang)
         expect_line "$tmp/coord.log" "  rank 0 (node [^)]*, pid [0-9]*): step [0-9]*, epoch 1, collective #[0-9]*, " "what every rank was doing"
     else
         expect_line "$tmp/coord.log" "  rank 0 (node [^)]*, pid [0-9]*): step 15, .*waiting in MPI_" "what every rank was doing"
+        expect_line "$tmp/coord.log" "ODL_FAULT: hang@rank=1,step=15: the rank stops inside its collective" \
+            "rank 1 stopped inside step 16's collective"
     fi
     t_fault=$(ts "$(grep -m1 "ODL_FAULT: $case_@rank=1,step=15 fires now" "$tmp/coord.log")")
     t_seen=$(ts "$(grep -m1 "generation 1 failed" "$tmp/coord.log")")

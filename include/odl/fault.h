@@ -1,8 +1,10 @@
 /* Fault injection for tests and drills (docs/coordinator.md "Fault injection"): ODL_FAULT in a
  * worker's environment, e.g.
  *   ODL_FAULT=kill@rank=1,step=15   that rank SIGKILLs itself after step 15
- *   ODL_FAULT=hang@rank=1,step=15   it stops before its next collective (sleeps; its heartbeat
- *                                    thread goes on, so only the coordinator's progress check sees it)
+ *   ODL_FAULT=hang@rank=1,step=15   it stops inside its next collective, before taking part in it
+ *                                    (sleeps there; its heartbeat thread goes on, so only the
+ *                                    coordinator's progress check and the collective watchdog see it;
+ *                                    a step with no collective stops it at the step boundary)
  *   ODL_FAULT=exit@rank=1,step=15   it exits with status 3 (ODL_FAULT_EXIT_STATUS)
  *   ODL_FAULT=slow@rank=0,step=0,ms=50  a straggler: from step 0 on it sleeps 50 ms after every step
  *                                    (not once: it applies to every run)
@@ -54,11 +56,15 @@ typedef struct odl_fault_plan {
 ODL_API odl_status odl_fault_parse(const char *text, odl_fault_plan *out);
 /* Read ODL_FAULT once (the worker calls it at start). */
 ODL_API odl_status odl_fault_from_env(odl_fault_plan *out);
-/* After `step` of `rank`: fire the faults due, each once per job directory. Returns only when none
- * fires (or for hang, never). */
+/* After `step` of `rank`: fire the faults due, each once per job directory. kill@ and exit@ do not
+ * return; hang@ is armed for the rank's next collective (odl_fault_collective), or stops here at the
+ * next step boundary if no collective came in between. */
+ODL_API void odl_fault_after_step(const odl_fault_plan *p, int rank, int64_t step);
+/* Called by the process group (comm/) on entering every collective, before the rank takes part:
+ * never returns while a hang@ is armed, otherwise does nothing. */
+ODL_API void odl_fault_collective(void);
 /* 1 when fault f has not fired yet for this rank in this job (ODL_JOB_DIR; it is marked there with an
  * O_EXCL file, so a relaunched generation meets a healthy machine), 0 when it has; 1 without ODL_JOB_DIR. */
 ODL_API int odl_fault_claim(const odl_fault *f, int rank);
-ODL_API void odl_fault_after_step(const odl_fault_plan *p, int rank, int64_t step);
 
 #endif
