@@ -77,6 +77,7 @@ typedef struct coord {
     uv_timer_t tick, backoff;
     uv_signal_t sig_term, sig_int, sig_usr1;
     uv_process_t child;
+    int lock_fd; /* DIR/coordinator.lock, flocked for the coordinator's life (leftovers.c) */
     int child_alive;
     int64_t child_pid;
     uint8_t key[ODL_WIRE_KEY_BYTES];
@@ -155,6 +156,12 @@ odl_status coord_commit_save(coord *c);
 odl_status coord_plan_save(coord *c);
 odl_status coord_info_save(coord *c);
 odl_status coord_secret_prepare(coord *c);
+
+/* leftovers.c: one coordinator per DIR (ODL_E_BUSY when another holds DIR/coordinator.lock), and the
+ * processes of older generations of DIR on this node ended (SIGKILL, then waited for, at most 10 s)
+ * before a launch; returns how many were ended. */
+odl_status coord_job_dir_lock(coord *c);
+int coord_end_leftovers(coord *c);
 
 /* http.c */
 odl_status coord_http_start(coord *c);

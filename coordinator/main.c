@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "coordinator/coord.h"
 #include "odl/log.h"
@@ -185,12 +186,26 @@ int main(int argc, char **argv) {
         fprintf(stderr, "odl_coordinator: error: cannot create the job directory %s: %s\n", c.o.job_dir, strerror(errno));
         return COORD_EXIT_USAGE;
     }
+    /* Absolute: the job's processes carry it in ODL_JOB_DIR, and a later coordinator started from
+     * another folder must recognise them (leftovers.c). */
+    char abs_dir[PATH_MAX];
+    if (!realpath(c.o.job_dir, abs_dir)) {
+        fprintf(stderr, "odl_coordinator: error: the job directory %s: %s\n", c.o.job_dir, strerror(errno));
+        return COORD_EXIT_USAGE;
+    }
+    snprintf(c.o.job_dir, sizeof c.o.job_dir, "%s", abs_dir);
+    c.lock_fd = -1;
+    if (coord_job_dir_lock(&c) != ODL_OK) {
+        fprintf(stderr, "odl_coordinator: error: %s\n", odl_error_msg_user());
+        return COORD_EXIT_USAGE;
+    }
     pthread_mutex_init(&c.metrics_mu, NULL);
     c.exit_code = COORD_EXIT_INTERNAL;
     odl_status s = uv_loop_init(&c.loop) == 0 ? ODL_OK : ODL_ERR(ODL_E_INTERNAL, "uv_loop_init failed");
     int loop_ok = s == ODL_OK;
     if (s == ODL_OK) s = coord_secret_prepare(&c);
     if (s == ODL_OK) s = coord_state_load(&c);
+    if (s == ODL_OK && c.o.cmd) coord_end_leftovers(&c); /* before the next generation starts beside them */
     if (s == ODL_OK) {
         ODL_LOG_INFO("job directory %s: generation %" PRIu64 " so far, %d restart%s, last committed checkpoint %s",
                      c.o.job_dir, c.generation, c.restarts, c.restarts == 1 ? "" : "s", c.ck_path[0] ? c.ck_path : "none");
@@ -234,6 +249,7 @@ int main(int argc, char **argv) {
             ODL_LOG_INFO("event loop closed cleanly; exit status %d", c.exit_code);
         }
     }
+    if (c.lock_fd >= 0) close(c.lock_fd);
     free(c.ranks);
     free(c.metrics);
     pthread_mutex_destroy(&c.metrics_mu);

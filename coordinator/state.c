@@ -81,15 +81,6 @@ odl_status coord_state_load(coord *c) {
     if (j) {
         c->generation = (uint64_t)json_integer_value(json_object_get(j, "generation"));
         c->restarts = (int)json_integer_value(json_object_get(j, "restarts"));
-        json_int_t pgid = json_integer_value(json_object_get(j, "process_group"));
-        const char *st = json_string_value(json_object_get(j, "status"));
-        if (pgid > 1 && st && !strcmp(st, "running") && kill(-(pid_t)pgid, 0) == 0) {
-            /* The previous coordinator died with its job running: that job belongs to an older
-             * generation now and must not go on writing checkpoints beside the new one. */
-            ODL_LOG_WARN("the job of generation %llu (process group %lld) is still running: ending it",
-                         (unsigned long long)c->generation, (long long)pgid);
-            kill(-(pid_t)pgid, SIGKILL);
-        }
         json_decref(j);
     }
     ODL_CHECK(read_json(c, "committed.json", &j));

@@ -14,3 +14,11 @@ wait_for() {
 # json_field FILE KEY: a top-level string or number of a small JSON file written one key a line
 # (DIR/coordinator.json).
 json_field() { sed -n "s/.*\"$2\": *\"\{0,1\}\([^\",]*\)\"\{0,1\},\{0,1\}\$/\1/p" "$1" | head -1; }
+# job_procs DIR: the pids of this user's processes whose environment names the job directory DIR
+# (ODL_JOB_DIR, set by odl_coordinator to DIR's absolute path).
+job_procs() {
+    d=$(cd "$1" && pwd -P)
+    for e in /proc/[0-9]*/environ; do
+        tr '\0' '\n' 2>/dev/null <"$e" | grep -qxF "ODL_JOB_DIR=$d" && { p=${e#/proc/}; echo "${p%%/*}"; }
+    done
+}

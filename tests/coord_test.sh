@@ -12,6 +12,8 @@
 #                        keeps heartbeating)
 #   coordinator_restart  the coordinator is kill -9ed mid-job; its workers end; started again on the same DIR it
 #                        finishes the job at a higher generation, same parameters
+#   restart_leftovers    the same with generation 1 frozen (SIGSTOP): the restarted coordinator ends its processes
+#                        before it relaunches; a second coordinator on the live DIR is refused
 #   refuse               a wrong secret, an old generation and a duplicate rank are refused with one log line each,
 #                        the job unaffected (no restart, same parameters)
 #   bad_input            tests/coord_bad_input.py: garbage on the port and a trickling /metrics client; the job
@@ -106,7 +108,7 @@ supervised_bg() { # LOG FAULT [args]: in the background, $bg its pid
         env ASAN_OPTIONS=detect_leaks=0 sh "$mpirun_sh" 2 "$worker" $wargs >"$log" 2>&1 &
     bg=$!
 }
-. "$src/tests/coord_sh_util.sh" # wait_for, json_field
+. "$src/tests/coord_sh_util.sh" # wait_for, json_field, job_procs
 same_params() {
     for r in 0 1; do
         if "$compare" "$tmp/ref.rank$r.h5" "$tmp/sup.rank$r.h5" --bitwise >"$tmp/cmp$r.txt" 2>&1; then
@@ -167,6 +169,60 @@ coordinator_restart)
     expect_line "$tmp/coord2.log" "job directory $job: generation 1 so far" "restarted coordinator read generation 1"
     expect_line "$tmp/coord2.log" "generation 2: started .*resuming from .*ckpt-000000[123]0.h5" "generation 2 resumed"
     [ "$(json_field "$job/state.json" generation)" = 2 ] && ok "state.json: generation 2" || bad "state.json: $(cat "$job/state.json")"
+    same_params
+    loop_closed "$tmp/coord2.log" 0
+    ;;
+restart_leftovers)
+    # The coordinator is kill -9ed while its generation is frozen (SIGSTOP, as on a hung filesystem):
+    # nothing of generation 1 notices. One started again on the same DIR ends those processes before
+    # it launches generation 2. Meanwhile a second coordinator on the live DIR is refused.
+    reference
+    supervised_bg "$tmp/coord1.log" "slow@rank=0,step=0,ms=150"
+    wait_for "committed checkpoint .*ckpt-00000010.h5" "$tmp/coord1.log" 60
+    "$coord" --job-dir "$job" --listen 127.0.0.1:0 -- true >"$tmp/second.log" 2>&1
+    r=$?
+    [ $r = 2 ] && grep -q "error: another odl_coordinator runs on the job directory" "$tmp/second.log" &&
+        ok "a second coordinator on the same DIR refused: $(cat "$tmp/second.log")" ||
+        bad "second coordinator: exit $r: $(cat "$tmp/second.log")"
+    frozen=$(job_procs "$job")
+    # shellcheck disable=SC2086
+    kill -STOP $frozen
+    # until every thread of them has stopped (a SIGSTOP takes effect asynchronously): only then can
+    # nothing of generation 1 notice its coordinator's death
+    i=0
+    while [ $i -lt 40 ]; do
+        running=0
+        for p in $frozen; do
+            st=$(sed 's/.*) \(.\).*/\1/' "/proc/$p/stat" 2>/dev/null)
+            [ -n "$st" ] && [ "$st" != T ] && [ "$st" != Z ] && running=1
+        done
+        [ $running = 0 ] && break
+        sleep 0.05
+        i=$((i + 1))
+    done
+    sleep 0.2
+    kill -KILL "$bg"
+    wait "$bg" 2>/dev/null
+    bg=""
+    # what is left: the frozen ones still there (one busy in the kernel stops a moment later), not zombies
+    sleep 0.5
+    frozen=$(for p in $(job_procs "$job"); do
+        st=$(sed 's/.*) \(.\).*/\1/' "/proc/$p/stat" 2>/dev/null)
+        [ -n "$st" ] && [ "$st" != Z ] && echo "$p"
+    done)
+    n=$(echo $frozen | wc -w)
+    [ "$n" -gt 0 ] && ok "generation 1: $n processes frozen, their coordinator dead" || bad "no process of the job found"
+    supervised "$tmp/coord2.log" "slow@rank=0,step=0,ms=10"
+    expect_rc 0 "restarted coordinator finished the job"
+    expect_line "$tmp/coord2.log" "WARN ended [1-9][0-9]* process.* of generation 1 that outlived their coordinator" \
+        "the restarted coordinator ended generation 1's processes"
+    left=""
+    for p in $frozen; do
+        st=$(sed 's/.*) \(.\).*/\1/' "/proc/$p/stat" 2>/dev/null)
+        [ -n "$st" ] && [ "$st" != Z ] && left="$left $p"
+    done
+    [ -z "$left" ] && ok "no process of generation 1 is left" || { bad "left behind:$left"; kill -9 $left 2>/dev/null; }
+    expect_line "$tmp/coord2.log" "generation 2: started .*resuming from .*ckpt-00000010.h5" "generation 2 resumed from step 10"
     same_params
     loop_closed "$tmp/coord2.log" 0
     ;;
