@@ -50,7 +50,7 @@ if [ "$mode" = train ]; then
       --metrics-out "$OUT/train_head/prec_${p}_b$bs.jsonl" 2>"$OUT/train_head/prec_${p}_b$bs.log"
   done; done
   PYTHONUNBUFFERED=1 timeout 200 python3 "$TB" "$OUT/torch_bf16.json" mnist_compile_bf16 >"$OUT/torch_bf16.log" 2>&1
-  NP=1 STEPS=600 REPEAT=2 timeout 150 "$src/bench/coord_overhead.sh" "$H" "$ODL_FMNIST_DIR" "$OUT/coord" >"$OUT/coord_overhead.txt" 2>&1
+  NP=1 STEPS=4000 REPEAT=4 timeout 150 "$src/bench/coord_overhead.sh" "$H" "$ODL_FMNIST_DIR" "$OUT/coord" >"$OUT/coord_overhead.txt" 2>&1
   echo "== kernels: time_us head vs base (same call)"
   python3 - "$OUT/kernels_head.txt" "$OUT/kernels_base.txt" <<'PY'
 import re, sys
@@ -106,7 +106,7 @@ if [ "$mode" = yolo ]; then
   TORCH_BASELINES=$TB timeout 300 "$src/bench/eval_bench.sh" "$H" "$H/yolov5n.h5" "$ODL_TEST_DATA" "$OUT/eval" >"$OUT/eval_bench.txt" 2>&1
   PYTHONUNBUFFERED=1 timeout 200 python3 "$TB" "$OUT/torch_yolo.json" yolov5n_compiled >"$OUT/torch_yolo.log" 2>&1
   timeout 60 sh "$src/bench/health_gpu_check.sh" "$H" 5 >"$OUT/health.txt" 2>&1
-  [ -d "$ODL_FMNIST_DIR" ] && NP=1 STEPS=600 REPEAT=2 timeout 150 "$src/bench/coord_overhead.sh" "$H" "$ODL_FMNIST_DIR" "$OUT/coord" >"$OUT/coord_overhead.txt" 2>&1
+  [ -d "$ODL_FMNIST_DIR" ] && NP=1 STEPS=4000 REPEAT=4 timeout 150 "$src/bench/coord_overhead.sh" "$H" "$ODL_FMNIST_DIR" "$OUT/coord" >"$OUT/coord_overhead.txt" 2>&1
   echo "== yolov5_bench head"; grep -v "^  layer" "$OUT/yolov5_head.txt" | tail -12
   echo "== yolov5_bench base"; grep -v "^  layer" "$OUT/yolov5_base.txt" 2>/dev/null | tail -12
   echo "== torch (yolov5n, pipeline from eval_bench; compiled)"
