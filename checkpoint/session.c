@@ -5,9 +5,10 @@
  * queues the copy; a writer thread writes DIR/ckpt-<step>.h5 through odl/h5io (temporary file, fsync,
  * rename, directory fsync), then commits it with odl_ckpt_commit (DIR/manifest.json the same way, then
  * deletes checkpoints beyond the newest `keep`) unless the options say commit_elsewhere (a worker under
- * odl_coordinator: the coordinator commits after the write observer has reported). Two host buffers: the loop fills one while the thread writes the other; when both are
- * busy the loop waits (counted in the stall that is logged). Only rank 0 writes (parameters are
- * replicated); the other ranks' save is a no-op.
+ * odl_coordinator: the coordinator commits after the write observer has reported). Two host buffers:
+ * the loop fills one while the thread writes the other; when both are busy the loop waits (counted in
+ * the stall that is logged). Only rank 0 writes (parameters are replicated); the other ranks' save is
+ * a no-op.
  *
  * A failed write (disk full, I/O error) is kept; the next odl_ckpt_session_save (with one rank: the
  * next step, since odl_ckpt_session_due then says yes) and odl_ckpt_session_finish return it, so

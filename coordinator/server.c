@@ -328,10 +328,12 @@ static void on_ack(coord *c, coord_conn *k, const Odl__CheckpointAck *a) {
 }
 
 /* The checkpoint directory of a reported file, which must be named ckpt-<step>.h5 for its step as the
- * checkpoint layer names it: the coordinator deletes files there (retention). -1 when it is not. */
+ * checkpoint layer names it: the coordinator deletes files there (retention). -1 when it is not, or
+ * when the path does not fit (cap, the size of ck_path too): a truncated one would name another folder. */
 static int ckpt_dir_of(const char *path, int64_t step, char *dir, size_t cap) {
     char name[64];
     odl_ckpt_file_name(step, name, sizeof name);
+    if (strlen(path) >= cap) return -1;
     const char *slash = strrchr(path, '/');
     if (strcmp(slash ? slash + 1 : path, name) != 0) return -1;
     if (!slash) snprintf(dir, cap, ".");
@@ -349,7 +351,7 @@ static void on_written_report(coord *c, coord_conn *k, const Odl__CheckpointWrit
                       k->rank, w->step, w->error, c->ck_step);
         return;
     }
-    char dir[PATH_MAX];
+    char dir[sizeof c->ck_path];
     if (ckpt_dir_of(w->path, w->step, dir, sizeof dir) != 0) {
         ODL_LOG_ERROR("rank %d reported '%s' as the checkpoint of step %" PRId64 ", which is not a ckpt-<step>.h5 of that "
                       "step: not committed; the last committed one stays step %" PRId64, k->rank, w->path, w->step, c->ck_step);
