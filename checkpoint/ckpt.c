@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "odl/log.h"
 #include "odl/nn.h"
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -183,6 +184,50 @@ odl_status odl_ckpt_manifest_write(const char *dir, const odl_ckpt_entry *kept, 
     odl_status s = odl_ckpt_write_file_atomic(path, text, len + 1);
     free(text);
     return s;
+}
+
+odl_status odl_ckpt_commit(const char *dir, int64_t step, int64_t epochs_done, int64_t cursor, int64_t keep,
+                           int *n_deleted) {
+    if (n_deleted) *n_deleted = 0;
+    if (keep < 1) keep = 1;
+    char name[64];
+    odl_ckpt_file_name(step, name, sizeof name);
+    odl_ckpt_entry *all = NULL;
+    size_t n = 0;
+    ODL_CHECK(odl_ckpt_list(dir, &all, &n));
+    int found = 0;
+    for (size_t i = 0; i < n; i++) found |= all[i].step == step && !strcmp(all[i].name, name);
+    odl_ckpt_entry *kept = found ? calloc(n, sizeof *kept) : NULL;
+    if (!kept) {
+        free(all);
+        return found ? ODL_ERR(ODL_E_NOMEM, "manifest of %s", dir)
+                     : ODL_ERR(ODL_E_NOTFOUND, "cannot commit %s/%s: it is not there", dir, name);
+    }
+    /* The listing is newest first: the committed file, then the older ones in the order they are kept. */
+    size_t nk = 0;
+    kept[nk].step = step;
+    snprintf(kept[nk].name, sizeof kept[nk].name, "%s", name);
+    nk++;
+    for (size_t i = 0; i < n && (int64_t)nk < keep; i++)
+        if (all[i].step < step) kept[nk++] = all[i];
+    odl_status st = odl_ckpt_manifest_write(dir, kept, nk, epochs_done, cursor);
+    /* Only once the manifest no longer names them: a crash in between leaves extra files, never a
+     * manifest naming a deleted one. The kept older files are the first nk - 1 of the older ones. */
+    size_t older = 0;
+    for (size_t i = 0; st == ODL_OK && i < n; i++) {
+        if (all[i].step >= step || ++older < nk) continue;
+        char path[PATH_MAX + 64];
+        snprintf(path, sizeof path, "%s/%s", dir, all[i].name);
+        if (unlink(path) != 0) {
+            ODL_LOG_WARN("could not delete old checkpoint %s: %s", path, strerror(errno));
+            continue;
+        }
+        ODL_LOG_DEBUG("deleted old checkpoint %s (keeping %" PRId64 ")", path, keep);
+        if (n_deleted) (*n_deleted)++;
+    }
+    free(kept);
+    free(all);
+    return st;
 }
 
 odl_status odl_ckpt_manifest_read(const char *dir, char *latest, size_t cap, int64_t *step) {

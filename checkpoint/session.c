@@ -3,10 +3,12 @@
  * Saving: odl_ckpt_session_save copies every parameter and optimiser state tensor into a host buffer
  * (for CUDA: one asynchronous copy per tensor on the current stream, then one synchronisation) and
  * queues the copy; a writer thread writes DIR/ckpt-<step>.h5 through odl/h5io (temporary file, fsync,
- * rename, directory fsync), then DIR/manifest.json the same way, then deletes checkpoints beyond the
- * newest `keep`. Two host buffers: the loop fills one while the thread writes the other; when both are
- * busy the loop waits (counted in the stall that is logged). Only rank 0 writes (parameters are
- * replicated); the other ranks' save is a no-op.
+ * rename, directory fsync), then commits it with odl_ckpt_commit (DIR/manifest.json the same way, then
+ * deletes checkpoints beyond the newest `keep`) unless the options say commit_elsewhere (a worker under
+ * odl_coordinator: the coordinator commits after the write observer has reported). Two host buffers:
+ * the loop fills one while the thread writes the other; when both are busy the loop waits (counted in
+ * the stall that is logged). Only rank 0 writes (parameters are replicated); the other ranks' save is
+ * a no-op.
  *
  * A failed write (disk full, I/O error) is kept; the next odl_ckpt_session_save (with one rank: the
  * next step, since odl_ckpt_session_due then says yes) and odl_ckpt_session_finish return it, so
@@ -76,6 +78,7 @@ typedef struct job {
 struct odl_ckpt_session {
     int rank, world;
     int writes; /* rank 0 with checkpoint.every > 0 */
+    int commit_elsewhere; /* odl_ckpt_session_opts.commit_elsewhere */
     int64_t every, keep;
     char dir[PATH_MAX];
     char resume[PATH_MAX];
@@ -178,40 +181,6 @@ fail:
     return st;
 }
 
-/* After ckpt-<step>.h5 is in place: the manifest, then retention. */
-static odl_status update_manifest(odl_ckpt_session *s, const job *j) {
-    odl_ckpt_entry *all = NULL;
-    size_t n = 0;
-    ODL_CHECK(odl_ckpt_list(s->dir, &all, &n));
-    odl_ckpt_entry *kept = calloc((size_t)s->keep + 1, sizeof *kept);
-    if (!kept) {
-        free(all);
-        return ODL_ERR(ODL_E_NOMEM, "manifest");
-    }
-    size_t nk = 0;
-    kept[nk].step = j->st.step;
-    odl_ckpt_file_name(j->st.step, kept[nk].name, sizeof kept[nk].name);
-    nk++;
-    for (size_t i = 0; i < n && (int64_t)nk < s->keep; i++)
-        if (all[i].step < j->st.step) kept[nk++] = all[i];
-    odl_status st = odl_ckpt_manifest_write(s->dir, kept, nk, j->st.epoch, j->st.cursor);
-    if (st == ODL_OK) {
-        for (size_t i = 0; i < n; i++) {
-            if (all[i].step >= j->st.step) continue;
-            int keep_it = 0;
-            for (size_t k = 0; k < nk; k++) keep_it |= all[i].step == kept[k].step && !strcmp(all[i].name, kept[k].name);
-            if (keep_it) continue;
-            char path[PATH_MAX + 64];
-            path_in_dir(s, all[i].name, path, sizeof path);
-            if (unlink(path) != 0) ODL_LOG_WARN("could not delete old checkpoint %s: %s", path, strerror(errno));
-            else ODL_LOG_DEBUG("deleted old checkpoint %s (keeping %" PRId64 ")", path, s->keep);
-        }
-    }
-    free(kept);
-    free(all);
-    return st;
-}
-
 static odl_ckpt_write_observer g_observer;
 static void *g_observer_ctx;
 
@@ -244,7 +213,9 @@ static void *writer_main(void *arg) {
         if (!skip && g_observer) g_observer(g_observer_ctx, 1, &j->st, NULL, 0, 0, ODL_OK, NULL);
         if (!skip) {
             st = write_job(s, j, &bytes);
-            if (st == ODL_OK) st = update_manifest(s, j);
+            /* Supervised: the coordinator commits once the observer has reported the write. */
+            if (st == ODL_OK && !s->commit_elsewhere)
+                st = odl_ckpt_commit(s->dir, j->st.step, j->st.epoch, j->st.cursor, s->keep, NULL);
             if (st != ODL_OK) odl_error_prefix("checkpoint %s/%s", s->dir, name);
         }
         double ms = now_ms() - t0;
@@ -253,7 +224,10 @@ static void *writer_main(void *arg) {
             path_in_dir(s, name, path, sizeof path);
             g_observer(g_observer_ctx, 0, &j->st, path, bytes, ms, st, st == ODL_OK ? NULL : odl_error_msg());
         }
-        if (!skip && st == ODL_OK)
+        if (!skip && st == ODL_OK && s->commit_elsewhere)
+            ODL_LOG_INFO("checkpoint %s/%s written: %.1f MB in %.1f ms (reported; the coordinator commits it)", s->dir,
+                         name, bytes / 1e6, ms);
+        else if (!skip && st == ODL_OK)
             ODL_LOG_INFO("checkpoint %s/%s written: %.1f MB in %.1f ms (manifest updated, keeping %" PRId64 ")", s->dir,
                          name, bytes / 1e6, ms, s->keep);
 
@@ -357,6 +331,7 @@ odl_status odl_ckpt_session_start(odl_ckpt_session **out, const odl_ckpt_session
     s->writes = saving && rank == 0;
     s->every = o->every;
     s->keep = o->keep > 0 ? o->keep : 1;
+    s->commit_elsewhere = o->commit_elsewhere != 0;
     snprintf(s->dir, sizeof s->dir, "%s", dir);
     snprintf(s->resume, sizeof s->resume, "%s", resume);
     s->seed = o->seed;
@@ -379,8 +354,12 @@ odl_status odl_ckpt_session_start(odl_ckpt_session **out, const odl_ckpt_session
             goto fail;
         }
         s->thread_started = 1;
-        ODL_LOG_INFO("checkpoints: every %" PRId64 " steps into %s, keeping the newest %" PRId64 " (written by a background thread)",
-                     s->every, s->dir, s->keep);
+        if (s->commit_elsewhere)
+            ODL_LOG_INFO("checkpoints: every %" PRId64 " steps into %s (written by a background thread); the coordinator "
+                         "commits them, writes the manifest and applies retention", s->every, s->dir);
+        else
+            ODL_LOG_INFO("checkpoints: every %" PRId64 " steps into %s, keeping the newest %" PRId64 " (written by a "
+                         "background thread)", s->every, s->dir, s->keep);
     }
     *out = s;
     return ODL_OK;

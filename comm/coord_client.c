@@ -375,7 +375,7 @@ void odl_coord_client_evaluating(odl_coord_client *c, int on) {
 }
 
 void odl_coord_client_ckpt_written(odl_coord_client *c, int64_t step, int64_t epoch, int64_t cursor, const char *path,
-                                   uint64_t bytes, double write_ms, int ok, const char *error) {
+                                   uint64_t bytes, double write_ms, int ok, const char *error, int64_t keep) {
     if (!c) return;
     Odl__Envelope e = ODL__ENVELOPE__INIT;
     Odl__CheckpointWritten w = ODL__CHECKPOINT_WRITTEN__INIT;
@@ -387,6 +387,7 @@ void odl_coord_client_ckpt_written(odl_coord_client *c, int64_t step, int64_t ep
     w.write_ms = write_ms;
     w.ok = ok;
     w.error = (char *)(error ? error : "");
+    w.keep = keep;
     e.msg_case = ODL__ENVELOPE__MSG_CHECKPOINT_WRITTEN;
     e.checkpoint_written = &w;
     if (send_env(c, &e) != ODL_OK) ODL_LOG_WARN("%s", odl_error_msg());
@@ -455,8 +456,8 @@ void odl_coord_client_evaluating(odl_coord_client *c, int on) {
     (void)c, (void)on;
 }
 void odl_coord_client_ckpt_written(odl_coord_client *c, int64_t step, int64_t epoch, int64_t cursor, const char *path,
-                                   uint64_t bytes, double write_ms, int ok, const char *error) {
-    (void)c, (void)step, (void)epoch, (void)cursor, (void)path, (void)bytes, (void)write_ms, (void)ok, (void)error;
+                                   uint64_t bytes, double write_ms, int ok, const char *error, int64_t keep) {
+    (void)c, (void)step, (void)epoch, (void)cursor, (void)path, (void)bytes, (void)write_ms, (void)ok, (void)error, (void)keep;
 }
 void odl_coord_client_gpu(odl_coord_client *c, const odl_coord_gpu *g) {
     (void)c, (void)g;

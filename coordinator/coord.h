@@ -57,6 +57,7 @@ typedef struct coord_opts {
     int max_restarts;
     double heartbeat_s, timeout_s, backoff_s;
     int64_t checkpoint_every;
+    int64_t keep; /* --keep: checkpoints kept at each commit; 0: the writer's checkpoint.keep */
     char hostfile[PATH_MAX]; /* --hostfile: the Open MPI hostfile that fenced nodes are taken out of */
     int slurm;               /* --slurm: drain fenced nodes with scontrol; {exclude} is srun's --exclude */
     char **cmd; /* NULL-terminated; NULL: serve only (no supervision) */

@@ -1,6 +1,6 @@
 /* odl_coordinator: one per job (docs/coordinator.md).
  *   odl_coordinator --job-dir DIR [--listen HOST:PORT] [--http HOST:PORT|off] [--max-restarts N]
- *                   [--heartbeat-ms MS] [--timeout S] [--backoff S] [--checkpoint-every N]
+ *                   [--heartbeat-ms MS] [--timeout S] [--backoff S] [--checkpoint-every N] [--keep N]
  *                   [--token-file PATH] [-- CMD ARGS...]
  * It starts CMD (e.g. mpirun -np 8 odl_worker --task=train ...) with the coordinator's address, the
  * job secret and the generation in its environment, watches the ranks that register, relaunches the
@@ -28,6 +28,7 @@ static void usage(FILE *f) {
             "  --timeout S            a rank without heartbeat, or a job without progress, fails after S s (default 10)\n"
             "  --backoff S            first relaunch delay, doubled each time, at most 30 s (default 1)\n"
             "  --checkpoint-every N   checkpoint every N steps (default 0: the workers' checkpoint.every)\n"
+            "  --keep N               checkpoints kept after each commit (default 0: the workers' checkpoint.keep)\n"
             "  --token-file PATH      the job secret (default DIR/secret, created with mode 0600)\n"
             "  --hostfile FILE        Open MPI hostfile; each launch gets DIR/hosts.GEN without the fenced nodes,\n"
             "                         named in CMD as {hostfile}, its slot count as {np}\n"
@@ -110,6 +111,9 @@ static int parse_args(int argc, char **argv, coord_opts *o) {
         } else if (!strcmp(a, "--checkpoint-every")) {
             if (parse_num(a, v, 0, &x)) return -1;
             o->checkpoint_every = (int64_t)x;
+        } else if (!strcmp(a, "--keep")) {
+            if (parse_num(a, v, 0, &x)) return -1;
+            o->keep = (int64_t)x;
         } else {
             fprintf(stderr, "odl_coordinator: error: unknown option %s (see --help)\n", a);
             return -1;

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "coordinator/coord.h"
+#include "odl/ckpt.h"
 #include "odl/log.h"
 
 typedef enum { CONN_HELLO, CONN_PROOF, CONN_MEMBER, CONN_CLOSING } conn_state;
@@ -326,12 +327,41 @@ static void on_ack(coord *c, coord_conn *k, const Odl__CheckpointAck *a) {
     issue_request(c);
 }
 
+/* The checkpoint directory of a reported file, which must be named ckpt-<step>.h5 for its step as the
+ * checkpoint layer names it: the coordinator deletes files there (retention). -1 when it is not, or
+ * when the path does not fit (cap, the size of ck_path too): a truncated one would name another folder. */
+static int ckpt_dir_of(const char *path, int64_t step, char *dir, size_t cap) {
+    char name[64];
+    odl_ckpt_file_name(step, name, sizeof name);
+    if (strlen(path) >= cap) return -1;
+    const char *slash = strrchr(path, '/');
+    if (strcmp(slash ? slash + 1 : path, name) != 0) return -1;
+    if (!slash) snprintf(dir, cap, ".");
+    else if (slash == path) snprintf(dir, cap, "/");
+    else snprintf(dir, cap, "%.*s", (int)(slash - path), path);
+    return 0;
+}
+
+/* Commit a written checkpoint: DIR/committed.json first (what a relaunch resumes from), then the
+ * checkpoint directory's manifest and retention (odl_ckpt_commit). In that order a failure anywhere
+ * leaves the committed file on disk: retention only deletes files older than the one just committed. */
 static void on_written_report(coord *c, coord_conn *k, const Odl__CheckpointWritten *w) {
     if (!w->ok) {
         ODL_LOG_ERROR("rank %d could not write the checkpoint of step %" PRId64 ": %s; the last committed one stays step %" PRId64,
                       k->rank, w->step, w->error, c->ck_step);
         return;
     }
+    char dir[sizeof c->ck_path];
+    if (ckpt_dir_of(w->path, w->step, dir, sizeof dir) != 0) {
+        ODL_LOG_ERROR("rank %d reported '%s' as the checkpoint of step %" PRId64 ", which is not a ckpt-<step>.h5 of that "
+                      "step: not committed; the last committed one stays step %" PRId64, k->rank, w->path, w->step, c->ck_step);
+        return;
+    }
+    int64_t old_step = c->ck_step, old_epoch = c->ck_epoch, old_cursor = c->ck_cursor;
+    uint64_t old_bytes = c->ck_bytes;
+    double old_write_ms = c->ck_write_ms, old_time = c->ck_time;
+    char old_path[sizeof c->ck_path];
+    memcpy(old_path, c->ck_path, sizeof old_path);
     c->ck_step = w->step;
     c->ck_epoch = w->epoch;
     c->ck_cursor = w->cursor;
@@ -342,11 +372,26 @@ static void on_written_report(coord *c, coord_conn *k, const Odl__CheckpointWrit
     clock_gettime(CLOCK_REALTIME, &ts);
     c->ck_time = (double)ts.tv_sec + ts.tv_nsec * 1e-9;
     if (coord_commit_save(c) != ODL_OK) {
-        ODL_LOG_ERROR("cannot commit the checkpoint of step %" PRId64 ": %s", w->step, odl_error_msg());
+        ODL_LOG_ERROR("cannot commit the checkpoint of step %" PRId64 ": %s; the last committed one stays %s", w->step,
+                      odl_error_msg(), old_path[0] ? old_path : "none");
+        /* Relaunches resume from what committed.json says, and nothing is deleted in favour of this one. */
+        c->ck_step = old_step, c->ck_epoch = old_epoch, c->ck_cursor = old_cursor;
+        c->ck_bytes = old_bytes, c->ck_write_ms = old_write_ms, c->ck_time = old_time;
+        memcpy(c->ck_path, old_path, sizeof old_path);
         return;
     }
-    ODL_LOG_INFO("committed checkpoint %s (step %" PRId64 ", %.1f MB written in %.1f ms)", w->path, w->step,
-                 (double)w->bytes / 1e6, w->write_ms);
+    int64_t keep = c->o.keep > 0 ? c->o.keep : w->keep;
+    if (keep < 1) {
+        ODL_LOG_WARN("the report of step %" PRId64 " carries no checkpoint.keep and there is no --keep: deleting none",
+                     w->step);
+        keep = INT64_MAX;
+    }
+    int deleted = 0;
+    if (odl_ckpt_commit(dir, w->step, w->epoch, w->cursor, keep, &deleted) != ODL_OK)
+        ODL_LOG_ERROR("committed checkpoint %s to %s/committed.json, but its directory's manifest: %s (no checkpoint "
+                      "deleted)", w->path, c->o.job_dir, odl_error_msg());
+    ODL_LOG_INFO("committed checkpoint %s (step %" PRId64 ", %.1f MB written in %.1f ms; keeping %" PRId64
+                 ", %d older deleted)", w->path, w->step, (double)w->bytes / 1e6, w->write_ms, keep, deleted);
     if (c->req_active && w->step == c->req_step) {
         c->req_active = 0;
         if (c->req_stop) ODL_LOG_INFO("preemption checkpoint committed; the ranks stop at step %" PRId64, w->step);

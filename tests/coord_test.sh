@@ -24,6 +24,15 @@
 #   give_up              a command that always fails: --max-restarts relaunches, then the job's exit status
 #   preempt              SIGTERM: every rank stops at the same step after a committed checkpoint, exit 75; started
 #                        again on DIR the job finishes with the same parameters
+#   retain               checkpoint.keep 2: the coordinator commits and applies retention: exactly the newest 2
+#                        checkpoints stay, manifest.json names the committed one, committed.json agrees, the writer
+#                        neither wrote the manifest nor deleted; then --keep 1 on the coordinator overrides it
+#   commit_refused       committed.json cannot be written (a directory stands where its temporary goes): the
+#                        checkpoints written meanwhile are not committed, nothing is deleted, the manifest and
+#                        committed.json still name the previous commit; once it can be written again the job
+#                        resumes from that commit and retention goes on
+#   write_fails          rank 0's write of step 30 fails (its temporary's path is a directory): the job fails,
+#                        the step-20 commit, its manifest and the older checkpoint kept with it stay
 # In an ASan build (ODL_ASAN) the coordinator and coord_peer run with leak detection; the MPI ranks
 # without (Open MPI keeps allocations past MPI_Finalize).
 # Skipped (77) without Fashion-MNIST or mpirun.
@@ -123,6 +132,32 @@ same_params() {
 loop_closed() { # log, expected exit status
     expect_line "$1" "event loop closed cleanly; exit status $2" "coordinator loop closed cleanly"
 }
+# ckpt_state: "disk=<ckpt files> manifest=<latest>:<checkpoints> committed=<step>:<file>" of $job
+ckpt_state() {
+    python3 - "$job" <<'PY'
+import json, os, sys
+job = sys.argv[1]
+ck = os.path.join(job, "checkpoints")
+disk = sorted((f for f in os.listdir(ck) if f.startswith("ckpt-") and f.endswith(".h5")), reverse=True)
+def load(p):
+    try:
+        with open(p) as f:
+            return json.load(f)
+    except OSError:
+        return None
+m = load(os.path.join(ck, "manifest.json"))
+c = load(os.path.join(job, "committed.json"))
+print("disk=%s manifest=%s committed=%s" % (
+    ",".join(disk),
+    "%s:%s" % (m["latest"], ",".join(m["checkpoints"])) if m else "none",
+    "%s:%s" % (c["step"], os.path.basename(c["path"])) if c else "none"))
+PY
+}
+expect_ckpt_state() { # want, what
+    got=$(ckpt_state)
+    if [ "$got" = "$1" ]; then ok "$2: $got"; else bad "$2: $got (want $1)"; fi
+}
+c10=ckpt-00000010.h5 c20=ckpt-00000020.h5 c30=ckpt-00000030.h5 c40=ckpt-00000040.h5 c50=ckpt-00000050.h5
 
 case "$case_" in
 kill | hang)
@@ -367,6 +402,67 @@ evaluate)
         ok "the evaluation was not taken for a hang"
     expect_relaunches 0 "$tmp/coord.log"
     loop_closed "$tmp/coord.log" 0
+    ;;
+retain)
+    wargs="$wargs --keep 2"
+    supervised "$tmp/coord.log" "" --max-restarts 0
+    expect_rc 0 "job finished"
+    expect_ckpt_state "disk=$c30,$c20 manifest=$c30:$c30,$c20 committed=30:$c30" "newest 2 kept, manifest and commit agree"
+    n=$(count "$tmp/coord.log" "written: .* (reported; the coordinator commits it)")
+    [ "$n" = 3 ] && ok "the writer reported 3 checkpoints" || bad "$n writes reported (want 3)"
+    n=$(count "$tmp/coord.log" "manifest updated")
+    [ "$n" = 0 ] && ok "the writer did not write the manifest" || bad "the writer updated the manifest $n times"
+    expect_line "$tmp/coord.log" "committed checkpoint .*$c30 (step 30, .*keeping 2, 1 older deleted)" "the coordinator deleted $c10"
+    loop_closed "$tmp/coord.log" 0
+    # The coordinator's --keep overrides the workers' checkpoint.keep.
+    job="$tmp/job_keep1"
+    supervised "$tmp/coord_keep1.log" "" --max-restarts 0 --keep 1
+    expect_rc 0 "job with --keep 1 finished"
+    expect_ckpt_state "disk=$c30 manifest=$c30:$c30 committed=30:$c30" "--keep 1 overrides checkpoint.keep 2"
+    loop_closed "$tmp/coord_keep1.log" 0
+    ;;
+commit_refused)
+    base="$wargs"
+    wargs=$(printf '%s\n' "$base" | sed 's/--max-steps 30/--max-steps 20/')
+    wargs="$wargs --keep 2"
+    supervised "$tmp/coord1.log" "" --max-restarts 0
+    expect_rc 0 "first job (20 steps) finished"
+    expect_ckpt_state "disk=$c20,$c10 manifest=$c20:$c20,$c10 committed=20:$c20" "step 20 committed"
+    mkdir "$job/committed.json.tmp" # open(O_CREAT) of the temporary fails with EISDIR, for root too
+    wargs=$(printf '%s\n' "$base" | sed 's/--max-steps 30/--max-steps 40/')
+    wargs="$wargs --keep 2"
+    supervised "$tmp/coord2.log" "" --max-restarts 0
+    expect_rc 0 "second job (to step 40) finished, its checkpoints uncommitted"
+    expect_line "$tmp/coord2.log" "generation 2: started .*resuming from .*$c20" "generation 2 resumed from the commit"
+    expect_line "$tmp/coord2.log" "cannot commit the checkpoint of step 30: .*; the last committed one stays .*$c20" \
+        "commit of step 30 refused"
+    expect_line "$tmp/coord2.log" "cannot commit the checkpoint of step 40: .*; the last committed one stays .*$c20" \
+        "commit of step 40 refused"
+    grep -q "committed checkpoint .*\($c30\|$c40\)" "$tmp/coord2.log" && bad "a refused checkpoint was committed"
+    expect_ckpt_state "disk=$c40,$c30,$c20,$c10 manifest=$c20:$c20,$c10 committed=20:$c20" \
+        "uncommitted 30 and 40 kept, nothing deleted, step 20 still the commit"
+    loop_closed "$tmp/coord2.log" 0
+    rmdir "$job/committed.json.tmp"
+    wargs=$(printf '%s\n' "$base" | sed 's/--max-steps 30/--max-steps 50/')
+    wargs="$wargs --keep 2"
+    supervised "$tmp/coord3.log" "" --max-restarts 0
+    expect_rc 0 "job finished once committed.json could be written again"
+    expect_line "$tmp/coord3.log" "generation 3: started .*resuming from .*$c20" "generation 3 resumed from the step-20 commit"
+    expect_ckpt_state "disk=$c50,$c40 manifest=$c50:$c50,$c40 committed=50:$c50" "retention after the recovery"
+    loop_closed "$tmp/coord3.log" 0
+    ;;
+write_fails)
+    wargs="$wargs --keep 2"
+    mkdir -p "$job/checkpoints/$c30.tmp" # HDF5 cannot create the temporary of step 30: that write fails
+    supervised "$tmp/coord.log" "" --max-restarts 0
+    # the job's status: rank 0 exits 1 and the coordinator kills the process group (mpirun: 137)
+    [ "$rc" != 0 ] && ok "job failed after the failed write (exit $rc)" || bad "job with a failed write exited 0"
+    expect_line "$tmp/coord.log" "giving up after 0 restarts (--max-restarts 0): rank 0 .* failed with status 1" \
+        "rank 0 failed"
+    expect_line "$tmp/coord.log" "rank 0 could not write the checkpoint of step 30: .*; the last committed one stays step 20" \
+        "failed write reported, not committed"
+    expect_ckpt_state "disk=$c20,$c10 manifest=$c20:$c20,$c10 committed=20:$c20" "step 20 and its older checkpoint kept"
+    loop_closed "$tmp/coord.log" "$rc"
     ;;
 give_up)
     ASAN_OPTIONS=detect_leaks=1 "$coord" --job-dir "$job" --listen 127.0.0.1:0 --http off --max-restarts 2 --backoff 0.1 \

@@ -24,6 +24,7 @@ struct odl_worker_coord {
     odl_comm *comm;
     int rank, world;
     int64_t global_batch;
+    int64_t keep; /* checkpoint.keep, for the coordinator's retention */
     odl_coord_welcome w;
     const odl_train_hooks *inner;
     odl_train_hooks hooks;
@@ -105,7 +106,8 @@ static void on_ckpt_write(void *ctx, int begin, const odl_train_state *st, const
     odl_worker_coord *w = ctx;
     odl_coord_client_ckpt_writing(w->client, begin);
     if (!begin)
-        odl_coord_client_ckpt_written(w->client, st->step, st->epoch, st->cursor, path, bytes, ms, status == ODL_OK, error);
+        odl_coord_client_ckpt_written(w->client, st->step, st->epoch, st->cursor, path, bytes, ms, status == ODL_OK, error,
+                                      w->keep);
 }
 
 /* ------------------------------------------------------------------ training hooks */
@@ -181,6 +183,7 @@ odl_status odl_worker_coord_start(odl_worker_coord **out, odl_config *cfg, int r
     w->rank = rank;
     w->world = world_size;
     w->global_batch = cfg->train.batch_size * world_size;
+    w->keep = cfg->checkpoint.keep;
     if (env.addr) {
         odl_coord_hello h;
         memset(&h, 0, sizeof h);

@@ -203,7 +203,9 @@ static odl_status start_checkpoints(const odl_config *cfg, int rank, int world, 
     odl_status s = odl_config_to_yaml(cfg, yaml, ODL_CONFIG_YAML_MAX);
     odl_ckpt_session_opts o = {cfg->checkpoint.dir, cfg->checkpoint.every, cfg->checkpoint.keep,
                                cfg->checkpoint.resume, odl_model_names()[cfg->model], cfg->seed,
-                               cfg->train.max_train_samples, cfg->train.batch_size, (int)cfg->train.optimizer, yaml};
+                               cfg->train.max_train_samples, cfg->train.batch_size, (int)cfg->train.optimizer, yaml,
+                               /* supervised: odl_coordinator commits, writes the manifest and retains */
+                               odl_worker_coord_client() != NULL};
     if (s == ODL_OK) s = odl_ckpt_session_start(out, &o, rank, world);
     free(yaml);
     if (s == ODL_OK && *out && odl_env_int(ODL_ENV_CKPT_TEST_PAUSE_AT_STEP) >= 0)

@@ -82,6 +82,20 @@ static inline int64_t odl_ckpt_epoch_label(int64_t epochs_done, int64_t cursor) 
  * Errors: ODL_E_INVAL (n == 0), ODL_E_IO. */
 ODL_API odl_status odl_ckpt_manifest_write(const char *dir, const odl_ckpt_entry *kept, size_t n, int64_t epochs_done,
                                    int64_t cursor);
+/* Commit checkpoint `step` of `dir` and apply retention: the one place that does both, for the writer
+ * of an unsupervised run (checkpoint/session.c, after each write) and for odl_coordinator (after rank 0
+ * reports a successful write; docs/coordinator.md "Checkpoints"). Writes manifest.json
+ * (odl_ckpt_manifest_write) naming ckpt-<step>.h5 as the latest, followed by the newest keep - 1
+ * checkpoints older than it; then deletes the other checkpoints older than `step`. Never deleted:
+ * ckpt-<step>.h5 itself, and every checkpoint newer than `step` (a write not committed: it does not
+ * count against `keep`, and the next resume moves it aside). Nothing is deleted when the manifest
+ * cannot be written. A failed delete is a warning in the log, not an error. epochs_done and cursor are
+ * the checkpoint's (manifest fields "epochs_completed", "cursor"); keep < 1 is taken as 1; *n_deleted
+ * (may be NULL) = the files deleted.
+ * Errors: ODL_E_NOTFOUND (no such directory, or no ckpt-<step>.h5 in it: nothing is written or
+ * deleted), ODL_E_IO, ODL_E_NOMEM. */
+ODL_API odl_status odl_ckpt_commit(const char *dir, int64_t step, int64_t epochs_done, int64_t cursor, int64_t keep,
+                                   int *n_deleted);
 /* The manifest's latest file name and step. Errors: ODL_E_NOTFOUND (no manifest), ODL_E_FORMAT
  * (unreadable: no "latest" naming a ckpt-<step>.h5), ODL_E_IO. */
 ODL_API odl_status odl_ckpt_manifest_read(const char *dir, char *latest, size_t cap, int64_t *step);

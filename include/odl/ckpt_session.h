@@ -1,5 +1,6 @@
 /* Checkpointing of a training run (DESIGN.md "Checkpoints", docs/checkpoints.md, docs/checkpoint_format.md):
- * periodic, asynchronous, crash-safe HDF5 checkpoints with a manifest and retention, and resume.
+ * periodic, asynchronous, crash-safe HDF5 checkpoints with a manifest and retention (or, supervised,
+ * reported for the coordinator to commit), and resume.
  * Implemented in checkpoint/session.c on top of odl/h5io.h and odl/ckpt.h. */
 #ifndef ODL_CKPT_SESSION_H
 #define ODL_CKPT_SESSION_H
@@ -36,6 +37,12 @@ typedef struct odl_ckpt_session_opts {
     int64_t seed, max_train_samples, batch; /* a resumed run must match these */
     int optimizer;           /* odl_optim_type */
     const char *config_yaml; /* the effective config, stored in every checkpoint ("" = none) */
+    /* 0 (unsupervised): after each write the writer commits it itself: manifest.json and retention of
+     * `keep` (odl_ckpt_commit, odl/ckpt.h). 1: manifest and retention are someone else's (a worker
+     * under odl_coordinator, docs/coordinator.md "Checkpoints"): the writer only writes ckpt-<step>.h5
+     * crash-safely and reports it to the write observer (odl_ckpt_set_write_observer); it never writes
+     * manifest.json nor deletes a checkpoint. */
+    int commit_elsewhere;
 } odl_ckpt_session_opts;
 
 /* *out is NULL when checkpoints are off and no resume is asked. rank 0 writes; every rank reads.

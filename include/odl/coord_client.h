@@ -62,9 +62,10 @@ ODL_API void odl_coord_client_ckpt_writing(odl_coord_client *c, int on);
 /* Training thread: evaluation of the test set starts (on = 1) or ends (on = 0); a long evaluation on
  * a slow CPU, while the other ranks wait in the next collective, is not a hang. */
 ODL_API void odl_coord_client_evaluating(odl_coord_client *c, int on);
-/* Checkpoint writer (rank 0): the write of `step` ended; the coordinator commits it only when ok. */
+/* Checkpoint writer (rank 0): the write of `step` ended; the coordinator commits it only when ok, then
+ * writes the checkpoint directory's manifest and keeps the newest `keep` (checkpoint.keep). */
 ODL_API void odl_coord_client_ckpt_written(odl_coord_client *c, int64_t step, int64_t epoch, int64_t cursor, const char *path,
-                                   uint64_t bytes, double write_ms, int ok, const char *error);
+                                   uint64_t bytes, double write_ms, int ok, const char *error, int64_t keep);
 /* GPU telemetry of this rank's GPU (health/ NVML readings; NaN: unavailable), sent with the heartbeats. */
 typedef struct odl_coord_gpu {
     int have; /* 0: no GPU telemetry (the CPU, no NVML) */
