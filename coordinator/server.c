@@ -269,8 +269,9 @@ static void on_proof(coord *c, coord_conn *k, Odl__Envelope *e) {
     r->first_step = -1;
     k->rank = (int)h->rank;
     k->state = CONN_MEMBER;
-    ODL_LOG_INFO("rank %u of %u registered: node %s, pid %u%s%s, generation %" PRIu64, h->rank, h->world_size, h->node,
-                 h->pid, h->gpu_uuid[0] ? ", GPU " : "", h->gpu_uuid, c->generation);
+    ODL_LOG_INFO("rank %u of %u registered: node %s, pid %u%s%s%s%s%s, generation %" PRIu64, h->rank, h->world_size,
+                 h->node, h->pid, h->gpu_uuid[0] || h->pci_bus_id[0] ? ", GPU " : "", h->gpu_uuid,
+                 h->pci_bus_id[0] ? " (" : "", h->pci_bus_id, h->pci_bus_id[0] ? ")" : "", c->generation);
     odl__hello__free_unpacked(k->hello, NULL);
     k->hello = NULL;
     send_welcome(c, k);
