@@ -106,7 +106,7 @@ expect "error: GPU health: node-fatal Xid bus_lost on 0000:86:00.0 at step 1 on 
 ODL_HEALTH_GPU=GPU-nope "$worker" $base --max-steps 2 >"$tmp/3a.log" 2>&1
 rc=$?
 [ $rc != 0 ] && ok "unknown UUID: exit status $rc" || bad "unknown UUID: exit status 0"
-expect "error: .*ODL_HEALTH_GPU entry GPU-nope: a UUID needs NVML: NVML sees no GPU GPU-nope" "$tmp/3a.log" "unknown UUID named"
+expect "error: .*ODL_HEALTH_GPU entry GPU-nope: NVML cannot resolve this UUID: NVML sees no GPU GPU-nope" "$tmp/3a.log" "unknown UUID named"
 # shellcheck disable=SC2086
 ODL_HEALTH_GPU="0000:3b:00.0,,x" "$worker" $base --max-steps 2 >"$tmp/3b.log" 2>&1
 rc=$?

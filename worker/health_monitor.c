@@ -36,6 +36,7 @@ static odl_status env_gpu_entry(int local_rank, char *buf, size_t cap) {
 int odl_worker_health_gpu(odl_device dev, int local_rank, char *pci, size_t pci_cap, char *uuid, size_t uuid_cap) {
     pci[0] = uuid[0] = '\0';
     char key[96];
+    const char *what = dev.type == ODL_DEV_CUDA ? "the CUDA device's PCI bus id" : "ODL_HEALTH_GPU entry";
     if (dev.type == ODL_DEV_CUDA) {
         ODL_CHECK(odl_cuda_pci_bus_id(dev.index, key, sizeof key));
     } else if (odl_env_is_set(ODL_ENV_HEALTH_GPU)) {
@@ -47,7 +48,7 @@ int odl_worker_health_gpu(odl_device dev, int local_rank, char *pci, size_t pci_
     odl_pci_id id;
     if (!by_uuid) {
         odl_status s = odl_pci_parse(key, &id);
-        if (s != ODL_OK) return ODL_ERR(s, "ODL_HEALTH_GPU entry '%s': neither a PCI bus id nor a UUID (GPU-...)", key);
+        if (s != ODL_OK) return ODL_ERR(s, "%s '%s': neither a PCI bus id nor a UUID (GPU-...)", what, key);
     }
     /* NVML gives the UUID (and the bus id of a UUID); without it a bus id still names the GPU. */
     odl_nvml *n = NULL;
@@ -60,11 +61,11 @@ int odl_worker_health_gpu(odl_device dev, int local_rank, char *pci, size_t pci_
     if (s == ODL_OK) {
         snprintf(uuid, uuid_cap, "%s", t.uuid);
         if (by_uuid && odl_pci_parse(t.pci, &id) != ODL_OK)
-            return ODL_ERR(ODL_E_NODEV, "ODL_HEALTH_GPU entry %s: NVML gives no PCI bus id for it", key);
+            return ODL_ERR(ODL_E_NODEV, "%s %s: NVML gives no PCI bus id for it", what, key);
     } else if (by_uuid) {
         char why[256];
         snprintf(why, sizeof why, "%s", odl_error_msg()); /* ODL_ERR rewrites the message buffer */
-        return ODL_ERR(s, "ODL_HEALTH_GPU entry %s: a UUID needs NVML: %s", key, why);
+        return ODL_ERR(s, "%s %s: NVML cannot resolve this UUID: %s", what, key, why);
     } else {
         odl_error_clear();
     }
