@@ -45,8 +45,10 @@ static odl_status fence_node(coord *c, const coord_rank *r, const Odl__XidReport
     snprintf(f.gpu, sizeof f.gpu, "%s", x->pci_bus_id);
     f.time = (int64_t)time(NULL);
     f.generation = (int)c->generation;
+    char code[16];
     if (reason) snprintf(f.reason, sizeof f.reason, "%s", reason);
-    else snprintf(f.reason, sizeof f.reason, "odl: Xid %u on %s", x->xid, x->pci_bus_id); /* drain adds the generation */
+    else /* drain adds the generation */
+        snprintf(f.reason, sizeof f.reason, "odl: Xid %s on %s", odl_xid_code_str((int)x->xid, code), x->pci_bus_id);
     odl_status s = odl_fence_add(&l, &f, added);
     odl_fence_list_free(&l);
     return s;
@@ -82,12 +84,14 @@ void coord_xid_report(coord *c, int rank, const Odl__XidReport *x) {
     const char *cls = x->xid_class == ODL_XID_NODE_FATAL    ? "node-fatal"
                       : x->xid_class == ODL_XID_APPLICATION ? "application"
                                                              : "ignored";
-    ODL_LOG_WARN("rank %d (node %s) reports %s Xid %u on %s: %s", rank, r->node, cls, x->xid, x->pci_bus_id, x->detail);
+    char code[16];
+    odl_xid_code_str((int)x->xid, code); /* "bus_lost" for a lost GPU or a failing NVML call */
+    ODL_LOG_WARN("rank %d (node %s) reports %s Xid %s on %s: %s", rank, r->node, cls, code, x->pci_bus_id, x->detail);
     if (c->state != JOB_RUNNING) return; /* already stopping or failing: that decision stands */
     char reason[160] = "";
     if (x->xid_class == ODL_XID_APPLICATION && !escalates(c, r, x, reason, sizeof reason)) {
-        coord_job_fail(c, "rank %d (node %s) saw application Xid %u on %s: restarting the job without fencing", rank,
-                       r->node, x->xid, x->pci_bus_id);
+        coord_job_fail(c, "rank %d (node %s) saw application Xid %s on %s: restarting the job without fencing", rank,
+                       r->node, code, x->pci_bus_id);
         return;
     }
     if (x->xid_class != ODL_XID_NODE_FATAL && !reason[0]) return;
@@ -95,11 +99,11 @@ void coord_xid_report(coord *c, int rank, const Odl__XidReport *x) {
     if (fence_node(c, r, x, reason[0] ? reason : NULL, &added) != ODL_OK) {
         /* Without a record the relaunch could land on the node again: fail loudly, keep the job's state. */
         ODL_LOG_ERROR("cannot fence node %s: %s", r->node, odl_error_msg());
-        coord_job_fail(c, "node-fatal Xid %u on node %s could not be recorded in the fence list", x->xid, r->node);
+        coord_job_fail(c, "node-fatal Xid %s on node %s could not be recorded in the fence list", code, r->node);
         return;
     }
-    ODL_LOG_WARN("node %s %s (Xid %u on %s, generation %" PRIu64 "): checkpointing at the next step boundary, then "
-                 "relaunching without it", r->node, added ? "fenced" : "was fenced already", x->xid, x->pci_bus_id,
+    ODL_LOG_WARN("node %s %s (Xid %s on %s, generation %" PRIu64 "): checkpointing at the next step boundary, then "
+                 "relaunching without it", r->node, added ? "fenced" : "was fenced already", code, x->pci_bus_id,
                  c->generation);
     if (!c->o.cmd) { /* serve-only: the launcher elsewhere relaunches; fence.json tells it what to leave out */
         ODL_LOG_WARN("serving only (no command): node %s stays in this generation; its launcher must relaunch "

@@ -270,8 +270,11 @@ static void on_proof(coord *c, coord_conn *k, Odl__Envelope *e) {
     r->first_step = -1;
     k->rank = (int)h->rank;
     k->state = CONN_MEMBER;
-    ODL_LOG_INFO("rank %u of %u registered: node %s, pid %u%s%s, generation %" PRIu64, h->rank, h->world_size, h->node,
-                 h->pid, h->gpu_uuid[0] ? ", GPU " : "", h->gpu_uuid, c->generation);
+    char gpu[128] = ""; /* ", GPU UUID (bus id)", either part may be missing */
+    if (h->gpu_uuid[0] && h->pci_bus_id[0]) snprintf(gpu, sizeof gpu, ", GPU %.63s (%.31s)", h->gpu_uuid, h->pci_bus_id);
+    else if (h->gpu_uuid[0] || h->pci_bus_id[0]) snprintf(gpu, sizeof gpu, ", GPU %.63s%.31s", h->gpu_uuid, h->pci_bus_id);
+    ODL_LOG_INFO("rank %u of %u registered: node %s, pid %u%s, generation %" PRIu64, h->rank, h->world_size, h->node,
+                 h->pid, gpu, c->generation);
     odl__hello__free_unpacked(k->hello, NULL);
     k->hello = NULL;
     send_welcome(c, k);

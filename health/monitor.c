@@ -25,6 +25,7 @@ struct odl_health_monitor {
     odl_nvml_events *events;
     int nvml_index;
     char nvml_error[256];
+    int reported_unhealthy; /* monitor thread only */
     odl_xid_classifier cls;
     /* guarded by mu */
     odl_health_finding queue[QUEUE_CAP];
@@ -56,6 +57,20 @@ static void handle_line(odl_health_monitor *m, const char *line) {
     if (odl_xid_parse_line(line, &rec)) push(m, &rec);
 }
 
+/* An NVML error other than a time-out or "not supported": the GPU is unhealthy, reported as a node-fatal
+ * bus_lost finding of its own (as a lost GPU would be; odl_health gpu exits 2 for it too). */
+static void push_unhealthy(odl_health_monitor *m, const char *why) {
+    odl_xid_record lost;
+    memset(&lost, 0, sizeof lost);
+    lost.xid = ODL_XID_BUS_LOST;
+    lost.gpu_instance = lost.compute_instance = lost.pid = -1;
+    lost.ts_us = odl_kmsg_now_us();
+    odl_pci_parse(m->o.pci_bus_id, &lost.pci);
+    snprintf(lost.text, sizeof lost.text, "%.150s", why);
+    snprintf(m->nvml_error, sizeof m->nvml_error, "%s", lost.text);
+    push(m, &lost);
+}
+
 static void read_telemetry(odl_health_monitor *m) {
     odl_gpu_telemetry t;
     if (odl_nvml_read(m->nvml, m->nvml_index, &t) != ODL_OK) return;
@@ -65,6 +80,12 @@ static void read_telemetry(odl_health_monitor *m) {
     if (t.util_gpu_pct >= 0) m->util_sum += t.util_gpu_pct, m->util_n++;
     if (t.mem_used_mib > m->peak_mem) m->peak_mem = t.mem_used_mib;
     pthread_mutex_unlock(&m->mu);
+    if (!t.healthy && !m->reported_unhealthy) { /* once: the readings go on, the finding is not repeated */
+        m->reported_unhealthy = 1;
+        char why[300];
+        snprintf(why, sizeof why, "NVML reading failed: %.200s: the GPU is treated as unhealthy", t.error);
+        push_unhealthy(m, why);
+    }
 }
 
 static void *run(void *arg) {
@@ -95,19 +116,11 @@ static void *run(void *arg) {
             if (r == 1) {
                 push(m, &rec);
             } else if (r < 0) {
-                /* An NVML error other than a time-out: the GPU is unhealthy (a node-fatal finding of its
-                 * own, as a lost GPU would be), and the event set is given up. */
-                odl_xid_record lost;
-                memset(&lost, 0, sizeof lost);
-                lost.xid = ODL_XID_BUS_LOST;
-                lost.gpu_instance = lost.compute_instance = lost.pid = -1;
-                lost.ts_us = odl_kmsg_now_us();
-                odl_pci_parse(m->o.pci_bus_id, &lost.pci);
-                snprintf(lost.text, sizeof lost.text, "%.150s", odl_error_msg());
+                /* An NVML error other than a time-out: the GPU is unhealthy, the event set is given up. */
                 odl_nvml_events_close(m->events);
                 m->events = NULL;
-                snprintf(m->nvml_error, sizeof m->nvml_error, "%s", lost.text);
-                push(m, &lost);
+                m->reported_unhealthy = 1;
+                push_unhealthy(m, odl_error_msg());
             }
             continue;
         }

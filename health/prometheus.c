@@ -96,8 +96,7 @@ size_t odl_health_prometheus(char *buf, size_t cap, const odl_gpu_telemetry *t, 
             const odl_xid_count *x = &xids[i];
             if (x->gpu < 0 || x->gpu >= n) continue;
             char code[16];
-            if (x->xid == ODL_XID_BUS_LOST) snprintf(code, sizeof code, "bus_lost");
-            else snprintf(code, sizeof code, "%d", x->xid);
+            odl_xid_code_str(x->xid, code);
             put(&o, "odl_gpu_xid_errors_total{");
             put_labels(&o, &t[x->gpu], x->gpu, host);
             put_label(&o, "xid", code, 0);

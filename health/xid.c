@@ -343,10 +343,16 @@ int odl_xid_classify(odl_xid_classifier *c, const odl_xid_record *rec, odl_healt
     return 1;
 }
 
+const char *odl_xid_code_str(int xid, char buf[16]) {
+    if (xid == ODL_XID_BUS_LOST) snprintf(buf, 16, "bus_lost");
+    else snprintf(buf, 16, "%d", xid);
+    return buf;
+}
+
 char *odl_health_finding_format(const odl_health_finding *f, char *buf, size_t cap) {
-    char pci[ODL_PCI_STR_LEN];
+    char pci[ODL_PCI_STR_LEN], code[16];
     odl_pci_format(&f->rec.pci, pci);
-    int n = f->rec.xid == ODL_XID_BUS_LOST ? snprintf(buf, cap, "xid=bus_lost") : snprintf(buf, cap, "xid=%d", f->rec.xid);
+    int n = snprintf(buf, cap, "xid=%s", odl_xid_code_str(f->rec.xid, code));
     size_t off = n > 0 && (size_t)n < cap ? (size_t)n : cap - 1;
 #define APPEND(...)                                                                                                    \
     do {                                                                                                               \

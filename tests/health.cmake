@@ -11,6 +11,10 @@ odl_add_test(test_health_fence SOURCES test_health_fence.c LABELS unit TIMEOUT 6
 #                         0xFFFFFFFF / NOT_SUPPORTED unavailable, NVML errors -> unhealthy, Xid events, monitor
 add_library(fake_nvml MODULE fake_nvml.c)
 set_target_properties(fake_nvml PROPERTIES PREFIX "" OUTPUT_NAME "fake_libnvidia-ml")
+# the same file with steady readings for a training run (tests/fake_nvml.c says which)
+add_library(fake_nvml_steady MODULE fake_nvml.c)
+target_compile_definitions(fake_nvml_steady PRIVATE FAKE_NVML_STEADY)
+set_target_properties(fake_nvml_steady PROPERTIES PREFIX "" OUTPUT_NAME "fake_libnvidia-ml-steady")
 odl_add_test(test_health_nvml_absent SOURCES test_health_nvml.c LABELS unit TIMEOUT 60 ARGS absent)
 odl_add_test(test_health_nvml_fake SOURCES test_health_nvml.c LABELS unit TIMEOUT 60 ARGS fake $<TARGET_FILE:fake_nvml>)
 add_dependencies(test_health_nvml_fake fake_nvml)
@@ -45,5 +49,19 @@ if(TARGET odl_worker AND TARGET odl_coordinator AND ODL_HAVE_MPI)
             $<TARGET_FILE:odl_health> $<TARGET_FILE:odl_coordinator>)
   # RUN_SERIAL: its extra daemons would disturb the timing limits of the other MPI fault tests.
   set_tests_properties(test_health_supervised PROPERTIES TIMEOUT 600 LABELS "fault;mpi" SKIP_RETURN_CODE 77 RUN_SERIAL TRUE
+    ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0")
+endif()
+#   test_health_telemetry fault;mpi: the telemetry path without a GPU: 2 CPU ranks under odl_coordinator whose
+#                         monitors watch the stand-in NVML's GPUs (ODL_HEALTH_GPU, ODL_NVML_LIBRARY -> the
+#                         steady tests/fake_nvml.c): Hello UUID/bus id, /metrics with dcgm-exporter's names,
+#                         labels and the fake's readings (prometheus_client), no sample for 0xFFFFFFFF, an
+#                         injected Xid 13 as a per-code counter, epoch lines and JSONL with the window's mean
+#                         utilisation and peak memory; an NVML call failing (GPU is lost) stops the run as an
+#                         unhealthy GPU; bad ODL_HEALTH_GPU values
+if(TARGET odl_worker AND TARGET odl_coordinator AND ODL_HAVE_MPI)
+  add_test(NAME test_health_telemetry
+    COMMAND sh ${PROJECT_SOURCE_DIR}/tests/health_telemetry.sh ${PROJECT_SOURCE_DIR} $<TARGET_FILE:odl_worker>
+            $<TARGET_FILE:odl_coordinator> $<TARGET_FILE:fake_nvml_steady>)
+  set_tests_properties(test_health_telemetry PROPERTIES TIMEOUT 300 LABELS "fault;mpi" SKIP_RETURN_CODE 77
     ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0")
 endif()

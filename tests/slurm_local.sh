@@ -3,7 +3,8 @@
 # Debian's slurm-wlm and munge; CPU only), launch/odl.sbatch submitted with 2 tasks, the job must train
 # and finish. Run twice: with srun --mpi=pmix (ODL_LAUNCHER=srun; skipped when Slurm lacks the PMIx
 # plugin) and with mpirun inside the allocation (ODL_LAUNCHER=mpirun). Then the GPU-health drain: a node
-# fenced by odl_health (Xid 79) is drained once with the real scontrol and shows DRAIN with the reason.
+# fenced by odl_health (Xid 79) is drained once with the real scontrol and shows DRAIN with the reason,
+# and so is one fenced by odl_coordinator --slurm after an injected Xid 79 (then RESUMEd).
 #   tests/slurm_local.sh SRCDIR ODL_WORKER
 # Needs root (slurmd starts job steps as the submitting user). Skips (77) with a message when the
 # binaries, root or the data are missing. Everything lives in a temporary folder; the daemons this
@@ -172,6 +173,46 @@ if [ -x "$health" ]; then
     scontrol update NodeName="$host" State=RESUME >/dev/null 2>&1
 else
     echo "note: $health not built; drain check skipped"
+fi
+# The coordinator's drain (odl_coordinator --slurm): an injected Xid 79 at step 10 fences this node; the
+# next launch drains it once with the real scontrol (reason naming the Xid, the GPU ODL_HEALTH_GPU names
+# and the generation) and gives srun --exclude=<node>. A one-node cluster has no node left then: that
+# srun cannot be placed and the coordinator gives up after --max-restarts 1 (resuming at the smaller
+# world size is tested through the hostfile path in test_health_supervised).
+coord="${ODL_COORDINATOR_BIN:-$(dirname "$worker")/odl_coordinator}"
+if [ -x "$coord" ]; then
+    i=0
+    until sinfo -h -N -o %T 2>/dev/null | grep -qx idle || [ $i -ge 60 ]; do sleep 0.5; i=$((i + 1)); done
+    # the drain below must be the coordinator's: the node starts idle, without the earlier drain
+    sinfo -h -N -o %T | grep -qx idle || { echo "FAIL: node $host not idle before the coordinator's run"; fail=1; }
+    cjob="$tmp/coordjob"
+    clog="$tmp/coord-slurm.log"
+    mkdir -p "$cjob"
+    # shellcheck disable=SC2086
+    ODL_HEALTH_GPU=0000:5e:00.0 ODL_FAULT="xid79@rank=0,step=10;slow@rank=0,step=0,ms=20" \
+        timeout 300 "$coord" --job-dir "$cjob" --listen 127.0.0.1:0 --http off --timeout 20 --backoff 0.2 \
+        --max-restarts 1 --slurm -- srun {exclude} -N 1 -n 1 "$worker" --task=train --device cpu --model=mnist_mlp \
+        --data_dir "$data" --epochs 1 --max-train-samples 6000 --batch-size 32 --no-dropout --progress off \
+        --checkpoint-every 5 >"$clog" 2>&1
+    crc=$?
+    node=$(scontrol show node "$host" -o 2>/dev/null)
+    nstate=$(echo "$node" | sed -n 's/.* State=\([A-Z+_]*\).*/\1/p')
+    echo "== coordinator drain: exit status $crc, node $host State=$nstate, $(echo "$node" | sed -n 's/.*\(Reason=[^[]*\).*/\1/p')"
+    cfail=0
+    grep -q "rank 0 (node $host) reports node-fatal Xid 79 on 0000:5e:00.0" "$clog" || { echo "FAIL (coordinator drain): no Xid 79 report"; cfail=1; }
+    case "$nstate" in *DRAIN*) ;; *) echo "FAIL (coordinator drain): node state '$nstate' has no DRAIN"; cfail=1 ;; esac
+    echo "$node" | grep -q "Reason=odl: Xid 79 on 0000:5e:00.0 (generation 1)" || { echo "FAIL (coordinator drain): reason: $node"; cfail=1; }
+    [ "$(grep -c "drained 1 fenced node with scontrol" "$clog")" = 1 ] || { echo "FAIL (coordinator drain): not drained exactly once"; cfail=1; }
+    grep -q "generation 2: srun --exclude=$host\$" "$clog" || { echo "FAIL (coordinator drain): generation 2 has no --exclude=$host"; cfail=1; }
+    grep -q '"drained": *true' "$cjob/fence.json" || { echo "FAIL (coordinator drain): fence.json does not record the drain"; cfail=1; }
+    [ $crc != 0 ] && grep -q "giving up after 1 restart" "$clog" || { echo "FAIL (coordinator drain): want a give-up with the only node fenced (exit $crc)"; cfail=1; }
+    [ $cfail = 0 ] && echo "ok   coordinator --slurm drained $host once with the real scontrol" || { fail=1; cat "$clog"; }
+    scontrol update NodeName="$host" State=RESUME >/dev/null 2>&1
+    i=0
+    until sinfo -h -N -o %T 2>/dev/null | grep -qx idle || [ $i -ge 60 ]; do sleep 0.5; i=$((i + 1)); done
+    sinfo -h -N -o %T | grep -qx idle || { echo "FAIL: node $host not idle again after State=RESUME"; fail=1; }
+else
+    echo "note: $coord not built; the coordinator's drain is not checked"
 fi
 [ $fail = 0 ] && echo "slurm_local: launch/odl.sbatch trained and finished on a 2-task Slurm job; fence drain shown by scontrol"
 exit $fail

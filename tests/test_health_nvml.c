@@ -3,7 +3,8 @@
  *                                    and telemetry reads as unavailable
  *   test_health_nvml fake LIB        tests/fake_nvml.c: readings, 0xFFFFFFFF and "not supported" as
  *                                    unavailable, an NVML error marks the GPU unhealthy, Xid events,
- *                                    and the monitor turning them into findings and telemetry */
+ *                                    and the monitor turning them (and a failed reading) into findings
+ *                                    and telemetry */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -123,6 +124,29 @@ static void test_fake(void) {
     double u, p;
     odl_health_monitor_window(m, 1, &u, &p);
     TCHECK(u == 37 && p == 1024, "window mean util %g peak mem %g", u, p);
+    odl_health_monitor_stop(m);
+
+    /* GPU 1, whose temperature call fails (GPU is lost): the monitor's first reading (before its first
+     * event wait) is a node-fatal finding of that GPU naming the call, not a silently dropped reading. */
+    o.pci_bus_id = "0000:5e:00.0";
+    TOK(odl_health_monitor_start(&o, &m));
+    if (!m) return;
+    nf = 0;
+    for (int i = 0; i < 200 && nf < 1; i++) {
+        nf += odl_health_monitor_poll(m, f, 1);
+        sleep_ms(10);
+    }
+    char pci[ODL_PCI_STR_LEN];
+    TCHECK(nf == 1 && f[0].rec.xid == ODL_XID_BUS_LOST && f[0].cls == ODL_XID_NODE_FATAL &&
+               !strcmp(odl_pci_format(&f[0].rec.pci, pci), "0000:5e:00.0") &&
+               strstr(f[0].rec.text, "NVML reading failed: nvmlDeviceGetTemperature: GPU is lost"),
+           "a failed NVML reading marks GPU 1 unhealthy: %d finding(s), '%s'", nf, nf ? f[0].rec.text : "");
+    sleep_ms(60); /* more readings fail the same way: no second finding for them */
+    int more = odl_health_monitor_poll(m, f, 8);
+    for (int i = 0; i < more; i++)
+        TCHECK(!strstr(f[i].rec.text, "NVML reading failed"), "the failed reading is reported once: '%s'", f[i].rec.text);
+    TCHECK(odl_health_monitor_telemetry(m, &t2) == 1 && !t2.healthy && t2.util_gpu_pct == ODL_HEALTH_NA,
+           "its telemetry: unhealthy, 0xFFFFFFFF utilisation unavailable");
     odl_health_monitor_stop(m);
 }
 

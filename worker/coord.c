@@ -1,5 +1,6 @@
 /* odl_worker's coordinator glue (worker/coord.h). */
 #include "worker/coord.h"
+#include "worker/health_monitor.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -41,21 +42,20 @@ odl_coord_client *odl_worker_coord_client(void) {
     return g_client;
 }
 
-/* The Hello's GPU identity: PCI bus id of the rank's device (CUDA) and its UUID (NVML, when present). */
-static void gpu_identity(odl_comm *comm, odl_coord_hello *h) {
-    if (!comm) return;
-    odl_device d = odl_comm_device(comm);
-    if (d.type != ODL_DEV_CUDA || odl_cuda_pci_bus_id(d.index, h->pci_bus_id, sizeof h->pci_bus_id) != ODL_OK) {
-        h->pci_bus_id[0] = 0;
-        return;
+/* The Hello's GPU identity: canonical PCI bus id and NVML UUID of the GPU the rank's health monitor
+ * watches (its CUDA device, or on the CPU the one ODL_HEALTH_GPU names; worker/health_monitor.c). A bad
+ * ODL_HEALTH_GPU leaves it empty here; the monitor's start reports it. A single process (no comm) has
+ * not chosen its device yet: the device train.c's pick_device will choose for local rank 0. */
+static void gpu_identity(const odl_config *cfg, odl_comm *comm, odl_coord_hello *h) {
+    odl_device d = odl_cpu();
+    if (comm) d = odl_comm_device(comm);
+    else if (cfg->device == ODL_CFG_DEVICE_CUDA || (cfg->device == ODL_CFG_DEVICE_AUTO && odl_cuda_device_count() > 0))
+        d = odl_cuda(0);
+    if (odl_worker_health_gpu(d, comm ? odl_comm_local_rank(comm) : 0, h->pci_bus_id, sizeof h->pci_bus_id,
+                              h->gpu_uuid, sizeof h->gpu_uuid) != 1) {
+        h->pci_bus_id[0] = h->gpu_uuid[0] = 0;
+        odl_error_clear();
     }
-    odl_nvml *n = NULL;
-    int idx;
-    odl_gpu_telemetry t;
-    if (odl_nvml_open(&n) == ODL_OK && odl_nvml_find(n, h->pci_bus_id, &idx) == ODL_OK &&
-        odl_nvml_read(n, idx, &t) == ODL_OK)
-        snprintf(h->gpu_uuid, sizeof h->gpu_uuid, "%.63s", t.uuid);
-    if (n) odl_nvml_close(n);
 }
 
 /* The worker's environment variables of the coordinator (rows of ODL_ENV_TABLE, docs/environment.md;
@@ -194,7 +194,7 @@ odl_status odl_worker_coord_start(odl_worker_coord **out, odl_config *cfg, int r
         snprintf(h.node, sizeof h.node, "%s", odl_health_node_name());
         h.pid = (uint32_t)getpid();
         h.seed = (uint64_t)cfg->seed;
-        gpu_identity(comm, &h);
+        gpu_identity(cfg, comm, &h);
         odl_coord_client_cbs cbs = {.ctx = w, .activity = on_activity, .lost = on_lost};
         odl_status s = odl_coord_client_connect(env.addr, env.secret_file, &h, &cbs, &w->w, &w->client);
         if (s != ODL_OK) {

@@ -15,7 +15,66 @@
 #include "odl/log.h"
 #include "worker/coord.h"
 
-odl_status odl_worker_health_start(odl_worker_health *h, odl_device dev, int rank) {
+/* Entry local_rank % n of ODL_HEALTH_GPU's comma-separated list, into buf. */
+static odl_status env_gpu_entry(int local_rank, char *buf, size_t cap) {
+    const char *list = odl_env_str(ODL_ENV_HEALTH_GPU);
+    int n = 1;
+    for (const char *p = list; *p; p++) n += *p == ',';
+    const char *p = list;
+    for (int i = local_rank % n; i > 0; i--) p = strchr(p, ',') + 1;
+    size_t len = strcspn(p, ",");
+    while (len && p[len - 1] == ' ') len--;
+    while (len && *p == ' ') p++, len--;
+    if (len == 0 || len >= cap)
+        return ODL_ERR(ODL_E_CONFIG, "ODL_HEALTH_GPU='%s': entry %d (local rank %d) is %s", list, local_rank % n,
+                       local_rank, len ? "too long" : "empty");
+    memcpy(buf, p, len);
+    buf[len] = '\0';
+    return ODL_OK;
+}
+
+int odl_worker_health_gpu(odl_device dev, int local_rank, char *pci, size_t pci_cap, char *uuid, size_t uuid_cap) {
+    pci[0] = uuid[0] = '\0';
+    char key[96];
+    const char *what = dev.type == ODL_DEV_CUDA ? "the CUDA device's PCI bus id" : "ODL_HEALTH_GPU entry";
+    if (dev.type == ODL_DEV_CUDA) {
+        ODL_CHECK(odl_cuda_pci_bus_id(dev.index, key, sizeof key));
+    } else if (odl_env_is_set(ODL_ENV_HEALTH_GPU)) {
+        ODL_CHECK(env_gpu_entry(local_rank, key, sizeof key));
+    } else {
+        return 0;
+    }
+    int by_uuid = !strncmp(key, "GPU-", 4) || !strncmp(key, "MIG-", 4);
+    odl_pci_id id;
+    if (!by_uuid) {
+        odl_status s = odl_pci_parse(key, &id);
+        if (s != ODL_OK) return ODL_ERR(s, "%s '%s': neither a PCI bus id nor a UUID (GPU-...)", what, key);
+    }
+    /* NVML gives the UUID (and the bus id of a UUID); without it a bus id still names the GPU. */
+    odl_nvml *n = NULL;
+    int idx;
+    odl_gpu_telemetry t;
+    odl_status s = odl_nvml_open(&n);
+    if (s == ODL_OK) s = odl_nvml_find(n, key, &idx);
+    if (s == ODL_OK) s = odl_nvml_read(n, idx, &t);
+    odl_nvml_close(n);
+    if (s == ODL_OK) {
+        snprintf(uuid, uuid_cap, "%s", t.uuid);
+        if (by_uuid && odl_pci_parse(t.pci, &id) != ODL_OK)
+            return ODL_ERR(ODL_E_NODEV, "%s %s: NVML gives no PCI bus id for it", what, key);
+    } else if (by_uuid) {
+        char why[256];
+        snprintf(why, sizeof why, "%s", odl_error_msg()); /* ODL_ERR rewrites the message buffer */
+        return ODL_ERR(s, "%s %s: NVML cannot resolve this UUID: %s", what, key, why);
+    } else {
+        odl_error_clear();
+    }
+    char canon[ODL_PCI_STR_LEN];
+    snprintf(pci, pci_cap, "%s", odl_pci_format(&id, canon)); /* one form everywhere: Hello, XidReport, /metrics */
+    return 1;
+}
+
+odl_status odl_worker_health_start(odl_worker_health *h, odl_device dev, int rank, int local_rank) {
     memset(h, 0, sizeof *h);
     h->rank = rank;
     if (!odl_env_bool(ODL_ENV_HEALTH)) return ODL_OK;
@@ -27,10 +86,11 @@ odl_status odl_worker_health_start(odl_worker_health *h, odl_device dev, int ran
     if (f < 0) return f;
     h->have_fault = f == 1;
     if (h->have_fault) ODL_CHECK(odl_fault_from_env(&h->faults));
-    char bus[32] = "";
+    char bus[32] = "", uuid[64];
     const char *kmsg = env_kmsg;
-    if (dev.type == ODL_DEV_CUDA) {
-        ODL_CHECK(odl_cuda_pci_bus_id(dev.index, bus, sizeof bus));
+    int g = odl_worker_health_gpu(dev, local_rank, bus, sizeof bus, uuid, sizeof uuid);
+    if (g < 0) return g;
+    if (g == 1) { /* the training GPU, or on the CPU the one ODL_HEALTH_GPU names */
         ODL_CHECK(odl_pci_parse(bus, &h->pci));
         if (!kmsg && access("/dev/kmsg", R_OK) == 0) kmsg = "/dev/kmsg";
         h->nvml = 1;
@@ -59,9 +119,10 @@ odl_status odl_worker_health_start(odl_worker_health *h, odl_device dev, int ran
     ODL_CHECK(s);
     if (h->nvml && odl_health_monitor_nvml_error(h->mon)[0])
         ODL_LOG_WARN("GPU health: %s; telemetry unavailable", odl_health_monitor_nvml_error(h->mon));
-    ODL_LOG_INFO("GPU health monitor: kernel log %s, NVML %s%s%s", kmsg ? kmsg : "none",
+    ODL_LOG_INFO("GPU health monitor: kernel log %s, NVML %s%s, GPU %s%s", kmsg ? kmsg : "none",
                  h->nvml && !odl_health_monitor_nvml_error(h->mon)[0] ? "on" : "off",
-                 h->have_fault ? ", injecting an Xid by ODL_FAULT" : "", bus[0] ? "" : " (CPU)");
+                 h->have_fault ? ", injecting an Xid by ODL_FAULT" : "", bus[0] ? bus : "none (CPU)",
+                 bus[0] && dev.type != ODL_DEV_CUDA ? " (ODL_HEALTH_GPU; training on the CPU)" : "");
     return ODL_OK;
 }
 
@@ -110,19 +171,20 @@ odl_status odl_worker_health_step(odl_worker_health *h, int64_t step) {
             continue;
         }
         ODL_LOG_ERROR("GPU health: %s", text);
-        char pci[ODL_PCI_STR_LEN];
+        char pci[ODL_PCI_STR_LEN], code[16];
         odl_pci_format(&f[i].rec.pci, pci);
+        odl_xid_code_str(f[i].rec.xid, code);
         if (cc) {
             /* Supervised: the coordinator fences (node-fatal) or restarts (application) the job and
              * tells this rank what to do; until then it trains on where it still can. */
-            ODL_LOG_WARN("GPU health: %s Xid %d on %s at step %lld on node %s: reported to the coordinator",
-                         odl_xid_class_name(f[i].cls), f[i].rec.xid, pci, (long long)step, odl_health_node_name());
+            ODL_LOG_WARN("GPU health: %s Xid %s on %s at step %lld on node %s: reported to the coordinator",
+                         odl_xid_class_name(f[i].cls), code, pci, (long long)step, odl_health_node_name());
             odl_coord_client_xid(cc, f[i].rec.xid, (int)f[i].cls, pci, text);
             continue;
         }
         if (s == ODL_OK) {
-            s = ODL_ERR(ODL_E_NODEV, "GPU health: %s Xid %d on %s at step %lld on node %s: stopping (%s)",
-                        odl_xid_class_name(f[i].cls), f[i].rec.xid, pci, (long long)step, odl_health_node_name(),
+            s = ODL_ERR(ODL_E_NODEV, "GPU health: %s Xid %s on %s at step %lld on node %s: stopping (%s)",
+                        odl_xid_class_name(f[i].cls), code, pci, (long long)step, odl_health_node_name(),
                         f[i].cls == ODL_XID_NODE_FATAL ? "the node is to be fenced" : "the job is to be restarted");
         }
     }

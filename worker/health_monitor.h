@@ -1,6 +1,6 @@
 /* The worker's GPU-health monitor (docs/health.md): one monitor thread per rank on a GPU (or on the CPU
- * when an injection source is set), ODL_FAULT's xidNN injection at a step, findings checked at each
- * step boundary, telemetry for the epoch line and the JSONL metrics. */
+ * when ODL_HEALTH_GPU names one or an injection source is set), ODL_FAULT's xidNN injection at a step,
+ * findings checked at each step boundary, telemetry for the epoch line and the JSONL metrics. */
 #ifndef ODL_WORKER_HEALTH_MONITOR_H
 #define ODL_WORKER_HEALTH_MONITOR_H
 
@@ -23,10 +23,17 @@ typedef struct odl_worker_health {
     int nvml; /* telemetry expected */
 } odl_worker_health;
 
-/* Start monitoring for this rank's device. On a GPU: /dev/kmsg (or ODL_HEALTH_KMSG) and NVML; on the
- * CPU only when ODL_HEALTH_KMSG or an ODL_FAULT xid fault is set. ODL_HEALTH=off: nothing.
- * Errors: ODL_E_CONFIG (malformed ODL_FAULT xid fault or Xid table), ODL_E_IO (ODL_HEALTH_KMSG). */
-odl_status odl_worker_health_start(odl_worker_health *h, odl_device dev, int rank);
+/* The GPU this rank watches and names in its Hello: on a CUDA device that device; on the CPU entry
+ * local_rank % n of ODL_HEALTH_GPU (n comma-separated PCI bus ids or UUIDs), else none. Writes the
+ * canonical bus id ("0000:3b:00.0", odl_pci_format) to pci and NVML's UUID to uuid ("" without NVML).
+ * Returns 1 with a GPU, 0 without; ODL_E_CONFIG / ODL_E_FORMAT for a bad ODL_HEALTH_GPU entry, an
+ * NVML error for a UUID NVML cannot resolve, ODL_E_CUDA for the CUDA device's bus id. */
+int odl_worker_health_gpu(odl_device dev, int local_rank, char *pci, size_t pci_cap, char *uuid, size_t uuid_cap);
+/* Start monitoring for this rank: with a GPU (odl_worker_health_gpu) /dev/kmsg (or ODL_HEALTH_KMSG) and
+ * NVML; without one only when ODL_HEALTH_KMSG or an ODL_FAULT xid fault is set. ODL_HEALTH=off: nothing.
+ * Errors: ODL_E_CONFIG (malformed ODL_FAULT xid fault, Xid table or ODL_HEALTH_GPU), ODL_E_IO
+ * (ODL_HEALTH_KMSG). */
+odl_status odl_worker_health_start(odl_worker_health *h, odl_device dev, int rank, int local_rank);
 /* At a step boundary (after `step` steps): inject the ODL_FAULT xid faults due, log the findings
  * since the last call, and fail for an application or node-fatal one (ODL_E_NODEV, the message names
  * the Xid, GPU, class and step) so that the job stops there. */

@@ -376,7 +376,7 @@ static odl_status run_setup(train_run *r, int *nothing_to_do) {
      * would synchronise the stream twice a step. ODL_CUDA_LABEL_CHECK=1 in the environment keeps it. */
     odl_backend_set_label_check(0);
     ODL_CHECK(pick_device(cfg, r->opts->local_rank, &r->dev));
-    ODL_CHECK(odl_worker_health_start(&r->health, r->dev, r->rank));
+    ODL_CHECK(odl_worker_health_start(&r->health, r->dev, r->rank, r->opts->local_rank));
     ODL_CHECK(odl_model_parse(odl_model_names()[cfg->model], &r->kind));
     ODL_CHECK(odl_mnist_load(cfg->data_dir, "train", &r->train));
     ODL_CHECK(odl_mnist_load(cfg->data_dir, "t10k", &r->test));

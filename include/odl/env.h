@@ -42,6 +42,7 @@ extern "C" {
     X(HEALTH, BOOL, "1", 0, 0, "0/off: odl_worker starts no GPU-health monitor (docs/health.md)") \
     X(HEALTH_KMSG, STR, "", 0, 0, "kernel log the worker's health monitor follows instead of /dev/kmsg (tests append Xid lines to it)") \
     X(HEALTH_XID_TABLE, STR, "", 0, 0, "YAML overrides of the Xid class table (docs/health.md)") \
+    X(HEALTH_GPU, STR, "", 0, 0, "the GPU the health monitor of a rank training on the CPU watches: PCI bus ids or UUIDs, comma-separated, local rank i takes entry i mod n (ignored on a GPU)") \
     X(HEALTH_TELEMETRY_MS, INT, "5000", 10, 3600000, "period of the health monitor's NVML telemetry samples, in ms") \
     X(NVML_LIBRARY, STR, "libnvidia-ml.so.1", 0, 0, "the NVML library the health layer dlopens (tests use a stand-in)") \
     X(SCONTROL, STR, "scontrol", 0, 0, "the scontrol program that drains fenced nodes") \

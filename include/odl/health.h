@@ -96,6 +96,9 @@ ODL_API odl_status odl_xid_table_load_yaml(odl_xid_table *t, const char *path);
 ODL_API odl_status odl_xid_table_load_yaml_string(odl_xid_table *t, const char *text, size_t len, const char *name);
 /* "ignore", "application", "node-fatal". */
 ODL_API const char *odl_xid_class_name(odl_xid_class c);
+/* An Xid code as findings, messages and /metrics labels print it: "79", or "bus_lost" for
+ * ODL_XID_BUS_LOST. Returns buf. */
+ODL_API const char *odl_xid_code_str(int xid, char buf[16]);
 
 /* A classified record. */
 typedef struct odl_health_finding {
