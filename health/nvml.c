@@ -20,11 +20,16 @@ enum {
     NVML_ERROR_TIMEOUT = 10,
     NVML_ERROR_FUNCTION_NOT_FOUND = 13,
     NVML_ERROR_NO_DATA = 21,
+    NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25,
 };
 typedef struct nvmlDevice_st *nvmlDevice_t;
 typedef struct nvmlEventSet_st *nvmlEventSet_t;
 typedef struct { unsigned int gpu, memory; } nvmlUtilization_t;
 typedef struct { unsigned long long total, free, used; } nvmlMemory_t;
+/* nvmlMemory_v2_t: `used` without the memory the driver and firmware reserve, which v1 counts as used
+ * (an idle H200 reads about 600 MiB used through v1 and 0 MiB in nvidia-smi, which reads v2). */
+typedef struct { unsigned int version; unsigned long long total, reserved, free, used; } nvmlMemory_v2_t;
+#define ODL_NVML_MEMORY_V2_VERSION ((unsigned)sizeof(nvmlMemory_v2_t) | (2u << 24)) /* NVML_STRUCT_VERSION(Memory, 2) */
 typedef struct {
     nvmlDevice_t device;
     unsigned long long eventType;
@@ -62,6 +67,7 @@ struct odl_nvml {
     nvmlReturn_t (*Pci)(nvmlDevice_t, nvmlPciInfo_t *);
     nvmlReturn_t (*Util)(nvmlDevice_t, nvmlUtilization_t *);
     nvmlReturn_t (*Mem)(nvmlDevice_t, nvmlMemory_t *);
+    nvmlReturn_t (*Mem2)(nvmlDevice_t, nvmlMemory_v2_t *); /* R510 and later drivers */
     nvmlReturn_t (*Temp)(nvmlDevice_t, int, unsigned *);
     nvmlReturn_t (*Power)(nvmlDevice_t, unsigned *);
     nvmlReturn_t (*Clock)(nvmlDevice_t, int, unsigned *);
@@ -120,6 +126,7 @@ odl_status odl_nvml_open(odl_nvml **out) {
     SYM(Pci, "nvmlDeviceGetPciInfo_v3", 1);
     SYM(Util, "nvmlDeviceGetUtilizationRates", 0);
     SYM(Mem, "nvmlDeviceGetMemoryInfo", 0);
+    SYM(Mem2, "nvmlDeviceGetMemoryInfo_v2", 0);
     SYM(Temp, "nvmlDeviceGetTemperature", 0);
     SYM(Power, "nvmlDeviceGetPowerUsage", 0);
     SYM(Clock, "nvmlDeviceGetClockInfo", 0);
@@ -234,10 +241,20 @@ odl_status odl_nvml_read(odl_nvml *n, int index, odl_gpu_telemetry *t) {
     nvmlUtilization_t u = {0, 0};
     nvmlReturn_t r = n->Util ? n->Util(d, &u) : NVML_ERROR_FUNCTION_NOT_FOUND;
     t->util_gpu_pct = reading(n, t, "nvmlDeviceGetUtilizationRates", r, u32(u.gpu, 1));
+    /* v2 as nvidia-smi and dcgm-exporter's FB_USED report it; v1 where the driver has no v2. */
+    nvmlMemory_v2_t m2 = {ODL_NVML_MEMORY_V2_VERSION, 0, 0, 0, 0};
     nvmlMemory_t m = {0, 0, 0};
-    r = n->Mem ? n->Mem(d, &m) : NVML_ERROR_FUNCTION_NOT_FOUND;
-    t->mem_used_mib = reading(n, t, "nvmlDeviceGetMemoryInfo", r, (double)m.used / (1024.0 * 1024.0));
-    t->mem_total_mib = reading(n, t, "nvmlDeviceGetMemoryInfo", r, (double)m.total / (1024.0 * 1024.0));
+    const char *mem_call = "nvmlDeviceGetMemoryInfo_v2";
+    r = n->Mem2 ? n->Mem2(d, &m2) : NVML_ERROR_FUNCTION_NOT_FOUND;
+    if (r == NVML_SUCCESS) {
+        m.total = m2.total;
+        m.used = m2.used;
+    } else if (r == NVML_ERROR_FUNCTION_NOT_FOUND || r == NVML_ERROR_NOT_SUPPORTED || r == NVML_ERROR_ARGUMENT_VERSION_MISMATCH) {
+        mem_call = "nvmlDeviceGetMemoryInfo";
+        r = n->Mem ? n->Mem(d, &m) : NVML_ERROR_FUNCTION_NOT_FOUND;
+    }
+    t->mem_used_mib = reading(n, t, mem_call, r, (double)m.used / (1024.0 * 1024.0));
+    t->mem_total_mib = reading(n, t, mem_call, r, (double)m.total / (1024.0 * 1024.0));
     unsigned v = 0;
     r = n->Temp ? n->Temp(d, NVML_TEMPERATURE_GPU, &v) : NVML_ERROR_FUNCTION_NOT_FOUND;
     t->temp_c = reading(n, t, "nvmlDeviceGetTemperature", r, u32(v, 1));

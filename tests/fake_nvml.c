@@ -24,6 +24,8 @@ typedef int nvmlReturn_t;
 #define TIMEOUT 10
 #define GPU_IS_LOST 15
 #define NA 0xFFFFFFFFu
+#define VERSION_MISMATCH 25
+#define RESERVED (600ULL << 20) /* what the driver reserves: v1 counts it as used, v2 does not */
 
 #ifdef FAKE_NVML_STEADY
 #define NDEV 3
@@ -36,6 +38,8 @@ static const char *g_bus[3] = {"00000000:3B:00.0", "00000000:5E:00.0", "00000000
 static const char *g_uuid[3] = {"GPU-fake-0", "GPU-fake-1", "GPU-fake-2"};
 typedef struct { unsigned gpu, memory; } util_t;
 typedef struct { unsigned long long total, free, used; } mem_t;
+typedef struct { unsigned version; unsigned long long total, reserved, free, used; } mem2_t;
+#define MEM2_VERSION ((unsigned)sizeof(mem2_t) | (2u << 24))
 typedef struct { void *device; unsigned long long eventType, eventData; unsigned gpuInstanceId, computeInstanceId; } event_t;
 typedef struct { char busIdLegacy[16]; unsigned domain, bus, device, pciDeviceId, pciSubSystemId; char busId[32]; } pci_t;
 typedef struct { int calls; } fake_set;
@@ -86,9 +90,17 @@ nvmlReturn_t nvmlDeviceGetUtilizationRates(void *d, util_t *u) {
     u->memory = 5;
     return OK;
 }
-nvmlReturn_t nvmlDeviceGetMemoryInfo(void *d, mem_t *m) {
+nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(void *d, mem2_t *m) {
+    if (m->version != MEM2_VERSION) return VERSION_MISMATCH;
     m->total = 81559ULL << 20;
+    m->reserved = RESERVED;
     m->used = (unsigned long long)k_mem_mib[idx(d)][g_mem_calls[idx(d)]++ % 2] << 20;
+    m->free = m->total - m->used - m->reserved;
+    return OK;
+}
+nvmlReturn_t nvmlDeviceGetMemoryInfo(void *d, mem_t *m) { /* v1 counts the reserved memory as used */
+    m->total = 81559ULL << 20;
+    m->used = ((unsigned long long)k_mem_mib[idx(d)][g_mem_calls[idx(d)]++ % 2] << 20) + RESERVED;
     m->free = m->total - m->used;
     return OK;
 }
@@ -107,10 +119,19 @@ nvmlReturn_t nvmlDeviceGetRemappedRows(void *d, unsigned *c, unsigned *u, unsign
 }
 #else
 nvmlReturn_t nvmlDeviceGetUtilizationRates(void *d, util_t *u) { u->gpu = idx(d) ? NA : 37; u->memory = 5; return OK; }
-nvmlReturn_t nvmlDeviceGetMemoryInfo(void *d, mem_t *m) {
+nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(void *d, mem2_t *m) {
+    (void)d;
+    if (m->version != MEM2_VERSION) return VERSION_MISMATCH;
+    m->total = 81559ULL << 20;
+    m->reserved = RESERVED;
+    m->used = 1024ULL << 20;
+    m->free = m->total - m->used - m->reserved;
+    return OK;
+}
+nvmlReturn_t nvmlDeviceGetMemoryInfo(void *d, mem_t *m) { /* v1 counts the reserved memory as used */
     (void)d;
     m->total = 81559ULL << 20;
-    m->used = 1024ULL << 20;
+    m->used = (1024ULL << 20) + RESERVED;
     m->free = m->total - m->used;
     return OK;
 }
