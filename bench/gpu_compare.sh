@@ -5,8 +5,8 @@
 #   source .devdeps/env.sh && bench/gpu_compare.sh train|yolo      (logs under $OUT, table last)
 # train: ctest -L gpu without the YOLOv5 tests, odl_bench_kernels, bench/train_bench.sh with
 #        torch_baselines.py mnist_eager mnist_compile mnist_compile_bf16.
-# yolo:  every other GPU test, yolov5_bench, torch_baselines.py yolov5n yolov5n_compiled yolov5n_pipeline,
-#        and the evaluation / health scripts when present.
+# yolo:  every other GPU test, torch_baselines.py yolov5n yolov5n_compiled then yolov5_bench --torch on
+#        its JSON, eval_bench.sh (with yolov5n_pipeline), and the health / coordinator scripts.
 # Data travel in ignored folders (see bench/gpu_run.sh): .devdata/fmnist, .devdata/data, .devdata/bench.
 set -uo pipefail
 mode=${1:?train|yolo}
@@ -96,20 +96,22 @@ if [ "$mode" = yolo ]; then
   ctest --test-dir "$H" -L gpu --output-on-failure --timeout 300 >"$OUT/ctest_gpu_yolo.log" 2>&1
   summary+=("ctest -L gpu (all): $(grep -E 'tests passed' "$OUT/ctest_gpu_yolo.log")")
   grep -E "\*\*\*Failed|FAIL" "$OUT/ctest_gpu_yolo.log" | head -20
+  # PyTorch first, in this call: yolov5_bench takes its ratios from this JSON only (--torch).
+  PYTHONUNBUFFERED=1 timeout 300 python3 "$TB" "$OUT/torch_yolo.json" yolov5n yolov5n_compiled >"$OUT/torch_yolo.log" 2>&1
+  torch_arg=(); [ -s "$OUT/torch_yolo.json" ] && torch_arg=(--torch "$OUT/torch_yolo.json")
   for t in head base; do
     d=$H; [ $t = base ] && d=$B
     [ $t = base ] && [ $have_base = 0 ] && continue
     w=$H/yolov5n.h5   # written by the yolov5_convert test (a fixture of the YOLOv5 GPU tests)
     [ -n "$w" ] && timeout 200 "$d/bench/yolov5_bench" --weights "$w" --image "$ODL_TEST_DATA/yolov5/images/bus.jpg" \
-        --baselines "$ODL_TEST_DATA/baselines.json" >"$OUT/yolov5_$t.txt" 2>&1
+        "${torch_arg[@]}" >"$OUT/yolov5_$t.txt" 2>&1
   done
   TORCH_BASELINES=$TB timeout 300 "$src/bench/eval_bench.sh" "$H" "$H/yolov5n.h5" "$ODL_TEST_DATA" "$OUT/eval" >"$OUT/eval_bench.txt" 2>&1
-  PYTHONUNBUFFERED=1 timeout 200 python3 "$TB" "$OUT/torch_yolo.json" yolov5n_compiled >"$OUT/torch_yolo.log" 2>&1
   timeout 60 sh "$src/bench/health_gpu_check.sh" "$H" 5 >"$OUT/health.txt" 2>&1
   [ -d "$ODL_FMNIST_DIR" ] && NP=1 STEPS=4000 REPEAT=4 timeout 150 "$src/bench/coord_overhead.sh" "$H" "$ODL_FMNIST_DIR" "$OUT/coord" >"$OUT/coord_overhead.txt" 2>&1
   echo "== yolov5_bench head"; grep -v "^  layer" "$OUT/yolov5_head.txt" | tail -12
   echo "== yolov5_bench base"; grep -v "^  layer" "$OUT/yolov5_base.txt" 2>/dev/null | tail -12
-  echo "== torch (yolov5n, pipeline from eval_bench; compiled)"
+  echo "== torch (pipeline from eval_bench; yolov5n and compiled, which yolov5_bench compared with)"
   for j in "$OUT/eval/torch_baselines.json" "$OUT/torch_yolo.json"; do
     python3 -c "import json,sys; d=json.load(open('$j')); [print(k, json.dumps(v)[:500]) for k,v in d.items() if not k.endswith('_wall_s')]" 2>&1
   done

@@ -54,8 +54,14 @@ if [ "$mode" = yolo ] || [ "$mode" = all ] || [ "$mode" = tests ]; then
   grep -E "FAIL|float16|Detect|max box delta|checks" "$OUT/ctest_yolo.log" | head -40
   w=$(ls "$B"/*.h5 2>/dev/null | grep -i yolov5n | head -1)
   if [ -n "$w" ] && [ -x "$B/bench/yolov5_bench" ]; then
+    # PyTorch in this call, when torch_baselines.py travelled along; otherwise no ratios are printed.
+    TB=$src/.devdata/bench/torch_baselines.py torch_arg=()
+    if [ -f "$TB" ]; then
+      PYTHONUNBUFFERED=1 timeout 300 python3 "$TB" "$OUT/torch_yolo.json" yolov5n yolov5n_compiled >"$OUT/torch_yolo.log" 2>&1
+      [ -s "$OUT/torch_yolo.json" ] && torch_arg=(--torch "$OUT/torch_yolo.json")
+    fi
     timeout 240 "$B/bench/yolov5_bench" --weights "$w" --image "$ODL_TEST_DATA/yolov5/images/bus.jpg" \
-      --baselines "$ODL_TEST_DATA/baselines.json" --layers >"$OUT/bench_yolov5.txt" 2>&1
+      "${torch_arg[@]}" --layers >"$OUT/bench_yolov5.txt" 2>&1
     grep -v "^  layer" "$OUT/bench_yolov5.txt" | tail -14
   fi
 fi

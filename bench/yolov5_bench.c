@@ -1,10 +1,13 @@
 /* YOLOv5 inference benchmark: forward latency at batch 1, throughput at batch 32 (640x640, float32 and,
- * on CUDA, float16: odl_yolov5_set_half), and end to end on one image (decode + letterbox + forward + NMS, as detect.py), printed beside
- * PyTorch's figures from ../shared/data/baselines.json ("yolov5n_inference", measured on an H200 with the
- * official v7.0 model, Conv+BN fused, cudnn.benchmark, median of 50).
+ * on CUDA, float16: odl_yolov5_set_half), and end to end on one image (decode + letterbox + forward + NMS,
+ * as detect.py), printed beside PyTorch measured in the same call: --torch OUT.json is the output of
+ * `../shared/bench/torch_baselines.py OUT.json yolov5n yolov5n_compiled` (the official v7.0 model, Conv+BN
+ * fused, cudnn.benchmark, median of 50; torch.compile reduce-overhead fp16 channels_last). Without
+ * --torch no PyTorch figure and no ratio is printed: a ratio is only taken against a run on the same
+ * machine at the same time, never against a stored one.
  *
  *   yolov5_bench [--weights W.h5] [--image bus.jpg] [--device cuda|cpu] [--iters 50] [--warmup 10]
- *                [--batch 32] [--no-graph] [--no-half] [--baselines FILE]
+ *                [--batch 32] [--no-graph] [--no-half] [--layers] [--torch OUT.json]
  *
  * On CUDA the forward is captured once into a CUDA graph (after warm-up, so that every buffer and the
  * backend's workspace exist) and replayed; --no-graph times eager launches. Each timed iteration is
@@ -16,10 +19,14 @@
 #include <string.h>
 #include <time.h>
 
+#include <jansson.h>
+
 #include "odl/device.h"
 #include "odl/image.h"
+#include "odl/json.h"
 #include "odl/nms.h"
 #include "odl/yolov5.h"
+#include "worker/cli_flags.h"
 
 #ifdef ODL_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -40,31 +47,41 @@ static double median(double *v, int n) {
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-/* A number following "key": inside the "yolov5n_inference" object of baselines.json; NAN if absent. */
-static double baseline(const char *json, const char *key) {
-    if (!json) return NAN;
-    const char *sec = strstr(json, "\"yolov5n_inference\"");
-    if (!sec) return NAN;
-    char k[128];
-    snprintf(k, sizeof k, "\"%s\"", key);
-    const char *p = strstr(sec, k);
-    const char *end = strchr(sec, '}');
-    if (!p || (end && p > end)) return NAN;
-    p = strchr(p, ':');
-    return p ? strtod(p + 1, NULL) : NAN;
+/* PyTorch's figures of the same call: the sections of torch_baselines.py's JSON (a section that failed
+ * holds "error" and gives no figures). */
+typedef struct torch_figures {
+    const json_t *eager, *compiled; /* "yolov5n", "yolov5n_compiled"; NULL: not measured */
+} torch_figures;
+
+/* Number "<prefix>_b<batch>_<what>" of a section (torch_baselines.py's keys, batch 1 and 32 measured);
+ * NAN when absent. */
+static double torch_figure(const json_t *section, const char *prefix, int batch, const char *what) {
+    char key[96];
+    snprintf(key, sizeof key, "%s_b%d_%s", prefix, batch, what);
+    const json_t *v = json_object_get(section, key);
+    return json_is_number(v) ? json_number_value(v) : NAN;
 }
 
-static char *read_text(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    size_t got = fread(b, 1, (size_t)n, f);
-    b[got] = 0;
-    fclose(f);
-    return b;
+static const json_t *torch_section(const json_t *root, const char *name, const char *path) {
+    const json_t *s = json_object_get(root, name);
+    if (json_is_object(s) && !json_object_get(s, "error")) return s;
+    fprintf(stderr, "yolov5_bench: note: %s has no usable \"%s\" section%s\n", path, name,
+            s ? " (it failed; see its \"error\")" : "");
+    return NULL;
+}
+
+/* One row: our figure, PyTorch's and ours over PyTorch's as a speedup (pt/odl for times, odl/pt for
+ * rates); "-" where PyTorch has no figure. */
+static void print_row(const char *label, double odl, double pt, int is_rate, const char *tail) {
+    const char *unit = is_rate ? "img/s" : "ms";
+    char ptxt[32] = "-", rtxt[16] = "-";
+    if (isfinite(pt) && pt > 0) {
+        snprintf(ptxt, sizeof ptxt, is_rate ? "%.0f %s" : "%.3f %s", pt, unit);
+        snprintf(rtxt, sizeof rtxt, "%.2fx", is_rate ? odl / pt : pt / odl);
+    }
+    char otxt[32];
+    snprintf(otxt, sizeof otxt, is_rate ? "%.0f %s" : "%.3f %s", odl, unit);
+    printf("%-50s %13s %13s %8s%s\n", label, otxt, ptxt, rtxt, tail);
 }
 
 #define DIE(...)                                                                                                   \
@@ -207,42 +224,53 @@ static double end_to_end(odl_yolov5 *m, const char *image, float *host_in, float
     return ms;
 }
 
+#define USAGE                                                                                                      \
+    "usage: yolov5_bench [--weights W.h5] [--image bus.jpg] [--device cuda|cpu] [--iters N] [--warmup N] "        \
+    "[--batch B] [--no-graph] [--no-half] [--layers] [--torch OUT.json]\n"
+
 int main(int argc, char **argv) {
-    const char *weights = "yolov5n.h5", *image = NULL, *device = "cuda", *bfile = NULL;
+    const char *weights = "yolov5n.h5", *image = NULL, *device = "cuda", *torch_path = NULL;
     int iters = 50, warmup = 10, batch = 32, use_graph = 1, no_half = 0, layers = 0;
     const char *data = getenv("ODL_TEST_DATA");
     if (!data || !data[0]) data = "../shared/data";
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--weights") && v) weights = argv[++i];
-        else if (!strcmp(a, "--image") && v) image = argv[++i];
-        else if (!strcmp(a, "--device") && v) device = argv[++i];
-        else if (!strcmp(a, "--baselines") && v) bfile = argv[++i];
-        else if (!strcmp(a, "--iters") && v) iters = atoi(argv[++i]);
-        else if (!strcmp(a, "--warmup") && v) warmup = atoi(argv[++i]);
-        else if (!strcmp(a, "--batch") && v) batch = atoi(argv[++i]);
-        else if (!strcmp(a, "--no-graph")) use_graph = 0;
+        const char *a = argv[i], *v = NULL;
+        int m = 0; /* a flag with a value matched (v NULL: the value is missing) */
+        if (!strcmp(a, "--no-graph")) use_graph = 0;
         else if (!strcmp(a, "--no-half")) no_half = 1;
         else if (!strcmp(a, "--layers")) layers = 1;
-        else {
-            fprintf(stderr, "usage: yolov5_bench [--weights W.h5] [--image bus.jpg] [--device cuda|cpu] [--iters N] "
-                            "[--warmup N] [--batch B] [--no-graph] [--no-half] [--layers] [--baselines FILE]\n");
+        else if ((v = odl_cli_flag_value(argc, argv, &i, "--weights", &m)) || m) weights = v;
+        else if ((v = odl_cli_flag_value(argc, argv, &i, "--image", &m)) || m) image = v;
+        else if ((v = odl_cli_flag_value(argc, argv, &i, "--device", &m)) || m) device = v;
+        else if ((v = odl_cli_flag_value(argc, argv, &i, "--torch", &m)) || m) torch_path = v;
+        else if ((v = odl_cli_flag_value(argc, argv, &i, "--iters", &m)) || m) {
+            if (odl_cli_parse_int(v, 1, 1000000, &iters)) DIE("--iters '%s': an integer >= 1", v ? v : "");
+        } else if ((v = odl_cli_flag_value(argc, argv, &i, "--warmup", &m)) || m) {
+            if (odl_cli_parse_int(v, 0, 1000000, &warmup)) DIE("--warmup '%s': an integer >= 0", v ? v : "");
+        } else if ((v = odl_cli_flag_value(argc, argv, &i, "--batch", &m)) || m) {
+            if (odl_cli_parse_int(v, 1, 4096, &batch)) DIE("--batch '%s': an integer in 1..4096", v ? v : "");
+        } else if ((v = odl_cli_flag_value(argc, argv, &i, "--baselines", &m)) || m) {
+            DIE("--baselines is gone: ratios are taken only against PyTorch run in the same call; run "
+                "../shared/bench/torch_baselines.py OUT.json yolov5n yolov5n_compiled and pass --torch OUT.json");
+        } else {
+            fprintf(stderr, "yolov5_bench: error: unknown argument '%s'\n" USAGE, a);
             return 2;
         }
+        if (m && !v) DIE("%s needs a value", a);
     }
-    if (iters < 1 || warmup < 0 || batch < 1) DIE("bad --iters/--warmup/--batch");
-    char ibuf[4096], bbuf[4096];
+    char ibuf[4096];
     if (!image) {
         snprintf(ibuf, sizeof ibuf, "%s/yolov5/images/bus.jpg", data);
         image = ibuf;
     }
-    if (!bfile) {
-        snprintf(bbuf, sizeof bbuf, "%s/baselines.json", data);
-        bfile = bbuf;
+    json_t *torch_root = NULL;
+    torch_figures pt = {NULL, NULL};
+    if (torch_path) {
+        if (odl_json_load_file(torch_path, &torch_root) != ODL_OK) DIE("--torch: %s", odl_error_msg());
+        pt.eager = torch_section(torch_root, "yolov5n", torch_path);
+        if (json_object_get(torch_root, "yolov5n_compiled"))
+            pt.compiled = torch_section(torch_root, "yolov5n_compiled", torch_path);
     }
-    char *bj = read_text(bfile);
-    if (!bj) fprintf(stderr, "yolov5_bench: note: %s not readable, no PyTorch figures\n", bfile);
 
     odl_device dev = odl_cpu();
     if (!strcmp(device, "cuda")) {
@@ -303,29 +331,44 @@ int main(int argc, char **argv) {
         free(v);
     }
 
-    const double pt_b1 = baseline(bj, "fp32_b1_ms"), pt_b32 = baseline(bj, "fp32_b32_img_per_s");
-    const double pt_b32h = baseline(bj, "fp16_b32_img_per_s"), pt_b1h = baseline(bj, "fp16_b1_ms");
-    const double pt_e2e = baseline(bj, "e2e_bus_fp32_ms_median");
     const char *pname[2] = {"fp32", "fp16"};
-    const double pt1[2] = {pt_b1, pt_b1h}, ptN[2] = {pt_b32, pt_b32h};
-    printf("%-46s %12s %12s %8s\n", "measure", "odl", "PyTorch", "speedup");
+    if (torch_root) {
+        const json_t *tv = json_object_get(torch_root, "torch"), *td = json_object_get(torch_root, "device");
+        printf("PyTorch of this call: %s (torch %s on %s)\n", torch_path, json_is_string(tv) ? json_string_value(tv) : "?",
+               json_is_string(td) ? json_string_value(td) : "?");
+    } else {
+        printf("PyTorch: none given (--torch OUT.json of ../shared/bench/torch_baselines.py, same call): no ratios\n");
+    }
+    const json_t *e2e = json_object_get(pt.eager, "e2e_bus_fp32_ms_median");
+    const double pt_e2e = json_is_number(e2e) ? json_number_value(e2e) : NAN;
+    printf("%-50s %13s %13s %8s\n", "measure", "odl", "PyTorch", "speedup");
     for (int h = 0; h < nprec; h++) {
-        char lbl[96];
+        char lbl[96], tail[64];
         const double ips = batch * 1000.0 / r[h][1];
         snprintf(lbl, sizeof lbl, "forward batch 1, 640x640, %s%s", pname[h], graphs[h] ? " (CUDA graph)" : "");
-        printf("%-46s %9.3f ms %9.3f ms %7.2fx\n", lbl, r[h][0], pt1[h], pt1[h] / r[h][0]);
+        print_row(lbl, r[h][0], torch_figure(pt.eager, pname[h], 1, "ms"), 0, "");
+        if (h == 1)
+            print_row("  beside torch.compile reduce-overhead fp16", r[h][0],
+                      torch_figure(pt.compiled, "reduce-overhead_fp16", 1, "ms"), 0, "");
         snprintf(lbl, sizeof lbl, "forward batch %d, 640x640, %s%s", batch, pname[h], graphs[h] ? " (CUDA graph)" : "");
-        printf("%-46s %7.0f img/s %7.0f img/s %7.2fx   (%.3f ms per batch)\n", lbl, ips, ptN[h], ips / ptN[h], r[h][1]);
+        snprintf(tail, sizeof tail, "   (%.3f ms per batch)", r[h][1]);
+        print_row(lbl, ips, torch_figure(pt.eager, pname[h], batch, "img_per_s"), 1, tail);
+        if (h == 1)
+            print_row("  beside torch.compile reduce-overhead fp16", ips,
+                      torch_figure(pt.compiled, "reduce-overhead_fp16", batch, "img_per_s"), 1, "");
         snprintf(lbl, sizeof lbl, "end to end bus.jpg (decode..NMS), %s", pname[h]);
-        printf("%-46s %9.3f ms %9.3f ms %7.2fx   (%d boxes; PyTorch fp32)\n", lbl, r[h][2], pt_e2e, pt_e2e / r[h][2], nd[h]);
+        snprintf(tail, sizeof tail, "   (%d boxes%s)", nd[h], isfinite(pt_e2e) ? "; PyTorch fp32" : "");
+        print_row(lbl, r[h][2], pt_e2e, 0, tail);
     }
     /* The targets: batch 1 against PyTorch's fp32 batch 1, batch 32 against its fastest (fp16). */
     const int hb = nprec - 1;
     const double best_b1 = r[0][0] < r[hb][0] ? r[0][0] : r[hb][0];
     const double best_ips = batch * 1000.0 / (r[0][1] < r[hb][1] ? r[0][1] : r[hb][1]);
-    printf("targets: batch 1 >= 2x PyTorch fp32 (%.2fx): %s; batch %d >= 1.5x PyTorch fp16 (%.2fx): %s\n",
-           pt_b1 / best_b1, pt_b1 / best_b1 >= 2 ? "met" : "NOT met", batch, best_ips / pt_b32h,
-           best_ips / pt_b32h >= 1.5 ? "met" : "NOT met");
+    const double pt_b1 = torch_figure(pt.eager, "fp32", 1, "ms"), pt_bNh = torch_figure(pt.eager, "fp16", batch, "img_per_s");
+    if (isfinite(pt_b1) && isfinite(pt_bNh))
+        printf("targets: batch 1 >= 2x PyTorch fp32 (%.2fx): %s; batch %d >= 1.5x PyTorch fp16 (%.2fx): %s\n",
+               pt_b1 / best_b1, pt_b1 / best_b1 >= 2 ? "met" : "NOT met", batch, best_ips / pt_bNh,
+               best_ips / pt_bNh >= 1.5 ? "met" : "NOT met");
     printf("{\"bench\": \"yolov5n\", \"device\": \"%s\", \"batch\": %d", odl_device_name(dev), batch);
     for (int h = 0; h < nprec; h++)
         printf(", \"%s_b1_ms\": %.4f, \"%s_bN_ms\": %.4f, \"%s_bN_img_per_s\": %.1f, \"%s_e2e_bus_ms\": %.3f, "
@@ -335,7 +378,7 @@ int main(int argc, char **argv) {
     printf("}\n");
     free(hin);
     free(hout);
-    free(bj);
+    json_decref(torch_root);
     odl_yolov5_free(m);
     if (dev.type == ODL_DEV_CUDA) odl_cuda_shutdown();
     return 0;

@@ -2,6 +2,7 @@
 #include "odl/json.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <math.h>
 #include <string.h>
 

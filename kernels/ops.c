@@ -256,11 +256,14 @@ odl_status odl_linear_bwd(const odl_tensor *x, const odl_tensor *w, const odl_te
 
 /* ---- convolution ---- */
 
-/* Geometry of a convolution of x [N,C,H,W] with w [K,C,R,S]; checks stride, pad and that the output is
- * not empty. */
+/* Geometry of a convolution of x [N,C,H,W] (float32) with w [K,C,R,S] on x's device; checks both
+ * operands, stride, pad and that the output is not empty. The forward and the backward pass share it. */
 static odl_status conv_geometry(const char *op, const odl_tensor *x, const odl_tensor *w, int stride, int pad,
                                 odl_conv2d_shape *s) {
     char xs[SHAPE_CAP], ws[SHAPE_CAP];
+    ODL_CHECK(check_ndim(op, x, "x", ODL_F32, 4));
+    const int64_t wshape[4] = {-1, x->shape[1], -1, -1};
+    ODL_CHECK(check_shape(op, w, "w", ODL_F32, x->device, 4, wshape, x, "x"));
     if (stride < 1) return ODL_ERR(ODL_E_INVAL, "%s: stride must be >= 1, got %d", op, stride);
     if (pad < 0) return ODL_ERR(ODL_E_INVAL, "%s: pad must be >= 0, got %d", op, pad);
     ODL_CHECK(check_int_dims(op, x, "x"));
@@ -286,12 +289,9 @@ static odl_status conv_geometry(const char *op, const odl_tensor *x, const odl_t
 odl_status odl_conv2d_fwd(const odl_tensor *x, const odl_tensor *w, const odl_tensor *b, const odl_tensor *residual,
                           odl_act act, int stride, int pad, odl_tensor *y) {
     static const char *op = "odl_conv2d_fwd";
-    ODL_CHECK(check_ndim(op, x, "x", ODL_F32, 4));
-    const odl_device dev = x->device;
-    const int64_t wshape[4] = {-1, x->shape[1], -1, -1};
-    ODL_CHECK(check_shape(op, w, "w", ODL_F32, dev, 4, wshape, x, "x"));
     odl_conv2d_shape s;
     ODL_CHECK(conv_geometry(op, x, w, stride, pad, &s));
+    const odl_device dev = x->device;
     const int64_t K = s.K, yshape[4] = {s.N, s.K, s.P, s.Q};
     if (b) ODL_CHECK(check_shape(op, b, "b", ODL_F32, dev, 1, &K, w, "w"));
     if (residual) ODL_CHECK(check_shape(op, residual, "residual", ODL_F32, dev, 4, yshape, x, "x"));
@@ -312,12 +312,9 @@ odl_status odl_conv2d_fwd(const odl_tensor *x, const odl_tensor *w, const odl_te
 odl_status odl_conv2d_bwd(const odl_tensor *x, const odl_tensor *w, const odl_tensor *dy, int stride, int pad,
                           odl_tensor *dx, odl_tensor *dw, odl_tensor *db) {
     static const char *op = "odl_conv2d_bwd";
-    ODL_CHECK(check_ndim(op, x, "x", ODL_F32, 4));
-    const odl_device dev = x->device;
-    const int64_t wshape[4] = {-1, x->shape[1], -1, -1};
-    ODL_CHECK(check_shape(op, w, "w", ODL_F32, dev, 4, wshape, x, "x"));
     odl_conv2d_shape s;
     ODL_CHECK(conv_geometry(op, x, w, stride, pad, &s));
+    const odl_device dev = x->device;
     const int64_t K = s.K, dyshape[4] = {s.N, s.K, s.P, s.Q};
     ODL_CHECK(check_shape(op, dy, "dy", ODL_F32, dev, 4, dyshape, x, "x"));
     if (dx) ODL_CHECK(check_shape(op, dx, "dx", ODL_F32, dev, 4, x->shape, x, "x"));
@@ -532,15 +529,22 @@ odl_status odl_batchnorm_bwd(const odl_tensor *x, const odl_tensor *dy, const od
 
 /* ---- upsampling and concat ---- */
 
+/* The operands of a 2x upsampling, forward and backward: `small` [N,C,H,W] and `big` [N,C,2H,2W],
+ * float32 on small's device; *be is that device's backend. */
+static odl_status upsample2x_operands(const char *op, const odl_tensor *small, const char *sname,
+                                      const odl_tensor *big, const char *bname, const odl_backend **be) {
+    ODL_CHECK(check_ndim(op, small, sname, ODL_F32, 4));
+    ODL_CHECK(check_int_dims(op, small, sname));
+    const int64_t bshape[4] = {small->shape[0], small->shape[1], 2 * small->shape[2], 2 * small->shape[3]};
+    ODL_CHECK(check_shape(op, big, bname, ODL_F32, small->device, 4, bshape, small, sname));
+    ODL_CHECK(check_int_dims(op, big, bname));
+    return get_backend(op, small->device, be);
+}
+
 odl_status odl_upsample2x_fwd(const odl_tensor *x, odl_tensor *y) {
     static const char *op = "odl_upsample2x_fwd";
-    ODL_CHECK(check_ndim(op, x, "x", ODL_F32, 4));
-    ODL_CHECK(check_int_dims(op, x, "x"));
-    const int64_t yshape[4] = {x->shape[0], x->shape[1], 2 * x->shape[2], 2 * x->shape[3]};
-    ODL_CHECK(check_shape(op, y, "y", ODL_F32, x->device, 4, yshape, x, "x"));
-    ODL_CHECK(check_int_dims(op, y, "y"));
     const odl_backend *be;
-    ODL_CHECK(get_backend(op, x->device, &be));
+    ODL_CHECK(upsample2x_operands(op, x, "x", y, "y", &be));
     ODL_CHECK(be->upsample2x_fwd((int)x->shape[0], (int)x->shape[1], (int)x->shape[2], (int)x->shape[3],
                                  (const float *)x->data, (float *)y->data));
     return ODL_OK;
@@ -548,13 +552,8 @@ odl_status odl_upsample2x_fwd(const odl_tensor *x, odl_tensor *y) {
 
 odl_status odl_upsample2x_bwd(const odl_tensor *dy, odl_tensor *dx) {
     static const char *op = "odl_upsample2x_bwd";
-    ODL_CHECK(check_ndim(op, dx, "dx", ODL_F32, 4));
-    ODL_CHECK(check_int_dims(op, dx, "dx"));
-    const int64_t dyshape[4] = {dx->shape[0], dx->shape[1], 2 * dx->shape[2], 2 * dx->shape[3]};
-    ODL_CHECK(check_shape(op, dy, "dy", ODL_F32, dx->device, 4, dyshape, dx, "dx"));
-    ODL_CHECK(check_int_dims(op, dy, "dy"));
     const odl_backend *be;
-    ODL_CHECK(get_backend(op, dx->device, &be));
+    ODL_CHECK(upsample2x_operands(op, dx, "dx", dy, "dy", &be));
     ODL_CHECK(be->upsample2x_bwd((int)dx->shape[0], (int)dx->shape[1], (int)dx->shape[2], (int)dx->shape[3],
                                  (const float *)dy->data, (float *)dx->data));
     return ODL_OK;
@@ -710,24 +709,26 @@ odl_status odl_argmax_rows(const odl_tensor *x, odl_tensor *out) {
 
 /* ---- element-wise arithmetic and reductions ---- */
 
-odl_status odl_add(const odl_tensor *a, const odl_tensor *b, odl_tensor *y) {
-    static const char *op = "odl_add";
+/* The operands of an element-wise a (op) b -> y: float32, as many elements as a, on a's device; *be is that
+ * device's backend. */
+static odl_status binary_operands(const char *op, const odl_tensor *a, const odl_tensor *b, const odl_tensor *y,
+                                  const odl_backend **be) {
     ODL_CHECK(check_any(op, a, "a", ODL_F32, a ? a->device : odl_cpu()));
     ODL_CHECK(check_numel(op, b, "b", a->device, a, "a"));
     ODL_CHECK(check_numel(op, y, "y", a->device, a, "a"));
+    return get_backend(op, a->device, be);
+}
+
+odl_status odl_add(const odl_tensor *a, const odl_tensor *b, odl_tensor *y) {
     const odl_backend *be;
-    ODL_CHECK(get_backend(op, a->device, &be));
+    ODL_CHECK(binary_operands("odl_add", a, b, y, &be));
     ODL_CHECK(be->add(odl_tensor_numel(a), (const float *)a->data, (const float *)b->data, (float *)y->data));
     return ODL_OK;
 }
 
 odl_status odl_mul(const odl_tensor *a, const odl_tensor *b, odl_tensor *y) {
-    static const char *op = "odl_mul";
-    ODL_CHECK(check_any(op, a, "a", ODL_F32, a ? a->device : odl_cpu()));
-    ODL_CHECK(check_numel(op, b, "b", a->device, a, "a"));
-    ODL_CHECK(check_numel(op, y, "y", a->device, a, "a"));
     const odl_backend *be;
-    ODL_CHECK(get_backend(op, a->device, &be));
+    ODL_CHECK(binary_operands("odl_mul", a, b, y, &be));
     ODL_CHECK(be->mul(odl_tensor_numel(a), (const float *)a->data, (const float *)b->data, (float *)y->data));
     return ODL_OK;
 }

@@ -1,3 +1,3 @@
-# CPU backend self-check (kernels/cpu/, kernels/ops.c) against naive double loops; the full op-by-op
+# CPU backend self-check (kernels/cpu/, kernels/ops.c) against the float64 loops of tests/ops_ref.c; the full op-by-op
 # harness with finite differences is tests/test_ops.c.
-odl_add_test(test_cpu_smoke SOURCES test_cpu_smoke.c LABELS unit TIMEOUT 300)
+odl_add_test(test_cpu_smoke SOURCES test_cpu_smoke.c ops_ref.c LABELS unit TIMEOUT 300)

@@ -1,6 +1,7 @@
 # Tensor-core GEMM (odl_backend.gemm_lowp, TF32 and BF16 inputs with float32 accumulation) against the
 # float64 reference: the CPU backend's emulation (unit) and the CUDA kernels of kernels/cuda/gemm_tc.cu
 # on device 0 (gpu; 77 = skipped without one). `build/tests/test_gemm_tc --backend cuda --seed N`.
+# Its cases are test_ops's GEMM cases (tests/gemm_cases.h).
 odl_add_test(test_gemm_tc SOURCES test_gemm_tc.c ops_ref.c LABELS unit ARGS --backend cpu TIMEOUT 300)
 add_test(NAME test_gemm_tc_gpu COMMAND test_gemm_tc --backend cuda)
 set_tests_properties(test_gemm_tc_gpu PROPERTIES TIMEOUT 300 LABELS gpu SKIP_RETURN_CODE 77

@@ -572,11 +572,7 @@ static void test_supersede(void) {
 }
 
 int main(void) {
-    snprintf(g_root, sizeof g_root, "/tmp/odl_test_ckpt.XXXXXX");
-    if (!mkdtemp(g_root)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (odl_test_mkdtemp(g_root, sizeof g_root, "test_ckpt")) return 1;
     test_names();
     test_manifest();
     test_session();
@@ -587,8 +583,6 @@ int main(void) {
     odl_log_set_stream(NULL);
     if (g_log_f) fclose(g_log_f);
     free(g_log);
-    char cmd[700];
-    snprintf(cmd, sizeof cmd, "chmod -R u+w '%s' 2>/dev/null; rm -rf '%s'", g_root, g_root);
-    if (!odl_test_failures && system(cmd) != 0) fprintf(stderr, "note: could not remove %s\n", g_root);
+    if (!odl_test_failures) odl_test_rmtree(g_root); /* kept to look at when a check failed */
     return odl_test_finish("test_ckpt");
 }

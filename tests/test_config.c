@@ -417,11 +417,7 @@ static void test_docs(void) {
 
 int main(int argc, char **argv) {
     if (argc == 3 && strcmp(argv[1], "--regen") == 0) return regen(argv[2]);
-    snprintf(g_dir, sizeof g_dir, "/tmp/odl_test_config_XXXXXX");
-    if (!mkdtemp(g_dir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (odl_test_mkdtemp(g_dir, sizeof g_dir, "test_config")) return 1;
     test_table_and_defaults();
     test_load();
     test_load_errors();
@@ -429,8 +425,6 @@ int main(int argc, char **argv) {
     test_yaml_round_trip();
     test_docs();
 
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_dir);
+    odl_test_rmtree(g_dir);
     return odl_test_finish("test_config");
 }

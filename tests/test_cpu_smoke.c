@@ -3,7 +3,8 @@
  * activations, edge tiles, K beyond one cache block), convolution forward/backward (stride, padding,
  * 1x1, non-square, more output pixels than one column block), max-pool with argmax, batch norm, dropout's
  * Philox mask, log-softmax/NLL, optimisers, reductions; bitwise equality of results for 1 to 4 threads;
- * and a few argument errors. The op-by-op harness with finite differences is tests/test_ops.c. */
+ * and a few argument errors. The op-by-op harness with finite differences is tests/test_ops.c; both take
+ * their GEMM and convolution references from tests/ops_ref.c. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -14,6 +15,7 @@
 #include "odl/ops.h"
 #include "odl/rng.h"
 #include "odl/tensor.h"
+#include "ops_ref.h"
 #include "test_util.h"
 
 static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
@@ -44,13 +46,12 @@ static odl_tensor mki(int nd, int64_t a, int64_t b) {
 }
 #define F(t) ((float *)(t).data)
 
-static double act_ref(odl_act a, double v) {
-    switch (a) {
-    case ODL_ACT_RELU: return v < 0 ? 0 : v;
-    case ODL_ACT_SILU: return v / (1 + exp(-v));
-    case ODL_ACT_SIGMOID: return 1 / (1 + exp(-v));
-    default: return v;
-    }
+/* A float64 copy of n floats, for the references of ops_ref.h (free it). NULL stays NULL. */
+static double *to_f64(const float *x, int64_t n) {
+    if (!x) return NULL;
+    double *d = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
+    for (int64_t i = 0; i < n; i++) d[i] = x[i];
+    return d;
 }
 
 /* |got - want| <= atol + rtol*|want| everywhere; prints the worst element. */
@@ -87,25 +88,15 @@ static void gemm_case(int64_t M, int64_t N, int64_t K, int ta, int tb, float alp
     fill_rand(R, M * ldc);
     fill_rand(bias, M + N);
     for (int64_t i = 0; i < M * ldc; i++) C[i] = beta == 0.0f ? NAN : frand(); /* beta == 0 must not read C */
-    for (int64_t i = 0; i < M; i++)
-        for (int64_t j = 0; j < ldc; j++) {
-            if (j >= N) {
-                want[i * ldc + j] = C[i * ldc + j];
-                continue;
-            }
-            double acc = 0;
-            for (int64_t p = 0; p < K; p++) {
-                double a = ta ? A[p * lda + i] : A[i * lda + p];
-                double b = tb ? B[j * ldb + p] : B[p * ldb + j];
-                acc += a * b;
-            }
-            double v = alpha * acc + (beta == 0.0f ? 0.0 : beta * (double)C[i * ldc + j]);
-            if (bias_mode == 1) v += bias[j];
-            if (bias_mode == 2) v += bias[i];
-            v = act_ref(act, v);
-            if (resid) v += R[i * ldc + j];
-            want[i * ldc + j] = v;
-        }
+    /* the reference leaves the ldc gap as it was: the kernel must too */
+    for (int64_t i = 0; i < M * ldc; i++) want[i] = C[i];
+    double *dA = to_f64(A, arows * lda), *dB = to_f64(B, brows * ldb), *dR = to_f64(R, M * ldc);
+    double *dbias = to_f64(bias, M + N);
+    ref_gemm(&(ref_gemm_args){.trans_a = ta, .trans_b = tb, .M = M, .N = N, .K = K, .alpha = alpha, .A = dA,
+                              .lda = lda, .B = dB, .ldb = ldb, .beta = beta, .C = want, .ldc = ldc,
+                              .bias = bias_mode ? dbias : NULL, .bias_per_row = bias_mode == 2,
+                              .residual = resid ? dR : NULL, .act = act});
+    free(dA), free(dB), free(dR), free(dbias);
     odl_gemm_args g = {ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc,
                        {bias_mode ? bias : NULL, bias_mode == 2, resid ? R : NULL, act}};
     TOK(odl_backend_cpu()->gemm(&g));
@@ -132,24 +123,6 @@ static void test_gemm(void) {
 }
 
 /* ---------------- convolution ---------------- */
-static void conv_ref(const odl_conv2d_shape *s, const float *x, const float *w, const float *b, double *y) {
-    for (int n = 0; n < s->N; n++)
-        for (int k = 0; k < s->K; k++)
-            for (int p = 0; p < s->P; p++)
-                for (int q = 0; q < s->Q; q++) {
-                    double acc = b ? b[k] : 0;
-                    for (int c = 0; c < s->C; c++)
-                        for (int r = 0; r < s->R; r++)
-                            for (int t = 0; t < s->S; t++) {
-                                int ih = p * s->stride_h - s->pad_h + r, iw = q * s->stride_w - s->pad_w + t;
-                                if (ih < 0 || ih >= s->H || iw < 0 || iw >= s->W) continue;
-                                acc += (double)x[((n * s->C + c) * s->H + ih) * s->W + iw] *
-                                       w[((k * s->C + c) * s->R + r) * s->S + t];
-                            }
-                    y[((n * s->K + k) * s->P + p) * s->Q + q] = acc;
-                }
-}
-
 static void conv_case(int N, int C, int H, int W, int K, int R, int S, int stride, int pad, odl_act act) {
     odl_tensor x = mk(4, N, C, H, W), w = mk(4, K, C, R, S), b = mk(1, K, 1, 1, 1);
     int P = odl_conv_out_size(H, R, stride, pad), Q = odl_conv_out_size(W, S, stride, pad);
@@ -161,53 +134,24 @@ static void conv_case(int N, int C, int H, int W, int K, int R, int S, int strid
     char what[128];
     snprintf(what, sizeof what, "conv N%d C%d %dx%d K%d %dx%d s%d p%d act%d", N, C, H, W, K, R, S, stride, pad, (int)act);
 
+    double *dx_ = to_f64(F(x), nx), *dw_ = to_f64(F(w), nw), *db_ = to_f64(F(b), K), *dres = to_f64(F(res), ny);
+    double *ddy = to_f64(F(dy), ny), *want_db = malloc(sizeof(double) * (size_t)K);
+
     /* forward with bias, act and residual */
     TOK(odl_conv2d_fwd(&x, &w, &b, &res, act, stride, pad, &y));
-    conv_ref(&s, F(x), F(w), F(b), want);
-    for (int64_t i = 0; i < ny; i++) want[i] = act_ref(act, want[i]) + F(res)[i];
+    ref_conv2d_fwd(&s, dx_, dw_, db_, dres, act, want, NULL);
     double atol = 2e-5 * sqrt((double)C * R * S);
     TCHECK(close_to(what, F(y), want, ny, atol, 1e-4), "%s forward", what);
 
     /* bwd_data: dx = d/dx sum(dy * conv(x, w)) */
     TOK(odl_conv2d_bwd(&x, &w, &dy, stride, pad, &dx, &dw, &db));
-    for (int64_t i = 0; i < nx; i++) want[i] = 0;
-    for (int n = 0; n < N; n++)
-        for (int k = 0; k < K; k++)
-            for (int p = 0; p < P; p++)
-                for (int q = 0; q < Q; q++) {
-                    double g = F(dy)[((n * K + k) * P + p) * Q + q];
-                    for (int c = 0; c < C; c++)
-                        for (int r = 0; r < R; r++)
-                            for (int t = 0; t < S; t++) {
-                                int ih = p * stride - pad + r, iw = q * stride - pad + t;
-                                if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
-                                want[((n * C + c) * H + ih) * W + iw] += g * F(w)[((k * C + c) * R + r) * S + t];
-                            }
-                }
+    ref_conv2d_bwd_data(&s, ddy, dw_, want, NULL);
     TCHECK(close_to(what, F(dx), want, nx, 2e-5 * sqrt((double)K * R * S), 1e-4), "%s bwd_data", what);
-    /* bwd_weight */
-    for (int64_t i = 0; i < nw; i++) want[i] = 0;
-    for (int n = 0; n < N; n++)
-        for (int k = 0; k < K; k++)
-            for (int p = 0; p < P; p++)
-                for (int q = 0; q < Q; q++) {
-                    double g = F(dy)[((n * K + k) * P + p) * Q + q];
-                    for (int c = 0; c < C; c++)
-                        for (int r = 0; r < R; r++)
-                            for (int t = 0; t < S; t++) {
-                                int ih = p * stride - pad + r, iw = q * stride - pad + t;
-                                if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
-                                want[((k * C + c) * R + r) * S + t] += g * F(x)[((n * C + c) * H + ih) * W + iw];
-                            }
-                }
+    /* bwd_weight and the bias gradient */
+    ref_conv2d_bwd_weight(&s, dx_, ddy, want, want_db, NULL, NULL);
     TCHECK(close_to(what, F(dw), want, nw, 2e-5 * sqrt((double)N * P * Q), 1e-4), "%s bwd_weight", what);
-    for (int k = 0; k < K; k++) {
-        double a = 0;
-        for (int n = 0; n < N; n++)
-            for (int i = 0; i < P * Q; i++) a += F(dy)[(n * K + k) * P * Q + i];
-        want[k] = a;
-    }
-    TCHECK(close_to(what, F(db), want, K, 1e-5, 1e-5), "%s db", what);
+    TCHECK(close_to(what, F(db), want_db, K, 1e-5, 1e-5), "%s db", what);
+    free(dx_), free(dw_), free(db_), free(dres), free(ddy), free(want_db);
     free(want);
     odl_tensor *all[] = {&x, &w, &b, &y, &res, &dy, &dx, &dw, &db};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) odl_tensor_free(all[i]);
@@ -345,7 +289,7 @@ static void test_misc(void) {
     odl_act acts[] = {ODL_ACT_RELU, ODL_ACT_SILU, ODL_ACT_SIGMOID};
     for (int a = 0; a < 3; a++) {
         TOK(odl_act_fwd(acts[a], &x, &y));
-        for (int64_t i = 0; i < n; i++) want[i] = act_ref(acts[a], 4.0 * F(x)[i] / 4.0);
+        for (int64_t i = 0; i < n; i++) want[i] = ref_act(acts[a], 4.0 * F(x)[i] / 4.0);
         TCHECK(close_to("act fwd", F(y), want, n, 1e-6, 1e-5), "act %d forward", (int)acts[a]);
         TOK(odl_act_bwd(acts[a], &x, &y, &dy, &dx));
         for (int64_t i = 0; i < n; i++) {

@@ -34,6 +34,7 @@
 #include "odl/ops.h"
 #include "odl/precision.h"
 #include "odl/tensor.h"
+#include "gemm_cases.h"
 #include "ops_ref.h"
 #include "test_util.h"
 
@@ -90,46 +91,12 @@ static void dget(float *x, const dbuf *b, int64_t n) {
     TOK(odl_device_synchronize(g_dev));
 }
 
-typedef struct tc_case {
-    int M, N, K, ta, tb;
-    float alpha, beta;
-    int bias; /* 0 none, 1 per column, 2 per row */
-    int res;
-    odl_act act;
-    int pad;   /* extra leading-dimension columns */
-    int shift; /* operands start `shift` floats into their allocation */
-} tc_case;
-
-static const tc_case CASES[] = {
-    {1, 1, 1, 0, 0, 1.f, 0.f, 0, 0, ODL_ACT_NONE, 0, 0},
-    {3, 17, 65, 0, 0, 1.f, 0.f, 1, 0, ODL_ACT_NONE, 0, 0},
-    {17, 3, 65, 1, 0, .5f, .25f, 1, 1, ODL_ACT_RELU, 0, 0},
-    {65, 33, 17, 0, 1, -1.5f, 1.f, 0, 1, ODL_ACT_SILU, 0, 0},
-    {127, 129, 65, 1, 1, 1.f, 0.f, 1, 0, ODL_ACT_SIGMOID, 0, 0},
-    {129, 127, 1, 0, 0, 2.f, 0.f, 0, 0, ODL_ACT_NONE, 0, 0},
-    {65, 17, 4099, 0, 1, 1.f, 0.f, 1, 0, ODL_ACT_NONE, 0, 0},
-    {1, 127, 4099, 1, 0, 1.f, .5f, 0, 0, ODL_ACT_RELU, 0, 0},
-    {33, 65, 17, 1, 0, 1.f, .5f, 2, 1, ODL_ACT_SILU, 5, 1},
-    {17, 3, 129, 0, 1, .75f, 0.f, 2, 0, ODL_ACT_RELU, 3, 0},
-    {129, 65, 127, 0, 0, 1.f, 0.f, 1, 0, ODL_ACT_SIGMOID, 4, 0},
-    {3, 129, 17, 1, 1, -1.f, 2.f, 1, 1, ODL_ACT_RELU, 2, 3},
-    {257, 255, 513, 0, 1, 1.f, 0.f, 1, 0, ODL_ACT_SILU, 0, 0},
-    {100, 80, 60, 0, 0, 0.f, .5f, 1, 1, ODL_ACT_RELU, 0, 0}, /* alpha 0 */
-    {64, 128, 9216, 0, 1, 1.f, 0.f, 1, 0, ODL_ACT_RELU, 0, 0},   /* MNIST fc1 forward, batch 64: split-K */
-    {128, 9216, 64, 1, 0, 1.f, 0.f, 0, 0, ODL_ACT_NONE, 0, 0},   /* its weight gradient */
-    {64, 9216, 128, 0, 0, 1.f, 0.f, 0, 0, ODL_ACT_NONE, 0, 0},   /* its data gradient */
-    {1601, 2600, 37, 0, 0, 1.f, 0.f, 1, 1, ODL_ACT_NONE, 0, 0},  /* 128 x 128 tiles on CUDA, ragged edges */
-    {1539, 2817, 45, 1, 1, 1.f, .5f, 2, 0, ODL_ACT_RELU, 1, 2},  /* 128 x 128, transposed, unaligned */
-    {1537, 1541, 67, 0, 0, 1.f, 0.f, 1, 1, ODL_ACT_NONE, 0, 0},  /* 64 x 64 tiles, no split */
-    {300, 200, 2053, 1, 0, 1.f, 0.f, 0, 0, ODL_ACT_NONE, 0, 0},  /* split-K, transposed A */
-};
-
 static int g_low_seen; /* cases whose error showed that the inputs were rounded */
 
-static void run_case(const tc_case *c, odl_precision prec, int idx) {
+static void run_case(const gemm_case *c, odl_precision prec, int idx) {
     const int64_t M = c->M, N = c->N, K = c->K;
-    const int64_t ra = c->ta ? K : M, ca = c->ta ? M : K, rb = c->tb ? N : K, cb = c->tb ? K : N;
-    const int64_t lda = ca + c->pad, ldb = cb + (c->pad ? c->pad + 1 : 0), ldc = N + (c->pad ? c->pad + 2 : 0);
+    const gemm_dims d = gemm_case_dims(c);
+    const int64_t ra = d.ra, rb = d.rb, lda = d.lda, ldb = d.ldb, ldc = d.ldc;
     float *A = fgen(ra * lda, -1, 1), *B = fgen(rb * ldb, -1, 1), *C0 = fgen(M * ldc, -1, 1);
     const uint32_t guard = 0x7fc0dead;
     for (int64_t i = 0; i < M; i++)
@@ -368,8 +335,8 @@ int main(int argc, char **argv) {
     test_exact_ties();
     test_linear_routing();
     for (int pi = 0; pi < 2; pi++)
-        for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++)
-            run_case(&CASES[i], pi ? ODL_PRECISION_BF16 : ODL_PRECISION_TF32, (int)i);
+        for (int i = 0; i < N_GEMM_CASES; i++)
+            run_case(&GEMM_CASES[i], pi ? ODL_PRECISION_BF16 : ODL_PRECISION_TF32, i);
     TCHECK(g_low_seen >= 8, "only %d cases could show the input rounding", g_low_seen);
     if (have_cuda) odl_cuda_shutdown();
     char name[64];

@@ -427,19 +427,13 @@ static void test_reference_file(void) {
 }
 
 int main(void) {
-    snprintf(g_dir, sizeof g_dir, "/tmp/odl_test_h5io_XXXXXX");
-    if (!mkdtemp(g_dir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (odl_test_mkdtemp(g_dir, sizeof g_dir, "test_h5io")) return 1;
     fill();
     test_round_trip();
     test_writer_errors();
     test_bad_files();
     test_crash_safety();
     test_reference_file();
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_dir);
+    odl_test_rmtree(g_dir);
     return odl_test_finish("test_h5io");
 }

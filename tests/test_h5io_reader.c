@@ -56,12 +56,9 @@ static void write_fixture(const char *path) {
 }
 
 int main(void) {
-    char dir[] = "/tmp/odl_h5io_reader_XXXXXX";
-    if (!mkdtemp(dir)) {
-        perror("mkdtemp");
-        return 1;
-    }
-    char path[256];
+    char dir[64];
+    if (odl_test_mkdtemp(dir, sizeof dir, "h5io_reader")) return 1;
+    char path[128];
     snprintf(path, sizeof path, "%s/fixture.h5", dir);
     write_fixture(path);
     odl_h5_reader *r = NULL;

@@ -285,16 +285,10 @@ static void test_generated(void) {
 }
 
 int main(void) {
-    snprintf(g_dir, sizeof g_dir, "/tmp/odl_test_mnist_XXXXXX");
-    if (!mkdtemp(g_dir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (odl_test_mkdtemp(g_dir, sizeof g_dir, "test_mnist")) return 1;
     test_real_mnist();
     test_fashion();
     test_generated();
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_dir);
+    odl_test_rmtree(g_dir);
     return odl_test_finish("test_mnist_idx");
 }

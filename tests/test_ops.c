@@ -98,6 +98,7 @@
 #include "odl/rng.h"
 #include "odl/status.h"
 #include "odl/tensor.h"
+#include "gemm_cases.h"
 #include "ops_ref.h"
 #include "test_util.h"
 
@@ -614,41 +615,11 @@ static int fd_samples(double cost) { return cost <= 2e5 ? 16 : cost <= 4e6 ? 6 :
 
 /* ================================================================ GEMM */
 
-typedef struct gemm_case {
-    int M, N, K, ta, tb;
-    float alpha, beta;
-    int bias; /* 0 none, 1 per column [N], 2 per row [M] (backend table only) */
-    int res;
-    odl_act act;
-    int direct; /* call the backend's op table directly (ld padding, bias per row) */
-    int pad;    /* extra leading-dimension columns (direct only) */
-} gemm_case;
-
-static const gemm_case GEMM_CASES[] = {
-    {1, 1, 1, 0, 0, 1.f, 0.f, 0, 0, ODL_ACT_NONE, 0, 0},
-    {3, 17, 65, 0, 0, 1.f, 0.f, 1, 0, ODL_ACT_NONE, 0, 0},
-    {17, 3, 65, 1, 0, .5f, .25f, 1, 1, ODL_ACT_RELU, 0, 0},
-    {65, 33, 17, 0, 1, -1.5f, 1.f, 0, 1, ODL_ACT_SILU, 0, 0},
-    {127, 129, 65, 1, 1, 1.f, 0.f, 1, 0, ODL_ACT_SIGMOID, 0, 0},
-    {129, 127, 1, 0, 0, 2.f, 0.f, 0, 0, ODL_ACT_NONE, 0, 0},
-    {65, 17, 4099, 0, 1, 1.f, 0.f, 1, 0, ODL_ACT_NONE, 0, 0},
-    {1, 127, 4099, 1, 0, 1.f, .5f, 0, 0, ODL_ACT_RELU, 0, 0},
-    {64, 64, 64, 1, 1, 1.f, 1.f, 1, 1, ODL_ACT_SILU, 0, 0},
-    {128, 129, 127, 0, 0, 1.f, 0.f, 0, 0, ODL_ACT_NONE, 0, 0},
-    {33, 65, 17, 1, 0, 1.f, .5f, 2, 1, ODL_ACT_SILU, 1, 5},
-    {17, 3, 129, 0, 1, .75f, 0.f, 2, 0, ODL_ACT_RELU, 1, 3},
-    {1, 1, 4099, 1, 1, 1.f, 0.f, 2, 1, ODL_ACT_NONE, 1, 1},
-    {129, 65, 127, 0, 0, 1.f, 0.f, 1, 0, ODL_ACT_SIGMOID, 1, 0},
-    {3, 129, 17, 1, 1, -1.f, 2.f, 1, 1, ODL_ACT_RELU, 1, 2},
-    {257, 255, 513, 0, 1, 1.f, 0.f, 1, 0, ODL_ACT_SILU, 0, 0},
-    {100, 80, 60, 0, 0, 0.f, .5f, 1, 1, ODL_ACT_RELU, 0, 0}, /* alpha 0 */
-};
-
 /* The fixed cases and N_RAND_CASES random ones drawn from the seed (so each run covers new shapes). */
 #define N_RAND_CASES 4
 static const float RAND_ALPHA[] = {1.f, -.5f, 2.f, 0.f}, RAND_BETA[] = {0.f, 0.f, 1.f, .5f};
 static int gemm_cases(gemm_case *out) {
-    int n = (int)(sizeof GEMM_CASES / sizeof GEMM_CASES[0]);
+    int n = N_GEMM_CASES;
     memcpy(out, GEMM_CASES, sizeof GEMM_CASES);
     rng_case("gemm_shapes", 0);
     for (int r = 0; r < N_RAND_CASES; r++) {
@@ -674,14 +645,14 @@ static int gemm_cases(gemm_case *out) {
 }
 
 static void run_gemm(void) {
-    gemm_case cases[sizeof GEMM_CASES / sizeof GEMM_CASES[0] + N_RAND_CASES];
+    gemm_case cases[N_GEMM_CASES + N_RAND_CASES];
     int ncases = gemm_cases(cases);
     for (int ci = 0; ci < ncases; ci++) {
         const gemm_case *c = &cases[ci];
         rng_case("gemm", ci);
         int64_t M = c->M, N = c->N, K = c->K;
-        int64_t ra = c->ta ? K : M, ca = c->ta ? M : K, rb = c->tb ? N : K, cb = c->tb ? K : N;
-        int64_t lda = ca + c->pad, ldb = cb + (c->pad ? c->pad + 1 : 0), ldc = N + (c->pad ? c->pad + 2 : 0);
+        const gemm_dims d = gemm_case_dims(c);
+        const int64_t ra = d.ra, ca = d.ca, rb = d.rb, cb = d.cb, lda = d.lda, ldb = d.ldb, ldc = d.ldc;
         float *A = fmat(ra, ca, lda, -1, 1), *B = fmat(rb, cb, ldb, -1, 1);
         float *C0 = falloc(M * ldc);
         for (int64_t i = 0; i < M; i++)

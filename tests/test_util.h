@@ -4,10 +4,12 @@
 #ifndef ODL_TEST_UTIL_H
 #define ODL_TEST_UTIL_H
 
+#include <ftw.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "odl/status.h"
 
@@ -130,6 +132,33 @@ static inline char *odl_test_read_text(const char *path) {
     if (b) b[fread(b, 1, (size_t)n, f)] = 0;
     fclose(f);
     return b;
+}
+
+/* A fresh directory /tmp/odl_<name>_XXXXXX for the test's files, its path in dir[cap]; 0, or -1 after
+ * printing why. */
+static inline int odl_test_mkdtemp(char *dir, size_t cap, const char *name) {
+    snprintf(dir, cap, "/tmp/odl_%s_XXXXXX", name);
+    if (!mkdtemp(dir)) {
+        perror("mkdtemp");
+        return -1;
+    }
+    return 0;
+}
+
+static inline int odl_test_rmtree_writable_(const char *p, const struct stat *sb, int type, struct FTW *ftw) {
+    (void)ftw;
+    if (type == FTW_D || type == FTW_DNR) chmod(p, sb->st_mode | S_IRWXU);
+    return 0;
+}
+static inline int odl_test_rmtree_remove_(const char *p, const struct stat *sb, int type, struct FTW *ftw) {
+    (void)sb, (void)type, (void)ftw;
+    return remove(p) == 0 ? 0 : -1;
+}
+/* Remove dir and everything below it, read-only directories included (tests make some to provoke
+ * write errors), as `chmod -R u+w; rm -rf` would; a note on stderr when that fails. */
+static inline void odl_test_rmtree(const char *dir) {
+    nftw(dir, odl_test_rmtree_writable_, 16, FTW_PHYS);
+    if (nftw(dir, odl_test_rmtree_remove_, 16, FTW_DEPTH | FTW_PHYS) != 0) fprintf(stderr, "note: could not remove %s\n", dir);
 }
 
 #endif

@@ -212,15 +212,13 @@ static void labels_inside(void) {
 }
 
 int main(void) {
-    char dir[] = "/tmp/odl_ux_inputs_XXXXXX";
-    if (!mkdtemp(dir)) return 1;
+    char dir[256];
+    if (odl_test_mkdtemp(dir, sizeof dir, "ux_inputs")) return 1;
     png_trns(dir);
     idx_claims(dir);
     nms_nonfinite();
     nms_classes_apart();
     labels_inside();
-    char cmd[4200];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    odl_test_rmtree(dir);
     return odl_test_finish("test_ux_inputs");
 }

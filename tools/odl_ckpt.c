@@ -19,6 +19,7 @@
 
 #include "odl/ckpt.h"
 #include "odl/h5io.h"
+#include "worker/cli_flags.h"
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -299,9 +300,10 @@ int main(int argc, char **argv) {
         const char *files[2] = {NULL, NULL}, *prefix = "/model";
         int nf = 0;
         for (int i = 2; i < argc; i++) {
-            if (!strcmp(argv[i], "--prefix") && i + 1 < argc) prefix = argv[++i];
-            else if (!strncmp(argv[i], "--prefix=", 9)) prefix = argv[i] + 9;
-            else if (nf < 2) files[nf++] = argv[i];
+            int matched;
+            const char *v = odl_cli_flag_value(argc, argv, &i, "--prefix", &matched);
+            if (v) prefix = v;
+            else if (!matched && nf < 2) files[nf++] = argv[i];
             else {
                 usage(stderr);
                 return 2;

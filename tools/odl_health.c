@@ -18,6 +18,7 @@
 #include "odl/models.h"
 #include "odl/nn.h"
 #include "odl/ops.h"
+#include "worker/cli_flags.h"
 
 enum { EXIT_HEALTHY = 0, EXIT_APPLICATION = 1, EXIT_NODE_FATAL = 2, EXIT_NOTHING = 3, EXIT_USAGE = 4 };
 
@@ -38,14 +39,20 @@ static int fail(const char *what) {
     return EXIT_USAGE;
 }
 
-/* Value of "--name V" / "--name=V" at argv[*i]; NULL when argv[*i] is not that option. */
-static const char *opt(int argc, char **argv, int *i, const char *name) {
-    size_t n = strlen(name);
-    if (strncmp(argv[*i], name, n) != 0) return NULL;
-    if (argv[*i][n] == '=') return argv[*i] + n + 1;
-    if (argv[*i][n] != '\0') return NULL;
-    if (*i + 1 >= argc) return NULL;
-    return argv[++*i];
+/* The value of "--name V" / "--name=V" at argv[*i] (the programs' one flag parser, worker/cli_flags.h);
+ * NULL when argv[*i] is another argument, and then *missing is set when it is this option without a value. */
+static const char *opt(int argc, char **argv, int *i, const char *name, int *missing) {
+    int matched;
+    const char *v = odl_cli_flag_value(argc, argv, i, name, &matched);
+    if (matched && !v) *missing = 1;
+    return v;
+}
+
+/* The usage error of an argument that no option of `cmd` took. */
+static int unexpected(const char *cmd, const char *arg, int missing) {
+    if (missing) fprintf(stderr, "odl_health %s: error: %s needs a value\n", cmd, arg);
+    else fprintf(stderr, "odl_health %s: error: unexpected argument '%s'\n", cmd, arg);
+    return EXIT_USAGE;
 }
 
 /* ---- xid ---- */
@@ -56,14 +63,12 @@ static int cmd_xid(int argc, char **argv) {
     int drain = 0;
     for (int i = 0; i < argc; i++) {
         const char *v;
-        if ((v = opt(argc, argv, &i, "--kmsg"))) kmsg = v;
-        else if ((v = opt(argc, argv, &i, "--table"))) table_path = v;
-        else if ((v = opt(argc, argv, &i, "--since-s"))) since_s = atof(v);
+        int missing = 0;
+        if ((v = opt(argc, argv, &i, "--kmsg", &missing))) kmsg = v;
+        else if ((v = opt(argc, argv, &i, "--table", &missing))) table_path = v;
+        else if ((v = opt(argc, argv, &i, "--since-s", &missing))) since_s = atof(v);
         else if (!strcmp(argv[i], "--drain")) drain = 1;
-        else {
-            fprintf(stderr, "odl_health xid: error: unexpected argument '%s'\n", argv[i]);
-            return EXIT_USAGE;
-        }
+        else return unexpected("xid", argv[i], missing);
     }
     if (!kmsg) {
         fprintf(stderr, "odl_health xid: error: --kmsg FILE is required (- for stdin, /dev/kmsg for the live log)\n");
@@ -287,13 +292,11 @@ static int cmd_gpu(int argc, char **argv) {
     int readings_only = 0;
     for (int i = 0; i < argc; i++) {
         const char *v;
-        if ((v = opt(argc, argv, &i, "--timeout-s"))) timeout_s = atof(v);
+        int missing = 0;
+        if ((v = opt(argc, argv, &i, "--timeout-s", &missing))) timeout_s = atof(v);
         else if (!strcmp(argv[i], "--readings-only")) readings_only = 1;
         else if (!strcmp(argv[i], "--prometheus")) return cmd_prometheus();
-        else {
-            fprintf(stderr, "odl_health gpu: error: unexpected argument '%s'\n", argv[i]);
-            return EXIT_USAGE;
-        }
+        else return unexpected("gpu", argv[i], missing);
     }
     odl_nvml *n = NULL;
     if (odl_nvml_open(&n) != ODL_OK) {
@@ -371,11 +374,9 @@ static int cmd_events(int argc, char **argv) {
     double seconds = 5;
     for (int i = 0; i < argc; i++) {
         const char *v;
-        if ((v = opt(argc, argv, &i, "--seconds"))) seconds = atof(v);
-        else {
-            fprintf(stderr, "odl_health events: error: unexpected argument '%s'\n", argv[i]);
-            return EXIT_USAGE;
-        }
+        int missing = 0;
+        if ((v = opt(argc, argv, &i, "--seconds", &missing))) seconds = atof(v);
+        else return unexpected("events", argv[i], missing);
     }
     odl_nvml *n = NULL;
     if (odl_nvml_open(&n) != ODL_OK) {
@@ -438,18 +439,16 @@ static int cmd_fence(int argc, char **argv) {
     int xid = -1, gen = 0;
     for (int i = 1; i < argc; i++) {
         const char *v;
-        if ((v = opt(argc, argv, &i, "--job-dir"))) dir = v;
-        else if ((v = opt(argc, argv, &i, "--node"))) node = v;
-        else if ((v = opt(argc, argv, &i, "--gpu"))) gpu = v;
-        else if ((v = opt(argc, argv, &i, "--by"))) by = v;
-        else if ((v = opt(argc, argv, &i, "--in"))) in = v;
-        else if ((v = opt(argc, argv, &i, "--out"))) out = v;
-        else if ((v = opt(argc, argv, &i, "--xid"))) xid = !strcmp(v, "bus_lost") ? ODL_XID_BUS_LOST : atoi(v);
-        else if ((v = opt(argc, argv, &i, "--generation"))) gen = atoi(v);
-        else {
-            fprintf(stderr, "odl_health fence: error: unexpected argument '%s'\n", argv[i]);
-            return EXIT_USAGE;
-        }
+        int missing = 0;
+        if ((v = opt(argc, argv, &i, "--job-dir", &missing))) dir = v;
+        else if ((v = opt(argc, argv, &i, "--node", &missing))) node = v;
+        else if ((v = opt(argc, argv, &i, "--gpu", &missing))) gpu = v;
+        else if ((v = opt(argc, argv, &i, "--by", &missing))) by = v;
+        else if ((v = opt(argc, argv, &i, "--in", &missing))) in = v;
+        else if ((v = opt(argc, argv, &i, "--out", &missing))) out = v;
+        else if ((v = opt(argc, argv, &i, "--xid", &missing))) xid = !strcmp(v, "bus_lost") ? ODL_XID_BUS_LOST : atoi(v);
+        else if ((v = opt(argc, argv, &i, "--generation", &missing))) gen = atoi(v);
+        else return unexpected("fence", argv[i], missing);
     }
     if (!dir) {
         fprintf(stderr, "odl_health fence: error: --job-dir DIR is required\n");

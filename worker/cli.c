@@ -1,7 +1,6 @@
 /* Command-line habits shared by the tasks; see worker/cli.h. */
 #include "worker/cli.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -87,43 +86,6 @@ void odl_cli_print_version(FILE *f) {
     fprintf(f, "MPI:   not built\n");
 #endif
     fprintf(f, "CUDA devices usable now: %d\n", odl_cuda_device_count());
-}
-
-const char *odl_cli_flag_value(int argc, char **argv, int *i, const char *name, int *matched) {
-    size_t n = strlen(name);
-    const char *a = argv[*i];
-    *matched = 0;
-    if (strncmp(a, name, n) != 0) return NULL;
-    if (a[n] == '=') {
-        *matched = 1;
-        return a + n + 1;
-    }
-    if (a[n] == 0) {
-        *matched = 1;
-        if (*i + 1 < argc) return argv[++*i];
-        return NULL;
-    }
-    return NULL;
-}
-
-int odl_cli_parse_int(const char *s, int lo, int hi, int *out) {
-    if (!s || !*s) return -1;
-    char *e;
-    errno = 0;
-    long v = strtol(s, &e, 10);
-    if (*e || errno || v < lo || v > hi) return -1;
-    *out = (int)v;
-    return 0;
-}
-
-int odl_cli_parse_float(const char *s, float lo, float hi, float *out) {
-    if (!s || !*s) return -1;
-    char *e;
-    errno = 0;
-    double v = strtod(s, &e);
-    if (*e || errno || !(v >= lo && v <= hi)) return -1;
-    *out = (float)v;
-    return 0;
 }
 
 odl_status odl_cli_pick_device(const char *spec, odl_device *dev) {

@@ -10,6 +10,7 @@
 
 #include "odl/device.h"
 #include "odl/status.h"
+#include "worker/cli_flags.h"
 
 /* The closest of `known` (n names, without the leading "--") and, when with_config_keys, of the config
  * keys, to `name`; NULL when none is close enough. */
@@ -33,12 +34,6 @@ int odl_cli_once(odl_cli_seen *s, const char *key, const char *given);
  * NCCL, MPI, GPU architectures). */
 void odl_cli_print_version(FILE *f);
 
-/* argv[*i] is --name=value or --name value: returns the value (NULL when missing) and sets *matched;
- * *i advances past a separate value. Otherwise *matched = 0 and NULL. */
-const char *odl_cli_flag_value(int argc, char **argv, int *i, const char *name, int *matched);
-/* Whole-string integer / number in [lo, hi]; 0 ok, -1 otherwise. */
-int odl_cli_parse_int(const char *s, int lo, int hi, int *out);
-int odl_cli_parse_float(const char *s, float lo, float hi, float *out);
 /* --device auto|cpu|cuda|cuda:N: auto is the first GPU when one is usable, else the CPU. A CUDA device
  * is initialised (odl_cuda_init, half of its memory for the pool). Errors: ODL_E_INVAL, ODL_E_NODEV. */
 odl_status odl_cli_pick_device(const char *spec, odl_device *dev);

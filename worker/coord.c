@@ -18,6 +18,7 @@
 #include "odl/fault.h"
 #include "odl/health.h"
 #include "odl/log.h"
+#include "worker/hook_chain.h"
 
 struct odl_worker_coord {
     odl_coord_client *client; /* NULL: no coordinator, faults only */
@@ -27,8 +28,7 @@ struct odl_worker_coord {
     int64_t global_batch;
     int64_t keep; /* checkpoint.keep, for the coordinator's retention */
     odl_coord_welcome w;
-    const odl_train_hooks *inner;
-    odl_train_hooks hooks;
+    odl_hook_chain chain; /* the coordinator's layer of the training hooks */
     double t_rate;
     int64_t step_rate;
     double sps;
@@ -114,6 +114,7 @@ static void on_ckpt_write(void *ctx, int begin, const odl_train_state *st, const
 
 static odl_status h_on_start(void *ctx, const odl_config *cfg, odl_net *net, odl_optim *opt, odl_train_state *st) {
     odl_worker_coord *w = ctx;
+    (void)cfg, (void)net, (void)opt;
     if (w->client && w->w.have_plan && w->w.resume_path[0] &&
         (st->step != w->w.step || st->epoch != w->w.epoch || st->cursor != w->w.cursor))
         return ODL_ERR(ODL_E_INTERNAL,
@@ -123,23 +124,12 @@ static odl_status h_on_start(void *ctx, const odl_config *cfg, odl_net *net, odl
     odl_coord_client_progress(w->client, st->step, st->epoch, st->cursor, 0);
     w->t_rate = mono();
     w->step_rate = st->step;
-    if (w->inner && w->inner->on_start) ODL_CHECK(w->inner->on_start(w->inner->ctx, cfg, net, opt, st));
     return ODL_OK;
-}
-
-static odl_status h_reduce_grads(void *ctx, odl_net *net) {
-    odl_worker_coord *w = ctx;
-    return w->inner && w->inner->reduce_grads ? w->inner->reduce_grads(w->inner->ctx, net) : ODL_OK;
-}
-
-static odl_status h_reduce_scalar(void *ctx, double *v) {
-    odl_worker_coord *w = ctx;
-    return w->inner && w->inner->reduce_scalar ? w->inner->reduce_scalar(w->inner->ctx, v) : ODL_OK;
 }
 
 static odl_status h_after_step(void *ctx, const odl_config *cfg, odl_net *net, odl_optim *opt, const odl_train_state *st) {
     odl_worker_coord *w = ctx;
-    if (w->inner && w->inner->after_step) ODL_CHECK(w->inner->after_step(w->inner->ctx, cfg, net, opt, st));
+    (void)cfg, (void)net, (void)opt;
     if (w->client) {
         double now = mono();
         if (now - w->t_rate >= 0.5) { /* a rate over half a second at least: no clock read per sample */
@@ -153,15 +143,9 @@ static odl_status h_after_step(void *ctx, const odl_config *cfg, odl_net *net, o
     return ODL_OK;
 }
 
-static odl_status h_on_finish(void *ctx, const odl_config *cfg, odl_net *net, odl_optim *opt, const odl_train_state *st) {
-    odl_worker_coord *w = ctx;
-    return w->inner && w->inner->on_finish ? w->inner->on_finish(w->inner->ctx, cfg, net, opt, st) : ODL_OK;
-}
-
 static int h_step_request(void *ctx, const odl_train_state *st) {
     odl_worker_coord *w = ctx;
-    int f = w->inner && w->inner->step_request ? w->inner->step_request(w->inner->ctx, st) : 0;
-    int c = odl_coord_client_step_request(w->client, st->step);
+    int f = 0, c = odl_coord_client_step_request(w->client, st->step);
     if (c & ODL_COORD_CHECKPOINT) f |= ODL_TRAIN_CHECKPOINT;
     if (c & ODL_COORD_STOP) f |= ODL_TRAIN_STOP;
     return f;
@@ -234,22 +218,14 @@ odl_status odl_worker_coord_start(odl_worker_coord **out, odl_config *cfg, int r
 
 void odl_worker_coord_install(odl_worker_coord *w, odl_train_opts *opts) {
     if (!w) return;
-    w->inner = opts->hooks;
-    odl_train_hooks *h = &w->hooks;
-    memset(h, 0, sizeof *h);
-    h->ctx = w;
-    h->on_start = h_on_start;
-    h->reduce_grads = h_reduce_grads;
-    h->reduce_scalar = h_reduce_scalar;
-    h->after_step = h_after_step;
-    h->on_finish = h_on_finish;
-    h->step_request = h_step_request;
-    opts->hooks = h;
+    const odl_train_hooks own = {
+        .ctx = w, .on_start = h_on_start, .after_step = h_after_step, .step_request = h_step_request};
+    odl_hook_chain_push(&w->chain, &own, opts);
 }
 
 void odl_worker_coord_finish(odl_worker_coord *w, odl_train_opts *opts, int status) {
     if (!w) return;
-    if (opts && opts->hooks == &w->hooks) opts->hooks = w->inner;
+    odl_hook_chain_pop(&w->chain, opts);
     if (w->client) {
         g_client = NULL;
         if (w->rank == 0) odl_ckpt_set_write_observer(NULL, NULL);

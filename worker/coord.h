@@ -20,7 +20,7 @@ typedef struct odl_worker_coord odl_worker_coord;
  * *out is NULL when there is neither a coordinator nor a fault to inject. comm may be NULL (one
  * process). Errors: a bad ODL_FAULT, an unreachable coordinator, a refusal (its reason). */
 odl_status odl_worker_coord_start(odl_worker_coord **out, odl_config *cfg, int rank, int world_size, odl_comm *comm);
-/* Put the hooks in front of opts->hooks (which they call in turn). NULL w: nothing. */
+/* Put the hooks in front of opts->hooks (worker/hook_chain.h: those run first). NULL w: nothing. */
 void odl_worker_coord_install(odl_worker_coord *w, odl_train_opts *opts);
 /* Restore opts->hooks, say goodbye with status (0: training finished) and free w (NULL is fine). */
 /* The coordinator client of this process while a supervised run trains, else NULL (worker/health_monitor.c

@@ -4,6 +4,7 @@
  * training ones; with --metrics-out the result is one JSON line ("event": "eval").
  * Exit status: 0 done, 1 failure (unreadable weights or data), 2 usage error. */
 #include <inttypes.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <string.h>
 

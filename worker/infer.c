@@ -7,6 +7,7 @@
  * at the end); 2 for a usage error. */
 #include <dirent.h>
 #include <errno.h>
+#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

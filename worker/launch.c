@@ -21,6 +21,7 @@
 #include "odl/env.h"
 #include "odl/log.h"
 #include "worker/coord.h"
+#include "worker/hook_chain.h"
 #include "worker/train.h"
 
 static char g_yaml[ODL_CONFIG_YAML_MAX];
@@ -47,7 +48,7 @@ typedef struct dp_ctx {
     odl_comm *comm;            /* NULL in the single-process program */
     odl_grad_buckets *buckets;
     int state_checked;         /* the ranks' training states were compared after the first step */
-    const odl_train_hooks *inner; /* hooks the caller had set (checkpoints), called first */
+    odl_hook_chain chain;      /* in front of the hooks the caller had set (the coordinator glue) */
     const char *dump_prefix;
 } dp_ctx;
 
@@ -57,7 +58,7 @@ static odl_status dp_grad_ready(void *ctx, int param_index) {
 
 static odl_status dp_on_start(void *ctx, const odl_config *cfg, odl_net *net, odl_optim *opt, odl_train_state *st) {
     dp_ctx *d = ctx;
-    if (d->inner && d->inner->on_start) ODL_CHECK(d->inner->on_start(d->inner->ctx, cfg, net, opt, st));
+    (void)st;
     if (!d->comm || odl_comm_size(d->comm) == 1) return ODL_OK;
     odl_comm *c = d->comm;
     /* Initialisation is deterministic and world-size independent; broadcasting rank 0's parameters and
@@ -98,7 +99,7 @@ static odl_status dp_reduce_scalar(void *ctx, double *v) {
 static odl_status dp_after_step(void *ctx, const odl_config *cfg, odl_net *net, odl_optim *opt,
                                 const odl_train_state *st) {
     dp_ctx *d = ctx;
-    if (d->inner && d->inner->after_step) ODL_CHECK(d->inner->after_step(d->inner->ctx, cfg, net, opt, st));
+    (void)cfg, (void)net, (void)opt;
     if (d->comm && odl_comm_size(d->comm) > 1 && !d->state_checked) {
         /* After the first step of this run (a checkpoint, if any, has been restored by then): every rank
          * must be at the same point, or they would run different numbers of collectives. */
@@ -123,7 +124,7 @@ static odl_status dp_after_step(void *ctx, const odl_config *cfg, odl_net *net, 
 static odl_status dp_on_finish(void *ctx, const odl_config *cfg, odl_net *net, odl_optim *opt,
                                const odl_train_state *st) {
     dp_ctx *d = ctx;
-    if (d->inner && d->inner->on_finish) ODL_CHECK(d->inner->on_finish(d->inner->ctx, cfg, net, opt, st));
+    (void)opt;
     if (d->comm && odl_comm_size(d->comm) > 1) {
         ODL_CHECK(odl_comm_check_net_equal(d->comm, net));
         ODL_LOG_INFO("all %d ranks hold bitwise identical parameters after %" PRId64 " steps", odl_comm_size(d->comm),
@@ -133,22 +134,15 @@ static odl_status dp_on_finish(void *ctx, const odl_config *cfg, odl_net *net, o
     return ODL_OK;
 }
 
-static int dp_step_request(void *ctx, const odl_train_state *st) {
-    dp_ctx *d = ctx;
-    return d->inner && d->inner->step_request ? d->inner->step_request(d->inner->ctx, st) : 0;
-}
-
-static void install_hooks(odl_train_opts *opts, dp_ctx *d, odl_train_hooks *h) {
-    memset(h, 0, sizeof *h);
-    d->inner = opts->hooks;
-    h->ctx = d;
-    h->on_start = dp_on_start;
-    h->reduce_grads = dp_reduce_grads;
-    h->reduce_scalar = dp_reduce_scalar;
-    h->after_step = dp_after_step;
-    h->on_finish = dp_on_finish;
-    h->step_request = dp_step_request;
-    opts->hooks = h;
+/* The data-parallel layer of the training hooks (worker/hook_chain.h: the hooks below it run first). */
+static void install_hooks(odl_train_opts *opts, dp_ctx *d) {
+    const odl_train_hooks own = {.ctx = d,
+                                 .on_start = dp_on_start,
+                                 .reduce_grads = dp_reduce_grads,
+                                 .reduce_scalar = dp_reduce_scalar,
+                                 .after_step = dp_after_step,
+                                 .on_finish = dp_on_finish};
+    odl_hook_chain_push(&d->chain, &own, opts);
 }
 
 /* ------------------------------------------------------------------ entry */
@@ -177,13 +171,12 @@ static int run_single(odl_config *cfg, odl_train_opts *opts, const char *dump) {
     odl_worker_coord_install(wc, opts);
     log_effective_config(cfg);
     dp_ctx d;
-    odl_train_hooks h;
     memset(&d, 0, sizeof d);
     d.dump_prefix = dump;
-    if (dump) install_hooks(opts, &d, &h); /* otherwise exactly the lead's single-process path */
+    if (dump) install_hooks(opts, &d); /* otherwise exactly the lead's single-process path */
     odl_train_result r;
     odl_status s = odl_train_run(cfg, opts, &r);
-    if (dump) opts->hooks = d.inner;
+    if (dump) odl_hook_chain_pop(&d.chain, opts);
     odl_worker_coord_finish(wc, opts, s == ODL_OK ? 0 : 1);
     shutdown_devices();
     if (s != ODL_OK) {
@@ -236,15 +229,14 @@ int odl_train_launch(const odl_config *cfg_in, odl_train_opts *opts) {
     log_effective_config(cfg);
 
     dp_ctx d;
-    odl_train_hooks h;
     memset(&d, 0, sizeof d);
     d.comm = comm;
     d.dump_prefix = dump;
     odl_worker_coord_install(wc, opts); /* inside the data-parallel hooks */
-    install_hooks(opts, &d, &h);
+    install_hooks(opts, &d);
     odl_train_result r;
     s = odl_train_run(cfg, opts, &r);
-    opts->hooks = d.inner;
+    odl_hook_chain_pop(&d.chain, opts);
     odl_worker_coord_finish(wc, opts, s == ODL_OK ? 0 : 1);
     if (s != ODL_OK) {
         if (odl_comm_size(comm) > 1) odl_comm_abort_job(comm, ODL_COMM_EXIT_ERROR, "%s", odl_error_msg_user());

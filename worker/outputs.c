@@ -2,6 +2,7 @@
 #include "worker/outputs.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,6 +1,7 @@
 /* --task=train: MNIST-family training (PyTorch examples/mnist recipe by default). */
 #include <errno.h>
 #include <inttypes.h>
+#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,16 +1,21 @@
 /* JSON through jansson for every file the project writes or reads (detections.json, the metrics JSONL,
  * manifest.json): escaping is jansson's, and a NaN or infinity is written as null, never as `nan`.
- * Public so that odl_worker and the tests share it with the library; it needs jansson's header. */
+ * Public so that odl_worker and the tests share it with the library. This header does not include
+ * jansson's: json_t is declared opaque here (the same typedef as jansson's, which C11 allows twice), so a
+ * program that includes every odl header compiles without jansson; a file that builds or reads the
+ * values includes <jansson.h> itself. */
 #ifndef ODL_JSON_H
 #define ODL_JSON_H
 
-#include <jansson.h>
 #include <stdio.h>
 
 #include "odl/api.h"
 #include "odl/status.h"
 
-/* Dump flags: 10 significant digits, so 0.1 stays 0.1 and pixel coordinates keep 4 decimals. */
+typedef struct json_t json_t;
+
+/* Dump flags: 10 significant digits, so 0.1 stays 0.1 and pixel coordinates keep 4 decimals. Expands to
+ * jansson's macros, so only a file that includes <jansson.h> can use it. */
 #define ODL_JSON_FLAGS (JSON_REAL_PRECISION(10) | JSON_PRESERVE_ORDER)
 
 /* A number rounded to `decimals` places, or null when v is NaN or infinite. New reference. */

@@ -4,7 +4,31 @@ execute_process(COMMAND ${CMAKE_COMMAND} --install ${BUILD} --prefix ${WORK}/pre
 if(rc)
   message(FATAL_ERROR "install failed: ${rc}")
 endif()
-execute_process(COMMAND ${CMAKE_COMMAND} -S ${SRC} -B ${WORK}/build -DCMAKE_PREFIX_PATH=${WORK}/prefix RESULT_VARIABLE rc)
+
+# One source per installed header (it must compile alone) and one that includes them all; the poison
+# directory stands in for the headers of libodl's private dependencies, each an #error.
+file(GLOB headers RELATIVE ${WORK}/prefix/include ${WORK}/prefix/include/odl/*.h)
+list(LENGTH headers n)
+if(n LESS 10)
+  message(FATAL_ERROR "only ${n} headers installed under ${WORK}/prefix/include/odl")
+endif()
+set(sources "")
+set(all "")
+foreach(h IN LISTS headers)
+  string(REGEX REPLACE "[^A-Za-z0-9]" "_" stem ${h})
+  file(WRITE ${WORK}/headers/${stem}.c "#include \"${h}\"\n")
+  list(APPEND sources ${WORK}/headers/${stem}.c)
+  string(APPEND all "#include \"${h}\"\n")
+endforeach()
+file(WRITE ${WORK}/headers/all.c "${all}int main(void) { return 0; }\n")
+list(APPEND sources ${WORK}/headers/all.c)
+foreach(dep jansson.h hdf5.h H5public.h yaml.h png.h jpeglib.h zlib.h uv.h sodium.h microhttpd.h
+            protobuf-c/protobuf-c.h mpi.h nccl.h nvml.h cuda.h cuda_runtime.h cuda_fp16.h)
+  file(WRITE ${WORK}/poison/${dep} "#error \"${dep}: a public odl header needs a private dependency's header\"\n")
+endforeach()
+
+execute_process(COMMAND ${CMAKE_COMMAND} -S ${SRC} -B ${WORK}/build -DCMAKE_PREFIX_PATH=${WORK}/prefix
+                        "-DODL_HEADER_SOURCES=${sources}" -DODL_POISON_DIR=${WORK}/poison RESULT_VARIABLE rc)
 if(rc)
   message(FATAL_ERROR "configure of the consumer failed: ${rc}")
 endif()
