@@ -275,6 +275,8 @@ odl_status odl_coord_client_connect(const char *addr, const char *secret_file, c
     hello.pid = h->pid;
     hello.gpu_uuid = (char *)h->gpu_uuid;
     hello.pci_bus_id = (char *)h->pci_bus_id;
+    hello.gpu_index = h->gpu_index;
+    hello.gpu_model = (char *)h->gpu_model;
     hello.seed = h->seed;
     e.msg_case = ODL__ENVELOPE__MSG_HELLO;
     e.hello = &hello;

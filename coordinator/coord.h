@@ -35,7 +35,8 @@ typedef struct coord_conn coord_conn;
 typedef struct coord_rank {
     coord_conn *conn; /* NULL: not connected */
     int finished;     /* said goodbye with status 0 */
-    char node[64], gpu_uuid[64], pci_bus_id[32];
+    char node[64], gpu_uuid[64], pci_bus_id[32], gpu_model[96];
+    int gpu_index; /* NVML's index on its node, -1 unknown */
     uint32_t pid;
     double t_join, t_heartbeat, t_progress; /* coordinator monotonic seconds */
     int64_t step, epoch, cursor, first_step;

@@ -220,7 +220,9 @@ void coord_fence_argv_free(char **argv) {
 
 /* ------------------------------------------------------------------ /metrics */
 
-static int gpu_entry(odl_gpu_telemetry *t, int *n, const char *node, const char *pci, const char *uuid) {
+/* The entry of (node, pci); k, when given, names its model and NVML index (its rank's Hello). */
+static int gpu_entry(odl_gpu_telemetry *t, int *n, const char *node, const char *pci, const char *uuid,
+                     const coord_rank *k) {
     for (int i = 0; i < *n; i++)
         if (!strcmp(t[i].hostname, node) && !strcmp(t[i].pci, pci)) return i;
     odl_gpu_telemetry *g = &t[(*n)++];
@@ -228,6 +230,11 @@ static int gpu_entry(odl_gpu_telemetry *t, int *n, const char *node, const char 
     snprintf(g->hostname, sizeof g->hostname, "%s", node);
     snprintf(g->pci, sizeof g->pci, "%s", pci);
     snprintf(g->uuid, sizeof g->uuid, "%s", uuid);
+    if (k && k->gpu_index >= 0) {
+        g->have_index = 1;
+        g->index = k->gpu_index;
+    }
+    if (k) snprintf(g->name, sizeof g->name, "%s", k->gpu_model);
     double *v = &g->util_gpu_pct;
     for (double *p = v; p <= &g->remap_failed; p++) *p = ODL_HEALTH_NA;
     g->healthy = 1;
@@ -245,14 +252,14 @@ void coord_gpu_metrics(const coord *c, char **text, size_t *len) {
     for (int r = 0; r < c->world_size; r++) {
         const coord_rank *k = &c->ranks[r];
         if (!k->t_join || (!k->has_gpu && !k->pci_bus_id[0])) continue;
-        odl_gpu_telemetry *g = &t[gpu_entry(t, &n, k->node, k->pci_bus_id, k->gpu_uuid)];
+        odl_gpu_telemetry *g = &t[gpu_entry(t, &n, k->node, k->pci_bus_id, k->gpu_uuid, k)];
         if (!k->has_gpu) continue;
         double *dst[] = {&g->util_gpu_pct, &g->mem_used_mib, &g->mem_total_mib, &g->temp_c, &g->power_w, &g->sm_clock_mhz};
         for (int i = 0; i < 6; i++) *dst[i] = isfinite(k->gpu[i]) ? k->gpu[i] : ODL_HEALTH_NA;
     }
     for (int i = 0; i < c->n_xids; i++) {
         const coord_xid *e = &c->xids[i];
-        x[i].gpu = gpu_entry(t, &n, e->node, e->pci, e->uuid);
+        x[i].gpu = gpu_entry(t, &n, e->node, e->pci, e->uuid, NULL);
         x[i].xid = e->xid;
         x[i].cls = (odl_xid_class)(e->cls <= ODL_XID_NODE_FATAL ? e->cls : ODL_XID_IGNORE);
         x[i].count = e->count;

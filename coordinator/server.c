@@ -265,6 +265,8 @@ static void on_proof(coord *c, coord_conn *k, Odl__Envelope *e) {
     snprintf(r->node, sizeof r->node, "%s", h->node);
     snprintf(r->gpu_uuid, sizeof r->gpu_uuid, "%s", h->gpu_uuid);
     snprintf(r->pci_bus_id, sizeof r->pci_bus_id, "%s", h->pci_bus_id);
+    snprintf(r->gpu_model, sizeof r->gpu_model, "%s", h->gpu_model ? h->gpu_model : "");
+    r->gpu_index = h->gpu_index >= 0 && h->gpu_index < 65536 ? h->gpu_index : -1;
     r->pid = h->pid;
     r->t_join = r->t_heartbeat = r->t_progress = now;
     r->first_step = -1;

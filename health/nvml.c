@@ -231,6 +231,8 @@ static double u32(unsigned v, double scale) { return v == NVML_VALUE_NOT_AVAILAB
 odl_status odl_nvml_read(odl_nvml *n, int index, odl_gpu_telemetry *t) {
     memset(t, 0, sizeof *t);
     t->healthy = 1;
+    t->have_index = 1;
+    t->index = index;
     nvmlDevice_t d;
     ODL_CHECK(handle(n, index, &d));
     odl_pci_id id;

@@ -34,7 +34,7 @@ static void put_label(out *o, const char *name, const char *v, int first) {
 
 static void put_labels(out *o, const odl_gpu_telemetry *t, int gpu, const char *host) {
     char idx[16];
-    snprintf(idx, sizeof idx, "%d", gpu);
+    snprintf(idx, sizeof idx, "%d", t->have_index ? t->index : gpu);
     put_label(o, "gpu", idx, 1);
     put_label(o, "UUID", t->uuid, 0);
     put_label(o, "pci_bus_id", t->pci, 0);

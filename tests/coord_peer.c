@@ -22,6 +22,7 @@ int main(int argc, char **argv) {
     h.generation = strtoull(argv[5], NULL, 10);
     h.pid = (uint32_t)getpid();
     h.seed = 1;
+    h.gpu_index = -1;
     snprintf(h.node, sizeof h.node, "coord_peer");
     odl_coord_welcome w;
     odl_coord_client *c = NULL;

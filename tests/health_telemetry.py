@@ -6,10 +6,11 @@ parser (tests/health_telemetry.sh):  health_telemetry.py HTTPHOST:PORT HOSTNAME
 Polls (60 s at most) until both ranks' telemetry and rank 1's injected Xid 13 are there, then asserts:
 dcgm-exporter's families (NVIDIA dcgm-exporter etc/default-counters.csv: DCGM_FI_DEV_GPU_UTIL,
 DCGM_FI_DEV_FB_USED, DCGM_FI_DEV_GPU_TEMP, DCGM_FI_DEV_POWER_USAGE, DCGM_FI_DEV_SM_CLOCK; and DCGM's
-DCGM_FI_DEV_FB_TOTAL) are gauges with the fake's readings and the labels gpu, UUID, pci_bus_id, Hostname
-of each rank's GPU (UUID and bus id from the rank's Hello); GPU 1's temperature, which the fake reports
+DCGM_FI_DEV_FB_TOTAL) are gauges with the fake's readings and the labels gpu, UUID, pci_bus_id, modelName,
+Hostname of each rank's GPU (from the rank's Hello; rank 0 watches NVML's GPU 1 and rank 1 GPU 0, so the gpu
+label is NVML's index, not the coordinator's order of ranks); GPU 1's temperature, which the fake reports
 as 0xFFFFFFFF, has no sample (never 4294967295, never NaN); the ECC and row-remap families, not
-supported by the fake, are absent; odl_gpu_xid_errors_total counts one Xid 13 (application) on GPU 1
+supported by the fake, are absent; odl_gpu_xid_errors_total counts one Xid 13 (application) on rank 1's GPU 0
 only; odl_gpu_healthy is 1 for both."""
 import math
 import sys
@@ -76,9 +77,11 @@ for g in GPUS:
         check(fams.get(name) is not None and fams[name].type == "gauge", f"{name} is a gauge family")
         check(len(got) == 1 and got[0].value in want, f"{name} of {g['UUID']}: {[s.value for s in got]} in {want}")
         lab = got[0].labels if got else {}
-        check(all(lab.get(k) == g[k] for k in ("gpu", "UUID", "pci_bus_id")) and lab.get("Hostname") == node,
+        check(all(lab.get(k) == g[k] for k in ("gpu", "UUID", "pci_bus_id")) and lab.get("Hostname") == node and
+              lab.get("modelName") == "Fake H200",
               f"{name} of {g['UUID']}: labels gpu={lab.get('gpu')} pci_bus_id={lab.get('pci_bus_id')} "
-              f"Hostname={lab.get('Hostname')} (want {g['gpu']}, {g['pci_bus_id']}, {node})")
+              f"modelName={lab.get('modelName')} Hostname={lab.get('Hostname')} (want {g['gpu']}, {g['pci_bus_id']}, "
+              f"Fake H200, {node})")
 for name in ABSENT:
     check(name not in fams, f"{name} (not supported by the fake) is absent")
 bad = [(s.name, s.value) for f in fams.values() for s in f.samples
@@ -93,7 +96,7 @@ x13 = [s for s in xs if s.labels.get("xid") == "13"]
 check(len(x13) == 1 and x13[0].value == 1 and x13[0].labels.get("class") == "application",
       f"one Xid 13 (application) counted: {[(s.labels, s.value) for s in x13]}")
 lab = x13[0].labels if x13 else {}
-check(lab.get("UUID") == "GPU-fake-1" and lab.get("pci_bus_id") == "0000:5e:00.0" and lab.get("gpu") == "1" and
+check(lab.get("UUID") == "GPU-fake-0" and lab.get("pci_bus_id") == "0000:3b:00.0" and lab.get("gpu") == "0" and
       lab.get("Hostname") == node, f"the Xid is rank 1's GPU's (labels {lab})")
 check(len(xs) == 1, f"no other Xid counted: {[(s.labels.get('UUID'), s.labels.get('xid')) for s in xs]}")
 healthy = {s.labels.get("UUID"): s.value for s in fams["odl_gpu_healthy"].samples} if "odl_gpu_healthy" in fams else {}

@@ -4,13 +4,14 @@
 # ODL_NVML_LIBRARY names (tests/fake_nvml.c, steady build: known readings, one 0xFFFFFFFF, one GPU whose
 # temperature call fails), dlopened as libnvidia-ml.so.1 would be (docs/health.md "Watching a GPU from a
 # CPU rank").
-#   1. odl_coordinator -- mpirun -np 2 odl_worker ..., ODL_HEALTH_GPU=0000:3b:00.0,GPU-fake-1 (one bus id,
-#      one UUID), ODL_FAULT=xid13@rank=1,step=10: each rank's Hello names its GPU's UUID and bus id
+#   1. odl_coordinator -- mpirun -np 2 odl_worker ..., ODL_HEALTH_GPU=GPU-fake-1,0000:3b:00.0 (one UUID,
+#      one bus id; rank 0 watches NVML's GPU 1, rank 1 GPU 0, so /metrics' gpu label must be NVML's index,
+#      not the order of ranks), ODL_FAULT=xid13@rank=1,step=10: each rank's Hello names its GPU's UUID and bus id
 #      (coordinator log); /metrics (tests/health_telemetry.py, prometheus_client's parser) shows each
 #      rank's readings under dcgm-exporter's names and labels, no sample for the unavailable one, and
 #      the Xid 13 as a per-code counter on rank 1's GPU; the restarted job finishes; its epoch lines and
-#      the JSONL epoch record (rank 0's) carry the window's mean utilisation and peak memory (87% and
-#      3000 MiB: the fake alternates 94/80 and 3000/2000, so the mean is no single reading); the
+#      the JSONL epoch record (rank 0's) carry the window's mean utilisation and peak memory (42% and
+#      1500 MiB, GPU-fake-1's: the fake alternates 44/40 and 1500/1000, so the mean is no single reading); the
 #      coordinator's loop closes cleanly.
 #   2. A GPU whose NVML temperature call fails (GPU_IS_LOST, not a time-out): the worker's monitor marks
 #      it unhealthy with a node-fatal bus_lost finding and the unsupervised run stops at step 1.
@@ -57,7 +58,7 @@ mkdir -p "$job"
 # rank 0 slowed (30 ms a step) so that the restarted generation runs long enough to be scraped and
 # each epoch window holds dozens of readings
 # shellcheck disable=SC2086
-ODL_HEALTH_GPU="0000:3b:00.0,GPU-fake-1" ODL_FAULT="xid13@rank=1,step=10;slow@rank=0,step=0,ms=30" \
+ODL_HEALTH_GPU="GPU-fake-1,0000:3b:00.0" ODL_FAULT="xid13@rank=1,step=10;slow@rank=0,step=0,ms=30" \
     timeout 300 "$coord" --job-dir "$job" --listen 127.0.0.1:0 --http 127.0.0.1:0 --timeout 20 --backoff 0.2 \
     --max-restarts 2 -- sh "$src/tests/comm_mpirun.sh" 2 "$worker" $base --max-train-samples 6000 \
     --checkpoint-every 5 --metrics-out "$job/metrics.jsonl" >"$log" 2>&1 &
@@ -71,24 +72,24 @@ wait $bg
 rc=$?
 [ $rc = 0 ] && ok "coordinator finished the job (exit 0)" || { bad "coordinator exited $rc"; cat "$log"; }
 expect "event loop closed cleanly; exit status 0" "$log" "coordinator loop closed cleanly"
-expect "rank 0 of 2 registered: node $node, pid [0-9]*, GPU GPU-fake-0 (0000:3b:00.0), generation 1" "$log" \
-    "rank 0's Hello: UUID and bus id of the GPU its bus id names"
-expect "rank 1 of 2 registered: node $node, pid [0-9]*, GPU GPU-fake-1 (0000:5e:00.0), generation 1" "$log" \
-    "rank 1's Hello: UUID and bus id of the GPU its UUID names"
-expect "GPU health monitor: kernel log [^,]*, NVML on.*, GPU 0000:3b:00.0 (ODL_HEALTH_GPU; training on the CPU)" "$log" \
-    "rank 0's monitor watches GPU-fake-0 through NVML"
-expect "application Xid 13 on 0000:5e:00.0: restarting the job without fencing" "$log" "Xid 13 restarts the job"
+expect "rank 0 of 2 registered: node $node, pid [0-9]*, GPU GPU-fake-1 (0000:5e:00.0), generation 1" "$log" \
+    "rank 0's Hello: UUID and bus id of the GPU its UUID names"
+expect "rank 1 of 2 registered: node $node, pid [0-9]*, GPU GPU-fake-0 (0000:3b:00.0), generation 1" "$log" \
+    "rank 1's Hello: UUID and bus id of the GPU its bus id names"
+expect "GPU health monitor: kernel log [^,]*, NVML on.*, GPU 0000:5e:00.0 (ODL_HEALTH_GPU; training on the CPU)" "$log" \
+    "rank 0's monitor watches GPU-fake-1 through NVML"
+expect "application Xid 13 on 0000:3b:00.0: restarting the job without fencing" "$log" "Xid 13 restarts the job"
 # the epoch line of the generation that finished (mean utilisation, peak memory of the epoch's window;
 # rank 0 logs it and writes the JSONL, rank 1's readings are in /metrics)
 sed -n '/generation 2: started/,$p' "$log" >"$tmp/gen2.log"
-expect "rank 0/2.*epoch 1/1 step [0-9]*:.* gpu_util 87% peak_mem 3000 MiB" "$tmp/gen2.log" "rank 0's epoch line"
+expect "rank 0/2.*epoch 1/1 step [0-9]*:.* gpu_util 42% peak_mem 1500 MiB" "$tmp/gen2.log" "rank 0's epoch line"
 rec=$(grep '"event":"epoch"' "$job/metrics.jsonl" | tail -1)
 if "$py" - "$rec" <<'EOS'; then ok "JSONL epoch record: $rec"; else bad "JSONL epoch record: $rec"; fi
 import json, sys
 r = json.loads(sys.argv[1])
 u, m = r.get("gpu_util_mean"), r.get("gpu_mem_peak_mib")
-# a window of n readings alternating 94, 80 has a mean within 7/n of 87 (n is dozens here)
-sys.exit(0 if u is not None and abs(u - 87) <= 0.5 and u not in (94, 80) and m == 3000 else 1)
+# a window of n readings alternating 44, 40 (GPU-fake-1's) has a mean within 2/n of 42 (n is dozens here)
+sys.exit(0 if u is not None and abs(u - 42) <= 0.5 and u not in (44, 40) and m == 1500 else 1)
 EOS
 
 # 2. an NVML error other than a time-out marks the GPU unhealthy

@@ -51,11 +51,17 @@ static void gpu_identity(const odl_config *cfg, odl_comm *comm, odl_coord_hello 
     if (comm) d = odl_comm_device(comm);
     else if (cfg->device == ODL_CFG_DEVICE_CUDA || (cfg->device == ODL_CFG_DEVICE_AUTO && odl_cuda_device_count() > 0))
         d = odl_cuda(0);
-    if (odl_worker_health_gpu(d, comm ? odl_comm_local_rank(comm) : 0, h->pci_bus_id, sizeof h->pci_bus_id,
-                              h->gpu_uuid, sizeof h->gpu_uuid) != 1) {
-        h->pci_bus_id[0] = h->gpu_uuid[0] = 0;
+    odl_worker_gpu_id id;
+    h->gpu_index = -1;
+    if (odl_worker_health_gpu(d, comm ? odl_comm_local_rank(comm) : 0, &id) != 1) {
+        h->pci_bus_id[0] = h->gpu_uuid[0] = h->gpu_model[0] = 0;
         odl_error_clear();
+        return;
     }
+    snprintf(h->pci_bus_id, sizeof h->pci_bus_id, "%s", id.pci);
+    snprintf(h->gpu_uuid, sizeof h->gpu_uuid, "%s", id.uuid);
+    snprintf(h->gpu_model, sizeof h->gpu_model, "%s", id.model);
+    h->gpu_index = id.nvml_index;
 }
 
 /* The worker's environment variables of the coordinator (rows of ODL_ENV_TABLE, docs/environment.md;

@@ -33,8 +33,9 @@ static odl_status env_gpu_entry(int local_rank, char *buf, size_t cap) {
     return ODL_OK;
 }
 
-int odl_worker_health_gpu(odl_device dev, int local_rank, char *pci, size_t pci_cap, char *uuid, size_t uuid_cap) {
-    pci[0] = uuid[0] = '\0';
+int odl_worker_health_gpu(odl_device dev, int local_rank, odl_worker_gpu_id *gid) {
+    memset(gid, 0, sizeof *gid);
+    gid->nvml_index = -1;
     char key[96];
     const char *what = dev.type == ODL_DEV_CUDA ? "the CUDA device's PCI bus id" : "ODL_HEALTH_GPU entry";
     if (dev.type == ODL_DEV_CUDA) {
@@ -59,7 +60,9 @@ int odl_worker_health_gpu(odl_device dev, int local_rank, char *pci, size_t pci_
     if (s == ODL_OK) s = odl_nvml_read(n, idx, &t);
     odl_nvml_close(n);
     if (s == ODL_OK) {
-        snprintf(uuid, uuid_cap, "%s", t.uuid);
+        snprintf(gid->uuid, sizeof gid->uuid, "%.63s", t.uuid);
+        snprintf(gid->model, sizeof gid->model, "%.95s", t.name);
+        gid->nvml_index = idx;
         if (by_uuid && odl_pci_parse(t.pci, &id) != ODL_OK)
             return ODL_ERR(ODL_E_NODEV, "%s %s: NVML gives no PCI bus id for it", what, key);
     } else if (by_uuid) {
@@ -70,7 +73,7 @@ int odl_worker_health_gpu(odl_device dev, int local_rank, char *pci, size_t pci_
         odl_error_clear();
     }
     char canon[ODL_PCI_STR_LEN];
-    snprintf(pci, pci_cap, "%s", odl_pci_format(&id, canon)); /* one form everywhere: Hello, XidReport, /metrics */
+    snprintf(gid->pci, sizeof gid->pci, "%s", odl_pci_format(&id, canon)); /* one form everywhere: Hello, XidReport, /metrics */
     return 1;
 }
 
@@ -86,9 +89,10 @@ odl_status odl_worker_health_start(odl_worker_health *h, odl_device dev, int ran
     if (f < 0) return f;
     h->have_fault = f == 1;
     if (h->have_fault) ODL_CHECK(odl_fault_from_env(&h->faults));
-    char bus[32] = "", uuid[64];
+    odl_worker_gpu_id gid;
     const char *kmsg = env_kmsg;
-    int g = odl_worker_health_gpu(dev, local_rank, bus, sizeof bus, uuid, sizeof uuid);
+    int g = odl_worker_health_gpu(dev, local_rank, &gid);
+    const char *bus = g == 1 ? gid.pci : "";
     if (g < 0) return g;
     if (g == 1) { /* the training GPU, or on the CPU the one ODL_HEALTH_GPU names */
         ODL_CHECK(odl_pci_parse(bus, &h->pci));

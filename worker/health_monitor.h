@@ -23,12 +23,18 @@ typedef struct odl_worker_health {
     int nvml; /* telemetry expected */
 } odl_worker_health;
 
+/* The identity of the GPU a rank watches, as its Hello carries it (the labels of /metrics). */
+typedef struct odl_worker_gpu_id {
+    char pci[32];    /* canonical bus id, "0000:3b:00.0" (odl_pci_format) */
+    char uuid[64];   /* NVML's UUID; "" without NVML */
+    char model[96];  /* NVML's name ("NVIDIA H200"); "" without NVML */
+    int nvml_index;  /* NVML's index on its node (dcgm-exporter's gpu label); -1 without NVML */
+} odl_worker_gpu_id;
 /* The GPU this rank watches and names in its Hello: on a CUDA device that device; on the CPU entry
- * local_rank % n of ODL_HEALTH_GPU (n comma-separated PCI bus ids or UUIDs), else none. Writes the
- * canonical bus id ("0000:3b:00.0", odl_pci_format) to pci and NVML's UUID to uuid ("" without NVML).
- * Returns 1 with a GPU, 0 without; ODL_E_CONFIG / ODL_E_FORMAT for a bad ODL_HEALTH_GPU entry, an
- * NVML error for a UUID NVML cannot resolve, ODL_E_CUDA for the CUDA device's bus id. */
-int odl_worker_health_gpu(odl_device dev, int local_rank, char *pci, size_t pci_cap, char *uuid, size_t uuid_cap);
+ * local_rank % n of ODL_HEALTH_GPU (n comma-separated PCI bus ids or UUIDs), else none.
+ * Returns 1 with a GPU (*id filled), 0 without; ODL_E_CONFIG / ODL_E_FORMAT for a bad ODL_HEALTH_GPU
+ * entry, an NVML error for a UUID NVML cannot resolve, ODL_E_CUDA for the CUDA device's bus id. */
+int odl_worker_health_gpu(odl_device dev, int local_rank, odl_worker_gpu_id *id);
 /* Start monitoring for this rank: with a GPU (odl_worker_health_gpu) /dev/kmsg (or ODL_HEALTH_KMSG) and
  * NVML; without one only when ODL_HEALTH_KMSG or an ODL_FAULT xid fault is set. ODL_HEALTH=off: nothing.
  * Errors: ODL_E_CONFIG (malformed ODL_FAULT xid fault, Xid table or ODL_HEALTH_GPU), ODL_E_IO

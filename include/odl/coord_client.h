@@ -19,6 +19,8 @@ typedef struct odl_coord_hello {
     char node[64];
     uint32_t pid;
     char gpu_uuid[64], pci_bus_id[32]; /* "" on the CPU */
+    char gpu_model[96];                /* NVML's name of the GPU, "" without NVML */
+    int gpu_index;                     /* NVML's index of the GPU on its node, -1 unknown */
     uint64_t seed;                     /* the worker's config seed */
 } odl_coord_hello;
 

@@ -162,6 +162,8 @@ typedef struct odl_gpu_telemetry {
     char pci[ODL_PCI_STR_LEN];
     char uuid[96];
     char name[96];
+    int have_index;          /* index below is known (else the gpu label is the entry's position in t) */
+    int index;               /* NVML's index of the GPU on its node: the gpu label, as dcgm-exporter's */
     char hostname[64];       /* the Hostname label when odl_health_prometheus gets host NULL (a coordinator's
                                 view of many nodes) */
     double util_gpu_pct;     /* nvmlDeviceGetUtilizationRates .gpu, percent */
@@ -217,7 +219,7 @@ typedef struct odl_xid_count {
  * DCGM_FI_DEV_FB_USED, DCGM_FI_DEV_FB_TOTAL (MiB), DCGM_FI_DEV_GPU_TEMP, DCGM_FI_DEV_POWER_USAGE (W),
  * DCGM_FI_DEV_SM_CLOCK, DCGM_FI_DEV_ECC_SBE_VOL_TOTAL, DCGM_FI_DEV_ECC_DBE_VOL_TOTAL,
  * DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS, DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS,
- * DCGM_FI_DEV_ROW_REMAP_FAILURE; labels gpu, UUID, pci_bus_id, modelName, Hostname); Xids are a
+ * DCGM_FI_DEV_ROW_REMAP_FAILURE; labels gpu (t[i].index when have_index, else i), UUID, pci_bus_id, modelName, Hostname); Xids are a
  * counter per code, odl_gpu_xid_errors_total{...,xid="79",class="node-fatal"}, not dcgm-exporter's
  * "last Xid" gauge; odl_gpu_healthy is 1/0. An unavailable reading has no sample. Returns the length
  * the whole text needs (as snprintf), so a caller can retry with a larger buffer. */
