@@ -234,6 +234,7 @@ int main(int argc, char **argv) {
             ODL_LOG_INFO("event loop closed cleanly; exit status %d", c.exit_code);
         }
     }
+    coord_work_free(&c);
     free(c.ranks);
     free(c.metrics);
     pthread_mutex_destroy(&c.metrics_mu);
