@@ -46,6 +46,7 @@ typedef struct wq_chunk {
     wq_hold hold[2];          /* the holder and at most one backup */
     uint64_t given_generation; /* last hand-out (0: never, in this coordinator's life) */
     int given_rank;
+    int winner;                /* the rank whose result was kept (-1: before this coordinator) */
 } wq_chunk;
 
 struct coord_wq {
@@ -193,6 +194,7 @@ static odl_status wq_open(coord *c, const Odl__WorkRequest *r, struct coord_wq *
         }
         if (!q->ch[k].done) q->n_done++;
         q->ch[k].done = 1;
+        q->ch[k].winner = -1;
     }
     json_decref(j);
     char list[512];
@@ -321,10 +323,15 @@ void coord_work_done(coord *c, int rank, const Odl__WorkDone *d) {
         if (x->hold[i].rank == rank && hold_live(c, &x->hold[i])) held = coord_now(c) - x->hold[i].t_given;
     prune(c, x, rank);
     if (x->done) {
-        ODL_LOG_INFO("evaluation chunk %" PRId64 " from rank %d discarded: another result came first", d->chunk, rank);
+        if (x->winner >= 0)
+            ODL_LOG_INFO("evaluation chunk %" PRId64 " from rank %d discarded: rank %d's result came first", d->chunk, rank,
+                         x->winner);
+        else
+            ODL_LOG_INFO("evaluation chunk %" PRId64 " from rank %d discarded: it was done before", d->chunk, rank);
         return;
     }
     x->done = 1;
+    x->winner = rank;
     q->n_done++;
     if (held >= 0 && d->kept) {
         q->sum_s += held;
