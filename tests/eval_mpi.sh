@@ -17,10 +17,12 @@ data="${ODL_TEST_DATA:-${ODL_TEST_DATA_DEFAULT:-$src/../shared/data}}/yolov5/coc
 if ! command -v mpirun >/dev/null 2>&1 && [ -z "${MPIEXEC:-}" ]; then echo "SKIP: no mpirun"; exit 77; fi
 rm -rf "$tmp" && mkdir -p "$tmp" || exit 1
 mpirun_sh="$src/tests/comm_mpirun.sh"
-args="--task=eval --model=yolov5 --weights $weights --data $data --img-size 320 --batch-size 3 --device cpu"
+# --batch-size per mode (odl_worker rejects a flag given twice)
+args="--task=eval --model=yolov5 --weights $weights --data $data --img-size 320 --device cpu"
 fail=0
 
 if [ "$mode" = equal ]; then
+    args="$args --batch-size 3"
     "$worker" $args --output "$tmp/np1" >"$tmp/np1.log" 2>&1 || { echo "FAIL single process"; cat "$tmp/np1.log"; exit 1; }
     for np in 2 3; do
         if ! sh "$mpirun_sh" $np "$worker" $args --output "$tmp/np$np" >"$tmp/np$np.log" 2>&1; then

@@ -41,8 +41,7 @@
 typedef struct eval_opts {
     const char *model, *weights, *data, *output, *device;
     int img_size, batch, max_det, square, half, save_json, verbose, workers, backend_post;
-    float conf, iou;
-    double timeout_s;
+    float conf, iou, timeout_s;
 } eval_opts;
 
 static void eval_usage(FILE *f) {
@@ -86,57 +85,37 @@ static int parse_opts(int argc, char **argv, eval_opts *o) {
     o->workers = 8;
     o->conf = 0.001f;
     o->iou = 0.6f;
+    const char *task = NULL; /* handled by main() */
+    const odl_cli_opt opts[] = {
+        ODL_CLI_STR_OPT("--task", NULL, &task),
+        ODL_CLI_STR_OPT("--model", NULL, &o->model),
+        ODL_CLI_STR_OPT("--weights", NULL, &o->weights),
+        ODL_CLI_STR_OPT("--data", NULL, &o->data),
+        ODL_CLI_STR_OPT("--output", NULL, &o->output),
+        ODL_CLI_STR_OPT("--device", NULL, &o->device),
+        ODL_CLI_INT_OPT("--img-size", NULL, &o->img_size, 32, 8192, "a multiple of 32 in 32..8192"),
+        ODL_CLI_INT_OPT("--batch-size", NULL, &o->batch, 1, 4096, "an integer in 1..4096"),
+        ODL_CLI_INT_OPT("--max-det", NULL, &o->max_det, 1, 100000, "an integer in 1..100000"),
+        ODL_CLI_INT_OPT("--workers", NULL, &o->workers, 0, 256, "an integer in 0..256"),
+        ODL_CLI_FLOAT_OPT("--conf-thres", NULL, &o->conf, 0, 1, "a number in [0, 1]"),
+        ODL_CLI_FLOAT_OPT("--iou-thres", NULL, &o->iou, 0, 1, "a number in [0, 1]"),
+        ODL_CLI_FLOAT_OPT("--timeout-s", NULL, &o->timeout_s, 0, 1e6, "seconds >= 0"),
+        ODL_CLI_BOOL_OPT("--square", &o->square, 1),
+        ODL_CLI_BOOL_OPT("--half", &o->half, 1),
+        ODL_CLI_BOOL_OPT("--save-json", &o->save_json, 1),
+        ODL_CLI_BOOL_OPT("--verbose", &o->verbose, 1),
+        ODL_CLI_BOOL_OPT("--backend-post", &o->backend_post, 1),
+    };
+    const size_t n_opts = sizeof opts / sizeof *opts;
+    static const char *const extra[] = {"help"};
+    odl_cli_seen seen;
+    memset(&seen, 0, sizeof seen);
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        int m;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) return 3;
-        if (!strcmp(a, "--square")) { o->square = 1; continue; }
-        if (!strcmp(a, "--half")) { o->half = 1; continue; }
-        if (!strcmp(a, "--save-json")) { o->save_json = 1; continue; }
-        if (!strcmp(a, "--verbose")) { o->verbose = 1; continue; }
-        if (!strcmp(a, "--backend-post")) { o->backend_post = 1; continue; }
-        v = odl_cli_flag_value(argc, argv, &i, "--task", &m); /* handled by main() */
-        if (m) continue;
-#define STR_FLAG(name, field)                                                                      \
-        v = odl_cli_flag_value(argc, argv, &i, name, &m);                                          \
-        if (m) {                                                                                   \
-            if (!v || !*v) { fprintf(stderr, "odl_worker: error: %s needs a value\n", name); return 2; } \
-            o->field = v;                                                                          \
-            continue;                                                                              \
-        }
-        STR_FLAG("--model", model)
-        STR_FLAG("--weights", weights)
-        STR_FLAG("--data", data)
-        STR_FLAG("--output", output)
-        STR_FLAG("--device", device)
-#undef STR_FLAG
-#define NUM_FLAG(name, parse, lo, hi, field, what)                                                 \
-        v = odl_cli_flag_value(argc, argv, &i, name, &m);                                          \
-        if (m) {                                                                                   \
-            if (parse(v, lo, hi, &o->field)) {                                                     \
-                fprintf(stderr, "odl_worker: error: %s '%s': expected %s\n", name, v ? v : "", what); \
-                return 2;                                                                          \
-            }                                                                                      \
-            continue;                                                                              \
-        }
-        NUM_FLAG("--img-size", odl_cli_parse_int, 32, 8192, img_size, "a multiple of 32 in 32..8192")
-        NUM_FLAG("--batch-size", odl_cli_parse_int, 1, 4096, batch, "an integer in 1..4096")
-        NUM_FLAG("--max-det", odl_cli_parse_int, 1, 100000, max_det, "an integer in 1..100000")
-        NUM_FLAG("--workers", odl_cli_parse_int, 0, 256, workers, "an integer in 0..256")
-        NUM_FLAG("--conf-thres", odl_cli_parse_float, 0.0f, 1.0f, conf, "a number in [0, 1]")
-        NUM_FLAG("--iou-thres", odl_cli_parse_float, 0.0f, 1.0f, iou, "a number in [0, 1]")
-#undef NUM_FLAG
-        v = odl_cli_flag_value(argc, argv, &i, "--timeout-s", &m);
-        if (m) {
-            float t;
-            if (odl_cli_parse_float(v, 0.f, 1e6f, &t)) {
-                fprintf(stderr, "odl_worker: error: --timeout-s '%s': expected seconds >= 0\n", v ? v : "");
-                return 2;
-            }
-            o->timeout_s = t;
-            continue;
-        }
-        fprintf(stderr, "odl_worker: error: unknown option '%s' for --task=eval --model=yolov5 (see --task=eval --model=yolov5 --help)\n", a);
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return 3;
+        int r = odl_cli_take(argc, argv, &i, opts, n_opts, &seen);
+        if (r < 0) return 2;
+        if (r) continue;
+        odl_cli_reject(argv[i], opts, n_opts, extra, 1, "--task=eval --model=yolov5 --help");
         return 2;
     }
     if (strcmp(o->model, "yolov5") != 0) {
