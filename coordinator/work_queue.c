@@ -26,6 +26,7 @@
 
 #include "coordinator/coord.h"
 #include "odl/ckpt.h"
+#include "odl/coord_client.h"
 #include "odl/json.h"
 #include "odl/log.h"
 
@@ -136,7 +137,7 @@ static odl_status wq_open(coord *c, const Odl__WorkRequest *r, struct coord_wq *
     *out = NULL;
     if (!r->key || !r->key[0] || strlen(r->key) > COORD_WQ_MAX_KEY)
         return ODL_ERR(ODL_E_INVAL, "work request without a key of at most %d bytes", COORD_WQ_MAX_KEY);
-    if (r->n_items < 0 || r->chunk_items < 1 || r->chunk_items > (1 << 20) ||
+    if (r->n_items < 0 || r->n_items > (int64_t)COORD_WQ_MAX_CHUNKS << 20 || r->chunk_items < 1 || r->chunk_items > (1 << 20) ||
         (r->n_items + r->chunk_items - 1) / r->chunk_items > COORD_WQ_MAX_CHUNKS)
         return ODL_ERR(ODL_E_INVAL, "work request of %" PRId64 " images in chunks of %" PRId64
                        " (at most %d chunks of at most %d images)", r->n_items, r->chunk_items, COORD_WQ_MAX_CHUNKS, 1 << 20);
@@ -318,6 +319,14 @@ void coord_work_done(coord *c, int rank, const Odl__WorkDone *d) {
         return;
     }
     wq_chunk *x = &q->ch[d->chunk];
+    char path[PATH_MAX + 64];
+    struct stat sb;
+    snprintf(path, sizeof path, "%s/" ODL_COORD_CHUNK_FILE, q->dir, d->chunk);
+    if (!x->done && stat(path, &sb) != 0) { /* done means its results are on disk, whatever a worker says */
+        ODL_LOG_WARN("rank %d reported evaluation chunk %" PRId64 " done, but %s is not there (%s): not done",
+                     rank, d->chunk, path, strerror(errno));
+        return;
+    }
     double held = -1;
     for (int i = 0; i < x->n_hold; i++)
         if (x->hold[i].rank == rank && hold_live(c, &x->hold[i])) held = coord_now(c) - x->hold[i].t_given;

@@ -27,7 +27,7 @@ typedef struct chunk_hdr {
 } chunk_hdr;
 
 static void chunk_path(const char *dir, int64_t k, char *buf, size_t cap) {
-    snprintf(buf, cap, "%s/chunk-%06" PRId64 ".bin", dir, k);
+    snprintf(buf, cap, "%s/" ODL_COORD_CHUNK_FILE, dir, k);
 }
 
 static odl_status write_all(int fd, const void *p, size_t n, const char *path) {

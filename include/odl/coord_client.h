@@ -4,6 +4,7 @@
 #ifndef ODL_COORD_CLIENT_H
 #define ODL_COORD_CLIENT_H
 
+#include <inttypes.h>
 #include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -74,7 +75,9 @@ ODL_API void odl_coord_client_gpu(odl_coord_client *c, const odl_coord_gpu *g);
 /* Report an Xid seen by this rank's GPU-health monitor (xid_class: odl_xid_class of odl/health.h, 1
  * application, 2 node-fatal); the coordinator decides what follows (docs/health.md "Fencing"). */
 ODL_API void odl_coord_client_xid(odl_coord_client *c, int xid, int xid_class, const char *pci_bus_id, const char *detail);
-/* Evaluation work queue (docs/coordinator.md "Evaluation work queue"): one answer to a request. */
+/* Evaluation work queue (docs/coordinator.md "Evaluation work queue"): the name of chunk K's results in
+ * the queue's folder (printf format, an int64_t), and one answer to a request. */
+#define ODL_COORD_CHUNK_FILE "chunk-%06" PRId64 ".bin"
 typedef struct odl_coord_work {
     int64_t chunk;          /* -1: none now (ask again after retry_ms) */
     int64_t first, count;   /* the chunk's images [first, first + count) of the evaluation order */
