@@ -481,6 +481,10 @@ odl_status odl_coord_client_work_done(odl_coord_client *c, int64_t chunk, int ke
 }
 
 void odl_coord_client_close(odl_coord_client *c, int status) {
+    odl_coord_client_close_why(c, status, NULL);
+}
+
+void odl_coord_client_close_why(odl_coord_client *c, int status, const char *why) {
     if (!c) return;
     pthread_mutex_lock(&c->mu);
     c->stop = 1;
@@ -492,7 +496,10 @@ void odl_coord_client_close(odl_coord_client *c, int status) {
     }
     Odl__Envelope e = ODL__ENVELOPE__INIT;
     Odl__Goodbye g = ODL__GOODBYE__INIT;
+    char reason[2048];
+    snprintf(reason, sizeof reason, "%s", why ? why : "");
     g.status = status;
+    g.reason = reason;
     e.msg_case = ODL__ENVELOPE__MSG_GOODBYE;
     e.goodbye = &g;
     if (send_env(c, &e) != ODL_OK) ODL_LOG_DEBUG("%s", odl_error_msg());
@@ -544,5 +551,8 @@ odl_status odl_coord_client_work_done(odl_coord_client *c, int64_t chunk, int ke
 }
 void odl_coord_client_close(odl_coord_client *c, int status) {
     (void)c, (void)status;
+}
+void odl_coord_client_close_why(odl_coord_client *c, int status, const char *why) {
+    (void)c, (void)status, (void)why;
 }
 #endif

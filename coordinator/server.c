@@ -406,8 +406,9 @@ static void on_member_msg(coord *c, coord_conn *k, Odl__Envelope *e) {
             c->ranks[k->rank].finished = 1;
             coord_job_member_done(c);
         } else if (c->state == JOB_RUNNING) {
-            coord_job_fail(c, "rank %d (node %s, pid %u) failed with status %d at step %" PRId64, k->rank,
-                           c->ranks[k->rank].node, c->ranks[k->rank].pid, e->goodbye->status, c->ranks[k->rank].step);
+            coord_job_fail(c, "rank %d (node %s, pid %u) failed with status %d at step %" PRId64 "%s%.300s", k->rank,
+                           c->ranks[k->rank].node, c->ranks[k->rank].pid, e->goodbye->status, c->ranks[k->rank].step,
+                           e->goodbye->reason[0] ? ": " : "", e->goodbye->reason);
             log_ranks(c);
         }
         break;

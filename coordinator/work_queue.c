@@ -16,6 +16,7 @@
  *     computes the metrics once.
  * Any bytes a worker sends end at worst in an error answer or a warning: sizes, indices and the key
  * are checked before use. */
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
@@ -23,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "coordinator/coord.h"
 #include "odl/ckpt.h"
@@ -104,6 +106,22 @@ static int pick_not_done(const struct coord_wq *q, int64_t k, uint64_t gen) {
     return !q->ch[k].done;
 }
 
+/* A new queue owns no results yet: chunk files left in dir without a queue.json (it was removed) would
+ * otherwise be taken for this queue's, since a worker never replaces a chunk file. */
+static void wq_remove_stale(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (strncmp(e->d_name, "chunk-", 6) != 0 || !strstr(e->d_name, ".bin")) continue; /* and their .tmp files */
+        char path[PATH_MAX + 300];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (unlink(path) == 0) n++;
+    }
+    closedir(d);
+    if (n) ODL_LOG_WARN("evaluation queue: removed %d chunk file%s of an earlier queue from %s", n, n == 1 ? "" : "s", dir);
+}
+
 static odl_status wq_save(const struct coord_wq *q) {
     json_t *j = json_object(), *done = json_array();
     if (!j || !done) {
@@ -164,6 +182,7 @@ static odl_status wq_open(coord *c, const Odl__WorkRequest *r, struct coord_wq *
     s = odl_json_load_file(path, &j);
     if (s == ODL_E_NOTFOUND) {
         s = ODL_OK;
+        wq_remove_stale(q->dir);
         ODL_LOG_INFO("evaluation queue: %" PRId64 " images in %" PRId64 " chunks of %" PRId64 ", results in %s", q->n_items,
                      q->n_chunks, q->chunk_items, q->dir);
         ODL_CHECK_GOTO(wq_save(q), s, fail);

@@ -4,7 +4,9 @@
 #   tests/eval_coord.sh CASE SRCDIR ODL_COORDINATOR ODL_WORKER WEIGHTS TMPDIR
 #   equal  3 ranks under the coordinator write metrics.json byte-identical to one unsupervised process;
 #          every chunk is done exactly once, DIR/eval holds the 4 chunk files and queue.json says 4 done;
-#          the same command again on DIR evaluates nothing and writes the same metrics.json; another
+#          the same command again on DIR evaluates nothing and writes the same metrics.json; a damaged
+#          chunk file is an error naming it (metrics.json of before kept); with queue.json removed the
+#          leftover chunk files are removed and everything is evaluated again, same metrics.json; another
 #          evaluation (--conf-thres 0.01) on DIR is refused with a message naming queue.json
 #   kill   ODL_FAULT=kill@rank=1,step=2 (rank 1 dies after its second batch, before committing it; rank 0
 #          slowed by slow@ so that rank 1 gets there): one relaunch, the coordinator's log names the
@@ -82,6 +84,21 @@ equal)
         bad "again on DIR: exit $rc or chunks handed out: $(grep -c 'evaluation chunk [0-9]* (images' "$tmp/again.log")"
     fi
     same_metrics "again on DIR"
+    cp "$job/eval/chunk-000002.bin" "$tmp/chunk2.bin"
+    printf 'not a chunk' >"$job/eval/chunk-000002.bin"
+    supervise 1 "$tmp/damaged.log" --max-restarts 0
+    if [ "$rc" != 0 ] && grep -q "chunk-000002.bin: not an evaluation chunk file" "$tmp/damaged.log"; then
+        ok "a damaged chunk file: exit $rc naming it"
+    else bad "a damaged chunk file: exit $rc, no error naming chunk-000002.bin"; fi
+    same_metrics "after the damaged chunk (kept)"
+    rm "$job/eval/queue.json"
+    rm -rf "$tmp/out"
+    supervise 2 "$tmp/fresh.log"
+    if [ "$rc" = 0 ] && grep -q "removed 4 chunk files of an earlier queue" "$tmp/fresh.log"; then
+        ok "queue.json removed: the 4 leftover chunk files removed, evaluated again"
+    else bad "queue.json removed: exit $rc, leftovers not removed"; fi
+    each_done_once "$tmp/fresh.log" "evaluated again"
+    same_metrics "evaluated again"
     args="$args --conf-thres 0.01"
     supervise 2 "$tmp/other.log" --max-restarts 0
     if [ "$rc" != 0 ] && grep -q "refused the evaluation: .*queue.json is of another evaluation" "$tmp/other.log"; then
@@ -91,7 +108,7 @@ equal)
     fi
     ;;
 kill)
-    export ODL_FAULT="kill@rank=1,step=2;slow@rank=0,step=0,ms=600"
+    export ODL_FAULT="kill@rank=1,step=2;slow@rank=0,step=0,ms=1500"
     supervise 2 "$tmp/kill.log"
     unset ODL_FAULT
     log="$tmp/kill.log"

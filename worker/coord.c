@@ -30,6 +30,7 @@ struct odl_worker_coord {
     double t_rate;
     int64_t step_rate;
     double sps;
+    char why[1024]; /* odl_worker_coord_fail: the error sent with the goodbye */
 };
 
 /* The process's coordinator client, for the GPU-health monitor's reports (worker/health_monitor.c);
@@ -286,13 +287,17 @@ void odl_worker_coord_install(odl_worker_coord *w, odl_train_opts *opts) {
     opts->hooks = h;
 }
 
+void odl_worker_coord_fail(odl_worker_coord *w, const char *why) {
+    if (w) snprintf(w->why, sizeof w->why, "%s", why);
+}
+
 void odl_worker_coord_finish(odl_worker_coord *w, odl_train_opts *opts, int status) {
     if (!w) return;
     if (opts && opts->hooks == &w->hooks) opts->hooks = w->inner;
     if (w->client) {
         g_client = NULL;
         if (w->rank == 0) odl_ckpt_set_write_observer(NULL, NULL);
-        odl_coord_client_close(w->client, status);
+        odl_coord_client_close_why(w->client, status, w->why);
     }
     free(w);
 }

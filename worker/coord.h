@@ -27,6 +27,9 @@ odl_status odl_worker_coord_start_eval(odl_worker_coord **out, int rank, int wor
 struct odl_coord_client *odl_worker_coord_client_of(const odl_worker_coord *w);
 struct odl_fault_plan;
 const struct odl_fault_plan *odl_worker_coord_faults(const odl_worker_coord *w);
+/* The error that ends this rank, sent with the goodbye so that the coordinator's log names it (NULL w:
+ * nothing). */
+void odl_worker_coord_fail(odl_worker_coord *w, const char *why);
 /* Put the hooks in front of opts->hooks (which they call in turn). NULL w: nothing. */
 void odl_worker_coord_install(odl_worker_coord *w, odl_train_opts *opts);
 /* Restore opts->hooks, say goodbye with status (0: training finished) and free w (NULL is fine). */

@@ -48,7 +48,8 @@ static void eval_usage(FILE *f) {
     fprintf(f,
             "usage: odl_worker --task=eval --model=yolov5 --weights=W.h5 --data=D [options]\n"
             "  D is a folder with images/ and labels/ (YOLO format, subfolders taken recursively) or a YOLOv5\n"
-            "  dataset yaml (path, val, names). Under mpirun/srun each rank evaluates a contiguous shard.\n"
+            "  dataset yaml (path, val, names). Under mpirun/srun each rank evaluates a contiguous shard; under\n"
+            "  odl_coordinator the ranks take chunks of --batch-size images from its work queue (docs/eval.md).\n"
             "  --img-size N        inference size (default 640, a multiple of 32)\n"
             "  --batch-size B      images per forward (default 32)\n"
             "  --conf-thres X      confidence threshold (default 0.001)\n"
@@ -860,6 +861,7 @@ out:
         rc = 0;
     }
 out_free:
+    if (rc) odl_worker_coord_fail(wc, odl_error_msg_user());
     odl_worker_coord_finish(wc, NULL, rc);
     free(all);
     free(stats.p);

@@ -99,5 +99,8 @@ ODL_API odl_status odl_coord_client_work_request(odl_coord_client *c, const char
 ODL_API odl_status odl_coord_client_work_done(odl_coord_client *c, int64_t chunk, int kept);
 /* Stop the thread, say goodbye with status (0: training finished), close. NULL is fine. */
 ODL_API void odl_coord_client_close(odl_coord_client *c, int status);
+/* The same with the rank's error message (status != 0), which the coordinator logs with the failure: the
+ * rank's own stderr may not get through its launcher before the job is killed. why may be NULL. */
+ODL_API void odl_coord_client_close_why(odl_coord_client *c, int status, const char *why);
 
 #endif
