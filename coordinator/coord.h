@@ -138,6 +138,7 @@ void coord_conn_send(coord_conn *k, Odl__Envelope *e); /* queue one frame to k (
  * error); a WorkDone marks a chunk done (first result wins). */
 void coord_work_request(coord *c, coord_conn *k, int rank, const Odl__WorkRequest *r);
 void coord_work_done(coord *c, int rank, const Odl__WorkDone *d);
+void coord_work_tick(coord *c); /* ends a rank stuck on a chunk another rank finished, after --timeout */
 void coord_work_free(coord *c);
 
 /* supervise.c: the job */

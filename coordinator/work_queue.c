@@ -60,6 +60,8 @@ struct coord_wq {
     int64_t n_timed;
     uint64_t announced;  /* the generation whose first request was logged */
     int complete_logged;
+    double t_complete;   /* when the last chunk was done (coordinator clock), 0 before */
+    uint64_t ended;      /* the generation whose stuck holders were shut down */
     char dir[PATH_MAX + 16]; /* DIR/eval */
 };
 
@@ -365,10 +367,48 @@ void coord_work_done(coord *c, int rank, const Odl__WorkDone *d) {
         q->sum_s += held;
         q->n_timed++;
     }
+    if (q->n_done == q->n_chunks) q->t_complete = coord_now(c);
     odl_status s = wq_save(q);
     if (s != ODL_OK) ODL_LOG_ERROR("evaluation queue: %s (a relaunch evaluates chunk %" PRId64 " again)", odl_error_msg(), d->chunk);
     ODL_LOG_INFO("evaluation chunk %" PRId64 " done by rank %d%s (%" PRId64 " of %" PRId64 ")", d->chunk, rank,
                  d->kept ? "" : ": its file was already there (an earlier result, kept)", q->n_done, q->n_chunks);
+}
+
+/* Every tick: once the queue is finished, a rank still holding a chunk (someone else's result won) for
+ * --timeout after the last chunk was done, while every other rank has finished, is stuck (it sleeps,
+ * loops or waits on something that never comes: a slow rank would have finished its copy and gone).
+ * It is told to end (Shutdown): the job's command then fails and the next generation, whose queue is
+ * finished, only computes the metrics again. Without this the launcher would wait for it forever. */
+void coord_work_tick(coord *c) {
+    struct coord_wq *q = c->wq;
+    if (!q || !q->t_complete || q->ended == c->generation || c->state != JOB_RUNNING || !c->world_size) return;
+    if (coord_now(c) - q->t_complete <= c->o.timeout_s) return;
+    int stuck = 0;
+    for (int r = 0; r < c->world_size; r++) {
+        const coord_rank *x = &c->ranks[r];
+        if (!x->conn || x->finished) continue;
+        int holds = 0;
+        for (int64_t k = 0; k < q->n_chunks && !holds; k++)
+            for (int i = 0; i < q->ch[k].n_hold; i++) holds |= q->ch[k].hold[i].rank == r && hold_live(c, &q->ch[k].hold[i]);
+        if (!holds) return; /* a rank still at work without a chunk (rank 0 computing the metrics): wait */
+        stuck++;
+    }
+    if (!stuck) return;
+    q->ended = c->generation;
+    char why[256];
+    snprintf(why, sizeof why, "the evaluation is complete and this rank still holds a chunk that another rank "
+             "finished, %.1f s after the last one (--timeout)", coord_now(c) - q->t_complete);
+    for (int r = 0; r < c->world_size; r++) {
+        const coord_rank *x = &c->ranks[r];
+        if (!x->conn || x->finished) continue;
+        ODL_LOG_ERROR("evaluation queue: rank %d (node %s, pid %u) is stuck: %s; ending it", r, x->node, x->pid, why);
+        Odl__Envelope e = ODL__ENVELOPE__INIT;
+        Odl__Shutdown sd = ODL__SHUTDOWN__INIT;
+        sd.reason = why;
+        e.msg_case = ODL__ENVELOPE__MSG_SHUTDOWN;
+        e.shutdown = &sd;
+        coord_conn_send(x->conn, &e);
+    }
 }
 
 void coord_work_free(coord *c) {

@@ -16,6 +16,10 @@
 #   slow   ODL_FAULT=slow@rank=1,step=1,ms=5000 (rank 1 sleeps 5 s before committing each chunk): its
 #          chunk is handed to rank 0 too, rank 0's result wins, rank 1's is discarded, no relaunch,
 #          metrics.json byte-identical
+#   stuck  ODL_FAULT=slow@rank=1,step=1,ms=600000 (rank 1 never finishes its first chunk; its heartbeats go
+#          on) with --timeout 3: its chunk is taken over, and once the queue is finished and every other
+#          rank has gone, the coordinator ends it; one relaunch only recomputes the metrics (no chunk
+#          handed out), exit 0, metrics.json byte-identical: no hang
 # Skipped (77) without mpirun, the weights or coco8.
 set -u
 case_="$1" src="$2" coord="$3" worker="$4" weights="$5" tmp="$6"
@@ -157,6 +161,24 @@ slow)
         ok "chunk $k: rank 0's result won, rank 1's discarded" || bad "chunk $k: not won by rank 0 and discarded from rank 1"
     each_done_once "$log" "slow rank"
     same_metrics "slow rank"
+    ;;
+stuck)
+    export ODL_FAULT="slow@rank=1,step=1,ms=600000"
+    supervise 2 "$tmp/stuck.log" --timeout 3
+    unset ODL_FAULT
+    log="$tmp/stuck.log"
+    [ "$rc" = 0 ] && ok "stuck rank: the job finished (exit 0)" || bad "stuck rank: coordinator exit $rc"
+    grep -q "handed to rank 0 too" "$log" && ok "its chunk was handed to rank 0" || bad "its chunk was not handed to rank 0"
+    if grep -q "ERROR evaluation queue: rank 1 .* is stuck: the evaluation is complete" "$log"; then
+        ok "the coordinator ended it: $(grep -m1 'is stuck' "$log" | sed 's/.*ERROR //' | cut -c1-160)"
+    else bad "no 'rank 1 is stuck' line"; fi
+    n=$(grep -c "relaunching in" "$log")
+    [ "$n" = 1 ] && ok "one relaunch" || bad "$n relaunches (want 1)"
+    sed -n '/generation 2: started/,$p' "$log" >"$tmp/g2.txt"
+    given2=$(chunks "$tmp/g2.txt" "(images")
+    [ -z "$given2" ] && ok "generation 2 evaluated no chunk" || bad "generation 2 handed out '$given2'"
+    each_done_once "$log" "stuck rank"
+    same_metrics "stuck rank"
     ;;
 *) echo "unknown case $case_"; exit 2 ;;
 esac
