@@ -39,6 +39,10 @@ struct odl_coord_client {
     uint64_t req_id;
     int64_t req_step;
     int req_stop, req_armed;
+    /* the answer to the pending work request (under mu; work_cv signals it) */
+    pthread_cond_t work_cv;
+    int work_have;
+    odl_coord_work work;
     uint8_t rbuf[ODL_WIRE_MAX_FRAME + ODL_WIRE_HEADER];
     size_t rlen;
 };
@@ -138,6 +142,23 @@ static void on_command(odl_coord_client *c, const Odl__Envelope *e) {
         if (send_env(c, &out) != ODL_OK) ODL_LOG_WARN("%s", odl_error_msg());
         ODL_LOG_INFO("coordinator: checkpoint after step %" PRId64 "%s (request %" PRIu64 ")%s", a->step,
                      a->stop ? " and stop" : "", a->request_id, armed ? "" : ": already past it");
+    } else if (e->msg_case == ODL__ENVELOPE__MSG_WORK_ITEM) {
+        const Odl__WorkItem *w = e->work_item;
+        pthread_mutex_lock(&c->mu);
+        odl_coord_work *o = &c->work;
+        memset(o, 0, sizeof *o);
+        o->chunk = w->chunk;
+        o->first = w->first;
+        o->count = w->count;
+        o->n_chunks = w->n_chunks;
+        o->backup = w->backup;
+        o->finished = w->finished;
+        o->retry_ms = w->retry_ms;
+        snprintf(o->dir, sizeof o->dir, "%s", w->dir);
+        snprintf(o->error, sizeof o->error, "%s", w->error);
+        c->work_have = 1;
+        pthread_cond_signal(&c->work_cv);
+        pthread_mutex_unlock(&c->mu);
     } else if (e->msg_case == ODL__ENVELOPE__MSG_CHECKPOINT_CANCEL) {
         pthread_mutex_lock(&c->mu);
         if (c->req_armed && c->req_id == e->checkpoint_cancel->request_id) c->req_armed = 0;
@@ -247,6 +268,7 @@ static void client_free(odl_coord_client *c) {
     if (c->wake[1] >= 0) close(c->wake[1]);
     pthread_mutex_destroy(&c->mu);
     pthread_mutex_destroy(&c->send_mu);
+    pthread_cond_destroy(&c->work_cv);
     free(c);
 }
 
@@ -260,6 +282,11 @@ odl_status odl_coord_client_connect(const char *addr, const char *secret_file, c
     c->fd = c->wake[0] = c->wake[1] = -1;
     pthread_mutex_init(&c->mu, NULL);
     pthread_mutex_init(&c->send_mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&c->work_cv, &ca);
+    pthread_condattr_destroy(&ca);
     if (cbs) c->cbs = *cbs;
     c->rank = h->rank;
     c->seen_step = -1;
@@ -415,7 +442,52 @@ void odl_coord_client_xid(odl_coord_client *c, int xid, int xid_class, const cha
     if (send_env(c, &e) != ODL_OK) ODL_LOG_WARN("%s", odl_error_msg());
 }
 
+odl_status odl_coord_client_work_request(odl_coord_client *c, const char *key, int64_t n_items, int64_t chunk_items,
+                                         odl_coord_work *out) {
+    memset(out, 0, sizeof *out);
+    out->chunk = -1;
+    if (!c) return ODL_ERR(ODL_E_INVAL, "no coordinator to ask for work");
+    pthread_mutex_lock(&c->mu);
+    c->work_have = 0;
+    pthread_mutex_unlock(&c->mu);
+    Odl__Envelope e = ODL__ENVELOPE__INIT;
+    Odl__WorkRequest r = ODL__WORK_REQUEST__INIT;
+    r.key = (char *)key;
+    r.n_items = n_items;
+    r.chunk_items = chunk_items;
+    e.msg_case = ODL__ENVELOPE__MSG_WORK_REQUEST;
+    e.work_request = &r;
+    ODL_CHECK(send_env(c, &e));
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_sec += 60;
+    int rc = 0;
+    pthread_mutex_lock(&c->mu);
+    while (!c->work_have && rc != ETIMEDOUT) rc = pthread_cond_timedwait(&c->work_cv, &c->mu, &until);
+    int have = c->work_have;
+    if (have) *out = c->work;
+    c->work_have = 0;
+    pthread_mutex_unlock(&c->mu);
+    if (!have) return ODL_ERR(ODL_E_TIMEOUT, "rank %d: no answer to a work request from the coordinator in 60 s", c->rank);
+    return ODL_OK;
+}
+
+odl_status odl_coord_client_work_done(odl_coord_client *c, int64_t chunk, int kept) {
+    if (!c) return ODL_ERR(ODL_E_INVAL, "no coordinator to report work to");
+    Odl__Envelope e = ODL__ENVELOPE__INIT;
+    Odl__WorkDone d = ODL__WORK_DONE__INIT;
+    d.chunk = chunk;
+    d.kept = kept;
+    e.msg_case = ODL__ENVELOPE__MSG_WORK_DONE;
+    e.work_done = &d;
+    return send_env(c, &e);
+}
+
 void odl_coord_client_close(odl_coord_client *c, int status) {
+    odl_coord_client_close_why(c, status, NULL);
+}
+
+void odl_coord_client_close_why(odl_coord_client *c, int status, const char *why) {
     if (!c) return;
     pthread_mutex_lock(&c->mu);
     c->stop = 1;
@@ -427,7 +499,10 @@ void odl_coord_client_close(odl_coord_client *c, int status) {
     }
     Odl__Envelope e = ODL__ENVELOPE__INIT;
     Odl__Goodbye g = ODL__GOODBYE__INIT;
+    char reason[2048];
+    snprintf(reason, sizeof reason, "%s", why ? why : "");
     g.status = status;
+    g.reason = reason;
     e.msg_case = ODL__ENVELOPE__MSG_GOODBYE;
     e.goodbye = &g;
     if (send_env(c, &e) != ODL_OK) ODL_LOG_DEBUG("%s", odl_error_msg());
@@ -467,7 +542,20 @@ void odl_coord_client_gpu(odl_coord_client *c, const odl_coord_gpu *g) {
 void odl_coord_client_xid(odl_coord_client *c, int xid, int xid_class, const char *pci_bus_id, const char *detail) {
     (void)c, (void)xid, (void)xid_class, (void)pci_bus_id, (void)detail;
 }
+odl_status odl_coord_client_work_request(odl_coord_client *c, const char *key, int64_t n_items, int64_t chunk_items,
+                                         odl_coord_work *out) {
+    (void)c, (void)key, (void)n_items, (void)chunk_items;
+    out->chunk = -1;
+    return ODL_ERR(ODL_E_UNSUPPORTED, "this build has no coordinator client");
+}
+odl_status odl_coord_client_work_done(odl_coord_client *c, int64_t chunk, int kept) {
+    (void)c, (void)chunk, (void)kept;
+    return ODL_ERR(ODL_E_UNSUPPORTED, "this build has no coordinator client");
+}
 void odl_coord_client_close(odl_coord_client *c, int status) {
     (void)c, (void)status;
+}
+void odl_coord_client_close_why(odl_coord_client *c, int status, const char *why) {
+    (void)c, (void)status, (void)why;
 }
 #endif

@@ -68,6 +68,9 @@ const char *odl_wire_msg_name(int c) {
     case ODL__ENVELOPE__MSG_XID_REPORT: return "xid_report";
     case ODL__ENVELOPE__MSG_GOODBYE: return "goodbye";
     case ODL__ENVELOPE__MSG_SHUTDOWN: return "shutdown";
+    case ODL__ENVELOPE__MSG_WORK_REQUEST: return "work_request";
+    case ODL__ENVELOPE__MSG_WORK_ITEM: return "work_item";
+    case ODL__ENVELOPE__MSG_WORK_DONE: return "work_done";
     default: return "none";
     }
 }

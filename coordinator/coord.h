@@ -114,6 +114,8 @@ typedef struct coord {
     coord_xid xids[COORD_MAX_XIDS];
     int n_xids;
 
+    struct coord_wq *wq; /* the evaluation work queue (work_queue.c), NULL until a rank asks for work */
+
     coord_conn *conns;
     int n_conns;
     uint64_t refused_auth, refused_generation, refused_duplicate, refused_protocol, refused_full;
@@ -132,6 +134,15 @@ void coord_conns_close_all(coord *c);
 void coord_members_reset(coord *c);
 void coord_request_checkpoint(coord *c, int stop);
 void coord_broadcast_shutdown(coord *c, const char *reason);
+void coord_conn_send(coord_conn *k, Odl__Envelope *e); /* queue one frame to k (closes k on failure) */
+
+/* work_queue.c: the evaluation work queue (docs/coordinator.md "Evaluation work queue"), persisted in
+ * DIR/eval/queue.json. A request is answered at once with a WorkItem (a chunk, wait, finished or an
+ * error); a WorkDone marks a chunk done (first result wins). */
+void coord_work_request(coord *c, coord_conn *k, int rank, const Odl__WorkRequest *r);
+void coord_work_done(coord *c, int rank, const Odl__WorkDone *d);
+void coord_work_tick(coord *c); /* ends a rank stuck on a chunk another rank finished, after --timeout */
+void coord_work_free(coord *c);
 
 /* supervise.c: the job */
 odl_status coord_job_launch(coord *c);

@@ -138,6 +138,7 @@ static int parse_args(int argc, char **argv, coord_opts *o) {
 static void on_tick(uv_timer_t *t) {
     coord *c = t->data;
     coord_server_tick(c);
+    coord_work_tick(c);
     if (c->state == JOB_STOPPING && coord_now(c) - c->t_stop > 6 * c->o.timeout_s + 30) {
         ODL_LOG_ERROR("preemption: the ranks did not stop within %.0f s; killing the job", 6 * c->o.timeout_s + 30);
         c->state = JOB_FAILING;
@@ -254,6 +255,7 @@ int main(int argc, char **argv) {
         }
     }
     if (c.lock_fd >= 0) close(c.lock_fd);
+    coord_work_free(&c);
     free(c.ranks);
     free(c.metrics);
     pthread_mutex_destroy(&c.metrics_mu);

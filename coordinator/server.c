@@ -86,6 +86,10 @@ static void conn_send(coord_conn *k, Odl__Envelope *e) {
     }
 }
 
+void coord_conn_send(coord_conn *k, Odl__Envelope *e) {
+    conn_send(k, e);
+}
+
 static void refuse(coord_conn *k, uint64_t *counter, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void refuse(coord_conn *k, uint64_t *counter, const char *fmt, ...) {
     char why[400];
@@ -444,14 +448,17 @@ static void on_member_msg(coord *c, coord_conn *k, Odl__Envelope *e) {
     case ODL__ENVELOPE__MSG_XID_REPORT:
         coord_xid_report(c, k->rank, e->xid_report);
         break;
+    case ODL__ENVELOPE__MSG_WORK_REQUEST: coord_work_request(c, k, k->rank, e->work_request); break;
+    case ODL__ENVELOPE__MSG_WORK_DONE: coord_work_done(c, k->rank, e->work_done); break;
     case ODL__ENVELOPE__MSG_GOODBYE:
         k->said_goodbye = 1;
         if (e->goodbye->status == 0) {
             c->ranks[k->rank].finished = 1;
             coord_job_member_done(c);
         } else if (c->state == JOB_RUNNING) {
-            coord_job_fail(c, "rank %d (node %s, pid %u) failed with status %d at step %" PRId64, k->rank,
-                           c->ranks[k->rank].node, c->ranks[k->rank].pid, e->goodbye->status, c->ranks[k->rank].step);
+            coord_job_fail(c, "rank %d (node %s, pid %u) failed with status %d at step %" PRId64 "%s%.300s", k->rank,
+                           c->ranks[k->rank].node, c->ranks[k->rank].pid, e->goodbye->status, c->ranks[k->rank].step,
+                           e->goodbye->reason[0] ? ": " : "", e->goodbye->reason);
             log_ranks(c);
         }
         break;

@@ -23,6 +23,7 @@ static const struct {
     {"hang", ODL_FAULT_HANG},
     {"exit", ODL_FAULT_EXIT},
     {"slow", ODL_FAULT_SLOW},
+    {"stop", ODL_FAULT_STOP},
 };
 
 static odl_status parse_one(const char *s, size_t len, odl_fault *f) {
@@ -144,6 +145,7 @@ void odl_fault_after_step(const odl_fault_plan *p, int rank, int64_t step) {
             g_hang_pending = f; /* it stops inside the next collective, where a real hang would */
             g_hang_rank = rank;
             break;
+        case ODL_FAULT_STOP: raise(SIGSTOP); break; /* the whole process, heartbeat thread too, until SIGCONT */
         case ODL_FAULT_SLOW:
         case ODL_FAULT_XID: break;
         }

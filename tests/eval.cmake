@@ -7,6 +7,13 @@
 #   eval_coco8_gpu    gpu: the same coco8 check with --device cuda (GPU letterbox, GPU NMS)
 #   eval_mpi          integration;mpi: 1 = 2 = 3 ranks bit for bit in metrics.json
 #   eval_rank_faults  fault;mpi: a killed rank and a stopped rank end the job without a hang
+#   eval_coord_equal  integration;mpi: 3 ranks under odl_coordinator (chunks from its work queue) = 1
+#                     unsupervised process bit for bit; a finished DIR is not evaluated again; another
+#                     evaluation on DIR is refused (tests/eval_coord.sh)
+#   eval_coord_kill   fault;mpi: a rank killed mid-evaluation: one relaunch, only the chunks not done are
+#                     evaluated again, the log names the re-queued chunks, same metrics.json
+#   eval_coord_slow   fault;mpi: a straggler's chunk is handed to another rank, the first result wins
+#   eval_coord_stuck  fault;mpi: a rank that never finishes its chunk is ended after the queue is done; no hang
 odl_add_test(eval_labels SOURCES test_eval_labels.c LABELS unit TIMEOUT 120)
 odl_add_test(eval_metrics SOURCES test_det_metrics.c LABELS unit TIMEOUT 60)
 if(TARGET odl_worker)
@@ -26,6 +33,19 @@ if(TARGET odl_worker)
       FIXTURES_REQUIRED yolov5_weights ENVIRONMENT "${_eval_env}")
     set_tests_properties(eval_rank_faults PROPERTIES TIMEOUT 300 LABELS "fault;mpi" SKIP_RETURN_CODE 77
       FIXTURES_REQUIRED yolov5_weights ENVIRONMENT "${_eval_env}")
+    if(TARGET odl_coordinator)
+      foreach(case equal kill slow stuck)
+        add_test(NAME eval_coord_${case} COMMAND sh ${PROJECT_SOURCE_DIR}/tests/eval_coord.sh ${case} ${PROJECT_SOURCE_DIR}
+                 $<TARGET_FILE:odl_coordinator> $<TARGET_FILE:odl_worker> ${PROJECT_BINARY_DIR}/yolov5n.h5
+                 ${PROJECT_BINARY_DIR}/eval_coord_${case}.d)
+        set(_labels "fault;mpi")
+        if(case STREQUAL "equal")
+          set(_labels "integration;mpi")
+        endif()
+        set_tests_properties(eval_coord_${case} PROPERTIES TIMEOUT 300 LABELS "${_labels}" SKIP_RETURN_CODE 77
+          FIXTURES_REQUIRED yolov5_weights ENVIRONMENT "${_eval_env}")
+      endforeach()
+    endif()
   endif()
 endif()
 

@@ -64,6 +64,55 @@ static void test_round_trip(void) {
     EXPECT(odl_wire_encode(&(Odl__Envelope)ODL__ENVELOPE__INIT, buf, 3, &len) == ODL_E_INVAL);
 }
 
+/* The evaluation work queue's messages survive the codec with every field. */
+static void test_work_messages(void) {
+    uint8_t buf[1024];
+    size_t len = 0, used = 0;
+    Odl__Envelope e = ODL__ENVELOPE__INIT, *d = NULL;
+    Odl__WorkItem w = ODL__WORK_ITEM__INIT;
+    w.chunk = 157;
+    w.first = 5024;
+    w.count = 8;
+    w.dir = "/scratch/job/eval";
+    w.backup = 1;
+    w.retry_ms = 100;
+    w.n_chunks = 158;
+    e.msg_case = ODL__ENVELOPE__MSG_WORK_ITEM;
+    e.work_item = &w;
+    EXPECT(odl_wire_encode(&e, buf, sizeof buf, &len) == ODL_OK);
+    EXPECT(odl_wire_decode(buf, len, &used, &d) == ODL_OK && d && used == len);
+    if (d) {
+        const Odl__WorkItem *g = d->work_item;
+        EXPECT(d->msg_case == ODL__ENVELOPE__MSG_WORK_ITEM && g->chunk == 157 && g->first == 5024 && g->count == 8 &&
+               !strcmp(g->dir, "/scratch/job/eval") && g->backup && !g->finished && g->retry_ms == 100 &&
+               g->n_chunks == 158 && !strcmp(g->error, ""));
+        EXPECT(!strcmp(odl_wire_msg_name(d->msg_case), "work_item"));
+    }
+    odl_wire_free(d);
+    Odl__Envelope r = ODL__ENVELOPE__INIT;
+    Odl__WorkRequest q = ODL__WORK_REQUEST__INIT;
+    q.key = "yolov5 weights=w.h5 images=5000";
+    q.n_items = 5000;
+    q.chunk_items = 32;
+    r.msg_case = ODL__ENVELOPE__MSG_WORK_REQUEST;
+    r.work_request = &q;
+    EXPECT(odl_wire_encode(&r, buf, sizeof buf, &len) == ODL_OK);
+    EXPECT(odl_wire_decode(buf, len, &used, &d) == ODL_OK && d && d->msg_case == ODL__ENVELOPE__MSG_WORK_REQUEST &&
+           d->work_request->n_items == 5000 && d->work_request->chunk_items == 32 &&
+           !strcmp(d->work_request->key, q.key));
+    odl_wire_free(d);
+    Odl__Envelope x = ODL__ENVELOPE__INIT;
+    Odl__WorkDone k = ODL__WORK_DONE__INIT;
+    k.chunk = 3;
+    k.kept = 0;
+    x.msg_case = ODL__ENVELOPE__MSG_WORK_DONE;
+    x.work_done = &k;
+    EXPECT(odl_wire_encode(&x, buf, sizeof buf, &len) == ODL_OK);
+    EXPECT(odl_wire_decode(buf, len, &used, &d) == ODL_OK && d && d->msg_case == ODL__ENVELOPE__MSG_WORK_DONE &&
+           d->work_done->chunk == 3 && !d->work_done->kept);
+    odl_wire_free(d);
+}
+
 static void test_bad_frames(void) {
     size_t used;
     Odl__Envelope *e = NULL;
@@ -128,6 +177,8 @@ static void test_fault_parse(void) {
     EXPECT(odl_fault_parse("", &p) == ODL_OK && p.n == 0);
     EXPECT(odl_fault_parse("slow@rank=0,step=0,ms=50", &p) == ODL_OK && p.n == 1 && p.f[0].action == ODL_FAULT_SLOW &&
            p.f[0].ms == 50);
+    EXPECT(odl_fault_parse("stop@rank=1,step=1", &p) == ODL_OK && p.n == 1 && p.f[0].action == ODL_FAULT_STOP &&
+           p.f[0].rank == 1 && p.f[0].step == 1 && !strcmp(p.f[0].name, "stop"));
     EXPECT(odl_fault_parse("explode@rank=1,step=2", &p) == ODL_E_CONFIG && strstr(odl_error_msg(), "unknown action"));
     EXPECT(odl_fault_parse("kill@rank=1", &p) == ODL_E_CONFIG && strstr(odl_error_msg(), "needs step"));
     EXPECT(odl_fault_parse("kill@rank=x,step=2", &p) == ODL_E_CONFIG);
@@ -140,6 +191,7 @@ int main(void) {
     test_bad_frames();
     test_mac();
     test_fault_parse();
+    test_work_messages();
     if (fails) {
         fprintf(stderr, "%d check(s) failed\n", fails);
         return 1;

@@ -201,11 +201,11 @@ static void test_usage(void) {
     free(out);
     free(err);
     /* a mistyped fault hook is an error naming it (exit 2, as any bad ODL_* value), never a run without the fault */
-    setenv("ODL_EVAL_FAULT", "kill:one:1", 1);
+    setenv("ODL_FAULT", "kill@rank=one,step=1", 1);
     snprintf(args, sizeof args, "--weights '%s' --data '%s' --device cpu --output '%s/x'", g_weights, g_coco8, g_tmp);
     rc = run_eval(args, "badfault", &out, &err);
-    unsetenv("ODL_EVAL_FAULT");
-    TCHECK(rc == 2 && strstr(err, "ODL_EVAL_FAULT='kill:one:1'"), "bad ODL_EVAL_FAULT: exit %d: %s", rc, err);
+    unsetenv("ODL_FAULT");
+    TCHECK(rc == 2 && strstr(err, "ODL_FAULT: rank=one in kill@"), "bad ODL_FAULT: exit %d: %s", rc, err);
     free(out);
     free(err);
     rc = run_eval("--help", "help", &out, &err);

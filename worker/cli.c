@@ -88,6 +88,57 @@ void odl_cli_print_version(FILE *f) {
     fprintf(f, "CUDA devices usable now: %d\n", odl_cuda_device_count());
 }
 
+int odl_cli_take(int argc, char **argv, int *i, const odl_cli_opt *opts, size_t n, odl_cli_seen *seen) {
+    const char *a = argv[*i];
+    for (size_t k = 0; k < n; k++) {
+        const odl_cli_opt *o = &opts[k];
+        const char *key = o->key ? o->key : o->name;
+        if (o->kind == ODL_CLI_BOOL) {
+            if (strcmp(a, o->name) != 0) continue;
+            if (odl_cli_once(seen, key, a)) return -1;
+            *(int *)o->dst = o->bool_value;
+            return 1;
+        }
+        int m;
+        const char *v = odl_cli_flag_value(argc, argv, i, o->name, &m);
+        if (!m) continue;
+        if (odl_cli_once(seen, key, a)) return -1;
+        int bad = 0;
+        if (o->kind == ODL_CLI_STR) {
+            if (!v || !*v) {
+                fprintf(stderr, "odl_worker: error: %s needs a value\n", o->name);
+                return -1;
+            }
+            *(const char **)o->dst = v;
+        } else if (o->kind == ODL_CLI_INT) {
+            bad = odl_cli_parse_int(v, (int)o->lo, (int)o->hi, (int *)o->dst);
+        } else {
+            bad = odl_cli_parse_float(v, (float)o->lo, (float)o->hi, (float *)o->dst);
+        }
+        if (bad) {
+            fprintf(stderr, "odl_worker: error: %s '%s': expected %s\n", o->name, v ? v : "", o->what);
+            return -1;
+        }
+        return 1;
+    }
+    return 0;
+}
+
+void odl_cli_reject(const char *arg, const odl_cli_opt *opts, size_t n, const char *const *extra, size_t n_extra,
+                    const char *help) {
+    if (strncmp(arg, "--", 2) != 0) {
+        fprintf(stderr, "odl_worker: error: unexpected argument '%s' (see %s)\n", arg, help);
+        return;
+    }
+    const char *known[ODL_CLI_MAX_SEEN];
+    size_t k = 0;
+    for (size_t j = 0; j < n && k < ODL_CLI_MAX_SEEN; j++) known[k++] = opts[j].name + 2;
+    for (size_t j = 0; j < n_extra && k < ODL_CLI_MAX_SEEN; j++) known[k++] = extra[j];
+    char name[256];
+    snprintf(name, sizeof name, "%.*s", (int)strcspn(arg + 2, "="), arg + 2);
+    odl_cli_unknown(name, known, k, 0, help);
+}
+
 odl_status odl_cli_pick_device(const char *spec, odl_device *dev) {
     int n = odl_cuda_device_count();
     if (!strcmp(spec, "cpu") || (!strcmp(spec, "auto") && n == 0)) {

@@ -34,6 +34,30 @@ int odl_cli_once(odl_cli_seen *s, const char *key, const char *given);
  * NCCL, MPI, GPU architectures). */
 void odl_cli_print_version(FILE *f);
 
+/* A task's options as a table, one parser for them (--task=eval and --task=infer). A BOOL flag is the
+ * name alone (it stores bool_value); the others take --name=value or --name value. */
+typedef enum odl_cli_kind { ODL_CLI_BOOL, ODL_CLI_STR, ODL_CLI_INT, ODL_CLI_FLOAT } odl_cli_kind;
+typedef struct odl_cli_opt {
+    const char *name; /* "--img-size" */
+    const char *key;  /* what it sets, shared by aliases (--imgsz, --input); NULL: the name */
+    odl_cli_kind kind;
+    void *dst;        /* int * (BOOL, INT), const char ** (STR), float * (FLOAT) */
+    double lo, hi;    /* INT, FLOAT: the accepted range */
+    const char *what; /* INT, FLOAT: what a value must be, for the error ("an integer in 1..4096") */
+    int bool_value;   /* BOOL: the value stored */
+} odl_cli_opt;
+#define ODL_CLI_BOOL_OPT(name, dst, v) {name, NULL, ODL_CLI_BOOL, (dst), 0, 0, NULL, (v)}
+#define ODL_CLI_STR_OPT(name, key, dst) {name, key, ODL_CLI_STR, (void *)(dst), 0, 0, NULL, 0}
+#define ODL_CLI_INT_OPT(name, key, dst, lo, hi, what) {name, key, ODL_CLI_INT, (dst), lo, hi, what, 0}
+#define ODL_CLI_FLOAT_OPT(name, key, dst, lo, hi, what) {name, key, ODL_CLI_FLOAT, (dst), lo, hi, what, 0}
+/* argv[*i] against opts[0..n): 1 when one matched (its value stored, *i past a separate value), 0 when
+ * none did, -1 after printing one error line (a missing or bad value, an option given twice). */
+int odl_cli_take(int argc, char **argv, int *i, const odl_cli_opt *opts, size_t n, odl_cli_seen *seen);
+/* argv[i] matched no option: print "unknown option --X (did you mean --Y?)" (the names of opts and of
+ * extra, without "--") or "unexpected argument"; help names the task's --help. */
+void odl_cli_reject(const char *arg, const odl_cli_opt *opts, size_t n, const char *const *extra, size_t n_extra,
+                    const char *help);
+
 /* --device auto|cpu|cuda|cuda:N: auto is the first GPU when one is usable, else the CPU. A CUDA device
  * is initialised (odl_cuda_init, half of its memory for the pool). Errors: ODL_E_INVAL, ODL_E_NODEV. */
 odl_status odl_cli_pick_device(const char *spec, odl_device *dev);

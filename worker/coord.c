@@ -32,6 +32,7 @@ struct odl_worker_coord {
     double t_rate;
     int64_t step_rate;
     double sps;
+    char why[1024]; /* odl_worker_coord_fail: the error sent with the goodbye */
 };
 
 /* The process's coordinator client, for the GPU-health monitor's reports (worker/health_monitor.c);
@@ -49,7 +50,7 @@ odl_coord_client *odl_worker_coord_client(void) {
 static void gpu_identity(const odl_config *cfg, odl_comm *comm, odl_coord_hello *h) {
     odl_device d = odl_cpu();
     if (comm) d = odl_comm_device(comm);
-    else if (cfg->device == ODL_CFG_DEVICE_CUDA || (cfg->device == ODL_CFG_DEVICE_AUTO && odl_cuda_device_count() > 0))
+    else if (cfg && (cfg->device == ODL_CFG_DEVICE_CUDA || (cfg->device == ODL_CFG_DEVICE_AUTO && odl_cuda_device_count() > 0)))
         d = odl_cuda(0);
     odl_worker_gpu_id id;
     h->gpu_index = -1;
@@ -159,34 +160,49 @@ static int h_step_request(void *ctx, const odl_train_state *st) {
 
 /* ------------------------------------------------------------------ entry */
 
-odl_status odl_worker_coord_start(odl_worker_coord **out, odl_config *cfg, int rank, int world_size, odl_comm *comm) {
+/* Register rank of world with the coordinator named by env (Hello with the config seed `seed`). */
+/* cfg: the training config (NULL for --task=eval, whose device the Hello takes from comm or the CPU). */
+static odl_status coord_register(odl_worker_coord *w, const coord_env *env, const odl_config *cfg, uint64_t seed) {
+    odl_coord_hello h;
+    memset(&h, 0, sizeof h);
+    h.rank = w->rank;
+    h.world_size = w->world;
+    h.generation = env->generation;
+    /* the node the fence list names: ODL_NODE_NAME (emulated nodes) or the short host name */
+    snprintf(h.node, sizeof h.node, "%s", odl_health_node_name());
+    h.pid = (uint32_t)getpid();
+    h.seed = seed;
+    gpu_identity(cfg, w->comm, &h);
+    odl_coord_client_cbs cbs = {.ctx = w, .activity = on_activity, .lost = on_lost};
+    return odl_coord_client_connect(env->addr, env->secret_file, &h, &cbs, &w->w, &w->client);
+}
+
+/* The environment (coordinator, ODL_FAULT) and a glue object when there is a coordinator or a fault. */
+static odl_status coord_new(odl_worker_coord **out, coord_env *env, int rank, int world_size, odl_comm *comm) {
     *out = NULL;
-    coord_env env;
-    ODL_CHECK(read_env(&env));
+    ODL_CHECK(read_env(env));
     odl_fault_plan faults;
     ODL_CHECK(odl_fault_from_env(&faults));
-    if (!env.addr && faults.n == 0) return ODL_OK;
+    if (!env->addr && faults.n == 0) return ODL_OK;
     odl_worker_coord *w = calloc(1, sizeof *w);
     if (!w) return ODL_ERR(ODL_E_NOMEM, "coordinator glue");
     w->faults = faults;
     w->comm = comm;
     w->rank = rank;
     w->world = world_size;
+    *out = w;
+    return ODL_OK;
+}
+
+odl_status odl_worker_coord_start(odl_worker_coord **out, odl_config *cfg, int rank, int world_size, odl_comm *comm) {
+    coord_env env;
+    odl_worker_coord *w;
+    ODL_CHECK(coord_new(&w, &env, rank, world_size, comm));
+    if (!w) return ODL_OK;
     w->global_batch = cfg->train.batch_size * world_size;
     w->keep = cfg->checkpoint.keep;
     if (env.addr) {
-        odl_coord_hello h;
-        memset(&h, 0, sizeof h);
-        h.rank = rank;
-        h.world_size = world_size;
-        h.generation = env.generation;
-        /* the node the fence list names: ODL_NODE_NAME (emulated nodes) or the short host name */
-        snprintf(h.node, sizeof h.node, "%s", odl_health_node_name());
-        h.pid = (uint32_t)getpid();
-        h.seed = (uint64_t)cfg->seed;
-        gpu_identity(cfg, comm, &h);
-        odl_coord_client_cbs cbs = {.ctx = w, .activity = on_activity, .lost = on_lost};
-        odl_status s = odl_coord_client_connect(env.addr, env.secret_file, &h, &cbs, &w->w, &w->client);
+        odl_status s = coord_register(w, &env, cfg, (uint64_t)cfg->seed);
         if (s != ODL_OK) {
             free(w);
             return s;
@@ -217,9 +233,37 @@ odl_status odl_worker_coord_start(odl_worker_coord **out, odl_config *cfg, int r
                      w->w.resume_path[0] ? w->w.resume_path : cfg->checkpoint.resume);
     }
     g_client = w->client;
-    if (faults.n) ODL_LOG_INFO("ODL_FAULT: %d fault%s armed", faults.n, faults.n == 1 ? "" : "s");
+    if (w->faults.n) ODL_LOG_INFO("ODL_FAULT: %d fault%s armed", w->faults.n, w->faults.n == 1 ? "" : "s");
     *out = w;
     return ODL_OK;
+}
+
+odl_status odl_worker_coord_start_eval(odl_worker_coord **out, int rank, int world_size, odl_comm *comm) {
+    coord_env env;
+    odl_worker_coord *w;
+    ODL_CHECK(coord_new(&w, &env, rank, world_size, comm));
+    if (!w) return ODL_OK;
+    if (env.addr) {
+        odl_status s = coord_register(w, &env, NULL, 0);
+        if (s != ODL_OK) {
+            free(w);
+            return s;
+        }
+        ODL_LOG_INFO("registered with the coordinator at %s: generation %" PRIu64 ", evaluation chunks from its work queue",
+                     env.addr, w->w.generation);
+    }
+    g_client = w->client;
+    if (w->faults.n) ODL_LOG_INFO("ODL_FAULT: %d fault%s armed", w->faults.n, w->faults.n == 1 ? "" : "s");
+    *out = w;
+    return ODL_OK;
+}
+
+odl_coord_client *odl_worker_coord_client_of(const odl_worker_coord *w) {
+    return w ? w->client : NULL;
+}
+
+const odl_fault_plan *odl_worker_coord_faults(const odl_worker_coord *w) {
+    return w ? &w->faults : NULL;
 }
 
 void odl_worker_coord_install(odl_worker_coord *w, odl_train_opts *opts) {
@@ -229,13 +273,17 @@ void odl_worker_coord_install(odl_worker_coord *w, odl_train_opts *opts) {
     odl_hook_chain_push(&w->chain, &own, opts);
 }
 
+void odl_worker_coord_fail(odl_worker_coord *w, const char *why) {
+    if (w) snprintf(w->why, sizeof w->why, "%s", why);
+}
+
 void odl_worker_coord_finish(odl_worker_coord *w, odl_train_opts *opts, int status) {
     if (!w) return;
     odl_hook_chain_pop(&w->chain, opts);
     if (w->client) {
         g_client = NULL;
         if (w->rank == 0) odl_ckpt_set_write_observer(NULL, NULL);
-        odl_coord_client_close(w->client, status);
+        odl_coord_client_close_why(w->client, status, w->why);
     }
     free(w);
 }

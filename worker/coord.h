@@ -20,6 +20,16 @@ typedef struct odl_worker_coord odl_worker_coord;
  * *out is NULL when there is neither a coordinator nor a fault to inject. comm may be NULL (one
  * process). Errors: a bad ODL_FAULT, an unreachable coordinator, a refusal (its reason). */
 odl_status odl_worker_coord_start(odl_worker_coord **out, odl_config *cfg, int rank, int world_size, odl_comm *comm);
+/* For odl_worker --task=eval: the same environment and registration, without a training config (the
+ * Hello's seed is 0). *out is NULL without a coordinator and without ODL_FAULT. */
+odl_status odl_worker_coord_start_eval(odl_worker_coord **out, int rank, int world_size, odl_comm *comm);
+/* w's coordinator client (NULL: none, or w NULL) and its ODL_FAULT plan (NULL when w is NULL). */
+struct odl_coord_client *odl_worker_coord_client_of(const odl_worker_coord *w);
+struct odl_fault_plan;
+const struct odl_fault_plan *odl_worker_coord_faults(const odl_worker_coord *w);
+/* The error that ends this rank, sent with the goodbye so that the coordinator's log names it (NULL w:
+ * nothing). */
+void odl_worker_coord_fail(odl_worker_coord *w, const char *why);
 /* Put the hooks in front of opts->hooks (worker/hook_chain.h: those run first). NULL w: nothing. */
 void odl_worker_coord_install(odl_worker_coord *w, odl_train_opts *opts);
 /* Restore opts->hooks, say goodbye with status (0: training finished) and free w (NULL is fine). */

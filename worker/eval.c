@@ -7,13 +7,14 @@
  * rank 0 in image order; rank 0 computes ap_per_class once, prints val.py's table and writes
  * DIR/metrics.json (and with --save-json DIR/<weights>_predictions.json, COCO format). Because every
  * image's statistics are the same whichever rank computes them and rank 0 sees them in one order, the
- * metrics do not depend on the world size.
+ * metrics do not depend on the world size. Under odl_coordinator the images come in chunks from its
+ * work queue instead (worker/eval_queue.c, docs/eval.md "Under the coordinator").
  *
  * Exit status: 0 ok; 1 when the run fails (weights, dataset, a bad label line, an image that cannot be
  * decoded, a failed rank: every rank stops with the failing rank's message); 2 for a usage error. */
 #include <jansson.h>
+#include <inttypes.h>
 #include <math.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,49 +26,30 @@
 #include "odl/comm.h"
 #include "odl/det_metrics.h"
 #include "odl/device.h"
-#include "odl/env.h"
+#include "odl/fault.h"
 #include "odl/labels.h"
 #include "odl/log.h"
 #include "odl/nms.h"
 #include "odl/pipeline.h"
 #include "odl/yolov5.h"
 #include "worker/cli.h"
+#include "worker/coord.h"
+#include "worker/eval_queue.h"
 #include "worker/outputs.h"
 #include "worker/tasks.h"
-
-/* ODL_EVAL_FAULT=kill:R:K (or stop:R:K; odl/env.h): rank R kills (SIGKILL) or stops (SIGSTOP) itself
- * after K images, to test that a dying or hung rank ends the job. Other text is an error, so that a
- * mistyped fault test does not pass by injecting nothing. */
-typedef struct fault {
-    int rank, after, sig;
-} fault;
-static odl_status read_fault(fault *f) {
-    *f = (fault){-1, 0, 0};
-    const char *e = odl_env_str(ODL_ENV_EVAL_FAULT);
-    if (!e[0]) return ODL_OK;
-    char tail;
-    if (sscanf(e, "kill:%d:%d%c", &f->rank, &f->after, &tail) == 2) f->sig = SIGKILL;
-    else if (sscanf(e, "stop:%d:%d%c", &f->rank, &f->after, &tail) == 2) f->sig = SIGSTOP;
-    else {
-        *f = (fault){-1, 0, 0};
-        return ODL_ERR(ODL_E_CONFIG, "ODL_EVAL_FAULT='%s': not kill:RANK:IMAGES or stop:RANK:IMAGES", e);
-    }
-    return ODL_OK;
-}
 
 typedef struct eval_opts {
     const char *model, *weights, *data, *output, *device;
     int img_size, batch, max_det, square, half, save_json, verbose, workers, backend_post;
-    float conf, iou;
-    double timeout_s;
-    fault fault; /* ODL_EVAL_FAULT */
+    float conf, iou, timeout_s;
 } eval_opts;
 
 static void eval_usage(FILE *f) {
     fprintf(f,
             "usage: odl_worker --task=eval --model=yolov5 --weights=W.h5 --data=D [options]\n"
             "  D is a folder with images/ and labels/ (YOLO format, subfolders taken recursively) or a YOLOv5\n"
-            "  dataset yaml (path, val, names). Under mpirun/srun each rank evaluates a contiguous shard.\n"
+            "  dataset yaml (path, val, names). Under mpirun/srun each rank evaluates a contiguous shard; under\n"
+            "  odl_coordinator the ranks take chunks of --batch-size images from its work queue (docs/eval.md).\n"
             "  --img-size N        inference size (default 640, a multiple of 32)\n"
             "  --batch-size B      images per forward (default 32)\n"
             "  --conf-thres X      confidence threshold (default 0.001)\n"
@@ -104,57 +86,37 @@ static int parse_opts(int argc, char **argv, eval_opts *o) {
     o->workers = 8;
     o->conf = 0.001f;
     o->iou = 0.6f;
+    const char *task = NULL; /* handled by main() */
+    const odl_cli_opt opts[] = {
+        ODL_CLI_STR_OPT("--task", NULL, &task),
+        ODL_CLI_STR_OPT("--model", NULL, &o->model),
+        ODL_CLI_STR_OPT("--weights", NULL, &o->weights),
+        ODL_CLI_STR_OPT("--data", NULL, &o->data),
+        ODL_CLI_STR_OPT("--output", NULL, &o->output),
+        ODL_CLI_STR_OPT("--device", NULL, &o->device),
+        ODL_CLI_INT_OPT("--img-size", NULL, &o->img_size, 32, 8192, "a multiple of 32 in 32..8192"),
+        ODL_CLI_INT_OPT("--batch-size", NULL, &o->batch, 1, 4096, "an integer in 1..4096"),
+        ODL_CLI_INT_OPT("--max-det", NULL, &o->max_det, 1, 100000, "an integer in 1..100000"),
+        ODL_CLI_INT_OPT("--workers", NULL, &o->workers, 0, 256, "an integer in 0..256"),
+        ODL_CLI_FLOAT_OPT("--conf-thres", NULL, &o->conf, 0, 1, "a number in [0, 1]"),
+        ODL_CLI_FLOAT_OPT("--iou-thres", NULL, &o->iou, 0, 1, "a number in [0, 1]"),
+        ODL_CLI_FLOAT_OPT("--timeout-s", NULL, &o->timeout_s, 0, 1e6, "seconds >= 0"),
+        ODL_CLI_BOOL_OPT("--square", &o->square, 1),
+        ODL_CLI_BOOL_OPT("--half", &o->half, 1),
+        ODL_CLI_BOOL_OPT("--save-json", &o->save_json, 1),
+        ODL_CLI_BOOL_OPT("--verbose", &o->verbose, 1),
+        ODL_CLI_BOOL_OPT("--backend-post", &o->backend_post, 1),
+    };
+    const size_t n_opts = sizeof opts / sizeof *opts;
+    static const char *const extra[] = {"help"};
+    odl_cli_seen seen;
+    memset(&seen, 0, sizeof seen);
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        int m;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) return 3;
-        if (!strcmp(a, "--square")) { o->square = 1; continue; }
-        if (!strcmp(a, "--half")) { o->half = 1; continue; }
-        if (!strcmp(a, "--save-json")) { o->save_json = 1; continue; }
-        if (!strcmp(a, "--verbose")) { o->verbose = 1; continue; }
-        if (!strcmp(a, "--backend-post")) { o->backend_post = 1; continue; }
-        v = odl_cli_flag_value(argc, argv, &i, "--task", &m); /* handled by main() */
-        if (m) continue;
-#define STR_FLAG(name, field)                                                                      \
-        v = odl_cli_flag_value(argc, argv, &i, name, &m);                                          \
-        if (m) {                                                                                   \
-            if (!v || !*v) { fprintf(stderr, "odl_worker: error: %s needs a value\n", name); return 2; } \
-            o->field = v;                                                                          \
-            continue;                                                                              \
-        }
-        STR_FLAG("--model", model)
-        STR_FLAG("--weights", weights)
-        STR_FLAG("--data", data)
-        STR_FLAG("--output", output)
-        STR_FLAG("--device", device)
-#undef STR_FLAG
-#define NUM_FLAG(name, parse, lo, hi, field, what)                                                 \
-        v = odl_cli_flag_value(argc, argv, &i, name, &m);                                          \
-        if (m) {                                                                                   \
-            if (parse(v, lo, hi, &o->field)) {                                                     \
-                fprintf(stderr, "odl_worker: error: %s '%s': expected %s\n", name, v ? v : "", what); \
-                return 2;                                                                          \
-            }                                                                                      \
-            continue;                                                                              \
-        }
-        NUM_FLAG("--img-size", odl_cli_parse_int, 32, 8192, img_size, "a multiple of 32 in 32..8192")
-        NUM_FLAG("--batch-size", odl_cli_parse_int, 1, 4096, batch, "an integer in 1..4096")
-        NUM_FLAG("--max-det", odl_cli_parse_int, 1, 100000, max_det, "an integer in 1..100000")
-        NUM_FLAG("--workers", odl_cli_parse_int, 0, 256, workers, "an integer in 0..256")
-        NUM_FLAG("--conf-thres", odl_cli_parse_float, 0.0f, 1.0f, conf, "a number in [0, 1]")
-        NUM_FLAG("--iou-thres", odl_cli_parse_float, 0.0f, 1.0f, iou, "a number in [0, 1]")
-#undef NUM_FLAG
-        v = odl_cli_flag_value(argc, argv, &i, "--timeout-s", &m);
-        if (m) {
-            float t;
-            if (odl_cli_parse_float(v, 0.f, 1e6f, &t)) {
-                fprintf(stderr, "odl_worker: error: --timeout-s '%s': expected seconds >= 0\n", v ? v : "");
-                return 2;
-            }
-            o->timeout_s = t;
-            continue;
-        }
-        fprintf(stderr, "odl_worker: error: unknown option '%s' for --task=eval --model=yolov5 (see --task=eval --model=yolov5 --help)\n", a);
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return 3;
+        int r = odl_cli_take(argc, argv, &i, opts, n_opts, &seen);
+        if (r < 0) return 2;
+        if (r) continue;
+        odl_cli_reject(argv[i], opts, n_opts, extra, 1, "--task=eval --model=yolov5 --help");
         return 2;
     }
     if (strcmp(o->model, "yolov5") != 0) {
@@ -409,12 +371,13 @@ static odl_status submit_group(odl_prep_pool *pool, group *q, const odl_det_data
     return odl_prep_submit(pool, q->jobs, q->n, gpu ? NULL : q->in, q->res, &q->pending);
 }
 
-/* Evaluate samples order[lo..hi) into `out`. */
+/* Evaluate samples order[lo..hi) into `out`. After each batch the ODL_FAULT faults of step ++*batches
+ * fire (a step of an evaluation is one batch of this rank). */
 static odl_status eval_shard(odl_yolov5 *net, const odl_det_dataset *ds, const eval_opts *o, const int *order,
-                             const int *shape, int lo, int hi, int rank, bytes *out, double t[3]) {
+                             const int *shape, int lo, int hi, int rank, const odl_fault_plan *faults, int64_t *batches,
+                             bytes *out, double t[3]) {
     odl_status st = ODL_OK;
     const int nc = odl_yolov5_num_classes(net);
-    const fault flt = o->fault;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     int threads = o->workers;
     if (cores > 0 && threads > cores) threads = (int)cores;
@@ -455,7 +418,7 @@ static odl_status eval_shard(odl_yolov5 *net, const odl_det_dataset *ds, const e
         }
     }
     /* Double buffering: the group after the current one decodes on the pool during its forward. */
-    int next = lo, cur = 0, done_images = 0;
+    int next = lo, cur = 0;
     if (next < hi) ODL_CHECK_GOTO(submit_group(pool, &g[0], ds, o, order, shape, &next, hi, gb.be != NULL), st, done);
     while (g[cur].pending) {
         group *q = &g[cur];
@@ -503,14 +466,9 @@ static odl_status eval_shard(odl_yolov5 *net, const odl_det_dataset *ds, const e
             ODL_CHECK_GOTO(image_stats(det + (size_t)b * o->max_det, nd[b], &ds->samples[idx], &q->res[b], idx, lbox, lcls,
                                        correct, out),
                            st, done);
-            if (++done_images == flt.after && rank == flt.rank) {
-                fprintf(stderr, "odl_worker: rank %d: ODL_EVAL_FAULT: %s myself after %d images (pid %d)\n", rank,
-                        flt.sig == SIGKILL ? "killing" : "stopping", done_images, (int)getpid());
-                fflush(stderr);
-                raise(flt.sig);
-            }
         }
         t[2] += now_ms() - t2;
+        odl_fault_after_step(faults, rank, ++*batches);
         cur ^= 1;
     }
 done:
@@ -699,6 +657,75 @@ out:
     return st;
 }
 
+/* ---- under the coordinator: chunks from its work queue (worker/eval_queue.c) ---- */
+typedef struct queue_ctx {
+    odl_yolov5 *net;
+    const odl_det_dataset *ds;
+    const eval_opts *o;
+    const int *order, *shape;
+    int rank;
+    const odl_fault_plan *faults;
+    int64_t *batches;
+    double *t;
+} queue_ctx;
+
+static odl_status queue_eval(void *ctx, int64_t first, int64_t count, uint8_t **out, size_t *n) {
+    queue_ctx *q = ctx;
+    bytes b = {0};
+    odl_status s = eval_shard(q->net, q->ds, q->o, q->order, q->shape, (int)first, (int)(first + count), q->rank,
+                              q->faults, q->batches, &b, q->t);
+    if (s != ODL_OK) {
+        free(b.p);
+        return s;
+    }
+    *out = b.p;
+    *n = b.n;
+    return ODL_OK;
+}
+
+/* A chunk's records read back from its file: one per image of order[first, first + count), in order,
+ * with this dataset's label counts, classes of the model and true-positive flags 0/1. */
+static odl_status queue_check(void *ctx, const uint8_t *p, size_t n, int64_t first, int64_t count) {
+    const queue_ctx *q = ctx;
+    const int nc = odl_yolov5_num_classes(q->net);
+    size_t off = 0;
+    for (int64_t j = 0; j < count; j++) {
+        rec_hdr h;
+        if (n - off < sizeof h) return ODL_ERR(ODL_E_FORMAT, "ends before the record of image %" PRId64, first + j);
+        memcpy(&h, p + off, sizeof h);
+        off += sizeof h;
+        const int idx = q->order[first + j];
+        if (h.index != idx || h.n_det < 0 || h.n_det > q->o->max_det || h.n_labels != q->ds->samples[idx].n_labels)
+            return ODL_ERR(ODL_E_FORMAT, "record %" PRId64 " is of image %d with %d detections and %d labels, not of "
+                           "image %d with its %d labels", j, h.index, h.n_det, h.n_labels, idx, q->ds->samples[idx].n_labels);
+        size_t need = sizeof(rec_det) * (size_t)h.n_det + sizeof(int32_t) * (size_t)h.n_labels;
+        if (n - off < need) return ODL_ERR(ODL_E_FORMAT, "record %" PRId64 " is truncated", j);
+        for (int k = 0; k < h.n_det; k++) {
+            rec_det r;
+            memcpy(&r, p + off + sizeof r * (size_t)k, sizeof r);
+            int bad = r.cls < 0 || r.cls >= nc;
+            for (int i = 0; i < ODL_DET_NIOU; i++) bad |= r.correct[i] > 1;
+            if (bad) return ODL_ERR(ODL_E_FORMAT, "record %" PRId64 ": detection %d is damaged", j, k);
+        }
+        off += sizeof(rec_det) * (size_t)h.n_det;
+        for (int l = 0; l < h.n_labels; l++) {
+            int32_t c;
+            memcpy(&c, p + off + sizeof c * (size_t)l, sizeof c);
+            if (c < 0 || c >= nc) return ODL_ERR(ODL_E_FORMAT, "record %" PRId64 ": label class %d", j, c);
+        }
+        off += sizeof(int32_t) * (size_t)h.n_labels;
+    }
+    if (off != n) return ODL_ERR(ODL_E_FORMAT, "%zu bytes after the last record", n - off);
+    return ODL_OK;
+}
+
+/* The evaluation's identity for the work queue: everything that changes an image's statistics. */
+static void queue_key(const eval_opts *o, odl_device dev, int n, char *key, size_t cap) {
+    snprintf(key, cap, "yolov5 weights=%s data=%s images=%d img_size=%d batch=%d conf=%.9g iou=%.9g max_det=%d rect=%d "
+             "half=%d backend_post=%d device=%s", o->weights, o->data, n, o->img_size, o->batch, o->conf, o->iou, o->max_det,
+             !o->square, o->half, o->backend_post, dev.type == ODL_DEV_CUDA ? "cuda" : "cpu");
+}
+
 int odl_task_eval_yolov5_main(int argc, char **argv) {
     eval_opts o;
     int pr = parse_opts(argc, argv, &o);
@@ -707,10 +734,6 @@ int odl_task_eval_yolov5_main(int argc, char **argv) {
         return 0;
     }
     if (pr) return 2;
-    if (read_fault(&o.fault) != ODL_OK) {
-        fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
-        return 2;
-    }
 
     odl_launch_info li;
     if (odl_launch_detect(&li) != ODL_OK) {
@@ -741,6 +764,16 @@ int odl_task_eval_yolov5_main(int argc, char **argv) {
         fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
         return 1;
     }
+    /* ODL_FAULT and, under odl_coordinator, the registration (a bad value is a usage error, exit 2) */
+    odl_worker_coord *wc = NULL;
+    if (odl_worker_coord_start_eval(&wc, rank, world, comm) != ODL_OK) {
+        if (comm) odl_comm_abort_job(comm, 2, "rank %d: %s", rank, odl_error_msg_user());
+        fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
+        if (dev.type == ODL_DEV_CUDA) odl_cuda_shutdown();
+        return 2;
+    }
+    odl_coord_client *coord = odl_worker_coord_client_of(wc);
+    int64_t batches = 0, n_mine = 0;
 
     odl_yolov5 *net = NULL;
     odl_det_dataset ds;
@@ -768,7 +801,7 @@ int odl_task_eval_yolov5_main(int argc, char **argv) {
     }
     if (comm) st = odl_comm_agree(comm, st, stage);
     if (st != ODL_OK) goto out;
-    const int lo = (int)((int64_t)ds.n * rank / world), hi = (int)((int64_t)ds.n * (rank + 1) / world);
+    const int lo = coord ? 0 : (int)((int64_t)ds.n * rank / world), hi = coord ? 0 : (int)((int64_t)ds.n * (rank + 1) / world);
     if (rank == 0)
         fprintf(stderr,
                 "odl_worker: eval yolov5 %s on %s, %s; %s: %d images (%d backgrounds: %d missing and %d empty label files, "
@@ -777,22 +810,38 @@ int odl_task_eval_yolov5_main(int argc, char **argv) {
                 ds.n_missing, ds.n_empty, ds.n_duplicates, o.square ? "square" : "rectangular", o.img_size, o.batch,
                 o.conf, o.iou, o.max_det, world);
     stage = "evaluation";
-    st = eval_shard(net, &ds, &o, order, shape, lo, hi, rank, &stats, t);
-    if (st != ODL_OK) odl_error_prefix("rank %d", rank);
-    if (comm) st = odl_comm_agree(comm, st, stage);
-    if (st != ODL_OK) goto out;
-    if (comm) {
-        stage = "gathering statistics";
-        st = odl_comm_gather_host_bytes(comm, stats.p, stats.n, 0, (void **)&all, &all_n);
-        if (st != ODL_OK) odl_comm_abort_job(comm, ODL_COMM_EXIT_ERROR, "%s", odl_error_msg_user());
+    if (coord) {
+        /* No collective from here on: a rank that dies or lags holds up no other; the coordinator
+         * relaunches the job on a death, and re-hands a straggler's chunk. */
+        char key[8192];
+        queue_key(&o, dev, ds.n, key, sizeof key);
+        queue_ctx qc = {net, &ds, &o, order, shape, rank, odl_worker_coord_faults(wc), &batches, t};
+        odl_eval_queue_ops ops = {&qc, queue_eval, queue_check};
+        st = odl_eval_queue_run(coord, key, ds.n, o.batch, rank, &ops, &all, &all_n, &n_mine);
+        if (st != ODL_OK) {
+            odl_error_prefix("rank %d", rank);
+            fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
+            rc = 1;
+            goto out_free;
+        }
     } else {
-        all = stats.p;
-        all_n = stats.n;
-        stats.p = NULL;
+        st = eval_shard(net, &ds, &o, order, shape, lo, hi, rank, odl_worker_coord_faults(wc), &batches, &stats, t);
+        n_mine = hi - lo;
+        if (st != ODL_OK) odl_error_prefix("rank %d", rank);
+        if (comm) st = odl_comm_agree(comm, st, stage);
+        if (st != ODL_OK) goto out;
+        if (comm) {
+            stage = "gathering statistics";
+            st = odl_comm_gather_host_bytes(comm, stats.p, stats.n, 0, (void **)&all, &all_n);
+            if (st != ODL_OK) odl_comm_abort_job(comm, ODL_COMM_EXIT_ERROR, "%s", odl_error_msg_user());
+        } else {
+            all = stats.p;
+            all_n = stats.n;
+            stats.p = NULL;
+        }
     }
     if (rank == 0) {
         st = report(net, &ds, &o, all, all_n);
-        int n_mine = hi - lo;
         double wall = now_ms() - t_start;
         /* val.py: "Speed: %.1fms pre-process, %.1fms inference, %.1fms NMS per image" (rank 0's shard) */
         if (n_mine > 0)
@@ -803,7 +852,7 @@ int odl_task_eval_yolov5_main(int argc, char **argv) {
                     t[0] / n_mine, t[1] / n_mine, t[2] / n_mine, n_mine / ((t[0] + t[1] + t[2]) / 1e3), ds.n, wall / 1e3,
                     ds.n / (wall / 1e3), world);
     }
-    if (comm) st = odl_comm_agree(comm, st, "writing the results");
+    if (comm && !coord) st = odl_comm_agree(comm, st, "writing the results");
 out:
     if (st != ODL_OK) {
         if (rank == 0 || !comm) fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
@@ -811,6 +860,9 @@ out:
     } else {
         rc = 0;
     }
+out_free:
+    if (rc) odl_worker_coord_fail(wc, odl_error_msg_user());
+    odl_worker_coord_finish(wc, NULL, rc);
     free(all);
     free(stats.p);
     free(order);

@@ -65,11 +65,6 @@ static double now_ms(void) {
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-static const char *const k_infer_flags[] = {
-    "task", "model", "weights", "source", "input", "output", "device", "img-size", "imgsz", "max-det", "batch-size",
-    "conf-thres", "iou-thres", "square", "no-save-images", "half", "classes", "agnostic-nms", "save-txt", "save-conf",
-    "verbose", "help"};
-
 /* --classes 0 2 3 (detect.py's nargs='+') or --classes=0,2,3. Returns the index of the last argument
  * used, or -1 after printing an error. */
 static int parse_classes(int argc, char **argv, int i, const char *inline_val, infer_opts *o) {
@@ -113,73 +108,51 @@ static int parse_opts(int argc, char **argv, infer_opts *o) {
     o->save_images = 1;
     o->conf = 0.25f;
     o->iou = 0.45f;
+    const char *task = NULL; /* handled by main() */
+    const odl_cli_opt opts[] = {
+        ODL_CLI_STR_OPT("--task", NULL, &task),
+        ODL_CLI_STR_OPT("--model", NULL, &o->model),
+        ODL_CLI_STR_OPT("--weights", NULL, &o->weights),
+        ODL_CLI_STR_OPT("--source", NULL, &o->input), /* detect.py's --source */
+        ODL_CLI_STR_OPT("--input", "--source", &o->input),
+        ODL_CLI_STR_OPT("--output", NULL, &o->output),
+        ODL_CLI_STR_OPT("--device", NULL, &o->device),
+        ODL_CLI_INT_OPT("--img-size", NULL, &o->img_size, 1, 8192, "an integer in 1..8192"),
+        ODL_CLI_INT_OPT("--imgsz", "--img-size", &o->img_size, 1, 8192, "an integer in 1..8192"),
+        ODL_CLI_INT_OPT("--max-det", NULL, &o->max_det, 1, 100000, "an integer in 1..100000"),
+        ODL_CLI_INT_OPT("--batch-size", NULL, &o->batch, 1, 4096, "an integer in 1..4096"),
+        ODL_CLI_FLOAT_OPT("--conf-thres", NULL, &o->conf, 0, 1, "a number in [0, 1]"),
+        ODL_CLI_FLOAT_OPT("--iou-thres", NULL, &o->iou, 0, 1, "a number in [0, 1]"),
+        ODL_CLI_BOOL_OPT("--square", &o->square, 1),
+        ODL_CLI_BOOL_OPT("--half", &o->half, 1),
+        ODL_CLI_BOOL_OPT("--agnostic-nms", &o->agnostic, 1),
+        ODL_CLI_BOOL_OPT("--save-txt", &o->save_txt, 1),
+        ODL_CLI_BOOL_OPT("--save-conf", &o->save_conf, 1),
+        ODL_CLI_BOOL_OPT("--no-save-images", &o->save_images, 0),
+    };
+    const size_t n_opts = sizeof opts / sizeof *opts;
+    static const char *const extra[] = {"classes", "verbose", "help"};
     odl_cli_seen seen;
     memset(&seen, 0, sizeof seen);
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        int m;
+        const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) return 3;
-#define ONCE(key) \
-        if (odl_cli_once(&seen, key, a)) return 2;
-#define BOOL_FLAG(name, field) \
-        if (!strcmp(a, name)) { ONCE(name) o->field = 1; continue; }
-        BOOL_FLAG("--square", square)
-        BOOL_FLAG("--half", half)
-        BOOL_FLAG("--agnostic-nms", agnostic)
-        BOOL_FLAG("--save-txt", save_txt)
-        BOOL_FLAG("--save-conf", save_conf)
-        if (!strcmp(a, "--no-save-images")) { ONCE(a) o->save_images = 0; continue; }
-        if (!strcmp(a, "--verbose") || !strcmp(a, "-v")) { ONCE("--verbose") odl_log_set_level(ODL_LOG_LEVEL_DEBUG); continue; }
-#undef BOOL_FLAG
+        if (!strcmp(a, "--verbose") || !strcmp(a, "-v")) {
+            if (odl_cli_once(&seen, "--verbose", a)) return 2;
+            odl_log_set_level(ODL_LOG_LEVEL_DEBUG);
+            continue;
+        }
         if (!strcmp(a, "--classes") || !strncmp(a, "--classes=", 10)) {
-            ONCE("--classes")
+            if (odl_cli_once(&seen, "--classes", a)) return 2;
             int last = parse_classes(argc, argv, i, a[9] == '=' ? a + 10 : NULL, o);
             if (last < 0) return 2;
             i = last;
             continue;
         }
-#define STR_FLAG(name, key, field)                                                                 \
-        v = odl_cli_flag_value(argc, argv, &i, name, &m);                                                  \
-        if (m) {                                                                                   \
-            ONCE(key)                                                                              \
-            if (!v || !*v) { fprintf(stderr, "odl_worker: error: %s needs a value\n", name); return 2; } \
-            o->field = v;                                                                          \
-            continue;                                                                              \
-        }
-        v = odl_cli_flag_value(argc, argv, &i, "--task", &m); /* handled by main() */
-        if (m) continue;
-        STR_FLAG("--model", "--model", model)
-        STR_FLAG("--weights", "--weights", weights)
-        STR_FLAG("--input", "--source", input) /* detect.py's --source */
-        STR_FLAG("--source", "--source", input)
-        STR_FLAG("--output", "--output", output)
-        STR_FLAG("--device", "--device", device)
-#undef STR_FLAG
-#define NUM_FLAG(name, key, parse, lo, hi, field, what)                                            \
-        v = odl_cli_flag_value(argc, argv, &i, name, &m);                                                  \
-        if (m) {                                                                                   \
-            ONCE(key)                                                                              \
-            if (parse(v, lo, hi, &o->field)) {                                                     \
-                fprintf(stderr, "odl_worker: error: %s '%s': expected %s\n", name, v ? v : "", what); \
-                return 2;                                                                          \
-            }                                                                                      \
-            continue;                                                                              \
-        }
-        NUM_FLAG("--img-size", "--img-size", odl_cli_parse_int, 1, 8192, img_size, "an integer in 1..8192")
-        NUM_FLAG("--imgsz", "--img-size", odl_cli_parse_int, 1, 8192, img_size, "an integer in 1..8192")
-        NUM_FLAG("--max-det", "--max-det", odl_cli_parse_int, 1, 100000, max_det, "an integer in 1..100000")
-        NUM_FLAG("--batch-size", "--batch-size", odl_cli_parse_int, 1, 4096, batch, "an integer in 1..4096")
-        NUM_FLAG("--conf-thres", "--conf-thres", odl_cli_parse_float, 0.0f, 1.0f, conf, "a number in [0, 1]")
-        NUM_FLAG("--iou-thres", "--iou-thres", odl_cli_parse_float, 0.0f, 1.0f, iou, "a number in [0, 1]")
-#undef NUM_FLAG
-#undef ONCE
-        if (!strncmp(a, "--", 2)) {
-            char name[256];
-            snprintf(name, sizeof name, "%.*s", (int)strcspn(a + 2, "="), a + 2);
-            odl_cli_unknown(name, k_infer_flags, sizeof k_infer_flags / sizeof *k_infer_flags, 0, "--task=infer --help");
-        } else {
-            fprintf(stderr, "odl_worker: error: unexpected argument '%s' for --task=infer (see --task=infer --help)\n", a);
-        }
+        int r = odl_cli_take(argc, argv, &i, opts, n_opts, &seen);
+        if (r < 0) return 2;
+        if (r) continue;
+        odl_cli_reject(a, opts, n_opts, extra, sizeof extra / sizeof *extra, "--task=infer --help");
         return 2;
     }
     if (strcmp(o->model, "yolov5") != 0) {

@@ -4,6 +4,7 @@
 #ifndef ODL_COORD_CLIENT_H
 #define ODL_COORD_CLIENT_H
 
+#include <inttypes.h>
 #include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -77,7 +78,32 @@ ODL_API void odl_coord_client_gpu(odl_coord_client *c, const odl_coord_gpu *g);
 /* Report an Xid seen by this rank's GPU-health monitor (xid_class: odl_xid_class of odl/health.h, 1
  * application, 2 node-fatal); the coordinator decides what follows (docs/health.md "Fencing"). */
 ODL_API void odl_coord_client_xid(odl_coord_client *c, int xid, int xid_class, const char *pci_bus_id, const char *detail);
+/* Evaluation work queue (docs/coordinator.md "Evaluation work queue"): the name of chunk K's results in
+ * the queue's folder (printf format, an int64_t), and one answer to a request. */
+#define ODL_COORD_CHUNK_FILE "chunk-%06" PRId64 ".bin"
+typedef struct odl_coord_work {
+    int64_t chunk;          /* -1: none now (ask again after retry_ms) */
+    int64_t first, count;   /* the chunk's images [first, first + count) of the evaluation order */
+    int64_t n_chunks;
+    int backup;             /* a copy of a straggler's chunk: the first result wins */
+    int finished;           /* every chunk is done */
+    unsigned retry_ms;
+    char dir[PATH_MAX];     /* where the chunk results go (DIR/eval) */
+    char error[1024];       /* refused (e.g. the job directory holds another evaluation): stop */
+} odl_coord_work;
+/* Evaluation thread: ask for a chunk of the evaluation described by key (its settings, the same on
+ * every rank and every relaunch of the job) of n_items images in chunks of chunk_items; blocks for the
+ * answer. Errors: ODL_E_IO (the connection broke), ODL_E_TIMEOUT (no answer in 60 s). A refusal is not
+ * an error: out->error says why. */
+ODL_API odl_status odl_coord_client_work_request(odl_coord_client *c, const char *key, int64_t n_items, int64_t chunk_items,
+                                                 odl_coord_work *out);
+/* Evaluation thread: chunk's results are in its file (kept = 0: the file was already there, another
+ * rank's result won). Errors: ODL_E_IO. */
+ODL_API odl_status odl_coord_client_work_done(odl_coord_client *c, int64_t chunk, int kept);
 /* Stop the thread, say goodbye with status (0: training finished), close. NULL is fine. */
 ODL_API void odl_coord_client_close(odl_coord_client *c, int status);
+/* The same with the rank's error message (status != 0), which the coordinator logs with the failure: the
+ * rank's own stderr may not get through its launcher before the job is killed. why may be NULL. */
+ODL_API void odl_coord_client_close_why(odl_coord_client *c, int status, const char *why);
 
 #endif

@@ -47,8 +47,7 @@ extern "C" {
     X(NVML_LIBRARY, STR, "libnvidia-ml.so.1", 0, 0, "the NVML library the health layer dlopens (tests use a stand-in)") \
     X(SCONTROL, STR, "scontrol", 0, 0, "the scontrol program that drains fenced nodes") \
     X(NODE_NAME, STR, "", 0, 0, "node name of health findings, the worker's stop message and drains (unset: the short host name; tests emulate nodes with it)") \
-    X(EVAL_FAULT, STR, "", 0, 0, "tests: kill:R:K or stop:R:K makes rank R of odl_worker --task=eval send itself SIGKILL or SIGSTOP after K images") \
-    X(FAULT, STR, "", 0, 0, "tests and drills: fault injection after a step, faults separated by ';': kill@rank=1,step=15; hang@, exit@, slow@...,ms=M (docs/coordinator.md); xidNN@rank=R,step=S (docs/health.md)")
+    X(FAULT, STR, "", 0, 0, "tests and drills: fault injection after a step (an eval batch in --task=eval), faults separated by ';': kill@rank=1,step=15; hang@, exit@, stop@, slow@...,ms=M (docs/coordinator.md); xidNN@rank=R,step=S (docs/health.md)")
 
 typedef enum odl_env_id {
 #define ODL_ENV_ENUM_(id, type, def, lo, hi, doc) ODL_ENV_##id,

@@ -6,6 +6,7 @@
  *                                    coordinator's progress check and the collective watchdog see it;
  *                                    a step with no collective stops it at the step boundary)
  *   ODL_FAULT=exit@rank=1,step=15   it exits with status 3 (ODL_FAULT_EXIT_STATUS)
+ *   ODL_FAULT=stop@rank=1,step=15   it sends itself SIGSTOP (the whole process stops, heartbeats too)
  *   ODL_FAULT=slow@rank=0,step=0,ms=50  a straggler: from step 0 on it sleeps 50 ms after every step
  *                                    (not once: it applies to every run)
  * Several faults may be given, separated by ';'. Each fires once per job directory: a marker file
@@ -34,6 +35,7 @@ typedef enum odl_fault_action {
     ODL_FAULT_EXIT,
     ODL_FAULT_SLOW,
     ODL_FAULT_XID, /* xidNN@: acted on by the GPU-health layer, not by odl_fault_after_step */
+    ODL_FAULT_STOP, /* stop@: SIGSTOP (no heartbeats either, unlike hang@) */
 } odl_fault_action;
 
 typedef struct odl_fault {
@@ -51,7 +53,8 @@ typedef struct odl_fault_plan {
 } odl_fault_plan;
 
 /* Parse "ACTION@rank=R,step=S[;ACTION@...]" (keys in any order; rank optional = every rank; ACTION
- * one of kill, hang, exit, slow, xidNN). Pure: no environment, no files.
+ * one of kill, hang, exit, slow, stop, xidNN). A step is an optimiser step in training and one batch
+ * of a rank in odl_worker --task=eval. Pure: no environment, no files.
  * Errors: ODL_E_CONFIG with the offending text. An empty or NULL text gives n = 0. */
 ODL_API odl_status odl_fault_parse(const char *text, odl_fault_plan *out);
 /* Read ODL_FAULT once (the worker calls it at start). */
