@@ -91,6 +91,7 @@ typedef struct coord {
     coord_job_state state;
     int exit_code;
     int world_size; /* of this generation; 0 until the first rank registers */
+    int n_registered; /* registrations in this generation (0: its command failed before any worker spoke) */
     coord_rank *ranks;
     double t_generation;
     char failure[512];

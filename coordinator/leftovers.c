@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <jansson.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,9 +35,15 @@ odl_status coord_job_dir_lock(coord *c) {
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
         int e = errno;
         close(fd);
-        if (e == EWOULDBLOCK)
-            return ODL_ERR(ODL_E_BUSY, "another odl_coordinator runs on the job directory %s (it holds %s; see "
-                           "coordinator.json for its pid)", c->o.job_dir, path);
+        if (e == EWOULDBLOCK) {
+            snprintf(path, sizeof path, "%s/coordinator.json", c->o.job_dir);
+            json_t *j = json_load_file(path, 0, NULL);
+            json_int_t pid = json_integer_value(json_object_get(j, "pid"));
+            json_decref(j);
+            char who[32] = "";
+            if (pid > 0) snprintf(who, sizeof who, " (pid %lld)", (long long)pid);
+            return ODL_ERR(ODL_E_BUSY, "another odl_coordinator%s runs on the job directory %s", who, c->o.job_dir);
+        }
         return ODL_ERR(ODL_E_IO, "cannot lock %s: %s", path, strerror(e));
     }
     c->lock_fd = fd;

@@ -182,6 +182,7 @@ int main(int argc, char **argv) {
     int r = parse_args(argc, argv, &c.o);
     if (r) return r > 0 ? 0 : COORD_EXIT_USAGE;
     signal(SIGPIPE, SIG_IGN);
+    odl_log_set_tag("coordinator"); /* not a rank: its lines interleave with the ranks' in one log */
     struct rlimit rl; /* room for many connections */
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
         rl.rlim_cur = rl.rlim_max;

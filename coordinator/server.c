@@ -276,6 +276,7 @@ static void on_proof(coord *c, coord_conn *k, Odl__Envelope *e) {
     r->first_step = -1;
     k->rank = (int)h->rank;
     k->state = CONN_MEMBER;
+    c->n_registered++;
     char gpu[128] = ""; /* ", GPU UUID (bus id)", either part may be missing */
     if (h->gpu_uuid[0] && h->pci_bus_id[0]) snprintf(gpu, sizeof gpu, ", GPU %.63s (%.31s)", h->gpu_uuid, h->pci_bus_id);
     else if (h->gpu_uuid[0] || h->pci_bus_id[0]) snprintf(gpu, sizeof gpu, ", GPU %.63s%.31s", h->gpu_uuid, h->pci_bus_id);

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "coordinator/coord.h"
+#include "odl/ckpt.h"
 #include "odl/log.h"
 
 static void path_of(const coord *c, const char *name, char *buf, size_t cap) {
@@ -81,12 +82,22 @@ odl_status coord_state_load(coord *c) {
     if (j) {
         c->generation = (uint64_t)json_integer_value(json_object_get(j, "generation"));
         c->restarts = (int)json_integer_value(json_object_get(j, "restarts"));
+        const char *st = json_string_value(json_object_get(j, "status"));
+        json_int_t pid = json_integer_value(json_object_get(j, "coordinator_pid"));
+        /* The lock is ours, so the coordinator that wrote this is gone: say how it left the job. */
+        if (st && strcmp(st, "done") != 0)
+            ODL_LOG_WARN("the previous coordinator (pid %lld) ended without finishing the job: generation %llu was "
+                         "%s; carrying on from the last committed checkpoint", (long long)pid,
+                         (unsigned long long)c->generation, st);
         json_decref(j);
     }
     ODL_CHECK(read_json(c, "committed.json", &j));
     if (j) {
         c->ck_step = json_integer_value(json_object_get(j, "step"));
-        c->ck_epoch = json_integer_value(json_object_get(j, "epoch"));
+        /* epochs_completed (the count the dataset plan needs); "epoch" is the 1-based label, as in the
+         * checkpoint folder's manifest.json */
+        json_t *done = json_object_get(j, "epochs_completed");
+        c->ck_epoch = json_integer_value(done ? done : json_object_get(j, "epoch"));
         c->ck_cursor = json_integer_value(json_object_get(j, "cursor"));
         c->ck_bytes = (uint64_t)json_integer_value(json_object_get(j, "bytes"));
         c->ck_write_ms = json_number_value(json_object_get(j, "write_ms"));
@@ -116,16 +127,18 @@ odl_status coord_state_save(coord *c) {
 }
 
 odl_status coord_commit_save(coord *c) {
-    return write_json(c, "committed.json",
-                      json_pack("{s:I, s:I, s:I, s:s, s:I, s:f, s:f, s:I}", "step", (json_int_t)c->ck_step, "epoch",
-                                (json_int_t)c->ck_epoch, "cursor", (json_int_t)c->ck_cursor, "path", c->ck_path, "bytes",
-                                (json_int_t)c->ck_bytes, "write_ms", c->ck_write_ms, "time", c->ck_time, "generation",
-                                (json_int_t)c->generation));
+    json_t *j = json_pack("{s:I, s:I, s:I, s:I, s:s, s:I, s:f, s:f, s:I}", "step", (json_int_t)c->ck_step, "epoch",
+                          (json_int_t)odl_ckpt_epoch_label(c->ck_epoch, c->ck_cursor), "epochs_completed",
+                          (json_int_t)c->ck_epoch, "cursor", (json_int_t)c->ck_cursor, "path", c->ck_path, "bytes",
+                          (json_int_t)c->ck_bytes, "write_ms", c->ck_write_ms, "time", c->ck_time, "generation",
+                          (json_int_t)c->generation);
+    return write_json(c, "committed.json", j);
 }
 
 odl_status coord_plan_save(coord *c) {
-    json_t *j = json_pack("{s:I, s:I, s:I, s:I, s:s}", "generation", (json_int_t)c->generation, "epoch",
-                          (json_int_t)(c->ck_path[0] ? c->ck_epoch : 0), "cursor",
+    int64_t done = c->ck_path[0] ? c->ck_epoch : 0, cursor = c->ck_path[0] ? c->ck_cursor : 0;
+    json_t *j = json_pack("{s:I, s:I, s:I, s:I, s:I, s:s}", "generation", (json_int_t)c->generation, "epoch",
+                          (json_int_t)odl_ckpt_epoch_label(done, cursor), "epochs_completed", (json_int_t)done, "cursor",
                           (json_int_t)(c->ck_path[0] ? c->ck_cursor : 0), "step",
                           (json_int_t)(c->ck_path[0] ? c->ck_step : 0), "from_checkpoint", c->ck_path);
     if (j && c->have_plan) json_object_set_new(j, "seed", json_integer((json_int_t)c->seed));

@@ -34,6 +34,7 @@ odl_status coord_job_launch(coord *c) {
     coord_members_reset(c);
     c->req_active = 0;
     c->failure[0] = 0;
+    c->n_registered = 0;
     c->t_generation = coord_now(c);
     c->state = JOB_RUNNING;
     /* Persisted before any worker hears of it: a coordinator started again on DIR continues from a
@@ -166,8 +167,10 @@ static void on_child_exit(uv_process_t *p, int64_t status, int term_signal) {
         return;
     }
     if (c->state == JOB_RUNNING) {
-        snprintf(c->failure, sizeof c->failure, "the job's command exited with %s %d", term_signal ? "signal" : "status",
-                 term_signal ? term_signal : (int)status);
+        snprintf(c->failure, sizeof c->failure, "the job's command exited with %s %d%s", term_signal ? "signal" : "status",
+                 term_signal ? term_signal : (int)status,
+                 c->n_registered ? "" : " before any rank registered (the launch itself failed: see the command's "
+                                        "output above, e.g. mpirun refusing to run as root without --allow-run-as-root)");
         ODL_LOG_ERROR("generation %" PRIu64 " failed: %s", c->generation, c->failure);
     }
     coord_members_reset(c);

@@ -18,6 +18,10 @@ void odl_log_set_rank(int rank, int world_size) {
     atomic_store(&g_world, world_size);
 }
 
+/* Set once at start, before any thread logs. */
+static char g_tag[32];
+void odl_log_set_tag(const char *tag) { snprintf(g_tag, sizeof g_tag, "%s", tag ? tag : ""); }
+
 void odl_log_set_level(odl_log_level level) { atomic_store(&g_level, (int)level); }
 odl_log_level odl_log_get_level(void) { return (odl_log_level)atomic_load(&g_level); }
 void odl_log_set_stream(FILE *stream) { atomic_store(&g_stream, stream); }
@@ -72,8 +76,9 @@ void odl_log(odl_log_level level, const char *fmt, ...) {
 
     char prefix[128], when[40];
     format_time(when, sizeof when);
-    int plen = snprintf(prefix, sizeof prefix, "%s [rank %d/%d] %s ", when, atomic_load(&g_rank),
-                        atomic_load(&g_world), odl_log_level_name(level));
+    int plen = g_tag[0] ? snprintf(prefix, sizeof prefix, "%s [%s] %s ", when, g_tag, odl_log_level_name(level))
+                        : snprintf(prefix, sizeof prefix, "%s [rank %d/%d] %s ", when, atomic_load(&g_rank),
+                                   atomic_load(&g_world), odl_log_level_name(level));
     if (plen < 0) return;
     if ((size_t)plen >= sizeof prefix) plen = (int)sizeof prefix - 1;
 

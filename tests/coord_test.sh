@@ -174,7 +174,7 @@ kill | hang)
         expect_line "$tmp/coord.log" "  rank 0 (node [^)]*, pid [0-9]*): step [0-9]*, epoch 1, collective #[0-9]*, " "what every rank was doing"
     else
         expect_line "$tmp/coord.log" "  rank 0 (node [^)]*, pid [0-9]*): step 15, .*waiting in MPI_" "what every rank was doing"
-        expect_line "$tmp/coord.log" "ODL_FAULT: hang@rank=1,step=15: the rank stops inside its collective" \
+        expect_line "$tmp/coord.log" "ODL_FAULT: hang@rank=1,step=15: the rank stops at the entry of its next collective" \
             "rank 1 stopped inside step 16's collective"
     fi
     t_fault=$(ts "$(grep -m1 "ODL_FAULT: $case_@rank=1,step=15 fires now" "$tmp/coord.log")")
@@ -216,7 +216,7 @@ restart_leftovers)
     wait_for "committed checkpoint .*ckpt-00000010.h5" "$tmp/coord1.log" 60
     "$coord" --job-dir "$job" --listen 127.0.0.1:0 -- true >"$tmp/second.log" 2>&1
     r=$?
-    [ $r = 2 ] && grep -q "error: another odl_coordinator runs on the job directory" "$tmp/second.log" &&
+    [ $r = 2 ] && grep -q "error: another odl_coordinator (pid [0-9]*) runs on the job directory" "$tmp/second.log" &&
         ok "a second coordinator on the same DIR refused: $(cat "$tmp/second.log")" ||
         bad "second coordinator: exit $r: $(cat "$tmp/second.log")"
     frozen=$(job_procs "$job")

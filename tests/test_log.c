@@ -127,6 +127,14 @@ int main(void) {
     free(out);
     odl_log_set_rank(0, 1);
 
+    /* A tag replaces the rank in the prefix (odl_coordinator's "[coordinator]"). */
+    odl_log_set_tag("coordinator");
+    ODL_LOG_INFO("tagged");
+    out = drain(f);
+    TCHECK(out && strstr(out, "Z [coordinator] INFO tagged\n") && !strstr(out, "[rank"), "tagged line '%s'", out);
+    free(out);
+    odl_log_set_tag(NULL);
+
     /* Multi-line message: the prefix on every line, trailing newline dropped. */
     ODL_LOG_INFO("config:\nmodel: mnist\ntrain:\n  lr: 1\n");
     out = drain(f);

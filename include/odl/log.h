@@ -35,6 +35,9 @@ typedef enum odl_log_level {
  * Defaults: rank 0, world size 1. Values out of range (world_size < 1, rank outside
  * 0..world_size-1) are stored as given; only the filter "rank != 0 && world_size > 1" uses them. */
 ODL_API void odl_log_set_rank(int rank, int world_size);
+/* A process that is no rank (odl_coordinator): "[tag]" replaces "[rank R/W]" in the prefix ("" or NULL
+ * restores it; at most 31 characters). Call it at start, before other threads log. */
+ODL_API void odl_log_set_tag(const char *tag);
 
 /* Events below `level` are dropped. Default ODL_LOG_LEVEL_INFO. */
 ODL_API void odl_log_set_level(odl_log_level level);
