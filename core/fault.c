@@ -122,7 +122,7 @@ static void hang_forever(const char *where) {
 }
 
 void odl_fault_collective(void) {
-    if (g_hang_pending) hang_forever("inside its collective");
+    if (g_hang_pending) hang_forever("at the entry of its next collective, before taking part (it never reports waiting there)");
 }
 
 void odl_fault_after_step(const odl_fault_plan *p, int rank, int64_t step) {
