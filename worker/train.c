@@ -420,7 +420,12 @@ static odl_status run_setup(train_run *r, int *nothing_to_do) {
     /* After a restore, so that rank 0's broadcast of the replicas covers the restored state. */
     if (r->hooks && r->hooks->on_start) ODL_CHECK(r->hooks->on_start(r->hooks->ctx, cfg, &r->net, &r->opt, &r->st));
     if (r->st.epoch >= cfg->train.epochs || (cfg->train.max_steps > 0 && r->st.step >= cfg->train.max_steps)) {
-        ODL_LOG_INFO("nothing to do: training already reached epoch %" PRId64 ", step %" PRId64, r->st.epoch, r->st.step);
+        if (r->st.epoch >= cfg->train.epochs)
+            ODL_LOG_INFO("nothing to do: all %" PRId64 " epochs are done (step %" PRId64 ")", (int64_t)cfg->train.epochs,
+                         r->st.step);
+        else
+            ODL_LOG_INFO("nothing to do: --max-steps %" PRId64 " already reached (epoch %" PRId64 ", step %" PRId64 ")",
+                         (int64_t)cfg->train.max_steps, r->st.epoch + 1, r->st.step);
         *nothing_to_do = 1;
         return ODL_OK;
     }
