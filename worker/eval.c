@@ -95,6 +95,9 @@ static int parse_opts(int argc, char **argv, eval_opts *o) {
         ODL_CLI_STR_OPT("--output", NULL, &o->output),
         ODL_CLI_STR_OPT("--device", NULL, &o->device),
         ODL_CLI_INT_OPT("--img-size", NULL, &o->img_size, 32, 8192, "a multiple of 32 in 32..8192"),
+        /* val.py v7.0's spellings (--imgsz, --img and --img-size are one option there) */
+        ODL_CLI_INT_OPT("--imgsz", "--img-size", &o->img_size, 32, 8192, "a multiple of 32 in 32..8192"),
+        ODL_CLI_INT_OPT("--img", "--img-size", &o->img_size, 32, 8192, "a multiple of 32 in 32..8192"),
         ODL_CLI_INT_OPT("--batch-size", NULL, &o->batch, 1, 4096, "an integer in 1..4096"),
         ODL_CLI_INT_OPT("--max-det", NULL, &o->max_det, 1, 100000, "an integer in 1..100000"),
         ODL_CLI_INT_OPT("--workers", NULL, &o->workers, 0, 256, "an integer in 0..256"),

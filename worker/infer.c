@@ -119,6 +119,7 @@ static int parse_opts(int argc, char **argv, infer_opts *o) {
         ODL_CLI_STR_OPT("--device", NULL, &o->device),
         ODL_CLI_INT_OPT("--img-size", NULL, &o->img_size, 1, 8192, "an integer in 1..8192"),
         ODL_CLI_INT_OPT("--imgsz", "--img-size", &o->img_size, 1, 8192, "an integer in 1..8192"),
+        ODL_CLI_INT_OPT("--img", "--img-size", &o->img_size, 1, 8192, "an integer in 1..8192"),
         ODL_CLI_INT_OPT("--max-det", NULL, &o->max_det, 1, 100000, "an integer in 1..100000"),
         ODL_CLI_INT_OPT("--batch-size", NULL, &o->batch, 1, 4096, "an integer in 1..4096"),
         ODL_CLI_FLOAT_OPT("--conf-thres", NULL, &o->conf, 0, 1, "a number in [0, 1]"),
