@@ -185,7 +185,9 @@ static void on_child_exit(uv_process_t *p, int64_t status, int term_signal) {
     c->restarts++;
     c->state = JOB_IDLE;
     ODL_LOG_INFO("relaunching in %.1f s (restart %d of at most %d) from %s", delay, c->restarts, c->o.max_restarts,
-                 c->ck_path[0] ? c->ck_path : "the start (no committed checkpoint)");
+                 c->ck_path[0] ? c->ck_path
+                 : c->wq     ? "the evaluation's work queue (DIR/eval/queue.json: the chunks done stay done)"
+                             : "the start (no committed checkpoint)");
     if (coord_state_save(c) != ODL_OK) ODL_LOG_ERROR("%s", odl_error_msg());
     uv_timer_start(&c->backoff, on_backoff, (uint64_t)(delay * 1000), 0);
 }

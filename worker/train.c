@@ -620,7 +620,10 @@ static odl_status run_loop(train_run *r) {
     metrics_record(r->metrics, "done", odl_ckpt_epoch_label(st->epoch, st->cursor), st->cursor != 0, st->step,
                    r->train_loss, r->test_loss, r->test_acc, r->result->samples_per_s, wall, r->world, r->epoch_lr,
                    NULL);
-    ODL_LOG_INFO("done: %" PRId64 " steps, test_acc %.4f, %.2f s", st->step, r->test_acc, wall);
+    if (isnan(r->test_acc)) /* stopped before any evaluation (a preemption at its checkpoint) */
+        ODL_LOG_INFO("done: %" PRId64 " steps, the test set not evaluated, %.2f s", st->step, wall);
+    else
+        ODL_LOG_INFO("done: %" PRId64 " steps, test_acc %.4f, %.2f s", st->step, r->test_acc, wall);
     return ODL_OK;
 }
 
