@@ -147,10 +147,17 @@ static void on_tick(uv_timer_t *t) {
     coord_metrics_update(c);
 }
 
+/* A rank is registered and has not said it finished: there is training to checkpoint. */
+static int ranks_training(const coord *c) {
+    for (int r = 0; r < c->world_size; r++)
+        if (c->ranks[r].conn && !c->ranks[r].finished) return 1;
+    return 0;
+}
+
 static void on_signal(uv_signal_t *h, int sig) {
     coord *c = h->data;
     if (sig == SIGUSR1) {
-        if (c->state == JOB_RUNNING && c->world_size) coord_request_checkpoint(c, 0);
+        if (c->state == JOB_RUNNING && ranks_training(c)) coord_request_checkpoint(c, 0);
         else ODL_LOG_WARN("SIGUSR1: no training is running to checkpoint");
         return;
     }
@@ -162,11 +169,11 @@ static void on_signal(uv_signal_t *h, int sig) {
     }
     c->req_stop = 1;
     c->t_stop = coord_now(c);
-    if (c->state == JOB_RUNNING && c->world_size) {
+    if (c->state == JOB_RUNNING && ranks_training(c)) {
         c->state = JOB_STOPPING;
         coord_request_checkpoint(c, 1);
     } else if (c->child_alive) {
-        kill(-(pid_t)c->child_pid, SIGTERM); /* nothing registered yet: nothing to checkpoint */
+        kill(-(pid_t)c->child_pid, SIGTERM); /* no rank registered yet, or all finished: nothing to checkpoint */
     } else {
         coord_finish(c, COORD_EXIT_PREEMPTED);
     }

@@ -22,6 +22,7 @@
 #   stop                 rank 1 SIGSTOPped (socket open, no heartbeats): named within the timeout, relaunched once
 #   checkpoint_now       SIGUSR1: a checkpoint at one step on every rank, committed; the job goes on unaffected
 #   give_up              a command that always fails: --max-restarts relaunches, then the job's exit status
+#   serve_preempt        a serving coordinator whose only rank finished ends at once on SIGTERM (exit 75)
 #   preempt              SIGTERM: every rank stops at the same step after a committed checkpoint, exit 75; started
 #                        again on DIR the job finishes with the same parameters
 #   retain               checkpoint.keep 2: the coordinator commits and applies retention: exactly the newest 2
@@ -473,6 +474,25 @@ give_up)
     expect_line "$tmp/coord.log" "giving up after 2 restarts (--max-restarts 2): the job's command exited with status 3" "gave up"
     [ "$(json_field "$job/state.json" generation)" = 3 ] && ok "state.json: generation 3" || bad "state.json: $(cat "$job/state.json")"
     loop_closed "$tmp/coord.log" 3
+    ;;
+serve_preempt)
+    # A serving coordinator (no command) whose only rank finished: SIGTERM has nothing to checkpoint
+    # and must end it at once, not wait for a checkpoint no rank will write.
+    ASAN_OPTIONS=detect_leaks=1 "$coord" --job-dir "$job" --listen 127.0.0.1:0 --http off >"$tmp/coord.log" 2>&1 &
+    bg=$!
+    wait_for '"listen"' "$job/coordinator.json" 20
+    "$peer" "$(json_field "$job/coordinator.json" listen)" "$job/secret" 0 1 1 >"$tmp/p.txt" 2>&1 ||
+        bad "coord_peer: $(cat "$tmp/p.txt")"
+    wait_for "all 1 ranks of generation 1 finished" "$tmp/coord.log" 20
+    kill -TERM "$bg"
+    i=0
+    while kill -0 "$bg" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+    if kill -0 "$bg" 2>/dev/null; then bad "still running 10 s after SIGTERM"; kill -KILL "$bg"; fi
+    wait "$bg"
+    rc=$?
+    bg=""
+    expect_rc 75 "preempted with nothing to checkpoint"
+    loop_closed "$tmp/coord.log" 75
     ;;
 *)
     echo "unknown case $case_"
