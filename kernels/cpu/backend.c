@@ -44,6 +44,8 @@ static const odl_backend g_cpu_backend = {
     .letterbox_u8_to_chw = odl_cpu_letterbox_u8_to_chw,
     .yolo_nms = odl_cpu_yolo_nms,
     .gemm_lowp = odl_cpu_gemm_lowp,
+    .gemm_typed = odl_cpu_gemm_typed,
+    .tf32_rounding = odl_cpu_tf32_rounding,
 };
 
 const odl_backend *odl_backend_cpu(void) { return &g_cpu_backend; }

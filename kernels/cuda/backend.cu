@@ -153,6 +153,8 @@ static odl_backend make_table() {
     b.letterbox_u8_to_chw = odl_cuda_letterbox_u8_to_chw;
     b.yolo_nms = odl_cuda_yolo_nms;
     b.gemm_lowp = odl_cuda_gemm_lowp;
+    b.gemm_typed = odl_cuda_gemm_typed;
+    b.tf32_rounding = odl_cuda_tf32_rounding;
     return b;
 }
 
