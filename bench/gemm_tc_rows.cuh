@@ -34,6 +34,26 @@ __global__ void to_f16_kernel(const float *x, __half *y, size_t n) {
         y[i] = __float2half_rn(x[i]);
 }
 
+/* The configuration a row runs with: the forced one, else the wgmma plan (ODL_GEMM_CONFIG, the tuned table or
+ * the built-in one) as gemm_sm90 sees the product (gemm_lowp's bf16 packs both operands K-major first), or
+ * the mma.sync path on other GPUs. */
+static std::string tc_config_of(TcPrec prec, bool typed, int ta, int tb, int M, int N, int K, int cfg) {
+    if (cfg >= 0) return fmt("cfg%d", cfg);
+    if (!odlk::sm90::available()) return "mma.sync plan";
+    odl_gemm_typed_args a;
+    memset(&a, 0, sizeof a);
+    a.M = M;
+    a.N = N;
+    a.K = K;
+    a.trans_a = ta;
+    a.trans_b = tb;
+    a.ab_type = prec == TC_BF16 ? ODL_BF16 : prec == TC_FP16 ? ODL_F16 : ODL_F32;
+    if (prec == TC_BF16 && !typed) a.trans_a = 0, a.trans_b = 1;
+    int t = 0, s = 0;
+    odlk::sm90::plan(a, &t, &s);
+    return fmt("%s split %d", odlk::sm90::tile_short_name(t), s);
+}
+
 /* One row: C[M,N] = op(A) op(B). typed: the typed entry on prec's storage, else gemm_lowp on float32
  * (fp16 only typed). with_fp32: also time the FMA path. cfg: -1 the plan, else a forced configuration.
  * sets_peak: this row's cuBLAS rate becomes prec's SOL ceiling. */
@@ -131,13 +151,15 @@ static void gemm_tc_row(const char *name, TcPrec prec, bool typed, int ta, int t
     const double t_fp32 = with_fp32 ? time_us([&](int r) { own(r, true); }, reps) : 0.0;
     const std::string shape = fmt("%dx%dx%d %c%c", M, N, K, ta ? 'T' : 'N', tb ? 'T' : 'N');
     const std::string row = fmt("%s %s %s", kTcPrecName[prec], typed ? "typed" : "lowp", name);
-    printf("%-28s %-20s %9.1f %8.1f %6.3f %10.1f %8.3f %9s  rel %.2e (cuBLAS %.2e) %s\n", row.c_str(), shape.c_str(),
-           t_own, flops / t_own * 1e-6, flops / t_own * 1e6 / peak, t_blas, t_blas / t_own,
-           with_fp32 ? fmt("%.1f", t_fp32).c_str() : "-", rel, rel_blas, ok ? "OK" : "BAD");
+    const std::string chose = tc_config_of(prec, typed, ta, tb, M, N, K, cfg);
+    printf("%-28s %-20s %9.1f %8.1f %6.3f %10.1f %8.3f %9s  rel %.2e (cuBLAS %.2e) %s  %s\n", row.c_str(),
+           shape.c_str(), t_own, flops / t_own * 1e-6, flops / t_own * 1e6 / peak, t_blas, t_blas / t_own,
+           with_fp32 ? fmt("%.1f", t_fp32).c_str() : "-", rel, rel_blas, ok ? "OK" : "BAD", chose.c_str());
     fflush(stdout);
     if (g_csv)
-        fprintf(g_csv, "%s,%s,%.3f,%.4f,%.1f,%.4f,%.3f,%s\n", row.c_str(), shape.c_str(), t_own, flops / t_own * 1e-6,
-                bytes / t_own * 1e-3, flops / t_own * 1e6 / peak, t_blas, ok ? "OK" : "BAD");
+        fprintf(g_csv, "%s,%s,%.3f,%.4f,%.1f,%.4f,%.3f,%s,%s\n", row.c_str(), shape.c_str(), t_own,
+                flops / t_own * 1e-6, bytes / t_own * 1e-3, flops / t_own * 1e6 / peak, t_blas, ok ? "OK" : "BAD",
+                chose.c_str());
 }
 
 /* --only tcq: one bf16 row at 4096^3 NN, typed, and its cuBLAS twin (for a profiler: ncu -k regex:gemm_sm90) */

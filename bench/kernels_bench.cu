@@ -859,7 +859,7 @@ int main(int argc, char **argv) {
             fprintf(stderr, "odl_bench_kernels: cannot write %s\n", g_opt.csv.c_str());
             return 2;
         }
-        fprintf(g_csv, "name,shape,time_us,tflops,gbps,sol,base_us,check\n");
+        fprintf(g_csv, "name,shape,time_us,tflops,gbps,sol,base_us,check%s\n", g_opt.only == "tc" ? ",config" : "");
     }
     if (g_opt.tune) {
         gemm_tune(g_opt.tune_out);
