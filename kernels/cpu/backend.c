@@ -44,6 +44,12 @@ static const odl_backend g_cpu_backend = {
     .letterbox_u8_to_chw = odl_cpu_letterbox_u8_to_chw,
     .yolo_nms = odl_cpu_yolo_nms,
     .gemm_lowp = odl_cpu_gemm_lowp,
+    .step_scalars_advance = odl_cpu_step_scalars_advance,
+    .dropout_fwd_at = odl_cpu_dropout_fwd_at,
+    .dropout_bwd_at = odl_cpu_dropout_bwd_at,
+    .sgd_step_at = odl_cpu_sgd_step_at,
+    .adam_step_at = odl_cpu_adam_step_at,
+    .adadelta_step_at = odl_cpu_adadelta_step_at,
 };
 
 const odl_backend *odl_backend_cpu(void) { return &g_cpu_backend; }
