@@ -9,7 +9,8 @@
 #   resume     a graphed run stopped in its second epoch and resumed from its checkpoint equals the
 #              uninterrupted graphed run and the op-by-op one, bit for bit
 #   cli        (CPU) --cuda-graph on|off and train.cuda_graph accepted, a bad value an error naming the key,
-#              the run's last lines say how the steps ran and the host time per step
+#              the run's last lines say how the steps ran and the host time per step; the
+#              memory.preallocate_fraction of train, infer and eval takes [0, 1] (0: grow on demand)
 # Fashion-MNIST comes from $ODL_FMNIST_DIR (default /usr/share/datasets/fashion-mnist); exit 77 (skip)
 # without it, and for the GPU cases without a usable CUDA device.
 set -u
@@ -99,6 +100,16 @@ cli)
   echo "ok: $(grep 'steps:' run.log | sed 's/.*INFO //')"
   "$W" "${C[@]}" --cuda-graph on 2> run2.log || fail "--cuda-graph on on the CPU: $(tail -3 run2.log)"
   echo "ok: --cuda-graph on accepted on the CPU (steps op by op there)"
+  # memory.preallocate_fraction: [0, 1] everywhere, 0 = grow on demand (train, infer, eval)
+  "$W" "${C[@]}" --preallocate-fraction 0 --max-steps 1 2> run3.log || fail "fraction 0 refused: $(tail -3 run3.log)"
+  for task in "train" "infer --model=yolov5" "eval --model=yolov5" "eval --model=mnist"; do
+    "$W" --task=$task --memory.preallocate_fraction 1.5 > out.log 2> err.log
+    rc=$?
+    [ $rc -eq 2 ] || fail "--task=$task --memory.preallocate_fraction 1.5: exit status $rc"
+    grep -q "error: .*preallocate_fraction.*1.5" err.log && grep -q "\[0, 1\]" err.log ||
+      fail "--task=$task: $(cat err.log)"
+    echo "ok: --task=$task: $(grep error: err.log)"
+  done
   ;;
 *) fail "unknown case $CASE" ;;
 esac
