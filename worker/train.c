@@ -610,9 +610,9 @@ static odl_status run_loop(train_run *r) {
     r->t_start = r->t_epoch = r->t_last_line = now_s();
     r->epoch_lr = cfg->train.lr * pow(cfg->train.gamma, (double)st->epoch);
     r->opt.lr = (float)(cfg->train.lr * pow(cfg->train.gamma, (double)st->epoch));
+    r->have_step = 1; /* odl_train_step_free undoes a partial set-up too */
     ODL_CHECK(odl_train_step_init(&r->step, &r->net, &r->opt, &r->loss_acc, r->hooks, (uint64_t)cfg->seed, r->batch,
                                   r->world, r->rank, cfg->train.cuda_graph, st->step));
-    r->have_step = 1;
     for (;;) {
         odl_batch *b;
         ODL_CHECK(odl_loader_next(&r->loader, &b));
