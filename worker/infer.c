@@ -453,38 +453,52 @@ static odl_status write_detections(const char *path, const odl_yolov5 *net, cons
     return s;
 }
 
-/* ---- start-up: the CUDA context and pool are made on a thread while this one reads and folds the
- * weights (odl_yolov5_read, no device call), then the weights go up in one copy (odl_yolov5_upload) ---- */
-typedef struct cuda_start {
+/* ---- start-up: the device is chosen and set up (the driver's start, the CUDA context, the pool) on a
+ * thread while this one reads and folds the weights (odl_yolov5_read, no device call); the weights then
+ * go up in one copy (odl_yolov5_upload) ---- */
+typedef struct dev_start {
     pthread_t th;
-    int index, started;
+    const char *spec;
     double fraction, ms;
+    odl_device dev;
     odl_status st;
     char err[1024];
-} cuda_start;
+    int running;
+} dev_start;
 
-static void *cuda_start_main(void *arg) {
-    cuda_start *c = arg;
+static void *dev_start_main(void *arg) {
+    dev_start *c = arg;
     const double t0 = now_ms();
-    c->st = odl_cuda_init(c->index, odl_cli_pool_fraction(c->fraction));
+    c->st = odl_cli_pick_device(c->spec, c->fraction, &c->dev);
     if (c->st != ODL_OK) snprintf(c->err, sizeof c->err, "%s", odl_error_msg_user());
     c->ms = now_ms() - t0;
     return NULL;
 }
 
-/* Wait for the context thread; this thread then uses the device too. */
-static odl_status cuda_start_join(cuda_start *c) {
-    if (!c->started) return ODL_OK;
-    pthread_join(c->th, NULL);
-    c->started = 0;
+static void dev_start_begin(dev_start *c, const char *spec, double fraction) {
+    memset(c, 0, sizeof *c);
+    c->spec = spec;
+    c->fraction = fraction;
+    if (!strcmp(spec, "cpu")) { /* nothing to wait for */
+        c->dev = odl_cpu();
+        return;
+    }
+    c->running = pthread_create(&c->th, NULL, dev_start_main, c) == 0;
+    if (!c->running) dev_start_main(c); /* no thread: in line */
+}
+
+/* Wait for the set-up; this thread then uses the device too. */
+static odl_status dev_start_end(dev_start *c) {
+    if (c->running) pthread_join(c->th, NULL);
+    c->running = 0;
     if (c->st != ODL_OK) return odl_error_set(c->st, __FILE__, __LINE__, "%s", c->err);
-    return odl_cuda_init(c->index, odl_cli_pool_fraction(c->fraction));
+    return c->dev.type == ODL_DEV_CUDA ? odl_cuda_init(c->dev.index, odl_cli_pool_fraction(c->fraction)) : ODL_OK;
 }
 
 /* The phases of the run, for the last log line (what a one-image run spends before its first box). */
-enum { PH_DEVICE, PH_READ, PH_CONTEXT_WAIT, PH_UPLOAD, PH_DECODE, PH_FIRST_FWD, PH_NMS, PH_OUTPUTS, PH_SHUTDOWN, PH_N };
-static const char *const k_phase[PH_N] = {"device choice",  "weights read", "waiting for the CUDA context", "weights upload",
-                                          "decode+letterbox", "first forward", "NMS", "outputs", "shutdown"};
+enum { PH_READ, PH_DEVICE_WAIT, PH_UPLOAD, PH_DECODE, PH_FIRST_FWD, PH_NMS, PH_OUTPUTS, PH_SHUTDOWN, PH_N };
+static const char *const k_phase[PH_N] = {"weights read", "waiting for the device", "weights upload", "decode+letterbox",
+                                          "first forward", "NMS", "outputs", "shutdown"};
 
 int odl_task_infer_main(int argc, char **argv) {
     const double t_start = now_ms();
@@ -512,29 +526,23 @@ int odl_task_infer_main(int argc, char **argv) {
         fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
         return 1;
     }
-    cuda_start cs = {0};
-    if (odl_cli_device_choice(o.device, &dev) != ODL_OK) {
-        fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
-        return 1;
-    }
-    if (dev.type == ODL_DEV_CUDA) {
-        cs.index = dev.index;
-        cs.fraction = o.pool_fraction;
-        cs.started = pthread_create(&cs.th, NULL, cuda_start_main, &cs) == 0;
-        if (!cs.started) cuda_start_main(&cs); /* no thread: in line */
-    }
-    PHASE(PH_DEVICE);
+    dev_start ds;
+    dev_start_begin(&ds, o.device, o.pool_fraction);
+    dev = ds.dev; /* the CPU until the set-up ends */
     if (odl_yolov5_read(o.weights, &net) != ODL_OK) {
         fprintf(stderr, "odl_worker: error: --weights %s\n", odl_error_msg_user());
-        cuda_start_join(&cs);
+        dev_start_end(&ds);
+        dev = ds.dev;
         goto out;
     }
     PHASE(PH_READ);
-    if (cuda_start_join(&cs) != ODL_OK) {
+    odl_status dss = dev_start_end(&ds);
+    dev = ds.dev;
+    if (dss != ODL_OK) {
         fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
         goto out;
     }
-    PHASE(PH_CONTEXT_WAIT);
+    PHASE(PH_DEVICE_WAIT);
     if (odl_yolov5_upload(net, dev) != ODL_OK) {
         fprintf(stderr, "odl_worker: error: --weights %s\n", odl_error_msg_user());
         goto out;
@@ -681,7 +689,7 @@ out:;
         for (int i = 0; i < PH_N && k < (int)sizeof line; i++)
             k += snprintf(line + k, sizeof line - (size_t)k, "%s%s %.1f", i ? ", " : "", k_phase[i], ph[i]);
         if (k < (int)sizeof line && dev.type == ODL_DEV_CUDA)
-            k += snprintf(line + k, sizeof line - (size_t)k, "; CUDA context and pool %.1f on a thread", cs.ms);
+            k += snprintf(line + k, sizeof line - (size_t)k, "; driver, CUDA context and pool %.1f on a thread", ds.ms);
         if (k < (int)sizeof line && n_groups > 1)
             k += snprintf(line + k, sizeof line - (size_t)k, "; later forwards %.1f each (%d)",
                           (t_fwd - ph[PH_FIRST_FWD]) / (n_groups - 1), n_groups - 1);
