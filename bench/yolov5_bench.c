@@ -25,15 +25,13 @@
 
 #include "odl/backend.h"
 #include "odl/device.h"
+#include "odl/graph.h"
 #include "odl/image.h"
 #include "odl/json.h"
 #include "odl/nms.h"
 #include "odl/yolov5.h"
 #include "worker/cli_flags.h"
 
-#ifdef ODL_HAVE_CUDA
-#include <cuda_runtime_api.h>
-#endif
 
 static double now_ms(void) {
     struct timespec ts;
@@ -111,36 +109,19 @@ static void timer_init(timer *t, odl_device dev) {
     }
 }
 
-#ifdef ODL_HAVE_CUDA
-/* Capture one forward into a graph. Returns NULL (and says why) when capture is not possible. */
-static cudaGraphExec_t capture_forward(odl_yolov5 *m, const odl_tensor *x) {
-    cudaStream_t s = (cudaStream_t)odl_stream_current();
-    cudaGraph_t g = NULL;
-    cudaGraphExec_t ge = NULL;
-    if (cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
-        fprintf(stderr, "  CUDA graph: cannot begin capture on the current stream (%s); timing eager launches\n",
-                cudaGetErrorString(cudaGetLastError()));
-        return NULL;
+/* Capture one forward into a graph (odl/graph.h). Returns NULL (and says why) when capture is not possible. */
+static odl_graph *capture_forward(odl_yolov5 *m, const odl_tensor *x) {
+    const odl_stream s = odl_stream_current();
+    odl_graph *g = NULL;
+    odl_status st = odl_graph_begin(s);
+    if (st == ODL_OK) {
+        st = odl_yolov5_forward(m, x, NULL);
+        if (st != ODL_OK) odl_graph_abort(s);
+        else st = odl_graph_end(s, &g);
     }
-    odl_status st = odl_yolov5_forward(m, x, NULL);
-    cudaError_t e = cudaStreamEndCapture(s, &g);
-    if (st != ODL_OK || e != cudaSuccess || !g) {
-        fprintf(stderr, "  CUDA graph: capture failed (%s%s%s); timing eager launches\n",
-                st != ODL_OK ? odl_error_msg() : "", st != ODL_OK ? "; " : "", cudaGetErrorString(e));
-        cudaGetLastError();
-        if (g) cudaGraphDestroy(g);
-        return NULL;
-    }
-    e = cudaGraphInstantiate(&ge, g, 0);
-    cudaGraphDestroy(g);
-    if (e != cudaSuccess) {
-        fprintf(stderr, "  CUDA graph: instantiate failed (%s); timing eager launches\n", cudaGetErrorString(e));
-        cudaGetLastError();
-        return NULL;
-    }
-    return ge;
+    if (st != ODL_OK) fprintf(stderr, "  CUDA graph: capture failed (%s); timing eager launches\n", odl_error_msg());
+    return g;
 }
-#endif
 
 /* Median milliseconds of one forward of x (graph replay when use_graph and capture works). */
 static double time_forward(odl_yolov5 *m, odl_tensor *x, int warmup, int iters, int use_graph, int *graph_used) {
@@ -150,30 +131,21 @@ static double time_forward(odl_yolov5 *m, odl_tensor *x, int warmup, int iters, 
     for (int i = 0; i < warmup; i++) CK(odl_yolov5_forward(m, x, NULL));
     if (dev.type == ODL_DEV_CUDA) CK(odl_device_synchronize(dev));
     *graph_used = 0;
-#ifdef ODL_HAVE_CUDA
-    cudaGraphExec_t ge = NULL;
+    odl_graph *ge = NULL;
     if (dev.type == ODL_DEV_CUDA && use_graph) {
         ge = capture_forward(m, x);
         if (ge) {
             *graph_used = 1;
-            for (int i = 0; i < 3; i++) cudaGraphLaunch(ge, (cudaStream_t)odl_stream_current());
+            for (int i = 0; i < 3; i++) CK(odl_graph_launch(ge, odl_stream_current()));
             CK(odl_device_synchronize(dev));
         }
     }
-#else
-    (void)use_graph;
-#endif
     double *v = malloc(sizeof(double) * iters);
     for (int i = 0; i < iters; i++) {
         if (dev.type == ODL_DEV_CUDA) {
             CK(odl_event_record(t.e0, odl_stream_current()));
-#ifdef ODL_HAVE_CUDA
-            if (ge) {
-                if (cudaGraphLaunch(ge, (cudaStream_t)odl_stream_current()) != cudaSuccess)
-                    DIE("cudaGraphLaunch: %s", cudaGetErrorString(cudaGetLastError()));
-            } else
-#endif
-                CK(odl_yolov5_forward(m, x, NULL));
+            if (ge) CK(odl_graph_launch(ge, odl_stream_current()));
+            else CK(odl_yolov5_forward(m, x, NULL));
             CK(odl_event_record(t.e1, odl_stream_current()));
             CK(odl_event_synchronize(t.e1));
             float ms = 0;
@@ -185,9 +157,7 @@ static double time_forward(odl_yolov5 *m, odl_tensor *x, int warmup, int iters, 
             v[i] = now_ms() - t0;
         }
     }
-#ifdef ODL_HAVE_CUDA
-    if (ge) cudaGraphExecDestroy(ge);
-#endif
+    odl_graph_free(ge);
     if (dev.type == ODL_DEV_CUDA) {
         odl_event_destroy(t.e0);
         odl_event_destroy(t.e1);
@@ -227,7 +197,6 @@ static double end_to_end(odl_yolov5 *m, const char *image, float *host_in, float
     return ms;
 }
 
-#ifdef ODL_HAVE_CUDA
 /* The batch-1 pipeline of an image on the GPU, as --task=eval runs it (worker/eval.c gpu_group): the
  * decoded, resized uint8 image (pinned) is uploaded, letterboxed and normalised by the backend's
  * letterbox_u8_to_chw, run through the network, reduced by yolo_nms, and only the kept boxes come back.
@@ -290,27 +259,17 @@ static int gpu_pipeline(odl_yolov5 *m, const char *image, int warmup, int iters,
     }
     for (int i = 0; i < warmup + 1; i++) PIPELINE();
     CK(odl_stream_synchronize(st));
-    cudaGraphExec_t ge = NULL;
+    odl_graph *ge = NULL;
     if (use_graph) {
-        cudaGraph_t gr = NULL;
-        if (cudaStreamBeginCapture((cudaStream_t)st, cudaStreamCaptureModeThreadLocal) == cudaSuccess) {
-            PIPELINE();
-            if (cudaStreamEndCapture((cudaStream_t)st, &gr) == cudaSuccess && gr &&
-                cudaGraphInstantiate(&ge, gr, 0) != cudaSuccess)
-                ge = NULL;
-            if (gr) cudaGraphDestroy(gr);
-        }
-        if (!ge) fprintf(stderr, "  pipeline CUDA graph: capture failed (%s); timing eager launches\n",
-                         cudaGetErrorString(cudaGetLastError()));
+        CK(odl_graph_begin(st)); /* the pipeline's calls (CK) end the program on an error, capture or not */
+        PIPELINE();
+        if (odl_graph_end(st, &ge) != ODL_OK)
+            fprintf(stderr, "  pipeline CUDA graph: capture failed (%s); timing eager launches\n", odl_error_msg());
     }
     for (int i = 0; i < iters + warmup; i++) {
         const double t0 = now_ms();
-        if (ge) {
-            if (cudaGraphLaunch(ge, (cudaStream_t)st) != cudaSuccess)
-                DIE("cudaGraphLaunch: %s", cudaGetErrorString(cudaGetLastError()));
-        } else {
-            PIPELINE();
-        }
+        if (ge) CK(odl_graph_launch(ge, st));
+        else PIPELINE();
         CK(odl_stream_synchronize(st));
         if (i >= warmup) vg[i - warmup] = now_ms() - t0;
     }
@@ -319,7 +278,7 @@ static int gpu_pipeline(odl_yolov5 *m, const char *image, int warmup, int iters,
     ms[0] = median(vg, iters);
     ms[1] = median(vd, iters);
     const int used = ge != NULL;
-    if (ge) cudaGraphExecDestroy(ge);
+    odl_graph_free(ge);
     free(vd);
     free(vg);
     odl_image_free(&img);
@@ -333,7 +292,6 @@ static int gpu_pipeline(odl_yolov5 *m, const char *image, int warmup, int iters,
     odl_host_free_pinned(h_src);
     return used;
 }
-#endif
 
 #define USAGE                                                                                                      \
     "usage: yolov5_bench [--weights W.h5] [--image bus.jpg] [--device cuda|cpu] [--iters N] [--warmup N] "        \
@@ -441,9 +399,7 @@ int main(int argc, char **argv) {
         for (int i = 0; i < iters; i++) v[i] = end_to_end(m, image, hin, hout, out_cap, &nd[h]);
         r[h][2] = median(v, iters);
         free(v);
-#ifdef ODL_HAVE_CUDA
         if (dev.type == ODL_DEV_CUDA) pl_graph[h] = gpu_pipeline(m, image, warmup, iters, use_graph, pl[h], &pl_nd[h]);
-#endif
     }
 
     const char *pname[2] = {"fp32", "fp16"};
