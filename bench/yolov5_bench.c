@@ -10,7 +10,9 @@
  *                [--batch 32] [--no-graph] [--no-half] [--layers] [--torch OUT.json]
  *
  * On CUDA the forward is captured once into a CUDA graph (after warm-up, so that every buffer and the
- * backend's workspace exist) and replayed; --no-graph times eager launches. Each timed iteration is
+ * backend's workspace exist) and replayed; --no-graph times eager launches. On CUDA also the batch-1
+ * pipeline of eval on the GPU (upload of the resized uint8 image, letterbox kernel, forward, NMS kernel,
+ * the kept boxes back) as one CUDA graph, timed by the host from queueing to the boxes on the host. Each timed iteration is
  * one forward between two events on the current stream, synchronised; the median is reported.
  * The input is float32 NCHW in both precisions (the float16 forward converts it on the device). */
 #include <math.h>
@@ -21,16 +23,15 @@
 
 #include <jansson.h>
 
+#include "odl/backend.h"
 #include "odl/device.h"
+#include "odl/graph.h"
 #include "odl/image.h"
 #include "odl/json.h"
 #include "odl/nms.h"
 #include "odl/yolov5.h"
 #include "worker/cli_flags.h"
 
-#ifdef ODL_HAVE_CUDA
-#include <cuda_runtime_api.h>
-#endif
 
 static double now_ms(void) {
     struct timespec ts;
@@ -108,36 +109,19 @@ static void timer_init(timer *t, odl_device dev) {
     }
 }
 
-#ifdef ODL_HAVE_CUDA
-/* Capture one forward into a graph. Returns NULL (and says why) when capture is not possible. */
-static cudaGraphExec_t capture_forward(odl_yolov5 *m, const odl_tensor *x) {
-    cudaStream_t s = (cudaStream_t)odl_stream_current();
-    cudaGraph_t g = NULL;
-    cudaGraphExec_t ge = NULL;
-    if (cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
-        fprintf(stderr, "  CUDA graph: cannot begin capture on the current stream (%s); timing eager launches\n",
-                cudaGetErrorString(cudaGetLastError()));
-        return NULL;
+/* Capture one forward into a graph (odl/graph.h). Returns NULL (and says why) when capture is not possible. */
+static odl_graph *capture_forward(odl_yolov5 *m, const odl_tensor *x) {
+    const odl_stream s = odl_stream_current();
+    odl_graph *g = NULL;
+    odl_status st = odl_graph_begin(s);
+    if (st == ODL_OK) {
+        st = odl_yolov5_forward(m, x, NULL);
+        if (st != ODL_OK) odl_graph_abort(s);
+        else st = odl_graph_end(s, &g);
     }
-    odl_status st = odl_yolov5_forward(m, x, NULL);
-    cudaError_t e = cudaStreamEndCapture(s, &g);
-    if (st != ODL_OK || e != cudaSuccess || !g) {
-        fprintf(stderr, "  CUDA graph: capture failed (%s%s%s); timing eager launches\n",
-                st != ODL_OK ? odl_error_msg() : "", st != ODL_OK ? "; " : "", cudaGetErrorString(e));
-        cudaGetLastError();
-        if (g) cudaGraphDestroy(g);
-        return NULL;
-    }
-    e = cudaGraphInstantiate(&ge, g, 0);
-    cudaGraphDestroy(g);
-    if (e != cudaSuccess) {
-        fprintf(stderr, "  CUDA graph: instantiate failed (%s); timing eager launches\n", cudaGetErrorString(e));
-        cudaGetLastError();
-        return NULL;
-    }
-    return ge;
+    if (st != ODL_OK) fprintf(stderr, "  CUDA graph: capture failed (%s); timing eager launches\n", odl_error_msg());
+    return g;
 }
-#endif
 
 /* Median milliseconds of one forward of x (graph replay when use_graph and capture works). */
 static double time_forward(odl_yolov5 *m, odl_tensor *x, int warmup, int iters, int use_graph, int *graph_used) {
@@ -147,30 +131,21 @@ static double time_forward(odl_yolov5 *m, odl_tensor *x, int warmup, int iters, 
     for (int i = 0; i < warmup; i++) CK(odl_yolov5_forward(m, x, NULL));
     if (dev.type == ODL_DEV_CUDA) CK(odl_device_synchronize(dev));
     *graph_used = 0;
-#ifdef ODL_HAVE_CUDA
-    cudaGraphExec_t ge = NULL;
+    odl_graph *ge = NULL;
     if (dev.type == ODL_DEV_CUDA && use_graph) {
         ge = capture_forward(m, x);
         if (ge) {
             *graph_used = 1;
-            for (int i = 0; i < 3; i++) cudaGraphLaunch(ge, (cudaStream_t)odl_stream_current());
+            for (int i = 0; i < 3; i++) CK(odl_graph_launch(ge, odl_stream_current()));
             CK(odl_device_synchronize(dev));
         }
     }
-#else
-    (void)use_graph;
-#endif
     double *v = malloc(sizeof(double) * iters);
     for (int i = 0; i < iters; i++) {
         if (dev.type == ODL_DEV_CUDA) {
             CK(odl_event_record(t.e0, odl_stream_current()));
-#ifdef ODL_HAVE_CUDA
-            if (ge) {
-                if (cudaGraphLaunch(ge, (cudaStream_t)odl_stream_current()) != cudaSuccess)
-                    DIE("cudaGraphLaunch: %s", cudaGetErrorString(cudaGetLastError()));
-            } else
-#endif
-                CK(odl_yolov5_forward(m, x, NULL));
+            if (ge) CK(odl_graph_launch(ge, odl_stream_current()));
+            else CK(odl_yolov5_forward(m, x, NULL));
             CK(odl_event_record(t.e1, odl_stream_current()));
             CK(odl_event_synchronize(t.e1));
             float ms = 0;
@@ -182,9 +157,7 @@ static double time_forward(odl_yolov5 *m, odl_tensor *x, int warmup, int iters, 
             v[i] = now_ms() - t0;
         }
     }
-#ifdef ODL_HAVE_CUDA
-    if (ge) cudaGraphExecDestroy(ge);
-#endif
+    odl_graph_free(ge);
     if (dev.type == ODL_DEV_CUDA) {
         odl_event_destroy(t.e0);
         odl_event_destroy(t.e1);
@@ -222,6 +195,102 @@ static double end_to_end(odl_yolov5 *m, const char *image, float *host_in, float
     odl_image_free(&img);
     odl_image_free(&lb);
     return ms;
+}
+
+/* The batch-1 pipeline of an image on the GPU, as --task=eval runs it (worker/eval.c gpu_group): the
+ * decoded, resized uint8 image (pinned) is uploaded, letterboxed and normalised by the backend's
+ * letterbox_u8_to_chw, run through the network, reduced by yolo_nms, and only the kept boxes come back.
+ * With use_graph the upload, letterbox, forward, NMS and the copies back are one CUDA graph, captured after
+ * a warm-up (the issue's "extend the batch-1 graph over the letterbox upload, Detect decode and NMS");
+ * without it they are queued one by one. The JPEG decode and resize (CPU) are timed apart. ms[0]: median
+ * wall time of the GPU part (queue, run, wait), ms[1]: of decode + resize; *ndet: boxes kept. Returns 1
+ * when the graph was used. */
+static int gpu_pipeline(odl_yolov5 *m, const char *image, int warmup, int iters, int use_graph, double ms[2], int *ndet) {
+    const odl_device dev = odl_yolov5_device(m);
+    const odl_backend *be = odl_backend_for(dev);
+    if (!be) DIE("no backend: %s", odl_error_msg());
+    odl_image img;
+    odl_letterbox g;
+    CK(odl_image_load(image, &img));
+    CK(odl_letterbox_geometry(img.width, img.height, 640, 1, odl_yolov5_max_stride(m), &g));
+    const size_t src_bytes = (size_t)3 * g.unpad_w * g.unpad_h;
+    const int max_det = 1000, H = g.out_h, W = g.out_w;
+    uint8_t *h_src = NULL, *d_src = NULL;
+    int64_t h_off[1] = {0}, *d_off = NULL;
+    int32_t h_geo[4] = {g.unpad_w, g.unpad_h, g.left, g.top}, *d_geo = NULL, *d_cnt = NULL, *h_cnt = NULL;
+    float *d_out = NULL, *h_out = NULL;
+    CK(odl_host_alloc_pinned(src_bytes, (void **)&h_src));
+    CK(odl_host_alloc_pinned(sizeof(int32_t), (void **)&h_cnt));
+    CK(odl_host_alloc_pinned(sizeof(float) * 6 * max_det, (void **)&h_out));
+    CK(odl_mem_alloc(dev, src_bytes, (void **)&d_src));
+    CK(odl_mem_alloc(dev, sizeof h_off, (void **)&d_off));
+    CK(odl_mem_alloc(dev, sizeof h_geo, (void **)&d_geo));
+    CK(odl_mem_alloc(dev, sizeof(int32_t), (void **)&d_cnt));
+    CK(odl_mem_alloc(dev, sizeof(float) * 6 * max_det, (void **)&d_out));
+    const odl_stream st = odl_stream_current();
+    CK(odl_memcpy_async(d_off, dev, h_off, odl_cpu(), sizeof h_off, st));
+    CK(odl_memcpy_async(d_geo, dev, h_geo, odl_cpu(), sizeof h_geo, st));
+    odl_tensor *x;
+    CK(odl_yolov5_input(m, 1, H, W, &x));
+    const odl_nms_params np = odl_nms_defaults();
+    /* upload .. boxes back: the same calls queued or captured */
+#define PIPELINE()                                                                                                 \
+    do {                                                                                                           \
+        CK(odl_memcpy_async(d_src, dev, h_src, odl_cpu(), src_bytes, st));                                         \
+        CK(be->letterbox_u8_to_chw(1, H, W, d_src, d_off, d_geo, 114, (float *)x->data));                         \
+        const odl_tensor *y;                                                                                       \
+        CK(odl_yolov5_forward(m, x, &y));                                                                          \
+        odl_yolo_nms_args a = {.N = 1, .rows = y->shape[1], .nc = (int)y->shape[2] - 5, .pred = (const float *)y->data, \
+                               .conf_thres = np.conf_thres, .iou_thres = np.iou_thres, .max_wh = np.max_wh,         \
+                               .multi_label = np.multi_label, .agnostic = np.agnostic, .max_nms = np.max_nms,       \
+                               .max_det = max_det, .cand_cap = 1 << 16, .out = d_out, .count = d_cnt};              \
+        CK(be->yolo_nms(&a));                                                                                      \
+        CK(odl_memcpy_async(h_cnt, odl_cpu(), d_cnt, dev, sizeof(int32_t), st));                                   \
+        CK(odl_memcpy_async(h_out, odl_cpu(), d_out, dev, sizeof(float) * 6 * max_det, st));                       \
+    } while (0)
+    double *vd = malloc(sizeof(double) * iters), *vg = malloc(sizeof(double) * iters);
+    for (int i = 0; i < iters; i++) { /* decode + resize on the CPU into the pinned buffer */
+        const double t0 = now_ms();
+        odl_image im;
+        CK(odl_image_load(image, &im));
+        CK(odl_image_resize_linear(im.data, im.width, im.height, 3, h_src, g.unpad_w, g.unpad_h));
+        odl_image_free(&im);
+        vd[i] = now_ms() - t0;
+    }
+    for (int i = 0; i < warmup + 1; i++) PIPELINE();
+    CK(odl_stream_synchronize(st));
+    odl_graph *ge = NULL;
+    if (use_graph) {
+        CK(odl_graph_begin(st)); /* the pipeline's calls (CK) end the program on an error, capture or not */
+        PIPELINE();
+        if (odl_graph_end(st, &ge) != ODL_OK)
+            fprintf(stderr, "  pipeline CUDA graph: capture failed (%s); timing eager launches\n", odl_error_msg());
+    }
+    for (int i = 0; i < iters + warmup; i++) {
+        const double t0 = now_ms();
+        if (ge) CK(odl_graph_launch(ge, st));
+        else PIPELINE();
+        CK(odl_stream_synchronize(st));
+        if (i >= warmup) vg[i - warmup] = now_ms() - t0;
+    }
+#undef PIPELINE
+    *ndet = *h_cnt;
+    ms[0] = median(vg, iters);
+    ms[1] = median(vd, iters);
+    const int used = ge != NULL;
+    odl_graph_free(ge);
+    free(vd);
+    free(vg);
+    odl_image_free(&img);
+    odl_mem_free(dev, d_out);
+    odl_mem_free(dev, d_cnt);
+    odl_mem_free(dev, d_geo);
+    odl_mem_free(dev, d_off);
+    odl_mem_free(dev, d_src);
+    odl_host_free_pinned(h_out);
+    odl_host_free_pinned(h_cnt);
+    odl_host_free_pinned(h_src);
+    return used;
 }
 
 #define USAGE                                                                                                      \
@@ -275,7 +344,7 @@ int main(int argc, char **argv) {
     odl_device dev = odl_cpu();
     if (!strcmp(device, "cuda")) {
         if (odl_cuda_device_count() < 1) DIE("--device cuda: no CUDA device (use --device cpu)");
-        CK(odl_cuda_init(0, 0.6));
+        CK(odl_cuda_init(0, ODL_CUDA_POOL_GROW));
         dev = odl_cuda(0);
     } else if (strcmp(device, "cpu")) {
         DIE("--device %s: cuda or cpu", device);
@@ -295,9 +364,10 @@ int main(int argc, char **argv) {
     }
     size_t out_cap = (size_t)odl_yolov5_num_predictions(m, 640, 640) * (odl_yolov5_num_classes(m) + 5);
     float *hout = malloc(sizeof(float) * out_cap);
-    /* [precision][0: batch 1 ms, 1: batch B ms, 2: end to end ms]; graph use per precision */
-    double r[2][3] = {{0}};
-    int graphs[2] = {0}, nd[2] = {0};
+    /* [precision][0: batch 1 ms, 1: batch B ms, 2: end to end ms]; graph use per precision; the GPU
+     * pipeline at batch 1 [precision][0: upload..boxes back, 1: decode + resize on the CPU] */
+    double r[2][3] = {{0}}, pl[2][2] = {{0}};
+    int graphs[2] = {0}, nd[2] = {0}, pl_graph[2] = {0}, pl_nd[2] = {0};
     const int nprec = dev.type == ODL_DEV_CUDA && !no_half ? 2 : 1;
     for (int h = 0; h < nprec; h++) {
         CK(odl_yolov5_set_half(m, h));
@@ -329,6 +399,7 @@ int main(int argc, char **argv) {
         for (int i = 0; i < iters; i++) v[i] = end_to_end(m, image, hin, hout, out_cap, &nd[h]);
         r[h][2] = median(v, iters);
         free(v);
+        if (dev.type == ODL_DEV_CUDA) pl_graph[h] = gpu_pipeline(m, image, warmup, iters, use_graph, pl[h], &pl_nd[h]);
     }
 
     const char *pname[2] = {"fp32", "fp16"};
@@ -359,6 +430,11 @@ int main(int argc, char **argv) {
         snprintf(lbl, sizeof lbl, "end to end bus.jpg (decode..NMS), %s", pname[h]);
         snprintf(tail, sizeof tail, "   (%d boxes%s)", nd[h], isfinite(pt_e2e) ? "; PyTorch fp32" : "");
         print_row(lbl, r[h][2], pt_e2e, 0, tail);
+        if (dev.type == ODL_DEV_CUDA) {
+            snprintf(lbl, sizeof lbl, "  GPU pipeline upload..boxes, %s%s", pname[h], pl_graph[h] ? " (one CUDA graph)" : "");
+            snprintf(tail, sizeof tail, "   (%d boxes; + %.3f ms decode+resize on the CPU)", pl_nd[h], pl[h][1]);
+            print_row(lbl, pl[h][0], NAN, 0, tail);
+        }
     }
     /* The targets: batch 1 against PyTorch's fp32 batch 1, batch 32 against its fastest (fp16). */
     const int hb = nprec - 1;
@@ -372,9 +448,10 @@ int main(int argc, char **argv) {
     printf("{\"bench\": \"yolov5n\", \"device\": \"%s\", \"batch\": %d", odl_device_name(dev), batch);
     for (int h = 0; h < nprec; h++)
         printf(", \"%s_b1_ms\": %.4f, \"%s_bN_ms\": %.4f, \"%s_bN_img_per_s\": %.1f, \"%s_e2e_bus_ms\": %.3f, "
-               "\"%s_graph\": %s",
+               "\"%s_graph\": %s, \"%s_pipeline_b1_ms\": %.4f, \"%s_pipeline_graph\": %s, \"%s_decode_resize_ms\": %.3f",
                pname[h], r[h][0], pname[h], r[h][1], pname[h], batch * 1000.0 / r[h][1], pname[h], r[h][2], pname[h],
-               graphs[h] ? "true" : "false");
+               graphs[h] ? "true" : "false", pname[h], pl[h][0], pname[h], pl_graph[h] ? "true" : "false", pname[h],
+               pl[h][1]);
     printf("}\n");
     free(hin);
     free(hout);

@@ -57,6 +57,8 @@ struct odl_comm {
     } ring[ODL_COMM_RING];
     int ring_head, ring_count, ring_created;
     cudaEvent_t last_ev;        /* the newest ring event (NULL before the first) */
+    cudaEvent_t cap_ev;         /* the end of the collectives of a CUDA graph capture in progress, for the join */
+    int cap_pending;            /* cap_ev recorded in the capture and not yet joined */
     double last_done_t;         /* when the watchdog last saw an entry complete */
 #endif
 };
@@ -98,6 +100,13 @@ odl_status odl__comm_dev_allreduce(odl_comm *c, float *buf, int64_t count);
 odl_status odl__comm_dev_bcast(odl_comm *c, void *buf, size_t nbytes, int root);
 odl_status odl__comm_dev_end(odl_comm *c, const char *what);
 odl_status odl__comm_dev_join(odl_comm *c);
+/* While the caller's current stream is being captured into a CUDA graph, end and join do not touch the
+ * watchdog's ring (an event recorded in a capture cannot be queried); after each replay of such a graph,
+ * replayed records one ring entry on the caller's current stream: the watchdog then follows the step's
+ * collectives as one. capturable says whether this communicator's collectives may be captured (0 and
+ * the reason in why otherwise: no NCCL, a non-blocking communicator). */
+odl_status odl__comm_dev_replayed(odl_comm *c, const char *what);
+int odl__comm_dev_capturable(const odl_comm *c, char *why, size_t cap);
 odl_status odl__comm_dev_sync(odl_comm *c);
 
 /* ---- host side (comm/comm.c) ---- */

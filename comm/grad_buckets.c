@@ -8,6 +8,7 @@
 
 #include "comm/comm_internal.h"
 #include "odl/device.h"
+#include "odl/graph.h"
 #include "odl/log.h"
 
 typedef struct bucket {
@@ -198,6 +199,27 @@ odl_status odl_grad_buckets_finish(odl_grad_buckets *g) {
     memset(g->ready, 0, (size_t)g->n_params);
     for (int k = 0; k < g->n_buckets; k++) g->b[k].pending = g->b[k].count;
     g->next_launch = 0;
-    g->steps++;
+    /* a captured step has not run: its replays count (odl_grad_buckets_replayed) */
+    if (!odl_stream_is_capturing(odl_stream_current())) g->steps++;
     return ODL_OK;
+}
+
+int odl_grad_buckets_capturable(const odl_grad_buckets *g, char *why, size_t cap) {
+    if (!g) return 1;
+    if (g->c->backend == ODL_COMM_LOCAL) return 1;
+    if (g->c->backend != ODL_COMM_NCCL) {
+        snprintf(why, cap, "%s collectives run on the host", odl_comm_backend_name(g->c->backend));
+        return 0;
+    }
+    return odl__comm_dev_capturable(g->c, why, cap);
+}
+
+odl_status odl_grad_buckets_replayed(odl_grad_buckets *g) {
+    if (!g) return ODL_ERR(ODL_E_INVAL, "odl_grad_buckets_replayed: NULL buckets");
+    g->steps++;
+    if (g->c->backend != ODL_COMM_NCCL) return ODL_OK;
+    char what[ODL_COMM_WHAT];
+    snprintf(what, sizeof what, "the %d gradient AllReduce(s) of step %" PRId64 " (CUDA graph replay)", g->n_buckets,
+             g->steps);
+    return odl__comm_dev_replayed(g->c, what);
 }

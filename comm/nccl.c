@@ -97,7 +97,10 @@ static void stream_destroy(odl_comm *c) {
         c->ring_created = 0;
     }
     if (c->ev_ready) cudaEventDestroy(c->ev_ready);
+    if (c->cap_ev) cudaEventDestroy(c->cap_ev);
     if (c->stream) cudaStreamDestroy(c->stream);
+    c->cap_ev = NULL;
+    c->cap_pending = 0;
     c->ev_ready = NULL;
     c->stream = NULL;
     c->last_ev = NULL;
@@ -109,6 +112,7 @@ static odl_status stream_create(odl_comm *c) {
     CUDA_OK(c, cudaDeviceGetStreamPriorityRange(&least, &greatest));
     CUDA_OK(c, cudaStreamCreateWithPriority(&c->stream, cudaStreamNonBlocking, greatest));
     CUDA_OK(c, cudaEventCreateWithFlags(&c->ev_ready, cudaEventDisableTiming));
+    CUDA_OK(c, cudaEventCreateWithFlags(&c->cap_ev, cudaEventDisableTiming));
     for (int i = 0; i < ODL_COMM_RING; i++) {
         cudaError_t e = cudaEventCreateWithFlags(&c->ring[i].ev, cudaEventDisableTiming);
         if (e != cudaSuccess) {
@@ -257,7 +261,18 @@ odl_status odl__comm_dev_bcast(odl_comm *c, void *buf, size_t nbytes, int root) 
     return st;
 }
 
-odl_status odl__comm_dev_end(odl_comm *c, const char *what) {
+static int capturing(cudaStream_t s) {
+    enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(s, &cs) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return cs != cudaStreamCaptureStatusNone;
+}
+
+/* Record a ring entry for `what` on stream s (the communication stream after a collective, or the
+ * caller's stream after the replay of a captured step). */
+static odl_status ring_push(odl_comm *c, cudaStream_t s, const char *what) {
     pthread_mutex_lock(&c->wd_mu);
     while (c->ring_count == ODL_COMM_RING) {
         /* Full: retire completed entries here; the watchdog keeps timing the oldest meanwhile. */
@@ -279,7 +294,7 @@ odl_status odl__comm_dev_end(odl_comm *c, const char *what) {
         pthread_mutex_lock(&c->wd_mu);
     }
     int slot = (c->ring_head + c->ring_count) % ODL_COMM_RING;
-    cudaError_t e = cudaEventRecord(c->ring[slot].ev, c->stream);
+    cudaError_t e = cudaEventRecord(c->ring[slot].ev, s);
     if (e != cudaSuccess) {
         cudaGetLastError();
         pthread_mutex_unlock(&c->wd_mu);
@@ -296,9 +311,47 @@ odl_status odl__comm_dev_end(odl_comm *c, const char *what) {
     return ODL_OK;
 }
 
+odl_status odl__comm_dev_end(odl_comm *c, const char *what) {
+    if (capturing(c->stream)) { /* a step being captured: joined by dev_join, followed after each replay */
+        CUDA_OK(c, cudaEventRecord(c->cap_ev, c->stream));
+        c->cap_pending = 1;
+        return ODL_OK;
+    }
+    return ring_push(c, c->stream, what);
+}
+
+odl_status odl__comm_dev_replayed(odl_comm *c, const char *what) {
+    return ring_push(c, (cudaStream_t)odl_stream_current(), what);
+}
+
+int odl__comm_dev_capturable(const odl_comm *c, char *why, size_t cap) {
+    if (!c->nccl_ok) {
+        snprintf(why, cap, "the NCCL communicator is not usable");
+        return 0;
+    }
+    if (!odl_env_bool(ODL_ENV_NCCL_BLOCKING)) {
+        /* a non-blocking communicator's enqueue may answer ncclInProgress, polled on the host */
+        snprintf(why, cap, "a non-blocking NCCL communicator (ODL_NCCL_BLOCKING=0)");
+        return 0;
+    }
+    int v = 0;
+    ncclGetVersion(&v);
+    if (v < 20900) { /* NCCL's CUDA graph support */
+        snprintf(why, cap, "NCCL %d.%d.%d cannot be captured into a CUDA graph (2.9 or later can)", v / 10000,
+                 (v / 100) % 100, v % 100);
+        return 0;
+    }
+    return 1;
+}
+
 odl_status odl__comm_dev_join(odl_comm *c) {
-    if (!c->last_ev) return ODL_OK;
     cudaStream_t cur = (cudaStream_t)odl_stream_current();
+    if (c->cap_pending && capturing(cur)) {
+        c->cap_pending = 0;
+        CUDA_OK(c, cudaStreamWaitEvent(cur, c->cap_ev, 0));
+        return ODL_OK;
+    }
+    if (!c->last_ev) return ODL_OK;
     /* The ring event cannot be re-recorded before it completes, so waiting on it now is safe. */
     pthread_mutex_lock(&c->wd_mu);
     cudaError_t e = cudaStreamWaitEvent(cur, c->last_ev, 0);
@@ -354,5 +407,13 @@ odl_status odl__comm_dev_end(odl_comm *c, const char *what) {
     return no_nccl(c);
 }
 odl_status odl__comm_dev_join(odl_comm *c) { return no_nccl(c); }
+odl_status odl__comm_dev_replayed(odl_comm *c, const char *what) {
+    (void)what;
+    return no_nccl(c);
+}
+int odl__comm_dev_capturable(const odl_comm *c, char *why, size_t cap) {
+    snprintf(why, cap, "rank %d: this build has no NCCL", c->rank);
+    return 0;
+}
 odl_status odl__comm_dev_sync(odl_comm *c) { return no_nccl(c); }
 #endif

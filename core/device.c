@@ -1,6 +1,9 @@
 /* Device runtime: CPU memory, and for CUDA builds the per-device caching pool, streams and events.
- * The pool is a best-fit allocator over one cudaMalloc'd arena (coalescing neighbours on free), so
- * the step loop never calls cudaMalloc and peak use is known exactly. */
+ * The pool is a best-fit allocator over cudaMalloc'd arenas (coalescing neighbours of one arena on
+ * free): one arena reserved at init (memory.preallocate_fraction), so that the step loop never calls
+ * cudaMalloc and peak use is known exactly, or, growing on demand, arenas of at least 32 MiB taken when
+ * a request does not fit (kept until shutdown, so a steady loop stops asking the driver after its first
+ * pass). */
 #include "odl/device.h"
 
 #include "core/device_internal.h"
@@ -46,15 +49,23 @@ static odl_status host_alloc(size_t nbytes, void **out) {
     } while (0)
 
 typedef struct pool_block {
-    size_t off, size;
+    char *ptr;
+    size_t size;
     int used;
+    int arena; /* blocks of two arenas never merge, even when the driver placed them side by side */
 } pool_block;
+
+typedef struct pool_arena {
+    char *base;
+    size_t cap;
+} pool_arena;
 
 typedef struct cuda_pool {
     int ready;
-    char *base;
-    size_t cap;
-    pool_block *blocks; /* sorted by offset, covering [0, cap) */
+    int grow;           /* 1: arenas taken from the driver on demand; 0: the one reservation made at init */
+    pool_arena *arenas;
+    int narenas, arenas_cap;
+    pool_block *blocks; /* sorted by address, covering every arena */
     int nblocks, blocks_cap;
     odl_pool_stats st;
     cudaStream_t default_stream;
@@ -104,15 +115,34 @@ static void pool_remove(cuda_pool *p, int at) {
     p->nblocks--;
 }
 
+/* Add [base, base + cap) from cudaMalloc as a new arena: one free block at its place in address order. */
+static odl_status pool_add_arena(cuda_pool *p, char *base, size_t cap) {
+    if (p->narenas == p->arenas_cap) {
+        int ncap = p->arenas_cap ? p->arenas_cap * 2 : 16;
+        pool_arena *na = realloc(p->arenas, (size_t)ncap * sizeof *na);
+        if (!na) return ODL_ERR(ODL_E_NOMEM, "pool bookkeeping");
+        p->arenas = na;
+        p->arenas_cap = ncap;
+    }
+    int at = 0;
+    while (at < p->nblocks && p->blocks[at].ptr < base) at++;
+    pool_block all = {base, cap, 0, p->narenas};
+    ODL_CHECK(pool_insert(p, at, all));
+    p->arenas[p->narenas++] = (pool_arena){base, cap};
+    p->st.reserved += cap;
+    return ODL_OK;
+}
+
 static double g_fraction = ODL_CUDA_DEFAULT_FRACTION; /* the last fraction a caller gave */
 
 odl_status odl_cuda_init(int index, double fraction) {
     if (index < 0 || index >= ODL_MAX_CUDA_DEVICES || index >= odl_cuda_device_count())
         return ODL_ERR(ODL_E_NODEV, "CUDA device %d not present (%d visible)", index, odl_cuda_device_count());
-    if (fraction != 0 && !(fraction > 0 && fraction <= 1))
-        return ODL_ERR(ODL_E_INVAL, "memory.preallocate_fraction %g outside (0, 1]", fraction);
+    if (fraction != 0 && fraction != ODL_CUDA_POOL_GROW && !(fraction > 0 && fraction <= 1))
+        return ODL_ERR(ODL_E_INVAL, "memory.preallocate_fraction %g outside (0, 1] (0 in the config: grow on demand)",
+                       fraction);
     pthread_mutex_lock(&g_init_mu);
-    if (fraction > 0) g_fraction = fraction;
+    if (fraction != 0) g_fraction = fraction;
     else fraction = g_fraction;
     pthread_mutex_unlock(&g_init_mu);
     CUDA_TRY(cudaSetDevice(index));
@@ -121,35 +151,38 @@ odl_status odl_cuda_init(int index, double fraction) {
     cuda_pool *p = &g_pools[index];
     odl_status st = ODL_OK;
     if (!p->ready) {
-        size_t free_b = 0, total_b = 0;
-        cudaError_t e = cudaMemGetInfo(&free_b, &total_b);
+        cudaError_t e = cudaStreamCreateWithFlags(&p->default_stream, cudaStreamNonBlocking);
         if (e != cudaSuccess) {
-            st = ODL_ERR(ODL_E_CUDA, "cudaMemGetInfo on device %d: %s", index, cudaGetErrorString(e));
-            goto out;
-        }
-        size_t cap = (size_t)((double)free_b * fraction) / ODL_POOL_ALIGN * ODL_POOL_ALIGN;
-        void *base = NULL;
-        e = cudaMalloc(&base, cap);
-        if (e != cudaSuccess) {
-            st = ODL_ERR(ODL_E_NOMEM, "pre-allocating %zu bytes (%.0f%% of %zu free) on cuda:%d: %s", cap,
-                         fraction * 100, free_b, index, cudaGetErrorString(e));
-            goto out;
-        }
-        e = cudaStreamCreateWithFlags(&p->default_stream, cudaStreamNonBlocking);
-        if (e != cudaSuccess) {
-            cudaFree(base);
             st = ODL_ERR(ODL_E_CUDA, "cudaStreamCreate on cuda:%d: %s", index, cudaGetErrorString(e));
             goto out;
         }
         pthread_mutex_init(&p->mu, NULL);
-        p->base = base;
-        p->cap = cap;
-        p->nblocks = 0;
+        p->nblocks = p->narenas = 0;
         memset(&p->st, 0, sizeof p->st);
-        p->st.reserved = cap;
-        pool_block all = {0, cap, 0};
-        st = pool_insert(p, 0, all);
-        if (st == ODL_OK) p->ready = 1;
+        p->grow = fraction == ODL_CUDA_POOL_GROW;
+        if (!p->grow) {
+            size_t free_b = 0, total_b = 0;
+            e = cudaMemGetInfo(&free_b, &total_b);
+            size_t cap = (size_t)((double)free_b * fraction) / ODL_POOL_ALIGN * ODL_POOL_ALIGN;
+            void *base = NULL;
+            if (e != cudaSuccess)
+                st = ODL_ERR(ODL_E_CUDA, "cudaMemGetInfo on device %d: %s", index, cudaGetErrorString(e));
+            else if ((e = cudaMalloc(&base, cap)) != cudaSuccess)
+                st = ODL_ERR(ODL_E_NOMEM, "pre-allocating %zu bytes (%.0f%% of %zu free) on cuda:%d: %s", cap,
+                             fraction * 100, free_b, index, cudaGetErrorString(e));
+            else if ((st = pool_add_arena(p, base, cap)) != ODL_OK)
+                cudaFree(base);
+            if (st != ODL_OK) {
+                cudaGetLastError();
+                cudaStreamDestroy(p->default_stream);
+                pthread_mutex_destroy(&p->mu);
+                free(p->blocks);
+                free(p->arenas);
+                memset(p, 0, sizeof *p);
+                goto out;
+            }
+        }
+        p->ready = 1;
     }
 out:
     pthread_mutex_unlock(&g_init_mu);
@@ -206,7 +239,8 @@ odl_status odl_cuda_shutdown(void) {
         cudaSetDevice(i);
         cudaDeviceSynchronize();
         cudaStreamDestroy(p->default_stream);
-        cudaFree(p->base);
+        for (int a = 0; a < p->narenas; a++) cudaFree(p->arenas[a].base);
+        free(p->arenas);
         free(p->blocks);
         pthread_mutex_destroy(&p->mu);
         memset(p, 0, sizeof *p);
@@ -224,28 +258,71 @@ static odl_status pool_for(odl_device dev, cuda_pool **out) {
     return ODL_OK;
 }
 
+static int best_fit(const cuda_pool *p, size_t need) {
+    int best = -1;
+    for (int i = 0; i < p->nblocks; i++)
+        if (!p->blocks[i].used && p->blocks[i].size >= need && (best < 0 || p->blocks[i].size < p->blocks[best].size))
+            best = i;
+    return best;
+}
+
+/* Grow mode: a new arena of at least `need` bytes (ODL_POOL_GROW_MIN at least, whole ODL_POOL_GROW_STEP
+ * units, so that small tensors share arenas and the driver is asked rarely). p->mu held. */
+#define ODL_POOL_GROW_STEP ((size_t)2 << 20)
+#define ODL_POOL_GROW_MIN ((size_t)32 << 20)
+static odl_status pool_grow(cuda_pool *p, int dev, size_t need) {
+    size_t cap = (need + ODL_POOL_GROW_STEP - 1) / ODL_POOL_GROW_STEP * ODL_POOL_GROW_STEP;
+    if (cap < ODL_POOL_GROW_MIN) cap = ODL_POOL_GROW_MIN;
+    /* cudaMalloc would end a graph capture on this thread's stream with an error of its own */
+    enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    cudaStream_t cur = t_stream_set ? t_stream : p->default_stream;
+    if (cudaStreamIsCapturing(cur, &cs) == cudaSuccess && cs != cudaStreamCaptureStatusNone)
+        return ODL_ERR(ODL_E_UNSUPPORTED, "CUDA pool of cuda:%d must take %zu more bytes from the driver while the "
+                       "stream is captured into a graph (cudaMalloc is not allowed there)", dev, cap);
+    void *base = NULL;
+    cudaError_t e = cudaMalloc(&base, cap);
+    if (e != cudaSuccess && cap > need) {
+        cudaGetLastError();
+        cap = (need + ODL_POOL_ALIGN - 1) / ODL_POOL_ALIGN * ODL_POOL_ALIGN;
+        e = cudaMalloc(&base, cap);
+    }
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        return ODL_ERR(ODL_E_NOMEM, "CUDA pool of cuda:%d (growing on demand, %zu bytes taken) cannot take %zu more "
+                       "bytes from the driver: %s", dev, p->st.reserved, cap, cudaGetErrorString(e));
+    }
+    odl_status s = pool_add_arena(p, base, cap);
+    if (s != ODL_OK) cudaFree(base);
+    return s;
+}
+
 static odl_status pool_alloc(odl_device dev, size_t nbytes, void **out) {
     cuda_pool *p = NULL;
     ODL_CHECK(pool_for(dev, &p));
     size_t need = (nbytes + ODL_POOL_ALIGN - 1) / ODL_POOL_ALIGN * ODL_POOL_ALIGN;
     if (need == 0) need = ODL_POOL_ALIGN;
     pthread_mutex_lock(&p->mu);
-    int best = -1;
-    for (int i = 0; i < p->nblocks; i++)
-        if (!p->blocks[i].used && p->blocks[i].size >= need && (best < 0 || p->blocks[i].size < p->blocks[best].size))
-            best = i;
+    int best = best_fit(p, need);
+    if (best < 0 && p->grow) {
+        odl_status g = pool_grow(p, dev.index, need);
+        if (g != ODL_OK) {
+            pthread_mutex_unlock(&p->mu);
+            return g;
+        }
+        best = best_fit(p, need);
+    }
     if (best < 0) {
         odl_pool_stats st = p->st;
         pthread_mutex_unlock(&p->mu);
         return ODL_ERR(ODL_E_NOMEM,
                        "CUDA pool of cuda:%d cannot serve %zu bytes (in use %zu of %zu reserved, peak %zu); "
-                       "raise memory.preallocate_fraction or lower the batch size",
+                       "raise memory.preallocate_fraction (0: grow on demand) or lower the batch size",
                        dev.index, nbytes, st.in_use, st.reserved, st.peak);
     }
     odl_status s = ODL_OK;
     pool_block *b = &p->blocks[best];
     if (b->size > need) {
-        pool_block rest = {b->off + need, b->size - need, 0};
+        pool_block rest = {b->ptr + need, b->size - need, 0, b->arena};
         b->size = need;
         s = pool_insert(p, best + 1, rest);
     }
@@ -254,7 +331,7 @@ static odl_status pool_alloc(odl_device dev, size_t nbytes, void **out) {
         p->st.in_use += need;
         if (p->st.in_use > p->st.peak) p->st.peak = p->st.in_use;
         p->st.n_allocs++;
-        *out = p->base + p->blocks[best].off;
+        *out = p->blocks[best].ptr;
     }
     pthread_mutex_unlock(&p->mu);
     return s;
@@ -264,22 +341,21 @@ static void pool_free(odl_device dev, void *ptr) {
     if (dev.index < 0 || dev.index >= ODL_MAX_CUDA_DEVICES) return;
     cuda_pool *p = &g_pools[dev.index];
     if (!p->ready) return;
-    size_t off = (size_t)((char *)ptr - p->base);
     pthread_mutex_lock(&p->mu);
     int lo = 0, hi = p->nblocks - 1, at = -1;
     while (lo <= hi) {
         int mid = (lo + hi) / 2;
-        if (p->blocks[mid].off == off) { at = mid; break; }
-        if (p->blocks[mid].off < off) lo = mid + 1; else hi = mid - 1;
+        if (p->blocks[mid].ptr == (char *)ptr) { at = mid; break; }
+        if (p->blocks[mid].ptr < (char *)ptr) lo = mid + 1; else hi = mid - 1;
     }
     if (at >= 0 && p->blocks[at].used) {
         p->blocks[at].used = 0;
         p->st.in_use -= p->blocks[at].size;
-        if (at + 1 < p->nblocks && !p->blocks[at + 1].used) {
+        if (at + 1 < p->nblocks && !p->blocks[at + 1].used && p->blocks[at + 1].arena == p->blocks[at].arena) {
             p->blocks[at].size += p->blocks[at + 1].size;
             pool_remove(p, at + 1);
         }
-        if (at > 0 && !p->blocks[at - 1].used) {
+        if (at > 0 && !p->blocks[at - 1].used && p->blocks[at - 1].arena == p->blocks[at].arena) {
             p->blocks[at - 1].size += p->blocks[at].size;
             pool_remove(p, at);
         }

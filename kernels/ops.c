@@ -420,9 +420,11 @@ odl_status odl_act_bwd(odl_act act, const odl_tensor *x, const odl_tensor *y, co
     return ODL_OK;
 }
 
-/* fwd: y = dropout(x); bwd: dx = dropout mask applied to dy. In place (out == in) is fine. */
+/* fwd: y = dropout(x); bwd: dx = dropout mask applied to dy. In place (out == in) is fine. With s, the
+ * offset is s->rng_offset + offset, read when the kernel runs. */
 static odl_status dropout_common(const char *op, int fwd, float p, uint64_t seed, uint64_t offset,
-                                 const odl_tensor *in, const char *in_name, odl_tensor *out, const char *out_name) {
+                                 const odl_step_scalars *s, const odl_tensor *in, const char *in_name, odl_tensor *out,
+                                 const char *out_name) {
     ODL_CHECK(check_any(op, in, in_name, ODL_F32, in ? in->device : odl_cpu()));
     ODL_CHECK(check_numel(op, out, out_name, in->device, in, in_name));
     if (!(p >= 0.0f && p < 1.0f)) return ODL_ERR(ODL_E_INVAL, "%s: p must be in [0, 1), got %g", op, (double)p);
@@ -433,19 +435,33 @@ static odl_status dropout_common(const char *op, int fwd, float p, uint64_t seed
         if (out->data != in->data) ODL_CHECK(be->scale(n, 1.0f, (const float *)in->data, (float *)out->data));
         return ODL_OK;
     }
-    if (fwd)
-        ODL_CHECK(be->dropout_fwd(n, p, seed, offset, (const float *)in->data, (float *)out->data));
-    else
-        ODL_CHECK(be->dropout_bwd(n, p, seed, offset, (const float *)in->data, (float *)out->data));
+    const float *x = (const float *)in->data;
+    float *y = (float *)out->data;
+    if (s && !(fwd ? be->dropout_fwd_at : be->dropout_bwd_at))
+        return ODL_ERR(ODL_E_UNSUPPORTED, "%s: the %s backend reads no step scalars", op, be->name);
+    if (s) ODL_CHECK(fwd ? be->dropout_fwd_at(n, p, seed, s, offset, x, y) : be->dropout_bwd_at(n, p, seed, s, offset, x, y));
+    else ODL_CHECK(fwd ? be->dropout_fwd(n, p, seed, offset, x, y) : be->dropout_bwd(n, p, seed, offset, x, y));
     return ODL_OK;
 }
 
 odl_status odl_dropout_fwd(float p, uint64_t seed, uint64_t offset, const odl_tensor *x, odl_tensor *y) {
-    return dropout_common("odl_dropout_fwd", 1, p, seed, offset, x, "x", y, "y");
+    return dropout_common("odl_dropout_fwd", 1, p, seed, offset, NULL, x, "x", y, "y");
 }
 
 odl_status odl_dropout_bwd(float p, uint64_t seed, uint64_t offset, const odl_tensor *dy, odl_tensor *dx) {
-    return dropout_common("odl_dropout_bwd", 0, p, seed, offset, dy, "dy", dx, "dx");
+    return dropout_common("odl_dropout_bwd", 0, p, seed, offset, NULL, dy, "dy", dx, "dx");
+}
+
+odl_status odl_dropout_fwd_at(float p, uint64_t seed, const odl_step_scalars *s, uint64_t layer, const odl_tensor *x,
+                              odl_tensor *y) {
+    if (!s) return ODL_ERR(ODL_E_INVAL, "odl_dropout_fwd_at: NULL step scalars");
+    return dropout_common("odl_dropout_fwd_at", 1, p, seed, layer, s, x, "x", y, "y");
+}
+
+odl_status odl_dropout_bwd_at(float p, uint64_t seed, const odl_step_scalars *s, uint64_t layer, const odl_tensor *dy,
+                              odl_tensor *dx) {
+    if (!s) return ODL_ERR(ODL_E_INVAL, "odl_dropout_bwd_at: NULL step scalars");
+    return dropout_common("odl_dropout_bwd_at", 0, p, seed, layer, s, dy, "dy", dx, "dx");
 }
 
 /* ---- batch normalisation ---- */
@@ -781,19 +797,53 @@ static odl_status check_step(const char *op, int64_t step) {
     return ODL_OK;
 }
 
-odl_status odl_sgd_step(odl_tensor *p, const odl_tensor *g, odl_tensor *buf, float lr, float momentum,
-                        float dampening, float weight_decay, int nesterov, int64_t step) {
-    static const char *op = "odl_sgd_step";
+/* The arguments of an SGD update other than lr and step; buf may be NULL when momentum == 0
+ * (torch.optim.SGD keeps none then). */
+static odl_status check_sgd(const char *op, odl_tensor *p, const odl_tensor *g, odl_tensor *buf, float momentum,
+                            float dampening, int nesterov, const odl_backend **be) {
     ODL_CHECK(check_any(op, p, "p", ODL_F32, p ? p->device : odl_cpu()));
     ODL_CHECK(check_numel(op, g, "g", p->device, p, "p"));
-    /* the momentum buffer may be NULL when momentum == 0 (torch.optim.SGD keeps none then) */
     if (buf || momentum != 0.0f) ODL_CHECK(check_numel(op, buf, "buf", p->device, p, "p"));
     if (nesterov && (momentum <= 0.0f || dampening != 0.0f))
         return ODL_ERR(ODL_E_INVAL, "%s: Nesterov momentum requires a momentum > 0 and zero dampening (got %g, %g)",
                        op, (double)momentum, (double)dampening);
+    return get_backend(op, p->device, be);
+}
+
+static odl_status check_adam(const char *op, odl_tensor *p, const odl_tensor *g, odl_tensor *m, odl_tensor *v,
+                             float beta1, float beta2, const odl_backend **be) {
+    ODL_CHECK(check_any(op, p, "p", ODL_F32, p ? p->device : odl_cpu()));
+    ODL_CHECK(check_numel(op, g, "g", p->device, p, "p"));
+    ODL_CHECK(check_numel(op, m, "m", p->device, p, "p"));
+    ODL_CHECK(check_numel(op, v, "v", p->device, p, "p"));
+    if (!(beta1 >= 0.0f && beta1 < 1.0f) || !(beta2 >= 0.0f && beta2 < 1.0f))
+        return ODL_ERR(ODL_E_INVAL, "%s: betas must be in [0, 1), got (%g, %g)", op, (double)beta1, (double)beta2);
+    return get_backend(op, p->device, be);
+}
+
+static odl_status check_adadelta(const char *op, odl_tensor *p, const odl_tensor *g, odl_tensor *sq, odl_tensor *acc,
+                                 float rho, const odl_backend **be) {
+    ODL_CHECK(check_any(op, p, "p", ODL_F32, p ? p->device : odl_cpu()));
+    ODL_CHECK(check_numel(op, g, "g", p->device, p, "p"));
+    ODL_CHECK(check_numel(op, sq, "sq", p->device, p, "p"));
+    ODL_CHECK(check_numel(op, acc, "acc", p->device, p, "p"));
+    if (!(rho >= 0.0f && rho <= 1.0f)) return ODL_ERR(ODL_E_INVAL, "%s: rho must be in [0, 1], got %g", op, (double)rho);
+    return get_backend(op, p->device, be);
+}
+
+/* The step scalars of a *_at update, and the backend entry that reads them. */
+static odl_status check_at(const char *op, const odl_step_scalars *s, const odl_backend *be, int has_entry) {
+    if (!s) return ODL_ERR(ODL_E_INVAL, "%s: NULL step scalars", op);
+    if (!has_entry) return ODL_ERR(ODL_E_UNSUPPORTED, "%s: the %s backend reads no step scalars", op, be->name);
+    return ODL_OK;
+}
+
+odl_status odl_sgd_step(odl_tensor *p, const odl_tensor *g, odl_tensor *buf, float lr, float momentum,
+                        float dampening, float weight_decay, int nesterov, int64_t step) {
+    static const char *op = "odl_sgd_step";
+    const odl_backend *be = NULL;
+    ODL_CHECK(check_sgd(op, p, g, buf, momentum, dampening, nesterov, &be));
     ODL_CHECK(check_step(op, step));
-    const odl_backend *be;
-    ODL_CHECK(get_backend(op, p->device, &be));
     ODL_CHECK(be->sgd_step(odl_tensor_numel(p), (float *)p->data, (const float *)g->data,
                            buf ? (float *)buf->data : NULL, lr, momentum, dampening, weight_decay, nesterov, step));
     return ODL_OK;
@@ -802,15 +852,9 @@ odl_status odl_sgd_step(odl_tensor *p, const odl_tensor *g, odl_tensor *buf, flo
 odl_status odl_adam_step(odl_tensor *p, const odl_tensor *g, odl_tensor *m, odl_tensor *v, float lr, float beta1,
                          float beta2, float eps, float weight_decay, int decoupled, int64_t step) {
     static const char *op = "odl_adam_step";
-    ODL_CHECK(check_any(op, p, "p", ODL_F32, p ? p->device : odl_cpu()));
-    ODL_CHECK(check_numel(op, g, "g", p->device, p, "p"));
-    ODL_CHECK(check_numel(op, m, "m", p->device, p, "p"));
-    ODL_CHECK(check_numel(op, v, "v", p->device, p, "p"));
-    if (!(beta1 >= 0.0f && beta1 < 1.0f) || !(beta2 >= 0.0f && beta2 < 1.0f))
-        return ODL_ERR(ODL_E_INVAL, "%s: betas must be in [0, 1), got (%g, %g)", op, (double)beta1, (double)beta2);
+    const odl_backend *be = NULL;
+    ODL_CHECK(check_adam(op, p, g, m, v, beta1, beta2, &be));
     ODL_CHECK(check_step(op, step));
-    const odl_backend *be;
-    ODL_CHECK(get_backend(op, p->device, &be));
     ODL_CHECK(be->adam_step(odl_tensor_numel(p), (float *)p->data, (const float *)g->data, (float *)m->data,
                             (float *)v->data, lr, beta1, beta2, eps, weight_decay, decoupled, step));
     return ODL_OK;
@@ -819,14 +863,57 @@ odl_status odl_adam_step(odl_tensor *p, const odl_tensor *g, odl_tensor *m, odl_
 odl_status odl_adadelta_step(odl_tensor *p, const odl_tensor *g, odl_tensor *sq, odl_tensor *acc, float lr,
                              float rho, float eps, float weight_decay) {
     static const char *op = "odl_adadelta_step";
-    ODL_CHECK(check_any(op, p, "p", ODL_F32, p ? p->device : odl_cpu()));
-    ODL_CHECK(check_numel(op, g, "g", p->device, p, "p"));
-    ODL_CHECK(check_numel(op, sq, "sq", p->device, p, "p"));
-    ODL_CHECK(check_numel(op, acc, "acc", p->device, p, "p"));
-    if (!(rho >= 0.0f && rho <= 1.0f)) return ODL_ERR(ODL_E_INVAL, "%s: rho must be in [0, 1], got %g", op, (double)rho);
-    const odl_backend *be;
-    ODL_CHECK(get_backend(op, p->device, &be));
+    const odl_backend *be = NULL;
+    ODL_CHECK(check_adadelta(op, p, g, sq, acc, rho, &be));
     ODL_CHECK(be->adadelta_step(odl_tensor_numel(p), (float *)p->data, (const float *)g->data, (float *)sq->data,
                                 (float *)acc->data, lr, rho, eps, weight_decay));
+    return ODL_OK;
+}
+
+/* ---- the same with the step's scalars in device memory ---- */
+
+odl_status odl_step_scalars_advance(odl_device dev, odl_step_scalars *s, const odl_step_hyper *h) {
+    static const char *op = "odl_step_scalars_advance";
+    if (!h) return ODL_ERR(ODL_E_INVAL, "%s: NULL hyperparameters", op);
+    if (h->world_size < 1 || h->rank < 0 || h->rank >= h->world_size)
+        return ODL_ERR(ODL_E_INVAL, "%s: rank %d of a world of %d", op, h->rank, h->world_size);
+    const odl_backend *be = NULL;
+    ODL_CHECK(get_backend(op, dev, &be));
+    ODL_CHECK(check_at(op, s, be, be->step_scalars_advance != NULL));
+    ODL_CHECK(be->step_scalars_advance(s, h));
+    return ODL_OK;
+}
+
+odl_status odl_sgd_step_at(odl_tensor *p, const odl_tensor *g, odl_tensor *buf, const odl_step_scalars *s,
+                           float momentum, float dampening, float weight_decay, int nesterov) {
+    static const char *op = "odl_sgd_step_at";
+    const odl_backend *be = NULL;
+    ODL_CHECK(check_sgd(op, p, g, buf, momentum, dampening, nesterov, &be));
+    ODL_CHECK(check_at(op, s, be, be->sgd_step_at != NULL));
+    ODL_CHECK(be->sgd_step_at(odl_tensor_numel(p), (float *)p->data, (const float *)g->data,
+                              buf ? (float *)buf->data : NULL, s, momentum, dampening, weight_decay, nesterov));
+    return ODL_OK;
+}
+
+odl_status odl_adam_step_at(odl_tensor *p, const odl_tensor *g, odl_tensor *m, odl_tensor *v,
+                            const odl_step_scalars *s, float beta1, float beta2, float eps, float weight_decay,
+                            int decoupled) {
+    static const char *op = "odl_adam_step_at";
+    const odl_backend *be = NULL;
+    ODL_CHECK(check_adam(op, p, g, m, v, beta1, beta2, &be));
+    ODL_CHECK(check_at(op, s, be, be->adam_step_at != NULL));
+    ODL_CHECK(be->adam_step_at(odl_tensor_numel(p), (float *)p->data, (const float *)g->data, (float *)m->data,
+                               (float *)v->data, s, beta1, beta2, eps, weight_decay, decoupled));
+    return ODL_OK;
+}
+
+odl_status odl_adadelta_step_at(odl_tensor *p, const odl_tensor *g, odl_tensor *sq, odl_tensor *acc,
+                                const odl_step_scalars *s, float rho, float eps, float weight_decay) {
+    static const char *op = "odl_adadelta_step_at";
+    const odl_backend *be = NULL;
+    ODL_CHECK(check_adadelta(op, p, g, sq, acc, rho, &be));
+    ODL_CHECK(check_at(op, s, be, be->adadelta_step_at != NULL));
+    ODL_CHECK(be->adadelta_step_at(odl_tensor_numel(p), (float *)p->data, (const float *)g->data, (float *)sq->data,
+                                   (float *)acc->data, s, rho, eps, weight_decay));
     return ODL_OK;
 }

@@ -95,14 +95,68 @@ static odl_status h5_read_f32(odl_h5_reader *r, const char *name, int ndim, cons
  * Building
  * ---------------------------------------------------------------------------------------------- */
 
-static odl_status upload(odl_device dev, odl_tensor *t, int ndim, const int64_t *shape, const float *host) {
-    ODL_CHECK(odl_tensor_alloc(t, dev, ODL_F32, ndim, shape));
-    odl_status st = odl_tensor_copy_from_host(t, host, odl_tensor_nbytes(t));
-    if (st != ODL_OK) {
-        odl_error_trace(__FILE__, __LINE__);
-        odl_tensor_free(t);
+#define Y_STAGE_ALIGN 256
+
+odl_status yolov5_stage(odl_yolov5 *m, odl_tensor *t, odl_dtype dtype, int ndim, const int64_t *shape, const void *host) {
+    ystage *s = &m->stage;
+    memset(t, 0, sizeof *t);
+    t->dtype = dtype;
+    t->ndim = ndim;
+    for (int i = 0; i < ODL_MAX_DIMS; i++) t->shape[i] = i < ndim ? shape[i] : 1;
+    const size_t n = odl_tensor_nbytes(t), off = (s->len + Y_STAGE_ALIGN - 1) / Y_STAGE_ALIGN * Y_STAGE_ALIGN;
+    if (off + n > s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : (size_t)1 << 20;
+        while (cap < off + n) cap *= 2;
+        unsigned char *h = realloc(s->host, cap);
+        if (!h) return ODL_ERR(ODL_E_NOMEM, "%s: staging %zu bytes of weights", m->path, cap);
+        s->host = h;
+        s->cap = cap;
     }
-    return st;
+    if (s->n == s->ncap) {
+        int nc = s->ncap ? 2 * s->ncap : 256;
+        odl_tensor **nt = realloc(s->t, (size_t)nc * sizeof *nt);
+        if (nt) s->t = nt;
+        size_t *no = nt ? realloc(s->off, (size_t)nc * sizeof *no) : NULL;
+        if (!no) return ODL_ERR(ODL_E_NOMEM, "%s: staging %d tensors", m->path, nc);
+        s->off = no;
+        s->ncap = nc;
+    }
+    memset(s->host + s->len, 0, off - s->len);
+    memcpy(s->host + off, host, n);
+    s->t[s->n] = t;
+    s->off[s->n++] = off;
+    s->len = off + n;
+    return ODL_OK;
+}
+
+odl_status yolov5_stage_commit(odl_yolov5 *m, odl_tensor *arena) {
+    ystage *s = &m->stage;
+    int64_t n[1] = {(int64_t)(s->len ? s->len : 1)};
+    ODL_CHECK(odl_tensor_alloc(arena, m->dev, ODL_U8, 1, n));
+    odl_status st = s->len ? odl_tensor_copy_from_host(arena, s->host, s->len) : ODL_OK;
+    if (st != ODL_OK) {
+        odl_tensor_free(arena);
+        return st;
+    }
+    for (int i = 0; i < s->n; i++) {
+        s->t[i]->data = (unsigned char *)arena->data + s->off[i];
+        s->t[i]->device = m->dev;
+        s->t[i]->owns = 0;
+    }
+    s->len = 0;
+    s->n = 0;
+    return ODL_OK;
+}
+
+void yolov5_stage_free(ystage *s) {
+    free(s->host);
+    free(s->t);
+    free(s->off);
+    memset(s, 0, sizeof *s);
+}
+
+static odl_status upload(odl_yolov5 *m, odl_tensor *t, int ndim, const int64_t *shape, const float *host) {
+    return yolov5_stage(m, t, ODL_F32, ndim, shape, host);
 }
 
 /* Load prefix/conv/weight and prefix/bn/{weight,bias,running_mean,running_var}, fold BN. */
@@ -139,8 +193,8 @@ static odl_status load_conv(odl_yolov5 *m, odl_h5_reader *f, const char *prefix,
         for (int64_t i = 0; i < per; i++) w[o * per + i] *= sc;
         b[o] = be[o] - g[o] * mu[o] / sqrtf(var[o] + eps);
     }
-    ODL_CHECK_GOTO(upload(m->dev, &cv->w, 4, ws, w), st, out);
-    ODL_CHECK_GOTO(upload(m->dev, &cv->b, 1, cs, b), st, out);
+    ODL_CHECK_GOTO(upload(m, &cv->w, 4, ws, w), st, out);
+    ODL_CHECK_GOTO(upload(m, &cv->b, 1, cs, b), st, out);
     m->n_params += c2 * per + c2;
 out:
     free(w);
@@ -291,8 +345,8 @@ static odl_status load_head(const ybuild *b, const ylayer *L, int l, yconv *h) {
     ODL_CHECK(h5_read_f32(b->f, prefix, 4, ws, &w, NULL, m->path, b->what));
     snprintf(prefix, sizeof prefix, "model/%d/m/%d/bias", b->i, l);
     odl_status st = h5_read_f32(b->f, prefix, 1, bs, &bias, NULL, m->path, b->what);
-    if (st == ODL_OK) st = upload(m->dev, &h->w, 4, ws, w);
-    if (st == ODL_OK) st = upload(m->dev, &h->b, 1, bs, bias);
+    if (st == ODL_OK) st = upload(m, &h->w, 4, ws, w);
+    if (st == ODL_OK) st = upload(m, &h->b, 1, bs, bias);
     free(w);
     free(bias);
     if (st != ODL_OK) return st;
@@ -386,6 +440,8 @@ void odl_yolov5_free(odl_yolov5 *m) {
     yolov5_half_release(m);
     prof_free(m);
     free_layers(m);
+    odl_tensor_free(&m->warena);
+    yolov5_stage_free(&m->stage);
     for (int i = 0; i < Y_NSCRATCH; i++) odl_tensor_free(&m->scratch[i]);
     odl_tensor_free(&m->input);
     if (m->names)
@@ -407,7 +463,26 @@ static odl_status read_names(odl_yolov5 *m, odl_h5_reader *f) {
 }
 
 odl_status odl_yolov5_load(const char *path, odl_device dev, odl_yolov5 **out) {
-    if (!path || !out) return ODL_ERR(ODL_E_INVAL, "odl_yolov5_load: NULL argument");
+    ODL_CHECK(odl_yolov5_read(path, out));
+    odl_status st = odl_yolov5_upload(*out, dev);
+    if (st != ODL_OK) {
+        odl_yolov5_free(*out);
+        *out = NULL;
+    }
+    return st;
+}
+
+odl_status odl_yolov5_upload(odl_yolov5 *m, odl_device dev) {
+    if (!m) return ODL_ERR(ODL_E_INVAL, "odl_yolov5_upload: NULL model");
+    if (m->warena.data) return ODL_ERR(ODL_E_INVAL, "%s: the weights are already on %s", m->path, odl_device_name(m->dev));
+    m->dev = dev;
+    odl_status st = yolov5_stage_commit(m, &m->warena); /* every weight in one copy */
+    if (st == ODL_OK) yolov5_stage_free(&m->stage);
+    return st;
+}
+
+odl_status odl_yolov5_read(const char *path, odl_yolov5 **out) {
+    if (!path || !out) return ODL_ERR(ODL_E_INVAL, "odl_yolov5_read: NULL argument");
     *out = NULL;
     struct stat sb;
     if (stat(path, &sb) != 0) return ODL_ERR(ODL_E_NOTFOUND, "%s: no such weights file", path);
@@ -419,7 +494,7 @@ odl_status odl_yolov5_load(const char *path, odl_device dev, odl_yolov5 **out) {
         st = ODL_ERR(ODL_E_NOMEM, "odl_yolov5_load");
         goto out;
     }
-    m->dev = dev;
+    m->dev = odl_cpu(); /* until the upload */
     snprintf(m->path, sizeof m->path, "%s", path);
     st = odl_h5_reader_open(path, &f);
     if (st == ODL_E_FORMAT) odl_error_prefix("YOLOv5 weights (convert a .pt with tools/convert_yolov5.py)");
@@ -495,7 +570,6 @@ odl_status odl_yolov5_load(const char *path, odl_device dev, odl_yolov5 **out) {
     }
     free(ch);
     free(down);
-    if (st != ODL_OK) goto out;
 out:
     odl_h5_reader_close(f);
     if (st != ODL_OK) {
@@ -567,6 +641,7 @@ static void need_scr(size_t *need, int slot, int N, int C, int H, int W) {
 
 odl_status odl_yolov5_prepare(odl_yolov5 *m, int N, int H, int W) {
     if (!m) return ODL_ERR(ODL_E_INVAL, "odl_yolov5_prepare: NULL model");
+    if (!m->warena.data) return ODL_ERR(ODL_E_INVAL, "%s: the weights are not on a device yet (odl_yolov5_upload)", m->path);
     if (N < 1 || H < m->max_stride || W < m->max_stride || H % m->max_stride || W % m->max_stride)
         return ODL_ERR(ODL_E_INVAL, "yolov5: input [%d, 3, %d, %d]: height and width must be positive multiples of %d",
                        N, H, W, m->max_stride);
@@ -809,6 +884,7 @@ static odl_status run_layer(odl_yolov5 *m, const odl_tensor *x, int i) {
 
 odl_status odl_yolov5_forward(odl_yolov5 *m, const odl_tensor *x, const odl_tensor **out) {
     if (!m || !x) return ODL_ERR(ODL_E_INVAL, "odl_yolov5_forward: NULL argument");
+    if (!m->warena.data) return ODL_ERR(ODL_E_INVAL, "%s: the weights are not on a device yet (odl_yolov5_upload)", m->path);
     if (x->ndim != 4 || x->shape[1] != 3 || x->dtype != ODL_F32 || !odl_device_eq(x->device, m->dev)) {
         char b[64];
         return ODL_ERR(ODL_E_INVAL, "yolov5 forward: input %s %s on %s; [N, 3, H, W] float32 on %s expected",

@@ -26,21 +26,17 @@
 
 static int round8(int c) { return (c + 7) / 8 * 8; }
 
-/* dst->wh = float16 [c2, k/b, k/b, c1p] with c1p = round8(b*b*c1) and
+/* Stage dst->wh = float16 [c2, k/b, k/b, c1p] with c1p = round8(b*b*c1) and
  *   w'[o, r', s', (i*b + j)*c1 + c] = w[o, c, r'*b + i, s'*b + j]   (zero in the padding channels)
- * from src's folded float32 weights [c2, c1, k, k] on the device; sets dst->c1p. b = 1 is the plain
- * KRSC layout, b = 2 the space-to-depth form of the first convolution (file comment). */
-static odl_status weights_to_half(odl_device dev, const yconv *src, int b, yconv *dst) {
+ * from src's folded float32 weights [c2, c1, k, k], read from w32, the host copy of the model's float32
+ * arena; sets dst->c1p. b = 1 is the plain KRSC layout, b = 2 the space-to-depth form of the first
+ * convolution (file comment). */
+static odl_status weights_to_half(odl_yolov5 *m, const unsigned char *w32, const yconv *src, int b, yconv *dst) {
     const int K = src->c2, C = src->c1, k = src->k, kb = k / b, Cp = round8(b * b * C);
-    const size_t nf = (size_t)K * C * k * k, nh = (size_t)K * kb * kb * Cp;
-    float *w = malloc(nf * sizeof(float));
+    const size_t nh = (size_t)K * kb * kb * Cp;
+    const float *w = (const float *)(w32 + ((const unsigned char *)src->w.data - (const unsigned char *)m->warena.data));
     odl_half *h = calloc(nh, sizeof(odl_half));
-    odl_status st = ODL_OK;
-    if (!w || !h) {
-        st = ODL_ERR(ODL_E_NOMEM, "yolov5 --half: weights of a %dx%d convolution", K, C);
-        goto out;
-    }
-    ODL_CHECK_GOTO(odl_tensor_copy_to_host(&src->w, w, nf * sizeof(float)), st, out);
+    if (!h) return ODL_ERR(ODL_E_NOMEM, "yolov5 --half: weights of a %dx%d convolution", K, C);
     for (int o = 0; o < K; o++)
         for (int c = 0; c < C; c++)
             for (int r = 0; r < k; r++)
@@ -50,27 +46,19 @@ static odl_status weights_to_half(odl_device dev, const yconv *src, int b, yconv
                         odl_float_to_half(w[(((size_t)o * C + c) * k + r) * k + q]);
                 }
     int64_t shape[4] = {K, kb, kb, Cp};
-    ODL_CHECK_GOTO(odl_tensor_alloc(&dst->wh, dev, ODL_F16, 4, shape), st, out);
     dst->c1p = Cp;
-    st = odl_tensor_copy_from_host(&dst->wh, h, nh * sizeof(odl_half));
-    if (st != ODL_OK) odl_tensor_free(&dst->wh);
-out:
-    free(w);
+    odl_status st = yolov5_stage(m, &dst->wh, ODL_F16, 4, shape, h);
     free(h);
     return st;
 }
 
-static odl_status conv_to_half(odl_device dev, yconv *c) {
-    return c->wh.data ? ODL_OK : weights_to_half(dev, c, 1, c);
-}
-
 /* Layer 0 as a 3x3 convolution over the space-to-depth input (file comment), when it is YOLOv5's 6x6
  * stride-2 pad-2 convolution of the 3-channel image. */
-static odl_status prepare_s2d0(odl_yolov5 *m) {
+static odl_status prepare_s2d0(odl_yolov5 *m, const unsigned char *w32) {
     const yconv *c = &m->L[0].conv;
     m->use_s2d0 = m->L[0].type == YL_CONV && m->L[0].from[0] == -1 && c->c1 == 3 && c->k == 6 && c->s == 2 &&
                   c->p == 2;
-    if (!m->use_s2d0 || m->s2d0.wh.data) return ODL_OK;
+    if (!m->use_s2d0) return ODL_OK;
     yconv *d = &m->s2d0;
     d->c1 = 4 * c->c1;
     d->c2 = c->c2;
@@ -79,29 +67,45 @@ static odl_status prepare_s2d0(odl_yolov5 *m) {
     d->p = c->p / 2;
     d->b = c->b;
     d->b.owns = 0;
-    return weights_to_half(m->dev, c, 2, d);
+    return weights_to_half(m, w32, c, 2, d);
 }
 
 /* Float16 weights of every convolution of layer L. */
-static odl_status layer_convs_to_half(odl_yolov5 *m, ylayer *L) {
+static odl_status layer_convs_to_half(odl_yolov5 *m, const unsigned char *w32, ylayer *L) {
     switch (L->type) {
-    case YL_CONV: return conv_to_half(m->dev, &L->conv);
+    case YL_CONV: return weights_to_half(m, w32, &L->conv, 1, &L->conv);
     case YL_C3:
-        ODL_CHECK(conv_to_half(m->dev, &L->cv3));
+        ODL_CHECK(weights_to_half(m, w32, &L->cv3, 1, &L->cv3));
         for (int j = 0; j < L->nb; j++) {
-            ODL_CHECK(conv_to_half(m->dev, &L->bcv1[j]));
-            ODL_CHECK(conv_to_half(m->dev, &L->bcv2[j]));
+            ODL_CHECK(weights_to_half(m, w32, &L->bcv1[j], 1, &L->bcv1[j]));
+            ODL_CHECK(weights_to_half(m, w32, &L->bcv2[j], 1, &L->bcv2[j]));
         }
-        ODL_CHECK(conv_to_half(m->dev, &L->cv1));
-        return conv_to_half(m->dev, &L->cv2);
+        ODL_CHECK(weights_to_half(m, w32, &L->cv1, 1, &L->cv1));
+        return weights_to_half(m, w32, &L->cv2, 1, &L->cv2);
     case YL_SPPF:
-        ODL_CHECK(conv_to_half(m->dev, &L->cv1));
-        return conv_to_half(m->dev, &L->cv2);
+        ODL_CHECK(weights_to_half(m, w32, &L->cv1, 1, &L->cv1));
+        return weights_to_half(m, w32, &L->cv2, 1, &L->cv2);
     case YL_DETECT:
-        for (int l = 0; l < m->nl; l++) ODL_CHECK(conv_to_half(m->dev, &L->heads[l]));
+        for (int l = 0; l < m->nl; l++) ODL_CHECK(weights_to_half(m, w32, &L->heads[l], 1, &L->heads[l]));
         return ODL_OK;
     default: return ODL_OK;
     }
+}
+
+/* Every float16 weight, once: the float32 arena read back in one copy, converted on the host, staged and
+ * uploaded in one copy (m->harena). */
+static odl_status weights_half(odl_yolov5 *m) {
+    if (m->harena.data) return ODL_OK;
+    const size_t n = odl_tensor_nbytes(&m->warena);
+    unsigned char *w32 = malloc(n ? n : 1);
+    if (!w32) return ODL_ERR(ODL_E_NOMEM, "yolov5 --half: a host copy of %zu bytes of weights", n);
+    odl_status st = odl_tensor_copy_to_host(&m->warena, w32, n);
+    if (st == ODL_OK) st = prepare_s2d0(m, w32);
+    for (int i = 0; st == ODL_OK && i < m->nlayers; i++) st = layer_convs_to_half(m, w32, &m->L[i]);
+    free(w32);
+    if (st == ODL_OK) st = yolov5_stage_commit(m, &m->harena);
+    yolov5_stage_free(&m->stage);
+    return st;
 }
 
 static void free_half_conv(yconv *c) { odl_tensor_free(&c->wh); }
@@ -112,6 +116,7 @@ void yolov5_half_release(odl_yolov5 *m) {
     m->hinput_cap = 0;
     free_half_conv(&m->s2d0);
     m->use_s2d0 = 0;
+    odl_tensor_free(&m->harena); /* the weights' memory; their views are reset below */
     if (!m->L) return;
     for (int i = 0; i < m->nlayers; i++) {
         ylayer *L = &m->L[i];
@@ -151,10 +156,9 @@ static void plan_concat_slices(odl_yolov5 *m) {
 
 odl_status yolov5_half_prepare(odl_yolov5 *m, int N, int H, int W) {
     plan_concat_slices(m);
-    ODL_CHECK(prepare_s2d0(m));
+    ODL_CHECK(weights_half(m));
     for (int i = 0; i < m->nlayers; i++) {
         ylayer *L = &m->L[i];
-        ODL_CHECK(layer_convs_to_half(m, L));
         if (L->type == YL_DETECT || L->cat_into >= 0) continue;
         const int h = H / L->down, w = W / L->down;
         ODL_CHECK(yolov5_buf_set(m->dev, &L->hbuf, &L->hbuf_cap, ODL_F16, N, h, w, L->c_out));

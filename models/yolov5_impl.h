@@ -56,6 +56,15 @@ typedef struct ylayer {
     int cat_off;       /* channel offset in that buffer */
 } ylayer;
 
+/* Tensors waiting for their upload (the views to point into the arena once it exists). */
+typedef struct ystage {
+    unsigned char *host; /* the bytes, each tensor at a 256-byte aligned offset */
+    size_t len, cap;
+    odl_tensor **t;
+    size_t *off;
+    int n, ncap;
+} ystage;
+
 struct odl_yolov5 {
     odl_device dev;
     char path[1024];
@@ -80,6 +89,12 @@ struct odl_yolov5 {
     yconv s2d0;         /* layer 0's 6x6 stride-2 convolution as 3x3 stride 1 over 16 channels (wh only; b is
                          * layer 0's bias, not owned) */
     size_t hinput_cap;
+    /* Weights reach the device in one copy: while loading (and converting to half) each tensor's bytes
+     * go to a host staging buffer and the tensor is a view into one device arena, filled by
+     * yolov5_stage_commit: one allocation and one synchronous copy instead of two per convolution. */
+    ystage stage;
+    odl_tensor warena; /* the float32 weights and biases */
+    odl_tensor harena; /* half mode: the float16 weights */
 };
 
 
@@ -90,6 +105,13 @@ struct odl_yolov5 {
  * inside the head convolution instead (yolov5_detect_head_f16). */
 odl_status yolov5_detect_decode(const odl_yolov5 *m, const float *head, float *out, int ny, int nx, int64_t rows_total,
                                 int64_t row_offset, int level, int nhwc);
+
+/* Stage host data for t (dtype, shape): t gets its shape now and its memory (a view into the arena) at
+ * the commit, which allocates *arena on the model's device, copies everything staged in one copy and
+ * empties the stage. Errors: ODL_E_NOMEM, device errors. */
+odl_status yolov5_stage(odl_yolov5 *m, odl_tensor *t, odl_dtype dtype, int ndim, const int64_t *shape, const void *host);
+odl_status yolov5_stage_commit(odl_yolov5 *m, odl_tensor *arena);
+void yolov5_stage_free(ystage *s);
 
 /* Give t the shape [a, b, c, d] (or 3-D when d < 0) of dtype, reusing its memory when large enough. */
 odl_status yolov5_buf_set(odl_device dev, odl_tensor *t, size_t *cap, odl_dtype dtype, int64_t a, int64_t b, int64_t c,

@@ -289,8 +289,15 @@ typedef struct fwd_trace {
     odl_tensor in[ODL_MAX_LAYERS + 1];
 } fwd_trace;
 
-static odl_status layer_forward(odl_net *net, int i, int B, int training, uint64_t seed, uint64_t offset,
-                                const odl_tensor *x, odl_tensor *y) {
+/* Where dropout takes its random numbers: Philox(seed) at offset + layer, or, with s, at s->rng_offset +
+ * layer read on the device when the kernel runs (odl_net_forward_at). */
+typedef struct net_rng {
+    uint64_t seed, offset;
+    const odl_step_scalars *s;
+} net_rng;
+
+static odl_status layer_forward(odl_net *net, int i, int B, int training, const net_rng *rng, const odl_tensor *x,
+                                odl_tensor *y) {
     odl_layer *l = &net->layers[i];
     switch (l->type) {
     case ODL_LAYER_CONV2D:
@@ -308,7 +315,8 @@ static odl_status layer_forward(odl_net *net, int i, int B, int training, uint64
             return ODL_OK;
         }
         ODL_CHECK(batch_view(&l->out, B, l->out_ndim, l->out_shape, y));
-        return odl_dropout_fwd(l->p, seed, offset + (uint64_t)i, x, y);
+        if (rng->s) return odl_dropout_fwd_at(l->p, rng->seed, rng->s, rng->offset + (uint64_t)i, x, y);
+        return odl_dropout_fwd(l->p, rng->seed, rng->offset + (uint64_t)i, x, y);
     case ODL_LAYER_FLATTEN: {
         int64_t s[2] = {B, l->out_shape[0]};
         return odl_tensor_reshape(x, 2, s, y);
@@ -320,11 +328,11 @@ static odl_status layer_forward(odl_net *net, int i, int B, int training, uint64
     return ODL_ERR(ODL_E_INTERNAL, "unknown layer type %d", (int)l->type);
 }
 
-static odl_status run_forward(odl_net *net, int B, int training, uint64_t seed, uint64_t offset, fwd_trace *tr) {
+static odl_status run_forward(odl_net *net, int B, int training, const net_rng *rng, fwd_trace *tr) {
     if (B < 1 || B > net->max_batch) return ODL_ERR(ODL_E_INVAL, "batch of %d outside 1..%d", B, net->max_batch);
     ODL_CHECK(batch_view(&net->input, B, net->in_ndim, net->in_shape, &tr->in[0]));
     for (int i = 0; i < net->n_layers; i++) {
-        odl_status s = layer_forward(net, i, B, training, seed, offset, &tr->in[i], &tr->in[i + 1]);
+        odl_status s = layer_forward(net, i, B, training, rng, &tr->in[i], &tr->in[i + 1]);
         if (s != ODL_OK) {
             odl_error_prefix("forward of layer %d (%s)", i, net->layers[i].name);
             return s;
@@ -342,10 +350,31 @@ static odl_status run_forward(odl_net *net, int B, int training, uint64_t seed, 
 
 odl_status odl_net_forward(odl_net *net, int B, int training, uint64_t seed, uint64_t offset) {
     fwd_trace tr;
-    return run_forward(net, B, training, seed, offset, &tr);
+    const net_rng rng = {seed, offset, NULL};
+    return run_forward(net, B, training, &rng, &tr);
 }
 
+odl_status odl_net_forward_at(odl_net *net, int B, uint64_t seed, const odl_step_scalars *s) {
+    if (!s) return ODL_ERR(ODL_E_INVAL, "odl_net_forward_at: NULL step scalars");
+    fwd_trace tr;
+    const net_rng rng = {seed, 0, s};
+    return run_forward(net, B, 1, &rng, &tr);
+}
+
+static odl_status run_backward(odl_net *net, int B, float loss_scale, const net_rng *rng);
+
 odl_status odl_net_backward(odl_net *net, int B, float loss_scale, uint64_t seed, uint64_t offset) {
+    const net_rng rng = {seed, offset, NULL};
+    return run_backward(net, B, loss_scale, &rng);
+}
+
+odl_status odl_net_backward_at(odl_net *net, int B, float loss_scale, uint64_t seed, const odl_step_scalars *s) {
+    if (!s) return ODL_ERR(ODL_E_INVAL, "odl_net_backward_at: NULL step scalars");
+    const net_rng rng = {seed, 0, s};
+    return run_backward(net, B, loss_scale, &rng);
+}
+
+static odl_status run_backward(odl_net *net, int B, float loss_scale, const net_rng *rng) {
     /* Recover the forward's views (cheap: no computation, only shapes and pointers). */
     fwd_trace tr;
     ODL_CHECK(batch_view(&net->input, B, net->in_ndim, net->in_shape, &tr.in[0]));
@@ -402,7 +431,8 @@ odl_status odl_net_backward(odl_net *net, int B, float loss_scale, uint64_t seed
         }
         case ODL_LAYER_DROPOUT:
             if (l->p == 0) break; /* gradient passes through unchanged */
-            if (gin_p) s = odl_dropout_bwd(l->p, seed, offset + (uint64_t)i, &g, gin_p);
+            if (gin_p && rng->s) s = odl_dropout_bwd_at(l->p, rng->seed, rng->s, rng->offset + (uint64_t)i, &g, gin_p);
+            else if (gin_p) s = odl_dropout_bwd(l->p, rng->seed, rng->offset + (uint64_t)i, &g, gin_p);
             break;
         case ODL_LAYER_FLATTEN:
             s = odl_tensor_reshape(&g, x->ndim, x->shape, &g);

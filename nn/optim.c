@@ -1,6 +1,7 @@
 /* Optimisers over a network's parameters; the update formulas are PyTorch's (odl/backend.h). */
 #include <string.h>
 
+#include "odl/device.h"
 #include "odl/nn.h"
 #include "odl/ops.h"
 
@@ -63,24 +64,30 @@ odl_status odl_optim_init(odl_optim *opt, odl_optim_type type, float lr, float m
     return ODL_OK;
 }
 
-odl_status odl_optim_step(odl_optim *opt, odl_net *net) {
-    opt->step++;
+/* Every parameter's update, with lr and step as arguments (s NULL) or read from s. */
+static odl_status update_all(const odl_optim *opt, odl_net *net, const odl_step_scalars *sc) {
+    const int adamw = opt->type == ODL_OPTIM_ADAMW;
     for (int i = 0; i < net->n_params; i++) {
         odl_param *p = &net->params[i];
+        odl_tensor *s0 = (odl_tensor *)&opt->state[i][0], *s1 = (odl_tensor *)&opt->state[i][1];
         odl_status s = ODL_OK;
         switch (opt->type) {
         case ODL_OPTIM_ADADELTA:
-            s = odl_adadelta_step(&p->value, &p->grad, &opt->state[i][0], &opt->state[i][1], opt->lr, opt->rho,
-                                  opt->eps, opt->weight_decay);
+            s = sc ? odl_adadelta_step_at(&p->value, &p->grad, s0, s1, sc, opt->rho, opt->eps, opt->weight_decay)
+                   : odl_adadelta_step(&p->value, &p->grad, s0, s1, opt->lr, opt->rho, opt->eps, opt->weight_decay);
             break;
         case ODL_OPTIM_SGD:
-            s = odl_sgd_step(&p->value, &p->grad, &opt->state[i][0], opt->lr, opt->momentum, opt->dampening,
-                             opt->weight_decay, opt->nesterov, opt->step);
+            s = sc ? odl_sgd_step_at(&p->value, &p->grad, s0, sc, opt->momentum, opt->dampening, opt->weight_decay,
+                                     opt->nesterov)
+                   : odl_sgd_step(&p->value, &p->grad, s0, opt->lr, opt->momentum, opt->dampening, opt->weight_decay,
+                                  opt->nesterov, opt->step);
             break;
         case ODL_OPTIM_ADAM:
         case ODL_OPTIM_ADAMW:
-            s = odl_adam_step(&p->value, &p->grad, &opt->state[i][0], &opt->state[i][1], opt->lr, opt->beta1,
-                              opt->beta2, opt->eps, opt->weight_decay, opt->type == ODL_OPTIM_ADAMW, opt->step);
+            s = sc ? odl_adam_step_at(&p->value, &p->grad, s0, s1, sc, opt->beta1, opt->beta2, opt->eps,
+                                      opt->weight_decay, adamw)
+                   : odl_adam_step(&p->value, &p->grad, s0, s1, opt->lr, opt->beta1, opt->beta2, opt->eps,
+                                   opt->weight_decay, adamw, opt->step);
             break;
         }
         if (s != ODL_OK) {
@@ -89,6 +96,47 @@ odl_status odl_optim_step(odl_optim *opt, odl_net *net) {
         }
     }
     return ODL_OK;
+}
+
+odl_status odl_optim_step(odl_optim *opt, odl_net *net) {
+    opt->step++;
+    return update_all(opt, net, NULL);
+}
+
+odl_status odl_optim_step_at(const odl_optim *opt, odl_net *net, const odl_step_scalars *s) {
+    if (!s) return ODL_ERR(ODL_E_INVAL, "odl_optim_step_at: NULL step scalars");
+    return update_all(opt, net, s);
+}
+
+/* ---- the step's scalars on the device ---- */
+
+odl_status odl_step_ctx_init(odl_step_ctx *ctx, odl_device dev, const odl_optim *opt, int world_size, int rank) {
+    memset(ctx, 0, sizeof *ctx);
+    if (world_size < 1 || rank < 0 || rank >= world_size)
+        return ODL_ERR(ODL_E_INVAL, "odl_step_ctx_init: rank %d of a world of %d", rank, world_size);
+    ctx->device = dev;
+    ctx->hyper = (odl_step_hyper){world_size, rank, ODL_NET_RNG_STRIDE, opt->beta1, opt->beta2, opt->weight_decay};
+    ODL_CHECK(odl_mem_alloc(dev, sizeof *ctx->dev, (void **)&ctx->dev));
+    odl_status s = odl_step_ctx_write(ctx, opt, opt->step);
+    if (s != ODL_OK) odl_step_ctx_free(ctx);
+    return s;
+}
+
+odl_status odl_step_ctx_write(odl_step_ctx *ctx, const odl_optim *opt, int64_t rng_step) {
+    odl_step_scalars h;
+    memset(&h, 0, sizeof h);
+    h.optim_step = opt->step;
+    h.rng_step = rng_step;
+    h.lr = opt->lr;
+    /* pageable source: the copy takes it before returning, so a stack buffer is fine */
+    return odl_memcpy_async(ctx->dev, ctx->device, &h, odl_cpu(), sizeof h, odl_stream_current());
+}
+
+odl_status odl_step_ctx_advance(odl_step_ctx *ctx) { return odl_step_scalars_advance(ctx->device, ctx->dev, &ctx->hyper); }
+
+void odl_step_ctx_free(odl_step_ctx *ctx) {
+    if (ctx->dev) odl_mem_free(ctx->device, ctx->dev);
+    ctx->dev = NULL;
 }
 
 void odl_optim_free(odl_optim *opt) {

@@ -83,7 +83,7 @@ static void yaml_of(const odl_config *c, char *buf, size_t cap) {
 static void test_table_and_defaults(void) {
     size_t n = 0;
     const odl_config_key *keys = odl_config_keys(&n);
-    TCHECK(n == 29, "29 keys, got %zu", n);
+    TCHECK(n == 30, "30 keys, got %zu", n);
     odl_config cfg, tmp;
     odl_config_defaults(&cfg);
     TCHECK(cfg.precision == ODL_PRECISION_FP32, "precision defaults to fp32 (the bit-reproducible path)");
@@ -162,6 +162,13 @@ static void test_load(void) {
     TCHECK(cfg.train.optimizer == ODL_OPTIM_ADAMW, "optimizer");
     TCHECK(!cfg.train.dropout && !cfg.train.eval_every_epoch, "bools");
     TCHECK(cfg.memory.preallocate_fraction == 1.0, "fraction 1 allowed");
+    TOK(odl_config_set(&cfg, "memory.preallocate_fraction", "0"));
+    TCHECK(cfg.memory.preallocate_fraction == 0.0, "fraction 0 (grow on demand) allowed");
+    TCHECK(cfg.train.cuda_graph, "train.cuda_graph defaults to on");
+    TOK(odl_config_set(&cfg, "train.cuda_graph", "off"));
+    TCHECK(!cfg.train.cuda_graph, "train.cuda_graph off");
+    TFAIL(odl_config_set(&cfg, "train.cuda_graph", "sometimes"), ODL_E_CONFIG);
+    TMSG("train.cuda_graph", "sometimes", NULL);
     TCHECK(cfg.logging.level == ODL_LOG_LEVEL_DEBUG && cfg.logging.progress == ODL_CFG_PROGRESS_OFF, "logging");
     TCHECK(strcmp(cfg.logging.metrics_out, "out/metrics.jsonl") == 0, "metrics_out");
     TCHECK(cfg.checkpoint.dir[0] == 0 && strcmp(cfg.checkpoint.resume, "auto") == 0 && cfg.checkpoint.every == 500,
@@ -216,9 +223,9 @@ static void test_load_errors(void) {
     expect_file_error("nan.yaml", "train: {lr: .nan}\n", ODL_E_CONFIG, "nan.yaml:1:", "value '.nan'",
                       "not a finite number");
     expect_file_error("frac.yaml", "memory:\n  preallocate_fraction: 1.5\n", ODL_E_CONFIG, "frac.yaml:2:",
-                      "memory.preallocate_fraction: value '1.5' is out of range", "allowed: a number in (0, 1]");
-    expect_file_error("frac0.yaml", "memory:\n  preallocate_fraction: 0\n", ODL_E_CONFIG, "frac0.yaml:2:",
-                      "out of range", "(0, 1]");
+                      "memory.preallocate_fraction: value '1.5' is out of range", "allowed: a number in [0, 1]");
+    expect_file_error("fracneg.yaml", "memory:\n  preallocate_fraction: -0.1\n", ODL_E_CONFIG, "fracneg.yaml:2:",
+                      "out of range", "[0, 1]");
     expect_file_error("enum.yaml", "train:\n  optimizer: rmsprop\n", ODL_E_CONFIG, "enum.yaml:2:",
                       "train.optimizer: value 'rmsprop' is not allowed", "one of adadelta|sgd|adam|adamw");
     expect_file_error("enum2.yaml", "model: resnet\n", ODL_E_CONFIG, "enum2.yaml:1:", "model: value 'resnet'",

@@ -1,6 +1,7 @@
 /* test_device_shutdown: odl_cuda_shutdown reports live device memory as uv_loop_close reports a busy
  * loop (ODL_E_BUSY, the pools kept, the memory still valid), releases the CUDA backend's workspace
- * through the table's release entry (registered with core's teardown hooks), and then frees the pools.
+ * through the table's release entry (registered with core's teardown hooks), and then frees the pools;
+ * a pool that grows on demand (ODL_CUDA_POOL_GROW) takes arenas as requests need them and reuses them.
  * Label gpu: exits 77 without a CUDA device; in a CPU-only build odl_cuda_shutdown is a no-op. */
 #include <string.h>
 
@@ -50,5 +51,29 @@ int main(void) {
     odl_tensor_free(&s);
     odl_tensor_free(&x);
     TOK(odl_cuda_shutdown());
+    /* Growing on demand (memory.preallocate_fraction 0): nothing reserved up front, arenas of at least
+     * 32 MiB taken as requests need them, kept (and reused) until the shutdown. */
+    TOK(odl_cuda_init(0, ODL_CUDA_POOL_GROW));
+    odl_pool_stats g0, g1, g2, g3;
+    TOK(odl_pool_get_stats(odl_cuda(0), &g0));
+    TCHECK(g0.reserved == 0, "grow mode reserves nothing at init: %zu bytes", g0.reserved);
+    void *a = NULL, *b = NULL, *c = NULL;
+    TOK(odl_mem_alloc(odl_cuda(0), 1000, &a));
+    TOK(odl_pool_get_stats(odl_cuda(0), &g1));
+    TCHECK(g1.reserved == ((size_t)32 << 20), "a small request takes one 32 MiB arena: %zu bytes", g1.reserved);
+    TOK(odl_mem_alloc(odl_cuda(0), (size_t)100 << 20, &b));
+    TOK(odl_pool_get_stats(odl_cuda(0), &g2));
+    TCHECK(g2.reserved == ((size_t)132 << 20) && g2.in_use >= ((size_t)100 << 20) + 1000,
+           "100 MiB more: its own arena (reserved %zu, in use %zu)", g2.reserved, g2.in_use);
+    odl_mem_free(odl_cuda(0), b);
+    TOK(odl_mem_alloc(odl_cuda(0), (size_t)64 << 20, &c));
+    TOK(odl_pool_get_stats(odl_cuda(0), &g3));
+    TCHECK(g3.reserved == g2.reserved, "a freed arena is reused, not given back: reserved %zu then %zu", g2.reserved,
+           g3.reserved);
+    TOK(odl_memcpy_async(c, odl_cuda(0), &h, odl_cpu(), sizeof h, odl_stream_current())); /* usable memory */
+    odl_mem_free(odl_cuda(0), c);
+    odl_mem_free(odl_cuda(0), a);
+    TOK(odl_cuda_shutdown());
+    TFAIL(odl_cuda_init(0, 1.5), ODL_E_INVAL);
     return odl_test_finish("test_device_shutdown");
 }

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "odl/device.h"
 #include "odl/status.h"
 
 #define ODL_TEST_SKIP 77
@@ -54,6 +55,25 @@ static int odl_test_checks = 0;
                     odl_error_msg());                                                         \
         }                                                                                     \
     } while (0)
+
+/* The device of a test that runs on the CPU and, as its gpu ctest entry, with `--device cuda` on CUDA
+ * device 0 (its pool made with preallocate_fraction, odl_cuda_init): 0 with *dev set, or ODL_TEST_SKIP
+ * after one "SKIP:" line when CUDA was asked for and there is none, or 1 when its set-up failed. */
+static inline int odl_test_device(int argc, char **argv, double preallocate_fraction, odl_device *dev) {
+    *dev = odl_cpu();
+    if (!(argc > 2 && !strcmp(argv[1], "--device") && !strcmp(argv[2], "cuda"))) return 0;
+    if (odl_cuda_device_count() == 0) {
+        printf("SKIP: no CUDA device (or a CPU-only build)\n");
+        return ODL_TEST_SKIP;
+    }
+    odl_status s = odl_cuda_init(0, preallocate_fraction);
+    if (s != ODL_OK) {
+        fprintf(stderr, "FAIL: odl_cuda_init: %s\n", odl_error_msg());
+        return 1;
+    }
+    *dev = odl_cuda(0);
+    return 0;
+}
 
 /* Exit status of a test's main(). */
 static inline int odl_test_finish(const char *name) {

@@ -139,9 +139,23 @@ void odl_cli_reject(const char *arg, const odl_cli_opt *opts, size_t n, const ch
     odl_cli_unknown(name, known, k, 0, help);
 }
 
-odl_status odl_cli_pick_device(const char *spec, odl_device *dev) {
+double odl_cli_pool_fraction(double preallocate_fraction) {
+    return preallocate_fraction == 0 ? ODL_CUDA_POOL_GROW : preallocate_fraction;
+}
+
+odl_status odl_cli_pick_device(const char *spec, double preallocate_fraction, odl_device *dev) {
+    ODL_CHECK(odl_cli_device_choice(spec, dev));
+    if (dev->type == ODL_DEV_CUDA) ODL_CHECK(odl_cuda_init(dev->index, odl_cli_pool_fraction(preallocate_fraction)));
+    return ODL_OK;
+}
+
+odl_status odl_cli_device_choice(const char *spec, odl_device *dev) {
+    if (!strcmp(spec, "cpu")) { /* without asking the driver anything */
+        *dev = odl_cpu();
+        return ODL_OK;
+    }
     int n = odl_cuda_device_count();
-    if (!strcmp(spec, "cpu") || (!strcmp(spec, "auto") && n == 0)) {
+    if (!strcmp(spec, "auto") && n == 0) {
         *dev = odl_cpu();
         return ODL_OK;
     }
@@ -159,7 +173,6 @@ odl_status odl_cli_pick_device(const char *spec, odl_device *dev) {
         return ODL_ERR(ODL_E_NODEV, "--device %s: no CUDA device is usable (%s)", spec,
                        odl_cuda_built() ? "no GPU or driver found" : "this build has no CUDA backend");
     if (idx >= n) return ODL_ERR(ODL_E_NODEV, "--device %s: only %d CUDA device(s)", spec, n);
-    ODL_CHECK(odl_cuda_init(idx, 0.5));
     *dev = odl_cuda(idx);
     return ODL_OK;
 }

@@ -58,8 +58,21 @@ int odl_cli_take(int argc, char **argv, int *i, const odl_cli_opt *opts, size_t 
 void odl_cli_reject(const char *arg, const odl_cli_opt *opts, size_t n, const char *const *extra, size_t n_extra,
                     const char *help);
 
+/* memory.preallocate_fraction (a number in [0, 1]) as odl_cuda_init takes it: 0 (grow on demand) is
+ * ODL_CUDA_POOL_GROW. */
+double odl_cli_pool_fraction(double preallocate_fraction);
+/* The --memory.preallocate_fraction option of --task=infer and eval (alias --preallocate-fraction, as
+ * training's), default 0: the pool grows on demand. */
+#define ODL_CLI_POOL_OPTS(dst)                                                                                   \
+    ODL_CLI_FLOAT_OPT("--memory.preallocate_fraction", NULL, (dst), 0, 1, "a number in [0, 1] (0: grow on demand)"), \
+        ODL_CLI_FLOAT_OPT("--preallocate-fraction", "--memory.preallocate_fraction", (dst), 0, 1,                 \
+                          "a number in [0, 1] (0: grow on demand)")
 /* --device auto|cpu|cuda|cuda:N: auto is the first GPU when one is usable, else the CPU. A CUDA device
- * is initialised (odl_cuda_init, half of its memory for the pool). Errors: ODL_E_INVAL, ODL_E_NODEV. */
-odl_status odl_cli_pick_device(const char *spec, odl_device *dev);
+ * is initialised with its pool (odl_cuda_init; preallocate_fraction as memory.preallocate_fraction, 0 =
+ * grow on demand). Errors: ODL_E_INVAL, ODL_E_NODEV. */
+odl_status odl_cli_pick_device(const char *spec, double preallocate_fraction, odl_device *dev);
+/* The device of --device without initialising it (no CUDA context yet; the driver is asked for the
+ * device count). Errors: as odl_cli_pick_device's. */
+odl_status odl_cli_device_choice(const char *spec, odl_device *dev);
 
 #endif

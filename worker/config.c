@@ -69,10 +69,15 @@ static odl_config_key g_keys[] = {
      "Dropout layers on (examples/mnist: 0.25 and 0.5); false gives deterministic steps", NULL, NOB},
     {"train.eval_every_epoch", ODL_CFG_BOOL, OFF(train.eval_every_epoch), "true",
      "Evaluate on the test set after every epoch (else only after the last)", NULL, NOB},
+    {"train.cuda_graph", ODL_CFG_BOOL, OFF(train.cuda_graph), "true",
+     "On CUDA, capture each full training step (forward, backward, gradient AllReduce, optimiser) once per loader "
+     "slot into a CUDA graph and replay it (--cuda-graph on or off); off runs every step op by op, for debugging",
+     NULL, NOB},
 
     {"memory.preallocate_fraction", ODL_CFG_FLOAT, OFF(memory.preallocate_fraction), "0.5",
-     "Fraction of the GPU's free memory the caching pool reserves at start", NULL,
-     ODL_CFG_HAS_MIN | ODL_CFG_MIN_OPEN | ODL_CFG_HAS_MAX, 0, 1},
+     "Fraction of the GPU's free memory the caching pool reserves at start (one cudaMalloc, none in the step loop); "
+     "0 = grow on demand (arenas of 32 MiB or more taken as needed and kept; the default of --task=infer and eval)",
+     NULL, ODL_CFG_HAS_MIN | ODL_CFG_HAS_MAX, 0, 1},
 
     {"logging.level", ODL_CFG_ENUM, OFF(logging.level), "info",
      "Lowest level printed; with several ranks, ranks other than 0 print only warn and error", k_levels, NOB},

@@ -51,6 +51,7 @@ typedef struct odl_config {
         int64_t max_train_samples; /* 0 = all */
         bool dropout;
         bool eval_every_epoch;
+        bool cuda_graph; /* replay full steps from CUDA graphs (worker/train_step.h) */
     } train;
     struct {
         double preallocate_fraction;

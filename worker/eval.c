@@ -42,6 +42,7 @@ typedef struct eval_opts {
     const char *model, *weights, *data, *output, *device;
     int img_size, batch, max_det, square, half, save_json, verbose, workers, backend_post;
     float conf, iou, timeout_s;
+    float pool_fraction; /* memory.preallocate_fraction; 0: the pool grows on demand */
 } eval_opts;
 
 static void eval_usage(FILE *f) {
@@ -59,6 +60,7 @@ static void eval_usage(FILE *f) {
             "  --half              float16 inference\n"
             "  --workers N         image decoding threads per rank (default 8, at most the cores per rank)\n"
             "  --device D          auto (default), cpu, cuda or cuda:N\n"
+            "  --memory.preallocate_fraction F  GPU memory the pool reserves at start (default 0: grow on demand)\n"
             "  --output DIR        where metrics.json goes (default runs/val)\n"
             "  --save-json         also write COCO-format predictions (DIR/<weights>_predictions.json)\n"
             "  --verbose           per-class lines even with 50 classes or more (val.py --verbose)\n"
@@ -104,6 +106,7 @@ static int parse_opts(int argc, char **argv, eval_opts *o) {
         ODL_CLI_FLOAT_OPT("--conf-thres", NULL, &o->conf, 0, 1, "a number in [0, 1]"),
         ODL_CLI_FLOAT_OPT("--iou-thres", NULL, &o->iou, 0, 1, "a number in [0, 1]"),
         ODL_CLI_FLOAT_OPT("--timeout-s", NULL, &o->timeout_s, 0, 1e6, "seconds >= 0"),
+        ODL_CLI_POOL_OPTS(&o->pool_fraction),
         ODL_CLI_BOOL_OPT("--square", &o->square, 1),
         ODL_CLI_BOOL_OPT("--half", &o->half, 1),
         ODL_CLI_BOOL_OPT("--save-json", &o->save_json, 1),
@@ -761,9 +764,9 @@ int odl_task_eval_yolov5_main(int argc, char **argv) {
         world = odl_comm_size(comm);
         odl_log_set_rank(rank, world);
         dev = odl_comm_device(comm);
-        if (dev.type == ODL_DEV_CUDA && odl_cuda_init(dev.index, 0.5) != ODL_OK)
+        if (dev.type == ODL_DEV_CUDA && odl_cuda_init(dev.index, odl_cli_pool_fraction(o.pool_fraction)) != ODL_OK)
             odl_comm_abort_job(comm, ODL_COMM_EXIT_ERROR, "rank %d: %s", rank, odl_error_msg_user());
-    } else if (odl_cli_pick_device(o.device, &dev) != ODL_OK) {
+    } else if (odl_cli_pick_device(o.device, o.pool_fraction, &dev) != ODL_OK) {
         fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
         return 1;
     }

@@ -42,6 +42,19 @@ static int c_step_request(void *ctx, const odl_train_state *st) {
     return f;
 }
 
+/* The graph entries go with reduce_grads: those of the layer whose reduce_grads runs. */
+static int c_graph_capturable(void *ctx, char *why, size_t cap) {
+    const odl_hook_chain *c = ctx;
+    if (c->own.reduce_grads) return c->own.graph_capturable ? c->own.graph_capturable(c->own.ctx, why, cap) : 1;
+    return c->inner && c->inner->graph_capturable ? c->inner->graph_capturable(c->inner->ctx, why, cap) : 1;
+}
+
+static odl_status c_graph_replayed(void *ctx) {
+    const odl_hook_chain *c = ctx;
+    if (c->own.reduce_grads) return c->own.graph_replayed ? c->own.graph_replayed(c->own.ctx) : ODL_OK;
+    return c->inner && c->inner->graph_replayed ? c->inner->graph_replayed(c->inner->ctx) : ODL_OK;
+}
+
 void odl_hook_chain_push(odl_hook_chain *c, const odl_train_hooks *own, odl_train_opts *opts) {
     c->own = *own;
     c->inner = opts->hooks;
@@ -53,6 +66,8 @@ void odl_hook_chain_push(odl_hook_chain *c, const odl_train_hooks *own, odl_trai
     c->hooks.after_step = c_after_step;
     c->hooks.on_finish = c_on_finish;
     c->hooks.step_request = c_step_request;
+    c->hooks.graph_capturable = c_graph_capturable;
+    c->hooks.graph_replayed = c_graph_replayed;
     opts->hooks = &c->hooks;
 }
 

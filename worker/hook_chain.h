@@ -5,6 +5,7 @@
  *     is returned and this layer's entry is not called);
  *   reduce_grads, reduce_scalar: this layer's entry when it has one, else the one below (a reduction is
  *     done once, by the front-most layer that has it);
+ *   graph_capturable, graph_replayed: those of the layer whose reduce_grads runs (none: capturable);
  *   step_request: the ODL_TRAIN_* flags of both, or-ed. */
 #ifndef ODL_WORKER_HOOK_CHAIN_H
 #define ODL_WORKER_HOOK_CHAIN_H

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +37,7 @@ typedef struct infer_opts {
     int agnostic, save_txt, save_conf;
     int classes[MAX_CLASS_FILTER], n_classes; /* --classes: keep only these (detect.py) */
     float conf, iou;
+    float pool_fraction; /* memory.preallocate_fraction; 0: the pool grows on demand */
 } infer_opts;
 
 static void infer_usage(FILE *f) {
@@ -50,6 +52,7 @@ static void infer_usage(FILE *f) {
             "  --batch-size B      images per forward for a directory (default 8)\n"
             "  --half              float16 inference (YOLOv5's --half; tensor cores on CUDA)\n"
             "  --device D          auto (default), cpu, cuda or cuda:N\n"
+            "  --memory.preallocate_fraction F  GPU memory the pool reserves at start (default 0: grow on demand)\n"
             "  --output DIR        where detections.json and the drawn images go (default runs/detect)\n"
             "  --no-save-images    write detections.json only\n"
             "  --classes C [C ...] keep only these class ids (also --classes=0,2)\n"
@@ -124,6 +127,7 @@ static int parse_opts(int argc, char **argv, infer_opts *o) {
         ODL_CLI_INT_OPT("--batch-size", NULL, &o->batch, 1, 4096, "an integer in 1..4096"),
         ODL_CLI_FLOAT_OPT("--conf-thres", NULL, &o->conf, 0, 1, "a number in [0, 1]"),
         ODL_CLI_FLOAT_OPT("--iou-thres", NULL, &o->iou, 0, 1, "a number in [0, 1]"),
+        ODL_CLI_POOL_OPTS(&o->pool_fraction),
         ODL_CLI_BOOL_OPT("--square", &o->square, 1),
         ODL_CLI_BOOL_OPT("--half", &o->half, 1),
         ODL_CLI_BOOL_OPT("--agnostic-nms", &o->agnostic, 1),
@@ -449,7 +453,57 @@ static odl_status write_detections(const char *path, const odl_yolov5 *net, cons
     return s;
 }
 
+/* ---- start-up: the device is chosen and set up (the driver's start, the CUDA context, the pool) on a
+ * thread while this one reads and folds the weights (odl_yolov5_read, no device call); the weights then
+ * go up in one copy (odl_yolov5_upload) ---- */
+typedef struct dev_start {
+    pthread_t th;
+    const char *spec;
+    double fraction, ms;
+    odl_device dev;
+    odl_status st;
+    char err[1024];
+    int running;
+} dev_start;
+
+static void *dev_start_main(void *arg) {
+    dev_start *c = arg;
+    const double t0 = now_ms();
+    c->st = odl_cli_pick_device(c->spec, c->fraction, &c->dev);
+    if (c->st != ODL_OK) snprintf(c->err, sizeof c->err, "%s", odl_error_msg_user());
+    c->ms = now_ms() - t0;
+    return NULL;
+}
+
+static void dev_start_begin(dev_start *c, const char *spec, double fraction) {
+    memset(c, 0, sizeof *c);
+    c->spec = spec;
+    c->fraction = fraction;
+    if (!strcmp(spec, "cpu")) { /* nothing to wait for */
+        c->dev = odl_cpu();
+        return;
+    }
+    c->running = pthread_create(&c->th, NULL, dev_start_main, c) == 0;
+    if (!c->running) dev_start_main(c); /* no thread: in line */
+}
+
+/* Wait for the set-up; this thread then uses the device too. */
+static odl_status dev_start_end(dev_start *c) {
+    if (c->running) pthread_join(c->th, NULL);
+    c->running = 0;
+    if (c->st != ODL_OK) return odl_error_set(c->st, __FILE__, __LINE__, "%s", c->err);
+    return c->dev.type == ODL_DEV_CUDA ? odl_cuda_init(c->dev.index, odl_cli_pool_fraction(c->fraction)) : ODL_OK;
+}
+
+/* The phases of the run, for the last log line (what a one-image run spends before its first box). */
+enum { PH_READ, PH_DEVICE_WAIT, PH_UPLOAD, PH_DECODE, PH_FIRST_FWD, PH_NMS, PH_OUTPUTS, PH_SHUTDOWN, PH_N };
+static const char *const k_phase[PH_N] = {"weights read", "waiting for the device", "weights upload", "decode+letterbox",
+                                          "first forward", "NMS", "outputs", "shutdown"};
+
 int odl_task_infer_main(int argc, char **argv) {
+    const double t_start = now_ms();
+    double ph[PH_N] = {0}, t_mark = t_start;
+#define PHASE(k) (ph[k] += now_ms() - t_mark, t_mark = now_ms())
     infer_opts o;
     int pr = parse_opts(argc, argv, &o);
     if (pr == 3) {
@@ -465,21 +519,35 @@ int odl_task_infer_main(int argc, char **argv) {
     float *hin = NULL, *hout = NULL;
     size_t hin_cap = 0, hout_cap = 0;
     odl_prep_pool *pool = NULL;
-    int rc = 1, is_dir = 0, n_fail = 0;
+    int rc = 1, is_dir = 0, n_fail = 0, n_groups = 0;
     double t_pre = 0, t_fwd = 0, t_nms = 0;
 
     if (odl_output_check_dir("--output", o.output) != ODL_OK) {
         fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
         return 1;
     }
-    if (odl_cli_pick_device(o.device, &dev) != ODL_OK) {
-        fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
-        return 1;
+    dev_start ds;
+    dev_start_begin(&ds, o.device, o.pool_fraction);
+    dev = ds.dev; /* the CPU until the set-up ends */
+    if (odl_yolov5_read(o.weights, &net) != ODL_OK) {
+        fprintf(stderr, "odl_worker: error: --weights %s\n", odl_error_msg_user());
+        dev_start_end(&ds);
+        dev = ds.dev;
+        goto out;
     }
-    if (odl_yolov5_load(o.weights, dev, &net) != ODL_OK) {
+    PHASE(PH_READ);
+    odl_status dss = dev_start_end(&ds);
+    dev = ds.dev;
+    if (dss != ODL_OK) {
+        fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
+        goto out;
+    }
+    PHASE(PH_DEVICE_WAIT);
+    if (odl_yolov5_upload(net, dev) != ODL_OK) {
         fprintf(stderr, "odl_worker: error: --weights %s\n", odl_error_msg_user());
         goto out;
     }
+    PHASE(PH_UPLOAD);
     if (o.half && odl_yolov5_set_half(net, 1) != ODL_OK) {
         fprintf(stderr, "odl_worker: error: --half: %s\n", odl_error_msg_user());
         goto out;
@@ -553,9 +621,11 @@ int odl_task_infer_main(int argc, char **argv) {
                 free(used);
                 goto out;
             }
+            if (n_groups++ == 0) ph[PH_FIRST_FWD] = t_fwd; /* upload, forward, download of the first group */
         }
         free(idx);
         free(used);
+        t_mark = now_ms();
         for (int i = start; i < end; i++) {
             item *it = &items[i];
             if (!it->ok) {
@@ -573,6 +643,7 @@ int odl_task_infer_main(int argc, char **argv) {
             odl_image_free(&it->lb);
             odl_image_free(&it->img);
         }
+        PHASE(PH_OUTPUTS);
     }
 
     char jpath[4096];
@@ -581,6 +652,7 @@ int odl_task_infer_main(int argc, char **argv) {
         fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
         goto out;
     }
+    PHASE(PH_OUTPUTS);
     int n_ok = files.n - n_fail;
     ODL_LOG_INFO("%d image(s) done, %d failed; %.1f ms decode+letterbox, %.1f ms forward, %.1f ms NMS in all; results "
                  "in %s%s", n_ok, n_fail, t_pre, t_fwd, t_nms, jpath, o.save_txt ? " and labels/" : "");
@@ -592,7 +664,8 @@ int odl_task_infer_main(int argc, char **argv) {
     } else {
         rc = 0;
     }
-out:
+out:;
+    const double t_mark_before_shutdown = now_ms();
     odl_prep_pool_free(pool);
     if (items) {
         for (int i = 0; i < files.n; i++) {
@@ -606,5 +679,24 @@ out:
     list_free(&files);
     odl_yolov5_free(net);
     if (dev.type == ODL_DEV_CUDA) odl_cuda_shutdown();
+    if (rc == 0 || n_fail) { /* where a run's time goes, start-up first (docs/yolov5.md, bench/startup_bench.sh) */
+        t_mark = now_ms();
+        ph[PH_SHUTDOWN] = t_mark - t_mark_before_shutdown;
+        ph[PH_DECODE] = t_pre;
+        ph[PH_NMS] = t_nms;
+        char line[1024];
+        int k = snprintf(line, sizeof line, "timeline (ms): ");
+        for (int i = 0; i < PH_N && k < (int)sizeof line; i++)
+            k += snprintf(line + k, sizeof line - (size_t)k, "%s%s %.1f", i ? ", " : "", k_phase[i], ph[i]);
+        if (k < (int)sizeof line && dev.type == ODL_DEV_CUDA)
+            k += snprintf(line + k, sizeof line - (size_t)k, "; driver, CUDA context and pool %.1f on a thread", ds.ms);
+        if (k < (int)sizeof line && n_groups > 1)
+            k += snprintf(line + k, sizeof line - (size_t)k, "; later forwards %.1f each (%d)",
+                          (t_fwd - ph[PH_FIRST_FWD]) / (n_groups - 1), n_groups - 1);
+        if (k < (int)sizeof line)
+            snprintf(line + k, sizeof line - (size_t)k, "; %.1f since the task started", t_mark - t_start);
+        ODL_LOG_INFO("%s", line);
+    }
+#undef PHASE
     return rc;
 }

@@ -90,6 +90,16 @@ static odl_status dp_reduce_grads(void *ctx, odl_net *net) {
     return odl_grad_buckets_finish(d->buckets);
 }
 
+static int dp_graph_capturable(void *ctx, char *why, size_t cap) {
+    const dp_ctx *d = ctx;
+    return odl_grad_buckets_capturable(d->buckets, why, cap);
+}
+
+static odl_status dp_graph_replayed(void *ctx) {
+    dp_ctx *d = ctx;
+    return d->buckets ? odl_grad_buckets_replayed(d->buckets) : ODL_OK;
+}
+
 static odl_status dp_reduce_scalar(void *ctx, double *v) {
     dp_ctx *d = ctx;
     if (!d->comm) return ODL_OK;
@@ -139,6 +149,8 @@ static void install_hooks(odl_train_opts *opts, dp_ctx *d) {
     const odl_train_hooks own = {.ctx = d,
                                  .on_start = dp_on_start,
                                  .reduce_grads = dp_reduce_grads,
+                                 .graph_capturable = dp_graph_capturable,
+                                 .graph_replayed = dp_graph_replayed,
                                  .reduce_scalar = dp_reduce_scalar,
                                  .after_step = dp_after_step,
                                  .on_finish = dp_on_finish};

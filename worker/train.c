@@ -30,6 +30,7 @@
 #include "worker/health_monitor.h"
 #include "worker/tasks.h"
 #include "worker/train.h"
+#include "worker/train_step.h"
 
 #define MNIST_MEAN 0.1307f
 #define MNIST_STD 0.3081f
@@ -65,6 +66,7 @@ static const struct { const char *flag, *key; } k_flag_keys[] = {
     {"keep", "checkpoint.keep"},
     {"resume", "checkpoint.resume"},
     {"preallocate-fraction", "memory.preallocate_fraction"},
+    {"cuda-graph", "train.cuda_graph"},
     {"log-interval", "logging.log_interval"},
     {"tensorboard", "logging.tensorboard"},
 };
@@ -75,6 +77,7 @@ static void train_usage(FILE *f) {
             "  --model=mnist|mnist_cnn|mnist_mlp   --data_dir=DIR (four MNIST IDX files, .gz or not)\n"
             "  --epochs N  --batch-size B (per rank)  --test-batch-size B  --lr X  --gamma G (StepLR)\n"
             "  --optimizer adadelta|sgd|adam|adamw  --device auto|cpu|cuda  --seed S  --precision fp32|tf32|bf16\n"
+            "  --cuda-graph on|off (replay each step from a CUDA graph; default on)\n"
             "  --max-steps N (total, across resumes)  --max-train-samples N (first N per epoch)\n"
             "  --no-dropout  --save FILE.h5  --metrics-out FILE.jsonl  --log-level L  --progress auto|on|off\n"
             "  --checkpoint-dir DIR --checkpoint-every N --keep K --resume auto|PATH\n"
@@ -225,7 +228,7 @@ static odl_status pick_device(const odl_config *cfg, int local_rank, odl_device 
         return ODL_ERR(ODL_E_NODEV, "device=cuda but no CUDA device is usable (%s)",
                        odl_cuda_built() ? "no GPU or driver found" : "this build has no CUDA backend");
     int idx = local_rank % n;
-    ODL_CHECK(odl_cuda_init(idx, cfg->memory.preallocate_fraction));
+    ODL_CHECK(odl_cuda_init(idx, odl_cli_pool_fraction(cfg->memory.preallocate_fraction)));
     *dev = odl_cuda(idx);
     return ODL_OK;
 }
@@ -345,19 +348,25 @@ typedef struct train_run {
     odl_net net;
     odl_optim opt;
     odl_loader loader;
+    odl_train_step step; /* the step's device scalars and its CUDA graphs */
     odl_train_state st;
     odl_ckpt_session *ckpt;
     odl_tensor loss_acc; /* [1] on the device: sum over this rank's samples of the epoch's losses */
     FILE *metrics;
     odl_tb_writer *tb; /* --tensorboard; NULL: none */
     odl_worker_health health; /* GPU telemetry and Xid watch (health/), inactive on CPU */
-    int have_net, have_opt, have_loader;
+    int have_net, have_opt, have_loader, have_step;
     int show_progress;  /* a bar on a terminal (or with progress: on) */
     int progress_lines; /* else, unless progress: off, a line every logging.log_interval steps or 10 s */
     int64_t steps_per_epoch, total_steps, start_step;
     /* since t_epoch, in this process (a resume starts mid-epoch) */
     double t_start, t_epoch, t_last_line;
     int64_t epoch_steps, run_samples;
+    /* host time of the steps of this process by odl_step_how: from the batch handed over by the loader to
+     * the step queued and counted, with the step hooks (not the waits for the loader or for the device in
+     * a progress readback, the epoch ends or checkpoints) */
+    double host_s[3];
+    int64_t host_n[3];
     double train_loss, test_loss, test_acc;
     double epoch_lr; /* the StepLR rate of the epoch last reported, unrounded */
 } train_run;
@@ -461,24 +470,19 @@ static odl_status run_start_loader(train_run *r) {
     return ODL_OK;
 }
 
-/* One optimiser step on batch b (reading the loader's device buffers directly), which goes back to the
- * loader before the gradients are reduced. */
+/* One optimiser step on batch b (reading the loader's device buffers directly; worker/train_step.c),
+ * queued or replayed from a CUDA graph; b goes back to the loader once its work is queued. */
 static odl_status run_step(train_run *r, odl_batch *b) {
-    const uint64_t seed = (uint64_t)r->cfg->seed, offset = odl_net_dropout_offset(r->st.step, r->world, r->rank);
-    ODL_CHECK(odl_net_bind_batch(&r->net, &b->x, &b->y));
-    if (b->local > 0) {
-        ODL_CHECK(odl_net_forward(&r->net, b->local, 1, seed, offset));
-        ODL_CHECK(odl_net_backward(&r->net, b->local, (float)b->local / (float)b->global, seed, offset));
-        ODL_CHECK(odl_axpy((float)b->local, &r->net.loss, &r->loss_acc));
-    } else {
-        for (int i = 0; i < r->net.n_params; i++) ODL_CHECK(odl_tensor_fill(&r->net.params[i].grad, 0.0f));
+    odl_status s = odl_train_step_run(&r->step, b);
+    if (s != ODL_OK) {
+        odl_error_prefix("training step %" PRId64 " (epoch %" PRId64 ", %s)", r->st.step + 1, r->st.epoch + 1,
+                         r->step.last == ODL_STEP_EAGER ? "op by op" : "a CUDA graph replay");
+        return s;
     }
-    odl_net_unbind_batch(&r->net);
     const int64_t b_cursor = b->cursor;
     const int b_global = b->global;
     ODL_CHECK(odl_loader_release(&r->loader, b)); /* b belongs to the loader again */
-    if (r->hooks && r->hooks->reduce_grads) ODL_CHECK(r->hooks->reduce_grads(r->hooks->ctx, &r->net));
-    ODL_CHECK(odl_optim_step(&r->opt, &r->net));
+    r->opt.step++; /* the device's count was advanced by the step itself */
     r->st.step++;
     r->st.cursor = b_cursor + b_global;
     r->st.epoch_samples += b_global;
@@ -487,10 +491,20 @@ static odl_status run_step(train_run *r, odl_batch *b) {
     return ODL_OK;
 }
 
+/* A readback of the device waits for every step queued before it: an error of one of them (a fault of a
+ * kernel, of a graph replay) shows here, so the message names the steps it may come from. */
+static odl_status step_readback(train_run *r, const odl_tensor *t, void *dst, size_t n) {
+    odl_status s = odl_tensor_copy_to_host(t, dst, n);
+    if (s != ODL_OK)
+        odl_error_prefix("waiting for training steps up to %" PRId64 " (epoch %" PRId64 "; %" PRId64
+                         " replayed from CUDA graphs in this run)", r->st.step, r->st.epoch + 1, r->step.n_replayed);
+    return s;
+}
+
 /* The epoch's loss so far over all ranks: the device accumulator, summed over ranks. */
 static odl_status epoch_loss_sum(train_run *r, double *sum) {
     float acc_h;
-    ODL_CHECK(odl_tensor_copy_to_host(&r->loss_acc, &acc_h, sizeof acc_h));
+    ODL_CHECK(step_readback(r, &r->loss_acc, &acc_h, sizeof acc_h));
     *sum = acc_h;
     if (r->hooks && r->hooks->reduce_scalar) ODL_CHECK(r->hooks->reduce_scalar(r->hooks->ctx, sum));
     return ODL_OK;
@@ -537,6 +551,7 @@ static odl_status run_epoch_end(train_run *r, int epoch_end, int stop) {
         st->epoch++;
         st->cursor = 0;
         r->opt.lr = (float)(cfg->train.lr * pow(cfg->train.gamma, (double)st->epoch)); /* StepLR(step_size=1) */
+        ODL_CHECK(odl_train_step_sync(&r->step, st->step)); /* the steps' kernels read it on the device */
         /* A stop mid-epoch keeps the epoch's sums: the checkpoint taken below must hold them. */
         ODL_CHECK(odl_tensor_fill(&r->loss_acc, 0.0f));
         st->epoch_loss_sum = 0;
@@ -571,7 +586,7 @@ static odl_status run_progress(train_run *r) {
     int tb = r->tb && st->step % cfg->logging.log_interval == 0;
     if (!bar && !line && !tb) return ODL_OK;
     float l = NAN;
-    ODL_CHECK(odl_tensor_copy_to_host(&r->net.loss, &l, sizeof l));
+    ODL_CHECK(step_readback(r, &r->net.loss, &l, sizeof l));
     if (bar || line) {
         double t = now_s(), rate = r->run_samples / (t - r->t_epoch);
         double eta = (double)(r->total_steps - st->step) * (t - r->t_start) / (double)(st->step - r->start_step);
@@ -595,21 +610,29 @@ static odl_status run_loop(train_run *r) {
     r->t_start = r->t_epoch = r->t_last_line = now_s();
     r->epoch_lr = cfg->train.lr * pow(cfg->train.gamma, (double)st->epoch);
     r->opt.lr = (float)(cfg->train.lr * pow(cfg->train.gamma, (double)st->epoch));
+    r->have_step = 1; /* odl_train_step_free undoes a partial set-up too */
+    ODL_CHECK(odl_train_step_init(&r->step, &r->net, &r->opt, &r->loss_acc, r->hooks, (uint64_t)cfg->seed, r->batch,
+                                  r->world, r->rank, cfg->train.cuda_graph, st->step));
     for (;;) {
         odl_batch *b;
         ODL_CHECK(odl_loader_next(&r->loader, &b));
         if (!b) break;
+        const double t0 = now_s();
         if (b->epoch != st->epoch) /* cannot happen: epochs end below */
             return ODL_ERR(ODL_E_INTERNAL, "loader epoch %" PRId64 " != %" PRId64, b->epoch, st->epoch);
         ODL_CHECK(run_step(r, b));
+        const double t1 = now_s();
         ODL_CHECK(run_progress(r));
         int epoch_end = st->cursor >= r->n_epoch;
         int stop = cfg->train.max_steps > 0 && st->step >= cfg->train.max_steps;
         if (epoch_end || stop) ODL_CHECK(run_epoch_end(r, epoch_end, stop));
         const int req = r->hooks && r->hooks->step_request ? r->hooks->step_request(r->hooks->ctx, st) : 0;
         ODL_CHECK(run_checkpoint(r, stop || (epoch_end && st->epoch >= cfg->train.epochs), req & ODL_TRAIN_CHECKPOINT));
+        const double t2 = now_s();
         if (r->hooks && r->hooks->after_step) ODL_CHECK(r->hooks->after_step(r->hooks->ctx, cfg, &r->net, &r->opt, st));
         ODL_CHECK(odl_worker_health_step(&r->health, st->step)); /* after the step's checkpoint */
+        r->host_s[r->step.last] += (t1 - t0) + (now_s() - t2);
+        r->host_n[r->step.last]++;
         if (stop) break;
         if (req & ODL_TRAIN_STOP) {
             ODL_LOG_INFO("stopping after step %" PRId64 " as the coordinator asked (preemption)", st->step);
@@ -617,6 +640,17 @@ static odl_status run_loop(train_run *r) {
         }
     }
     double wall = now_s() - r->t_start;
+    char how[400];
+    odl_train_step_summary(&r->step, how, sizeof how);
+    /* the host's share of a step: what bounds a small batch once the GPU runs its kernels back to back */
+    static const char *const k_how[3] = {"op by op", "captured", "replayed"};
+    char host[200] = "";
+    size_t hl = 0;
+    for (int k = 2; k >= 0; k--)
+        if (r->host_n[k] && hl < sizeof host)
+            hl += (size_t)snprintf(host + hl, sizeof host - hl, "%s %.1f us %s (%" PRId64 ")", hl ? "," : "",
+                                   1e6 * r->host_s[k] / (double)r->host_n[k], k_how[k], r->host_n[k]);
+    ODL_LOG_INFO("steps: %s; mean host time per step%s", how, host);
     metrics_record(r->metrics, "done", odl_ckpt_epoch_label(st->epoch, st->cursor), st->cursor != 0, st->step,
                    r->train_loss, r->test_loss, r->test_acc, r->result->samples_per_s, wall, r->world, r->epoch_lr,
                    NULL);
@@ -651,6 +685,7 @@ static odl_status run_teardown(train_run *r, odl_status s) {
         if (s == ODL_OK) s = cs;
     }
     if (r->have_loader) odl_loader_stop(&r->loader);
+    if (r->have_step) odl_train_step_free(&r->step);
     odl_worker_health_stop(&r->health);
     odl_tensor_free(&r->loss_acc);
     if (r->have_opt) odl_optim_free(&r->opt);

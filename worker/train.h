@@ -22,6 +22,12 @@ typedef struct odl_train_hooks {
     /* At the boundary after a step: ODL_TRAIN_CHECKPOINT (checkpoint now) | ODL_TRAIN_STOP (stop after
      * it), the coordinator's decisions (worker/coord.c). NULL: none. */
     int (*step_request)(void *ctx, const odl_train_state *st);
+    /* CUDA graphs of the step (worker/train_step.c), for the layer whose reduce_grads is used: whether
+     * reduce_grads (and the on_grad_ready launches it finishes) may be captured into a graph (0, and the
+     * reason in why, when not); and after each replay of a captured step, the host's share of what
+     * reduce_grads does for a step (step counts, the watchdog's entry). NULL: capturable, nothing to do. */
+    int (*graph_capturable)(void *ctx, char *why, size_t cap);
+    odl_status (*graph_replayed)(void *ctx);
 } odl_train_hooks;
 #define ODL_TRAIN_CHECKPOINT 1
 #define ODL_TRAIN_STOP 2

@@ -163,6 +163,32 @@ typedef struct odl_yolo_nms_args {
     int32_t *count;      /* [N] boxes kept, or -1 */
 } odl_yolo_nms_args;
 
+/* The scalars of a training step that change from one step to the next, kept in the backend's memory
+ * (device memory on CUDA) so that the kernels read them when they run instead of taking them as launch
+ * arguments: a step captured once into a CUDA graph then replays correctly at every later step, and
+ * nothing is captured again when the learning rate changes. The host writes optim_step, rng_step and lr
+ * (start, resume, the StepLR change at an epoch's end); step_scalars_advance, the first operation of
+ * every step, derives the rest on the device. */
+typedef struct odl_step_scalars {
+    int64_t optim_step;  /* optimiser updates done; advance adds one, so inside a step: this update's number */
+    int64_t rng_step;    /* training steps done; advance adds one after taking the dropout offset from it */
+    uint64_t rng_offset; /* this step's dropout offset: (rng_step * world_size + rank) * rng_stride, layer i
+                            draws at rng_offset + i (odl_net_dropout_offset) */
+    float lr;            /* learning rate of the update (host-written) */
+    float step_size;     /* Adam: lr / (1 - beta1^optim_step) */
+    float bc2_sqrt;      /* Adam: sqrt(1 - beta2^optim_step) */
+    float decay;         /* AdamW: 1 - lr * weight_decay */
+    int32_t first;       /* SGD: optim_step == 1 */
+    int32_t pad_;
+} odl_step_scalars;
+
+/* What step_scalars_advance needs besides the scalars: constant for a run. */
+typedef struct odl_step_hyper {
+    int world_size, rank;
+    uint32_t rng_stride;               /* ODL_NET_RNG_STRIDE */
+    float beta1, beta2, weight_decay;  /* Adam(W)'s; ignored by the other optimisers */
+} odl_step_hyper;
+
 typedef struct odl_backend {
     const char *name;
     /* Free the backend's cached device buffers (its workspace); NULL when it keeps none. Run by
@@ -317,6 +343,24 @@ typedef struct odl_backend {
      * wgmma kernels of compute capability 9.0 feed float32 straight to the tensor cores, which read the
      * upper 19 bits. BF16 is always rounded to nearest even (in the pack). */
     odl_tf32_rounding (*tf32_rounding)(void);
+
+    /* ---- a training step's scalars in the backend's memory (odl_step_scalars; s lives on the device) ----
+     * step_scalars_advance: one update of *s as odl_step_scalars says (a single thread on CUDA).
+     * dropout_fwd_at / dropout_bwd_at: dropout_fwd / dropout_bwd at offset s->rng_offset + layer.
+     * sgd_step_at, adam_step_at, adadelta_step_at: the updates above with lr and the step's scalars read
+     *   from *s (step = s->optim_step): bitwise what sgd_step / adam_step / adadelta_step give for
+     *   lr = s->lr and that step, on every backend (kernels/step_scalars.h). */
+    odl_status (*step_scalars_advance)(odl_step_scalars *s, const odl_step_hyper *h);
+    odl_status (*dropout_fwd_at)(int64_t n, float p, uint64_t seed, const odl_step_scalars *s, uint64_t layer,
+                                 const float *x, float *y);
+    odl_status (*dropout_bwd_at)(int64_t n, float p, uint64_t seed, const odl_step_scalars *s, uint64_t layer,
+                                 const float *dy, float *dx);
+    odl_status (*sgd_step_at)(int64_t n, float *p, const float *g, float *buf, const odl_step_scalars *s,
+                              float momentum, float dampening, float weight_decay, int nesterov);
+    odl_status (*adam_step_at)(int64_t n, float *p, const float *g, float *m, float *v, const odl_step_scalars *s,
+                               float beta1, float beta2, float eps, float weight_decay, int decoupled);
+    odl_status (*adadelta_step_at)(int64_t n, float *p, const float *g, float *sq, float *acc,
+                                   const odl_step_scalars *s, float rho, float eps, float weight_decay);
 } odl_backend;
 
 /* Number of threads the CPU backend's kernels use: $ODL_CPU_THREADS when set (1..64; odl/env.h), else the

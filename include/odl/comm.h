@@ -196,6 +196,14 @@ ODL_API odl_status odl_grad_buckets_mark_ready(odl_grad_buckets *g, int param_in
  * order the current stream after all reductions (CUDA) / return when they are done (CPU), and reset
  * for the next step. After it every rank's gradients hold the sum over ranks. */
 ODL_API odl_status odl_grad_buckets_finish(odl_grad_buckets *g);
+/* CUDA graphs of a training step (odl/graph.h): mark_ready and finish may run while the current stream
+ * is captured, and then queue their copies and NCCL AllReduces into the graph. capturable: 1 when they
+ * can be (NCCL 2.9 or later with a blocking communicator, or one rank), else 0 and the reason in why.
+ * replayed: after each replay of a captured step, what finish does on the host for a step that ran
+ * (the step count of messages, one watchdog entry on the current stream for the step's collectives).
+ * NULL g: capturable 1. Errors: ODL_E_INVAL, ODL_E_CUDA. */
+ODL_API int odl_grad_buckets_capturable(const odl_grad_buckets *g, char *why, size_t cap);
+ODL_API odl_status odl_grad_buckets_replayed(odl_grad_buckets *g);
 
 #ifdef __cplusplus
 }

@@ -1,9 +1,12 @@
 /* Device runtime: discovery, the per-device caching memory pool, streams and events.
  *
- * Each CUDA device has one caching pool. At odl_device_init it pre-allocates a fraction of the
- * device's free memory (config key memory.preallocate_fraction, default 0.5) in one cudaMalloc and
- * serves every later allocation from it, so the training step never calls cudaMalloc. A request that
- * does not fit fails with ODL_E_NOMEM naming the size asked for and the pool's use.
+ * Each CUDA device has one caching pool. At odl_cuda_init it pre-allocates a fraction of the
+ * device's free memory (config key memory.preallocate_fraction, default 0.5 for training) in one
+ * cudaMalloc and serves every later allocation from it, so the training step never calls cudaMalloc; a
+ * request that does not fit fails with ODL_E_NOMEM naming the size asked for and the pool's use. Or it
+ * grows on demand (ODL_CUDA_POOL_GROW, memory.preallocate_fraction 0, the default of inference and
+ * evaluation): arenas taken from the driver as requests need them and kept, so that a loop of
+ * same-sized steps stops calling cudaMalloc after its first pass.
  * The CPU "device" uses aligned host memory and needs no init.
  */
 #ifndef ODL_DEVICE_H
@@ -28,11 +31,15 @@ ODL_API int odl_cuda_device_count(void);
  * NVML and the kernel log. Errors: ODL_E_CUDA, ODL_E_NODEV (CPU-only build). */
 ODL_API odl_status odl_cuda_pci_bus_id(int index, char *buf, size_t cap);
 /* Make `index` the calling thread's current CUDA device and create its pool if needed.
- * preallocate_fraction in (0, 1]: fraction of free memory the pool reserves up front (the program passes
- * memory.preallocate_fraction); 0 = the fraction of the last odl_cuda_init that gave one, else
- * ODL_CUDA_DEFAULT_FRACTION (memory.preallocate_fraction's default). An allocation on a device whose pool
- * does not exist yet creates it the same way. Errors: ODL_E_NODEV, ODL_E_CUDA, ODL_E_NOMEM, ODL_E_INVAL. */
+ * preallocate_fraction in (0, 1]: fraction of free memory the pool reserves up front in one cudaMalloc
+ * (the program passes memory.preallocate_fraction); ODL_CUDA_POOL_GROW: no reservation, the pool takes
+ * arenas of at least 32 MiB from the driver when a request does not fit and keeps them until
+ * odl_cuda_shutdown (memory.preallocate_fraction 0); 0 = the choice of the last odl_cuda_init that made
+ * one, else ODL_CUDA_DEFAULT_FRACTION (memory.preallocate_fraction's default for training). A pool
+ * already made keeps its mode. An allocation on a device whose pool does not exist yet creates it the
+ * same way. Errors: ODL_E_NODEV, ODL_E_CUDA, ODL_E_NOMEM, ODL_E_INVAL. */
 #define ODL_CUDA_DEFAULT_FRACTION 0.5
+#define ODL_CUDA_POOL_GROW (-1.0)
 ODL_API odl_status odl_cuda_init(int index, double preallocate_fraction);
 /* Release the layers' cached device buffers (the CUDA backend's workspace), then free every pool, as
  * uv_loop_close closes a loop: when a pool still has allocations in use it is kept and the call returns

@@ -117,6 +117,12 @@ ODL_API odl_status odl_net_forward(odl_net *net, int B, int training, uint64_t s
  * d(loss_scale * mean loss)/dparam. loss_scale = B / B_global makes ranks' gradients sum to the
  * gradient of the global mean (data parallelism). */
 ODL_API odl_status odl_net_backward(odl_net *net, int B, float loss_scale, uint64_t seed, uint64_t offset);
+/* The same training forward and backward with dropout at s->rng_offset + layer, read from the device's
+ * memory when the kernels run (odl_step_ctx below), so that a CUDA graph of them replays with each
+ * step's own random numbers; bitwise odl_net_forward / odl_net_backward at offset = s->rng_offset.
+ * Errors: as theirs, ODL_E_INVAL for a NULL s. */
+ODL_API odl_status odl_net_forward_at(odl_net *net, int B, uint64_t seed, const odl_step_scalars *s);
+ODL_API odl_status odl_net_backward_at(odl_net *net, int B, float loss_scale, uint64_t seed, const odl_step_scalars *s);
 /* Find a parameter by name; NULL if absent. */
 ODL_API odl_param *odl_net_param(odl_net *net, const char *name);
 ODL_API int64_t odl_net_num_params(const odl_net *net);
@@ -143,6 +149,33 @@ ODL_API void odl_optim_free(odl_optim *opt);
 /* Name of state tensor j ("square_avg", "acc_delta", "momentum_buffer", "exp_avg", "exp_avg_sq"), or
  * NULL when the optimiser has fewer. */
 ODL_API const char *odl_optim_state_name(const odl_optim *opt, int j);
+
+/* ---- a training step's scalars in the device's memory ----
+ * What changes from one step to the next (the update count, the dropout offset, the learning rate and
+ * the scalars derived from them) lives in one odl_step_scalars on the network's device, read by the
+ * kernels when they run: a step captured once into a CUDA graph replays correctly at every later step,
+ * and a StepLR change at an epoch's end needs no new capture. Use per step: odl_step_ctx_advance, then
+ * odl_net_forward_at / odl_net_backward_at with ctx->dev, then odl_optim_step_at; the host keeps its
+ * own counters (opt->step, the training step) and writes them with odl_step_ctx_write whenever it sets
+ * them otherwise (start, resume, a new learning rate). */
+typedef struct odl_step_ctx {
+    odl_device device;
+    odl_step_scalars *dev; /* on `device` (the CUDA pool, or host memory on the CPU) */
+    odl_step_hyper hyper;
+} odl_step_ctx;
+/* Allocate ctx->dev on dev for a rank of world_size ranks training with opt's hyperparameters, and
+ * write opt's step and learning rate with rng_step = opt->step. Errors: ODL_E_INVAL, ODL_E_NOMEM. */
+ODL_API odl_status odl_step_ctx_init(odl_step_ctx *ctx, odl_device dev, const odl_optim *opt, int world_size, int rank);
+/* optim_step = opt->step, rng_step, lr = opt->lr into ctx->dev, ordered on the current stream after the
+ * work already queued there (not while the stream is captured). Errors: device errors. */
+ODL_API odl_status odl_step_ctx_write(odl_step_ctx *ctx, const odl_optim *opt, int64_t rng_step);
+/* The first operation of a step: odl_step_scalars_advance on ctx->dev. */
+ODL_API odl_status odl_step_ctx_advance(odl_step_ctx *ctx);
+ODL_API void odl_step_ctx_free(odl_step_ctx *ctx);
+/* One update of every parameter with lr and the step read from s (the *_at ops of odl/ops.h); bitwise
+ * odl_optim_step at opt->lr = s->lr, opt->step + 1 = s->optim_step. opt->step is not changed (the
+ * caller counts). */
+ODL_API odl_status odl_optim_step_at(const odl_optim *opt, odl_net *net, const odl_step_scalars *s);
 
 /* The optimisers' one name table (nn/optim.c), used by the config schema and the checkpoints:
  * odl_optim_names() = {"adadelta", "sgd", "adam", "adamw", NULL}, index = odl_optim_type. */

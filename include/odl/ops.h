@@ -105,6 +105,25 @@ ODL_API odl_status odl_adam_step(odl_tensor *p, const odl_tensor *g, odl_tensor 
 ODL_API odl_status odl_adadelta_step(odl_tensor *p, const odl_tensor *g, odl_tensor *sq, odl_tensor *acc, float lr,
                              float rho, float eps, float weight_decay);
 
+/* ---- a training step's scalars in the device's memory (odl_step_scalars, odl/backend.h) ----
+ * s points to one odl_step_scalars in the memory of the tensors' device (odl_mem_alloc on a CUDA device,
+ * host memory on the CPU); the kernels read it when they run, so a CUDA graph of these calls replays
+ * with the current step and learning rate. Each op is bitwise its host-scalar twin above at
+ * (lr, step) = (s->lr, s->optim_step) and offset = s->rng_offset + layer. Errors: as the twins', and
+ * ODL_E_INVAL for a NULL s. */
+ODL_API odl_status odl_step_scalars_advance(odl_device dev, odl_step_scalars *s, const odl_step_hyper *h);
+ODL_API odl_status odl_dropout_fwd_at(float p, uint64_t seed, const odl_step_scalars *s, uint64_t layer,
+                                      const odl_tensor *x, odl_tensor *y);
+ODL_API odl_status odl_dropout_bwd_at(float p, uint64_t seed, const odl_step_scalars *s, uint64_t layer,
+                                      const odl_tensor *dy, odl_tensor *dx);
+ODL_API odl_status odl_sgd_step_at(odl_tensor *p, const odl_tensor *g, odl_tensor *buf, const odl_step_scalars *s,
+                                   float momentum, float dampening, float weight_decay, int nesterov);
+ODL_API odl_status odl_adam_step_at(odl_tensor *p, const odl_tensor *g, odl_tensor *m, odl_tensor *v,
+                                    const odl_step_scalars *s, float beta1, float beta2, float eps, float weight_decay,
+                                    int decoupled);
+ODL_API odl_status odl_adadelta_step_at(odl_tensor *p, const odl_tensor *g, odl_tensor *sq, odl_tensor *acc,
+                                        const odl_step_scalars *s, float rho, float eps, float weight_decay);
+
 #ifdef __cplusplus
 }
 #endif

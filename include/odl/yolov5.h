@@ -44,6 +44,14 @@ typedef struct odl_yolov5 odl_yolov5;
  * malformed or disagrees with the stored tensor shapes, naming the layer and tensor), ODL_E_HDF5,
  * ODL_E_NOMEM, device errors. */
 ODL_API odl_status odl_yolov5_load(const char *path, odl_device dev, odl_yolov5 **out);
+/* odl_yolov5_load in two halves, so that a program can create the CUDA context on another thread while
+ * the file is read (worker/infer.c): odl_yolov5_read reads, checks and folds the weights on the host
+ * without any device call (errors as odl_yolov5_load's); odl_yolov5_upload then puts every weight on
+ * `dev` in one allocation and one copy. Between the two only the description (classes, layers, strides,
+ * parameter count) may be used, and odl_yolov5_free. Errors of the upload: ODL_E_INVAL (uploaded
+ * already), ODL_E_NOMEM, device errors. */
+ODL_API odl_status odl_yolov5_read(const char *path, odl_yolov5 **out);
+ODL_API odl_status odl_yolov5_upload(odl_yolov5 *m, odl_device dev);
 ODL_API void odl_yolov5_free(odl_yolov5 *m);
 
 ODL_API odl_device odl_yolov5_device(const odl_yolov5 *m);

@@ -46,6 +46,12 @@ static const odl_backend g_cpu_backend = {
     .gemm_lowp = odl_cpu_gemm_lowp,
     .gemm_typed = odl_cpu_gemm_typed,
     .tf32_rounding = odl_cpu_tf32_rounding,
+    .step_scalars_advance = odl_cpu_step_scalars_advance,
+    .dropout_fwd_at = odl_cpu_dropout_fwd_at,
+    .dropout_bwd_at = odl_cpu_dropout_bwd_at,
+    .sgd_step_at = odl_cpu_sgd_step_at,
+    .adam_step_at = odl_cpu_adam_step_at,
+    .adadelta_step_at = odl_cpu_adadelta_step_at,
 };
 
 const odl_backend *odl_backend_cpu(void) { return &g_cpu_backend; }

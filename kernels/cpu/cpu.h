@@ -90,6 +90,10 @@ odl_status odl_cpu_act_fwd(odl_act act, int64_t n, const float *x, float *y);
 odl_status odl_cpu_act_bwd(odl_act act, int64_t n, const float *x, const float *y, const float *dy, float *dx);
 odl_status odl_cpu_dropout_fwd(int64_t n, float p, uint64_t seed, uint64_t offset, const float *x, float *y);
 odl_status odl_cpu_dropout_bwd(int64_t n, float p, uint64_t seed, uint64_t offset, const float *dy, float *dx);
+odl_status odl_cpu_dropout_fwd_at(int64_t n, float p, uint64_t seed, const odl_step_scalars *s, uint64_t layer,
+                                  const float *x, float *y);
+odl_status odl_cpu_dropout_bwd_at(int64_t n, float p, uint64_t seed, const odl_step_scalars *s, uint64_t layer,
+                                  const float *dy, float *dx);
 odl_status odl_cpu_add(int64_t n, const float *a, const float *b, float *y);
 odl_status odl_cpu_mul(int64_t n, const float *a, const float *b, float *y);
 odl_status odl_cpu_scale(int64_t n, float alpha, const float *x, float *y);
@@ -144,6 +148,13 @@ odl_status odl_cpu_adam_step(int64_t n, float *p, const float *g, float *m, floa
                              float beta2, float eps, float weight_decay, int decoupled, int64_t step);
 odl_status odl_cpu_adadelta_step(int64_t n, float *p, const float *g, float *sq, float *acc, float lr, float rho,
                                  float eps, float weight_decay);
+odl_status odl_cpu_step_scalars_advance(odl_step_scalars *s, const odl_step_hyper *h);
+odl_status odl_cpu_sgd_step_at(int64_t n, float *p, const float *g, float *buf, const odl_step_scalars *s,
+                               float momentum, float dampening, float weight_decay, int nesterov);
+odl_status odl_cpu_adam_step_at(int64_t n, float *p, const float *g, float *m, float *v, const odl_step_scalars *s,
+                                float beta1, float beta2, float eps, float weight_decay, int decoupled);
+odl_status odl_cpu_adadelta_step_at(int64_t n, float *p, const float *g, float *sq, float *acc,
+                                    const odl_step_scalars *s, float rho, float eps, float weight_decay);
 
 /* ---- detection pipeline (detect_post.c) ---- */
 odl_status odl_cpu_letterbox_u8_to_chw(int N, int H, int W, const uint8_t *src, const int64_t *src_off,

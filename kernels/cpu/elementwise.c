@@ -205,6 +205,16 @@ odl_status odl_cpu_dropout_bwd(int64_t n, float p, uint64_t seed, uint64_t offse
     return odl_cpu_dropout_fwd(n, p, seed, offset, dy, dx);
 }
 
+odl_status odl_cpu_dropout_fwd_at(int64_t n, float p, uint64_t seed, const odl_step_scalars *s, uint64_t layer,
+                                  const float *x, float *y) {
+    return odl_cpu_dropout_fwd(n, p, seed, s->rng_offset + layer, x, y);
+}
+
+odl_status odl_cpu_dropout_bwd_at(int64_t n, float p, uint64_t seed, const odl_step_scalars *s, uint64_t layer,
+                                  const float *dy, float *dx) {
+    return odl_cpu_dropout_fwd(n, p, seed, s->rng_offset + layer, dy, dx);
+}
+
 odl_status odl_cpu_add(int64_t n, const float *a, const float *b, float *y) {
     ew_job J = {EW_ADD, ODL_ACT_NONE, a, b, NULL, y, 0, 0, 0, 0};
     return ew_run(&J, n, EW_GRAIN);

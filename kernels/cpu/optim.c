@@ -15,6 +15,8 @@
 
 #include <math.h>
 
+#include "kernels/step_scalars.h"
+
 #define OPT_GRAIN 16384
 
 typedef struct opt_job {
@@ -80,8 +82,7 @@ static odl_status adam_chunk(void *ctx, int chunk, int64_t b, int64_t e) {
 odl_status odl_cpu_adam_step(int64_t n, float *p, const float *g, float *m, float *v, float lr, float beta1,
                              float beta2, float eps, float weight_decay, int decoupled, int64_t step) {
     opt_job J = {0};
-    double s = (double)(step < 1 ? 1 : step);
-    double bc1 = 1.0 - pow((double)beta1, s), bc2 = 1.0 - pow((double)beta2, s);
+    odl_adam_scalars(lr, beta1, beta2, weight_decay, step, &J.step_size, &J.bc2_sqrt, &J.decay);
     J.p = p;
     J.g = g;
     J.s1 = m;
@@ -92,9 +93,6 @@ odl_status odl_cpu_adam_step(int64_t n, float *p, const float *g, float *m, floa
     J.eps = eps;
     J.wd = weight_decay;
     J.flag = decoupled;
-    J.step_size = (float)((double)lr / bc1);
-    J.bc2_sqrt = (float)sqrt(bc2);
-    J.decay = (float)(1.0 - (double)lr * (double)weight_decay);
     return odl_cpu_parallel_for(n, OPT_GRAIN, adam_chunk, &J, NULL);
 }
 
@@ -127,4 +125,40 @@ odl_status odl_cpu_adadelta_step(int64_t n, float *p, const float *g, float *sq,
     J.eps = eps;
     J.wd = weight_decay;
     return odl_cpu_parallel_for(n, OPT_GRAIN, adadelta_chunk, &J, NULL);
+}
+
+/* ---- the same updates with the step's scalars read from an odl_step_scalars (host memory here) ---- */
+
+odl_status odl_cpu_step_scalars_advance(odl_step_scalars *s, const odl_step_hyper *h) {
+    odl_step_scalars_advance_one(s, h);
+    return ODL_OK;
+}
+
+odl_status odl_cpu_sgd_step_at(int64_t n, float *p, const float *g, float *buf, const odl_step_scalars *s,
+                               float momentum, float dampening, float weight_decay, int nesterov) {
+    return odl_cpu_sgd_step(n, p, g, buf, s->lr, momentum, dampening, weight_decay, nesterov, s->optim_step);
+}
+
+odl_status odl_cpu_adam_step_at(int64_t n, float *p, const float *g, float *m, float *v, const odl_step_scalars *s,
+                                float beta1, float beta2, float eps, float weight_decay, int decoupled) {
+    opt_job J = {0};
+    J.p = p;
+    J.g = g;
+    J.s1 = m;
+    J.s2 = v;
+    J.lr = s->lr;
+    J.a = beta1;
+    J.b = beta2;
+    J.eps = eps;
+    J.wd = weight_decay;
+    J.flag = decoupled;
+    J.step_size = s->step_size;
+    J.bc2_sqrt = s->bc2_sqrt;
+    J.decay = s->decay;
+    return odl_cpu_parallel_for(n, OPT_GRAIN, adam_chunk, &J, NULL);
+}
+
+odl_status odl_cpu_adadelta_step_at(int64_t n, float *p, const float *g, float *sq, float *acc,
+                                    const odl_step_scalars *s, float rho, float eps, float weight_decay) {
+    return odl_cpu_adadelta_step(n, p, g, sq, acc, s->lr, rho, eps, weight_decay);
 }

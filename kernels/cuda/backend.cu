@@ -30,10 +30,18 @@ int sm_count() {
     return n;
 }
 
+/* Buffers a growth replaced. A CUDA graph captured before the growth still points to the old buffer and
+ * may be replayed later (the training step's graphs, captured before the first evaluation, whose larger
+ * batch grows the workspace), so an old buffer stays allocated until the backend's release. Growth by
+ * at least half each time keeps them below twice the current buffer. */
+static constexpr int kRetired = 16;
+
 struct Workspace {
     void *p;
     size_t cap;
     size_t n_allocs; /* the pool's allocation count just after this buffer was taken */
+    void *retired[kRetired];
+    int n_retired;
 };
 static Workspace g_ws[kMaxDevices];
 static std::mutex g_ws_mu;
@@ -53,6 +61,7 @@ odl_status workspace(size_t bytes, void **out) {
             odl_error_clear();
             w.p = nullptr;
             w.cap = 0;
+            w.n_retired = 0;
         }
     }
     if (w.cap < bytes) {
@@ -66,10 +75,15 @@ odl_status workspace(size_t bytes, void **out) {
         size_t want = w.cap + w.cap / 2;
         if (want < bytes) want = bytes;
         want = (want + ((size_t)1 << 20) - 1) & ~(((size_t)1 << 20) - 1);
-        if (w.p) {
-            /* kernels queued on any stream may still use the old buffer */
+        if (w.p && w.n_retired == kRetired) {
+            /* kernels queued on any stream may still use the old buffers (no graph should be left that
+             * does, after this many growths) */
             ODL_CUDA_CALL(cudaDeviceSynchronize());
-            odl_mem_free(odl_cuda(dev), w.p);
+            for (int i = 0; i < w.n_retired; i++) odl_mem_free(odl_cuda(dev), w.retired[i]);
+            w.n_retired = 0;
+        }
+        if (w.p) {
+            w.retired[w.n_retired++] = w.p;
             w.p = nullptr;
             w.cap = 0;
         }
@@ -100,11 +114,13 @@ extern "C" void odl_cuda_backend_release(void) {
     const bool have_prev = cudaGetDevice(&prev) == cudaSuccess;
     for (int d = 0; d < odlk::kMaxDevices; d++) {
         odlk::Workspace &w = odlk::g_ws[d];
-        if (!w.p) continue;
+        if (!w.p && !w.n_retired) continue;
         if (cudaSetDevice(d) == cudaSuccess) cudaDeviceSynchronize();
         odl_mem_free(odl_cuda(d), w.p);
+        for (int i = 0; i < w.n_retired; i++) odl_mem_free(odl_cuda(d), w.retired[i]);
         w.p = nullptr;
         w.cap = 0;
+        w.n_retired = 0;
     }
     if (have_prev) cudaSetDevice(prev);
     cudaGetLastError();
@@ -143,6 +159,12 @@ static odl_backend make_table() {
     b.sgd_step = odl_cuda_sgd_step;
     b.adam_step = odl_cuda_adam_step;
     b.adadelta_step = odl_cuda_adadelta_step;
+    b.step_scalars_advance = odl_cuda_step_scalars_advance;
+    b.dropout_fwd_at = odl_cuda_dropout_fwd_at;
+    b.dropout_bwd_at = odl_cuda_dropout_bwd_at;
+    b.sgd_step_at = odl_cuda_sgd_step_at;
+    b.adam_step_at = odl_cuda_adam_step_at;
+    b.adadelta_step_at = odl_cuda_adadelta_step_at;
     b.conv2d_f16 = odl_cuda_conv2d_f16;
     b.maxpool2d_f16 = odl_cuda_maxpool2d_f16;
     b.upsample2x_f16 = odl_cuda_upsample2x_f16;

@@ -42,8 +42,9 @@ static inline cudaStream_t stream() { return (cudaStream_t)odl_stream_current();
 int sm_count();
 
 /* Workspace of the current device: at least `bytes`, 256-byte aligned, from the device's caching pool
- * (odl_mem_alloc). One buffer per device, kept between calls and grown on demand (a growth waits for
- * the device before the old buffer goes back to the pool). The pointer is valid until the next call;
+ * (odl_mem_alloc). One buffer per device, kept between calls and grown on demand; a growth keeps the
+ * old buffer allocated until the backend's release (a CUDA graph captured before it may still use it,
+ * backend.cu). The pointer is valid until the next call;
  * an op uses it only for kernels it launches on the current stream, so consecutive ops on one stream
  * are ordered. Not for concurrent use from two streams of one device.
  * Errors: whatever odl_mem_alloc reports (ODL_E_NOMEM names the size), ODL_E_CUDA. */
@@ -150,6 +151,18 @@ odl_status odl_cuda_adam_step(int64_t n, float *p, const float *g, float *m, flo
                               float beta2, float eps, float weight_decay, int decoupled, int64_t step);
 odl_status odl_cuda_adadelta_step(int64_t n, float *p, const float *g, float *sq, float *acc, float lr, float rho,
                                   float eps, float weight_decay);
+/* a training step's scalars read from device memory (odl_step_scalars; optim.cu, elementwise.cu) */
+odl_status odl_cuda_step_scalars_advance(odl_step_scalars *s, const odl_step_hyper *h);
+odl_status odl_cuda_dropout_fwd_at(int64_t n, float p, uint64_t seed, const odl_step_scalars *s, uint64_t layer,
+                                   const float *x, float *y);
+odl_status odl_cuda_dropout_bwd_at(int64_t n, float p, uint64_t seed, const odl_step_scalars *s, uint64_t layer,
+                                   const float *dy, float *dx);
+odl_status odl_cuda_sgd_step_at(int64_t n, float *p, const float *g, float *buf, const odl_step_scalars *s,
+                                float momentum, float dampening, float weight_decay, int nesterov);
+odl_status odl_cuda_adam_step_at(int64_t n, float *p, const float *g, float *m, float *v, const odl_step_scalars *s,
+                                 float beta1, float beta2, float eps, float weight_decay, int decoupled);
+odl_status odl_cuda_adadelta_step_at(int64_t n, float *p, const float *g, float *sq, float *acc,
+                                     const odl_step_scalars *s, float rho, float eps, float weight_decay);
 /* float16 NHWC inference (conv2d_f16.cu, nhwc_f16.cu) */
 odl_status odl_cuda_conv2d_f16(const odl_conv2d_f16_args *a);
 odl_status odl_cuda_maxpool2d_f16(const odl_pool2d_shape *s, const odl_half *x, int64_t ldx, odl_half *y,

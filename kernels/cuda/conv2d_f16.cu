@@ -20,6 +20,7 @@
  * (the decode was a third of the batch-32 float16 forward as a separate pass).
  * Limits: N*P*Q < 2^31 and R*S*C < 2^31 (ODL_E_UNSUPPORTED otherwise).
  */
+#include <atomic>
 #include <cuda_fp16.h>
 
 #include "kernels/cuda/common.cuh"
@@ -325,8 +326,17 @@ odl_status launch_cfg(const ConvF16Params &p, int out, const char *name) {
     auto k = out == kOutDetect ? conv2d_f16_kernel<WM, WN, MT, NT, STAGES, kOutDetect>
              : out == kOutF32  ? conv2d_f16_kernel<WM, WN, MT, NT, STAGES, kOutF32>
                                : conv2d_f16_kernel<WM, WN, MT, NT, STAGES, kOutHalf>;
-    if (smem_max > 48 * 1024)
-        ODL_CUDA_CALL(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_max));
+    if (smem_max > 48 * 1024) { /* the opt-in to more than 48 KB of dynamic shared memory, once per device */
+        static std::atomic<unsigned long long> opted[3];
+        int dev = 0;
+        ODL_CUDA_CALL(cudaGetDevice(&dev));
+        const unsigned long long bit = 1ull << (dev & 63);
+        std::atomic<unsigned long long> &o = opted[out == kOutDetect ? 0 : out == kOutF32 ? 1 : 2];
+        if (!(o.load() & bit)) {
+            ODL_CUDA_CALL(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_max));
+            o.fetch_or(bit);
+        }
+    }
     k<<<(unsigned)blocks, THREADS, smem, stream()>>>(q);
     ODL_CUDA_LAUNCH_CHECK(name);
     return ODL_OK;

@@ -121,13 +121,16 @@ __device__ __forceinline__ float drop1(uint32_t w, float p, float scale, float x
     return u >= p ? __fmul_rn(x, scale) : 0.0f;
 }
 
-/* Thread-per-Philox-block: block j covers elements 4j..4j+3. V: x and y 16-byte aligned. */
+/* Thread-per-Philox-block: block j covers elements 4j..4j+3. V: x and y 16-byte aligned. The offset is
+ * `offset`, plus *base when base is not NULL (odl_step_scalars.rng_offset, read when the kernel runs). */
 template <bool V>
 __global__ void ODLK_MAXNREG32 dropout_kernel(int64_t n, float p, float scale, uint64_t seed,
-                                                           uint64_t offset, const float *x, float *y) {
+                                                           uint64_t offset, const uint64_t *base, const float *x,
+                                                           float *y) {
     const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     const int64_t nblk = (n + 3) >> 2;
+    if (base) offset += *base;
     const uint32_t o0 = (uint32_t)offset, o1 = (uint32_t)(offset >> 32);
     const uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
     for (int64_t j = tid; j < nblk; j += stride) {
@@ -179,22 +182,38 @@ extern "C" odl_status odl_cuda_act_bwd(odl_act act, int64_t n, const float *x, c
     }
 }
 
-extern "C" odl_status odl_cuda_dropout_fwd(int64_t n, float p, uint64_t seed, uint64_t offset, const float *x,
-                                           float *y) {
+static odl_status launch_dropout(int64_t n, float p, uint64_t seed, uint64_t offset, const uint64_t *base,
+                                 const float *x, float *y) {
     if (n <= 0) return ODL_OK;
     const float scale = 1.0f / (1.0f - p); /* once, in float, as the CPU and PyTorch */
     const int64_t nblk = (n + 3) >> 2;
-    void (*k)(int64_t, float, float, uint64_t, uint64_t, const float *, float *) =
+    void (*k)(int64_t, float, float, uint64_t, uint64_t, const uint64_t *, const float *, float *) =
         aligned16(x) && aligned16(y) ? dropout_kernel<true> : dropout_kernel<false>;
-    k<<<grid_for_kernel((const void *)k, nblk, kThreads), kThreads, 0, stream()>>>(n, p, scale, seed, offset, x, y);
+    k<<<grid_for_kernel((const void *)k, nblk, kThreads), kThreads, 0, stream()>>>(n, p, scale, seed, offset, base, x,
+                                                                                    y);
     ODL_CUDA_LAUNCH_CHECK("dropout_kernel");
     return ODL_OK;
+}
+
+extern "C" odl_status odl_cuda_dropout_fwd(int64_t n, float p, uint64_t seed, uint64_t offset, const float *x,
+                                           float *y) {
+    return launch_dropout(n, p, seed, offset, nullptr, x, y);
 }
 
 /* Same mask as the forward pass: dx = keep ? dy * scale : 0. */
 extern "C" odl_status odl_cuda_dropout_bwd(int64_t n, float p, uint64_t seed, uint64_t offset, const float *dy,
                                            float *dx) {
-    return odl_cuda_dropout_fwd(n, p, seed, offset, dy, dx);
+    return launch_dropout(n, p, seed, offset, nullptr, dy, dx);
+}
+
+extern "C" odl_status odl_cuda_dropout_fwd_at(int64_t n, float p, uint64_t seed, const odl_step_scalars *s,
+                                              uint64_t layer, const float *x, float *y) {
+    return launch_dropout(n, p, seed, layer, &s->rng_offset, x, y);
+}
+
+extern "C" odl_status odl_cuda_dropout_bwd_at(int64_t n, float p, uint64_t seed, const odl_step_scalars *s,
+                                              uint64_t layer, const float *dy, float *dx) {
+    return launch_dropout(n, p, seed, layer, &s->rng_offset, dy, dx);
 }
 
 extern "C" odl_status odl_cuda_add(int64_t n, const float *a, const float *b, float *y) {

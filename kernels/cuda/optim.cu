@@ -3,8 +3,11 @@
  * operation for operation and in the same order, written with __fmul_rn/__fadd_rn/__fdiv_rn/__fsqrt_rn
  * so that nvcc contracts nothing into an FMA (the CPU build never does) and every operation is IEEE
  * round-to-nearest: the CPU and the GPU give bitwise the same parameters and state. Scalars that
- * PyTorch computes in Python (bias corrections, step size, the AdamW decay factor) are computed on the
- * host in double, exactly as the CPU backend does, and rounded to float once:
+ * PyTorch computes in Python (bias corrections, step size, the AdamW decay factor) are computed in double
+ * by kernels/step_scalars.h, on the host for the entries that take lr and step as arguments and on the
+ * device (step_scalars_advance, one thread) for the *_at entries that read them from an odl_step_scalars
+ * when they run (a CUDA graph replays them), with the same operations as the CPU backend, and rounded to
+ * float once:
  *   SGD:      g = g + wd*p; buf = step == 1 ? g : momentum*buf + (1 - dampening)*g;
  *             g = nesterov ? g + momentum*buf : buf; p = p + (-lr)*g.        (buf unused when momentum == 0)
  *   Adam(W):  AdamW p = p * (1 - lr*wd); Adam g = g + wd*p; m = b1*m + (1 - b1)*g;
@@ -21,6 +24,7 @@
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/ops_util.cuh"
+#include "kernels/step_scalars.h"
 
 namespace odlk {
 namespace {
@@ -28,6 +32,10 @@ namespace {
 struct SgdUpd {
     float lr, momentum, omd, wd; /* omd = 1 - dampening */
     int nesterov, first;
+    __device__ __forceinline__ void load(const odl_step_scalars &s) {
+        lr = s.lr;
+        first = s.first;
+    }
     __device__ __forceinline__ void operator()(float &p, float g, float &buf, float &) const {
         if (wd != 0.0f) g = __fadd_rn(g, __fmul_rn(wd, p));
         if (momentum != 0.0f) {
@@ -42,6 +50,11 @@ struct SgdUpd {
 struct AdamUpd {
     float b1, omb1, b2, omb2, eps, wd, step_size, bc2_sqrt, decay;
     int decoupled;
+    __device__ __forceinline__ void load(const odl_step_scalars &s) {
+        step_size = s.step_size;
+        bc2_sqrt = s.bc2_sqrt;
+        decay = s.decay;
+    }
     __device__ __forceinline__ void operator()(float &p, float g, float &m, float &v) const {
         if (decoupled)
             p = __fmul_rn(p, decay);
@@ -56,6 +69,7 @@ struct AdamUpd {
 
 struct AdadeltaUpd {
     float lr, rho, omr, eps, wd;
+    __device__ __forceinline__ void load(const odl_step_scalars &s) { lr = s.lr; }
     __device__ __forceinline__ void operator()(float &p, float g, float &sq, float &acc) const {
         if (wd != 0.0f) g = __fadd_rn(g, __fmul_rn(wd, p));
         sq = __fadd_rn(__fmul_rn(rho, sq), __fmul_rn(__fmul_rn(omr, g), g));
@@ -69,9 +83,12 @@ struct AdadeltaUpd {
 /* At most 64 registers (4 blocks of 256 per SM): with four float4 streams and the IEEE division and
  * square root sequences, Adam and Adadelta spill at 40. Four 16-byte loads in flight per thread keep
  * 64 KB per SM in flight at that occupancy. */
+/* sc != NULL: the step's scalars come from *sc (read when the kernel runs) instead of upd's. */
 template <class U, int NS, bool V>
 __global__ void __launch_bounds__(kThreads, 4) optim_kernel(int64_t n, float *p, const float *__restrict__ g,
-                                                            float *s1, float *s2, U upd) {
+                                                            float *s1, float *s2, U upd,
+                                                            const odl_step_scalars *__restrict__ sc) {
+    if (sc) upd.load(*sc);
     const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     float z0 = 0.0f, z1 = 0.0f;
@@ -110,16 +127,53 @@ __global__ void __launch_bounds__(kThreads, 4) optim_kernel(int64_t n, float *p,
 }
 
 template <class U, int NS>
-odl_status launch_optim(const char *name, int64_t n, float *p, const float *g, float *s1, float *s2, U upd) {
+odl_status launch_optim(const char *name, int64_t n, float *p, const float *g, float *s1, float *s2, U upd,
+                        const odl_step_scalars *sc = nullptr) {
     if (n <= 0) return ODL_OK;
     const bool v = aligned16(p) && aligned16(g) && (NS < 1 || aligned16(s1)) && (NS < 2 || aligned16(s2));
     int64_t work = v ? (n >> 2) : n;
     if (work < 1) work = 1;
-    void (*k)(int64_t, float *, const float *, float *, float *, U) =
+    void (*k)(int64_t, float *, const float *, float *, float *, U, const odl_step_scalars *) =
         v ? optim_kernel<U, NS, true> : optim_kernel<U, NS, false>;
-    k<<<grid_for_kernel((const void *)k, work, kThreads), kThreads, 0, stream()>>>(n, p, g, s1, s2, upd);
+    k<<<grid_for_kernel((const void *)k, work, kThreads), kThreads, 0, stream()>>>(n, p, g, s1, s2, upd, sc);
     ODL_CUDA_LAUNCH_CHECK(name);
     return ODL_OK;
+}
+
+__global__ void step_scalars_kernel(odl_step_scalars *s, odl_step_hyper h) { odl_step_scalars_advance_one(s, &h); }
+
+SgdUpd sgd_upd(float lr, float momentum, float dampening, float weight_decay, int nesterov, int64_t step) {
+    SgdUpd u;
+    u.lr = lr;
+    u.momentum = momentum;
+    u.omd = 1.0f - dampening;
+    u.wd = weight_decay;
+    u.nesterov = nesterov;
+    u.first = step <= 1;
+    return u;
+}
+
+AdamUpd adam_upd(float lr, float beta1, float beta2, float eps, float weight_decay, int decoupled, int64_t step) {
+    AdamUpd u;
+    u.b1 = beta1;
+    u.omb1 = 1.0f - beta1;
+    u.b2 = beta2;
+    u.omb2 = 1.0f - beta2;
+    u.eps = eps;
+    u.wd = weight_decay;
+    odl_adam_scalars(lr, beta1, beta2, weight_decay, step, &u.step_size, &u.bc2_sqrt, &u.decay);
+    u.decoupled = decoupled;
+    return u;
+}
+
+AdadeltaUpd adadelta_upd(float lr, float rho, float eps, float weight_decay) {
+    AdadeltaUpd u;
+    u.lr = lr;
+    u.rho = rho;
+    u.omr = 1.0f - rho;
+    u.eps = eps;
+    u.wd = weight_decay;
+    return u;
 }
 
 } // namespace
@@ -129,13 +183,7 @@ using namespace odlk;
 
 extern "C" odl_status odl_cuda_sgd_step(int64_t n, float *p, const float *g, float *buf, float lr, float momentum,
                                         float dampening, float weight_decay, int nesterov, int64_t step) {
-    SgdUpd u;
-    u.lr = lr;
-    u.momentum = momentum;
-    u.omd = 1.0f - dampening;
-    u.wd = weight_decay;
-    u.nesterov = nesterov;
-    u.first = step <= 1;
+    const SgdUpd u = sgd_upd(lr, momentum, dampening, weight_decay, nesterov, step);
     if (momentum != 0.0f) return launch_optim<SgdUpd, 1>("optim_kernel sgd", n, p, g, buf, nullptr, u);
     return launch_optim<SgdUpd, 0>("optim_kernel sgd", n, p, g, nullptr, nullptr, u);
 }
@@ -143,29 +191,41 @@ extern "C" odl_status odl_cuda_sgd_step(int64_t n, float *p, const float *g, flo
 extern "C" odl_status odl_cuda_adam_step(int64_t n, float *p, const float *g, float *m, float *v, float lr,
                                          float beta1, float beta2, float eps, float weight_decay, int decoupled,
                                          int64_t step) {
-    const double s = (double)(step < 1 ? 1 : step);
-    const double bc1 = 1.0 - pow((double)beta1, s), bc2 = 1.0 - pow((double)beta2, s);
-    AdamUpd u;
-    u.b1 = beta1;
-    u.omb1 = 1.0f - beta1;
-    u.b2 = beta2;
-    u.omb2 = 1.0f - beta2;
-    u.eps = eps;
-    u.wd = weight_decay;
-    u.step_size = (float)((double)lr / bc1);
-    u.bc2_sqrt = (float)sqrt(bc2);
-    u.decay = (float)(1.0 - (double)lr * (double)weight_decay);
-    u.decoupled = decoupled;
-    return launch_optim<AdamUpd, 2>("optim_kernel adam", n, p, g, m, v, u);
+    return launch_optim<AdamUpd, 2>("optim_kernel adam", n, p, g, m, v,
+                                    adam_upd(lr, beta1, beta2, eps, weight_decay, decoupled, step));
 }
 
 extern "C" odl_status odl_cuda_adadelta_step(int64_t n, float *p, const float *g, float *sq, float *acc, float lr,
                                              float rho, float eps, float weight_decay) {
-    AdadeltaUpd u;
-    u.lr = lr;
-    u.rho = rho;
-    u.omr = 1.0f - rho;
-    u.eps = eps;
-    u.wd = weight_decay;
-    return launch_optim<AdadeltaUpd, 2>("optim_kernel adadelta", n, p, g, sq, acc, u);
+    return launch_optim<AdadeltaUpd, 2>("optim_kernel adadelta", n, p, g, sq, acc,
+                                        adadelta_upd(lr, rho, eps, weight_decay));
+}
+
+/* ---- the *_at entries: the step's scalars from an odl_step_scalars in device memory ---- */
+
+extern "C" odl_status odl_cuda_step_scalars_advance(odl_step_scalars *s, const odl_step_hyper *h) {
+    step_scalars_kernel<<<1, 1, 0, stream()>>>(s, *h);
+    ODL_CUDA_LAUNCH_CHECK("step_scalars_kernel");
+    return ODL_OK;
+}
+
+/* The launch arguments' lr and step are placeholders that the kernel replaces with *s before use. */
+extern "C" odl_status odl_cuda_sgd_step_at(int64_t n, float *p, const float *g, float *buf, const odl_step_scalars *s,
+                                           float momentum, float dampening, float weight_decay, int nesterov) {
+    const SgdUpd u = sgd_upd(0.0f, momentum, dampening, weight_decay, nesterov, 1);
+    if (momentum != 0.0f) return launch_optim<SgdUpd, 1>("optim_kernel sgd", n, p, g, buf, nullptr, u, s);
+    return launch_optim<SgdUpd, 0>("optim_kernel sgd", n, p, g, nullptr, nullptr, u, s);
+}
+
+extern "C" odl_status odl_cuda_adam_step_at(int64_t n, float *p, const float *g, float *m, float *v,
+                                            const odl_step_scalars *s, float beta1, float beta2, float eps,
+                                            float weight_decay, int decoupled) {
+    return launch_optim<AdamUpd, 2>("optim_kernel adam", n, p, g, m, v,
+                                    adam_upd(0.0f, beta1, beta2, eps, weight_decay, decoupled, 1), s);
+}
+
+extern "C" odl_status odl_cuda_adadelta_step_at(int64_t n, float *p, const float *g, float *sq, float *acc,
+                                                const odl_step_scalars *s, float rho, float eps, float weight_decay) {
+    return launch_optim<AdadeltaUpd, 2>("optim_kernel adadelta", n, p, g, sq, acc,
+                                        adadelta_upd(0.0f, rho, eps, weight_decay), s);
 }

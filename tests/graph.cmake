@@ -1,0 +1,21 @@
+# CUDA graphs of the training step (issue 22; worker/train_step.h): the step's scalars in device memory
+# (update count, dropout offset, learning rate, Adam's bias corrections) against the host-scalar ops, the
+# step object against the plain forward/backward/optimiser loop (CPU, label unit) and, on CUDA (label gpu;
+# exit 77 without a device), graph replays against op-by-op steps bit for bit, and odl_worker end to end.
+odl_add_test(test_step_scalars SOURCES test_step_scalars.c LABELS unit TIMEOUT 120)
+add_test(NAME test_step_scalars_gpu COMMAND test_step_scalars --device cuda)
+set_tests_properties(test_step_scalars_gpu PROPERTIES LABELS gpu TIMEOUT 300 SKIP_RETURN_CODE 77)
+odl_add_test(test_train_step SOURCES test_train_step.c ${PROJECT_SOURCE_DIR}/worker/train_step.c LABELS unit TIMEOUT 300)
+add_test(NAME test_train_step_gpu COMMAND test_train_step --device cuda)
+set_tests_properties(test_train_step_gpu PROPERTIES LABELS gpu TIMEOUT 600 SKIP_RETURN_CODE 77)
+if(TARGET odl_worker AND TARGET odl_ckpt)
+  foreach(case equal precision resume cli)
+    add_test(NAME train_graph_${case} COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_train_graph.sh
+      $<TARGET_FILE:odl_worker> $<TARGET_FILE:odl_ckpt> ${case})
+    set(labels gpu)
+    if(case STREQUAL "cli")
+      set(labels integration)
+    endif()
+    set_tests_properties(train_graph_${case} PROPERTIES LABELS "${labels}" TIMEOUT 900 SKIP_RETURN_CODE 77)
+  endforeach()
+endif()

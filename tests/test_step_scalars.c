@@ -1,0 +1,207 @@
+/* A training step's scalars in the device's memory (odl_step_scalars, odl/backend.h): what the CUDA graph
+ * of a training step reads when it runs instead of baking into its kernels' arguments.
+ *   - odl_step_scalars_advance: the dropout offset of the step (odl_net_dropout_offset of the steps done,
+ *     for a rank of a world), both counters forward by one, SGD's first-step flag, Adam's scalars;
+ *   - dropout_*_at, sgd_step_at (momentum, Nesterov, weight decay), adam_step_at, adamw, adadelta_step_at
+ *     bitwise equal to the host-scalar ops at (lr, step) = (s->lr, s->optim_step) over 30 steps with the
+ *     learning rate written by the host twice on the way (a StepLR change: no stale value);
+ *   - Adam's bias corrections by repeated squaring in double-double (kernels/step_scalars.h) against the C
+ *     library's pow: within an ulp of a double, and the same floats for (nearly) every step of a long run.
+ * Usage: test_step_scalars [--device cuda]: the CPU by default (label unit); on CUDA device 0 (label gpu;
+ * exit 77 without one) the *_at ops run on the device and match the CPU's host-scalar ops bit for bit. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/step_scalars.h"
+#include "odl/device.h"
+#include "odl/nn.h"
+#include "odl/ops.h"
+#include "test_util.h"
+
+#define N 1027 /* not a multiple of 4: the CUDA kernels' scalar tail runs too */
+#define STEPS 30
+
+static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
+static float frand(void) {
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return (float)((double)(g_rng >> 11) / 9007199254740992.0) * 2.0f - 1.0f;
+}
+
+static odl_tensor *tens(odl_device dev, const float *h) {
+    odl_tensor *t = calloc(1, sizeof *t);
+    int64_t shape[1] = {N};
+    TOK(odl_tensor_alloc(t, dev, ODL_F32, 1, shape));
+    TOK(odl_tensor_copy_from_host(t, h, N * sizeof(float)));
+    return t;
+}
+
+static void get(const odl_tensor *t, float *h) { TOK(odl_tensor_copy_to_host(t, h, N * sizeof(float))); }
+
+static void put_scalars(odl_device dev, odl_step_scalars *d, const odl_step_scalars *h) {
+    TOK(odl_memcpy_async(d, dev, h, odl_cpu(), sizeof *h, odl_stream_current()));
+}
+
+static void get_scalars(odl_device dev, const odl_step_scalars *d, odl_step_scalars *h) {
+    TOK(odl_memcpy_async(h, odl_cpu(), d, dev, sizeof *h, odl_stream_current()));
+    TOK(odl_stream_synchronize(odl_stream_current()));
+}
+
+enum { OPT_SGD, OPT_NESTEROV, OPT_ADAM, OPT_ADAMW, OPT_ADADELTA, N_OPT };
+static const char *const k_names[N_OPT] = {"sgd momentum", "sgd nesterov", "adam", "adamw", "adadelta"};
+
+/* One optimiser over STEPS steps from the same start: the host-scalar ops on the CPU (A) and the *_at ops
+ * reading s on dev (B). */
+static void check_optim(odl_device dev, int which) {
+    float h0[N], hg[STEPS][N];
+    for (int i = 0; i < N; i++) h0[i] = frand();
+    for (int k = 0; k < STEPS; k++)
+        for (int i = 0; i < N; i++) hg[k][i] = frand() * 0.1f;
+    float zero[N];
+    memset(zero, 0, sizeof zero);
+    const odl_device cpu = odl_cpu();
+    odl_tensor *pa = tens(cpu, h0), *ga = tens(cpu, hg[0]), *a1 = tens(cpu, zero), *a2 = tens(cpu, zero);
+    odl_tensor *pb = tens(dev, h0), *g = tens(dev, hg[0]), *b1 = tens(dev, zero), *b2 = tens(dev, zero);
+    const float momentum = 0.9f, wd = which == OPT_ADADELTA ? 0.0f : 0.01f, beta1 = 0.9f, beta2 = 0.999f;
+    odl_step_scalars *s = NULL;
+    TOK(odl_mem_alloc(dev, sizeof *s, (void **)&s));
+    const odl_step_hyper hy = {1, 0, ODL_NET_RNG_STRIDE, beta1, beta2, wd};
+    float lr = which == OPT_ADADELTA ? 1.0f : 1e-2f;
+    odl_step_scalars hs = {.optim_step = 0, .rng_step = 0, .lr = lr};
+    put_scalars(dev, s, &hs);
+    int same = 1;
+    for (int k = 0; k < STEPS && same; k++) {
+        if (k == 10 || k == 20) { /* StepLR: the host writes the new rate between steps */
+            lr *= 0.7f;
+            get_scalars(dev, s, &hs);
+            hs.lr = lr;
+            put_scalars(dev, s, &hs);
+        }
+        const int64_t t = k + 1;
+        TOK(odl_tensor_copy_from_host(g, hg[k], sizeof hg[k]));
+        TOK(odl_tensor_copy_from_host(ga, hg[k], sizeof hg[k]));
+        TOK(odl_step_scalars_advance(dev, s, &hy));
+        switch (which) {
+        case OPT_SGD:
+        case OPT_NESTEROV: {
+            const int nest = which == OPT_NESTEROV;
+            TOK(odl_sgd_step(pa, ga, a1, lr, momentum, 0.0f, wd, nest, t));
+            TOK(odl_sgd_step_at(pb, g, b1, s, momentum, 0.0f, wd, nest));
+            break;
+        }
+        case OPT_ADAM:
+        case OPT_ADAMW:
+            TOK(odl_adam_step(pa, ga, a1, a2, lr, beta1, beta2, 1e-8f, wd, which == OPT_ADAMW, t));
+            TOK(odl_adam_step_at(pb, g, b1, b2, s, beta1, beta2, 1e-8f, wd, which == OPT_ADAMW));
+            break;
+        case OPT_ADADELTA:
+            TOK(odl_adadelta_step(pa, ga, a1, a2, lr, 0.9f, 1e-6f, wd));
+            TOK(odl_adadelta_step_at(pb, g, b1, b2, s, 0.9f, 1e-6f, wd));
+            break;
+        }
+        float x[N], y[N];
+        get(pa, x);
+        get(pb, y);
+        same &= memcmp(x, y, sizeof x) == 0;
+        get(a1, x);
+        get(b1, y);
+        same &= memcmp(x, y, sizeof x) == 0;
+        get(a2, x);
+        get(b2, y);
+        same &= memcmp(x, y, sizeof x) == 0;
+        TCHECK(same, "%s on %s: step %d: the update reading the device scalars differs from the CPU's host-scalar one",
+               k_names[which], odl_device_name(dev), k + 1);
+        get_scalars(dev, s, &hs);
+        TCHECK(hs.optim_step == t && hs.rng_step == t && hs.first == (t == 1) && hs.lr == lr,
+               "%s: scalars after step %d: optim_step %lld rng_step %lld first %d lr %g", k_names[which], k + 1,
+               (long long)hs.optim_step, (long long)hs.rng_step, hs.first, hs.lr);
+    }
+    odl_mem_free(dev, s);
+    odl_tensor *all[] = {pa, ga, a1, a2, pb, g, b1, b2};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) {
+        odl_tensor_free(all[i]);
+        free(all[i]);
+    }
+    printf("%-13s on %s: %d steps, device scalars %s\n", k_names[which], odl_device_name(dev), STEPS,
+           same ? "bitwise equal" : "DIFFER");
+}
+
+/* The dropout offset of rank 2 of 3 after 41 steps, and the masks it gives. */
+static void check_dropout(odl_device dev) {
+    float hx[N];
+    for (int i = 0; i < N; i++) hx[i] = frand();
+    odl_tensor *x = tens(dev, hx), *ya = tens(dev, hx), *yb = tens(dev, hx);
+    odl_step_scalars *s = NULL;
+    TOK(odl_mem_alloc(dev, sizeof *s, (void **)&s));
+    const odl_step_hyper hy = {3, 2, ODL_NET_RNG_STRIDE, 0.9f, 0.999f, 0.0f};
+    odl_step_scalars hs = {.optim_step = 41, .rng_step = 41, .lr = 1.0f};
+    put_scalars(dev, s, &hs);
+    TOK(odl_step_scalars_advance(dev, s, &hy));
+    get_scalars(dev, s, &hs);
+    const uint64_t off = odl_net_dropout_offset(41, 3, 2);
+    TCHECK(hs.rng_offset == off && hs.rng_step == 42 && hs.optim_step == 42 && !hs.first,
+           "advance: rng_offset %llu (want %llu), rng_step %lld, optim_step %lld", (unsigned long long)hs.rng_offset,
+           (unsigned long long)off, (long long)hs.rng_step, (long long)hs.optim_step);
+    for (int layer = 0; layer < 3; layer++)
+        for (int bwd = 0; bwd < 2; bwd++) {
+            TOK(bwd ? odl_dropout_bwd(0.25f, 7, off + (uint64_t)layer, x, ya) : odl_dropout_fwd(0.25f, 7, off + (uint64_t)layer, x, ya));
+            TOK(bwd ? odl_dropout_bwd_at(0.25f, 7, s, (uint64_t)layer, x, yb) : odl_dropout_fwd_at(0.25f, 7, s, (uint64_t)layer, x, yb));
+            float a[N], b[N];
+            get(ya, a);
+            get(yb, b);
+            TCHECK(memcmp(a, b, sizeof a) == 0, "dropout %s at layer %d on %s: the device offset gives another mask",
+                   bwd ? "bwd" : "fwd", layer, odl_device_name(dev));
+        }
+    TFAIL(odl_dropout_fwd_at(0.25f, 7, NULL, 0, x, ya), ODL_E_INVAL);
+    TFAIL(odl_adadelta_step_at(x, x, ya, yb, NULL, 0.9f, 1e-6f, 0.0f), ODL_E_INVAL);
+    const odl_step_hyper bad = {2, 2, ODL_NET_RNG_STRIDE, 0.9f, 0.999f, 0.0f};
+    TFAIL(odl_step_scalars_advance(dev, s, &bad), ODL_E_INVAL);
+    odl_mem_free(dev, s);
+    odl_tensor *all[] = {x, ya, yb};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) {
+        odl_tensor_free(all[i]);
+        free(all[i]);
+    }
+}
+
+/* Repeated squaring against pow: the floats Adam uses, for 200,000 steps of three (beta1, beta2) pairs. */
+static void check_powi(void) {
+    static const float betas[3][2] = {{0.9f, 0.999f}, {0.8f, 0.99f}, {0.95f, 0.9999f}};
+    int64_t differ = 0, total = 0;
+    double worst = 0;
+    for (int b = 0; b < 3; b++)
+        for (int64_t t = 1; t <= 200000; t++) {
+            float ss, bc, dc;
+            odl_adam_scalars(1e-3f, betas[b][0], betas[b][1], 0.01f, t, &ss, &bc, &dc);
+            const double bc1 = 1.0 - pow((double)betas[b][0], (double)t), bc2 = 1.0 - pow((double)betas[b][1], (double)t);
+            const float ss_ref = (float)((double)1e-3f / bc1), bc_ref = (float)sqrt(bc2);
+            differ += (ss != ss_ref) + (bc != bc_ref);
+            total += 2;
+            const double r = fabs(odl_powi((double)betas[b][1], t) - pow((double)betas[b][1], (double)t)) /
+                             fmax(pow((double)betas[b][1], (double)t), 1e-300);
+            if (r > worst) worst = r;
+        }
+    printf("Adam scalars by squaring vs pow: %lld of %lld floats differ; beta2^t worst relative difference %.2e\n",
+           (long long)differ, (long long)total, worst);
+    TCHECK(worst <= 2.3e-16, "beta^t by squaring off by %.2e relative (more than pow's ulp)", worst);
+    /* pow is within an ulp, not always correctly rounded: a near-tie may flip a float, at most 1 in 10^5 */
+    TCHECK(differ * 100000 <= total, "%lld of %lld Adam scalars differ from the pow-based ones", (long long)differ,
+           (long long)total);
+    TCHECK(odl_powi(0.5, 0) == 1.0 && odl_powi(0.5, 1) == 0.5 && odl_powi(0.5, 10) == 1.0 / 1024, "powi basics");
+}
+
+int main(int argc, char **argv) {
+    odl_device dev;
+    const int rc = odl_test_device(argc, argv, ODL_CUDA_POOL_GROW, &dev);
+    if (rc) return rc;
+    const int cuda = dev.type == ODL_DEV_CUDA;
+    check_powi();
+    for (int w = 0; w < N_OPT; w++) check_optim(dev, w);
+    check_dropout(dev);
+    if (cuda) TOK(odl_cuda_shutdown());
+    return odl_test_finish("test_step_scalars");
+}
