@@ -25,7 +25,7 @@ skip() { echo "skipped: $*"; exit 77; }
 [ -f "$FM/train-images-idx3-ubyte.gz" ] || [ -f "$FM/train-images-idx3-ubyte" ] || skip "no Fashion-MNIST in $FM"
 cd "$T" || exit 1
 
-G=(--task=train --model=mnist --device cuda "--data_dir=$FM" --max-train-samples 1000 --batch-size 64 --epochs 3
+G=(--task=train --model=mnist --device cuda --cuda-graph on "--data_dir=$FM" --max-train-samples 1000 --batch-size 64 --epochs 3
    --test-batch-size 1000 --progress off)
 # JSONL lines without what differs between runs that compute the same: timing, telemetry.
 loss_lines() {
