@@ -125,6 +125,62 @@ static void resize_vs_reference(void) {
     odl_image_free(&lb);
 }
 
+/* cv2.resize INTER_LINEAR for 8-bit images written per output pixel, straight from OpenCV's formulas
+ * (resizeGeneric: coordinates (d + 0.5) * scale - 0.5 clamped, 11-bit weights rounded half to even;
+ * HResizeLinear's integer sums; VResizeLinearVec_32s8u's 16-bit high products and (v + 2) >> 2):
+ * the reference of odl_image_resize_linear's row-cached, SIMD version. */
+static void ref_coef(int d, int dsize, int ssize, int *s0, int *s1, int *a0, int *a1) {
+    const double scale = 1.0 / ((double)dsize / ssize);
+    float f = (float)((d + 0.5) * scale - 0.5);
+    int s = (int)floorf(f);
+    f -= (float)s;
+    if (s < 0) s = 0, f = 0.f;
+    if (s >= ssize - 1) s = ssize - 1, f = 0.f;
+    *s0 = s;
+    *s1 = s + 1 < ssize ? s + 1 : ssize - 1;
+    *a0 = (int)nearbyintf((1.f - f) * 2048);
+    *a1 = (int)nearbyintf(f * 2048);
+}
+
+static uint8_t ref_pixel(const uint8_t *src, int sw, int sh, int cn, int dw, int dh, int x, int y, int c) {
+    int x0, x1, a0, a1, y0, y1, b0, b1;
+    ref_coef(x, dw, sw, &x0, &x1, &a0, &a1);
+    ref_coef(y, dh, sh, &y0, &y1, &b0, &b1);
+    const int h0 = src[((size_t)y0 * sw + x0) * cn + c] * a0 + src[((size_t)y0 * sw + x1) * cn + c] * a1;
+    const int h1 = src[((size_t)y1 * sw + x0) * cn + c] * a0 + src[((size_t)y1 * sw + x1) * cn + c] * a1;
+    int v = (((h0 >> 4) * b0) >> 16) + (((h1 >> 4) * b1) >> 16);
+    v = (v + 2) >> 2;
+    return (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+}
+
+/* Random images, up- and downscaled by odd and even factors, 1, 3 and 4 channels, 1-pixel edges:
+ * every byte as the reference's. */
+static void resize_exact(void) {
+    static const int sizes[][4] = {{810, 1080, 480, 640}, {1280, 720, 640, 360}, {500, 375, 640, 480}, {7, 5, 13, 11},
+                                   {640, 427, 640, 427}, {1, 1, 4, 3},          {3, 9, 1, 1},         {333, 77, 17, 91},
+                                   {2, 2, 1, 7},         {61, 640, 31, 333}};
+    uint32_t seed = 1234567u;
+    for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++)
+        for (int cn = 1; cn <= 4; cn += (cn == 1 ? 2 : 1)) {
+            const int sw = sizes[k][0], sh = sizes[k][1], dw = sizes[k][2], dh = sizes[k][3];
+            uint8_t *src = malloc((size_t)sw * sh * cn), *dst = malloc((size_t)dw * dh * cn);
+            for (size_t i = 0; i < (size_t)sw * sh * cn; i++) {
+                seed = seed * 1664525u + 1013904223u;
+                src[i] = (uint8_t)(seed >> 24);
+            }
+            TOK(odl_image_resize_linear(src, sw, sh, cn, dst, dw, dh));
+            int64_t bad = 0;
+            for (int y = 0; y < dh; y++)
+                for (int x = 0; x < dw; x++)
+                    for (int c = 0; c < cn; c++)
+                        bad += dst[((size_t)y * dw + x) * cn + c] != ref_pixel(src, sw, sh, cn, dw, dh, x, y, c);
+            TCHECK(bad == 0, "resize %dx%d -> %dx%d, %d channels: %lld bytes differ from the reference", sw, sh, dw, dh, cn,
+                   (long long)bad);
+            free(src);
+            free(dst);
+        }
+}
+
 static void png_cases(const char *dir) {
     char path[4096];
     odl_image im;
@@ -221,6 +277,7 @@ int main(void) {
     snprintf(dir, sizeof dir, "%s/yolov5_image_test.d", getenv("ODL_BINARY_DIR") ? getenv("ODL_BINARY_DIR") : ".");
     mkdir(dir, 0777);
     geometry();
+    resize_exact();
     png_cases(dir);
     if (!odl_test_have_data("yolov5/reference/yolov5n_reference.h5") || !odl_test_have_data("yolov5/images/bus.jpg"))
         return odl_test_finish_skipped("test_yolov5_image");
