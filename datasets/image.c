@@ -2,6 +2,8 @@
  * writing. See include/odl/image.h for the contracts and the sources of the formulas. */
 #include "odl/image.h"
 
+#include "kernels/resize_linear.h"
+
 #include <errno.h>
 #include <math.h>
 #include <setjmp.h>
@@ -87,8 +89,8 @@ static int exif_orientation(const uint8_t *d, size_t n) {
     return 1;
 }
 
-/* Apply an EXIF orientation (2..8) to *img in place (new buffer). */
-static odl_status apply_orientation(odl_image *img, int orient) {
+odl_status odl_image_apply_orientation(odl_image *img, int orient) {
+    if (!img || !img->data) return ODL_ERR(ODL_E_INVAL, "odl_image_apply_orientation: NULL image");
     if (orient <= 1 || orient > 8) return ODL_OK;
     int w = img->width, h = img->height;
     int transpose = orient >= 5; /* 5..8 swap the axes */
@@ -98,15 +100,7 @@ static odl_status apply_orientation(odl_image *img, int orient) {
     for (int y = 0; y < oh; y++) {
         for (int x = 0; x < ow; x++) {
             int sx, sy; /* source pixel of output (x, y) */
-            switch (orient) {
-            case 2: sx = w - 1 - x; sy = y; break;             /* mirror horizontal */
-            case 3: sx = w - 1 - x; sy = h - 1 - y; break;     /* rotate 180 */
-            case 4: sx = x; sy = h - 1 - y; break;             /* mirror vertical */
-            case 5: sx = y; sy = x; break;                     /* transpose */
-            case 6: sx = y; sy = h - 1 - x; break;             /* rotate 90 clockwise */
-            case 7: sx = w - 1 - y; sy = h - 1 - x; break;     /* transverse */
-            default: sx = w - 1 - y; sy = x; break;            /* 8: rotate 270 clockwise */
-            }
+            odl_orient_src(orient, w, h, x, y, &sx, &sy);
             memcpy(o + ((size_t)y * ow + x) * 3, img->data + ((size_t)sy * w + sx) * 3, 3);
         }
     }
@@ -238,7 +232,7 @@ static odl_status decode_jpeg(const uint8_t *buf, size_t n, const char *name, od
     out->data = pix;
     out->width = w;
     out->height = h;
-    odl_status st = apply_orientation(out, orient);
+    odl_status st = odl_image_apply_orientation(out, orient);
     if (st != ODL_OK) {
         odl_image_free(out);
         odl_error_prefix("%s", name);
@@ -362,8 +356,8 @@ odl_status odl_image_decode(const void *buf, size_t nbytes, const char *name, od
                    nbytes > 1 ? b[1] : 0, nbytes > 2 ? b[2] : 0, nbytes > 3 ? b[3] : 0);
 }
 
-/* The whole file at path into a malloc'd buffer (*nbytes bytes). */
-static odl_status read_file(const char *path, uint8_t **out, size_t *nbytes) {
+odl_status odl_file_read(const char *path, uint8_t **out, size_t *nbytes) {
+    if (!path || !out || !nbytes) return ODL_ERR(ODL_E_INVAL, "odl_file_read: NULL argument");
     struct stat sb;
     if (stat(path, &sb) != 0) {
         if (errno == ENOENT) return ODL_ERR(ODL_E_NOTFOUND, "%s: no such file", path);
@@ -410,14 +404,23 @@ odl_status odl_image_load(const char *path, odl_image *out) {
     out->width = out->height = 0;
     uint8_t *buf = NULL;
     size_t n = 0;
-    ODL_CHECK(read_file(path, &buf, &n));
+    ODL_CHECK(odl_file_read(path, &buf, &n));
     odl_status st = odl_image_decode(buf, n, path, out);
     free(buf);
     return st;
 }
 
 #ifdef ODL_HAVE_JPEG
-static odl_status probe_jpeg(const uint8_t *buf, size_t n, const char *name, int *w, int *h) {
+/* 1 when an EOI marker follows the first scan's header (at `from`): entropy-coded data never holds
+ * 0xFF 0xD9 (a 0xFF there is followed by 0x00 or a restart marker), so a file cut short lacks it, and
+ * libjpeg reports such a file as truncated (JWRN_JPEG_EOF). Trailing bytes after the EOI are allowed. */
+static int jpeg_has_eoi(const uint8_t *b, size_t n, size_t from) {
+    for (size_t i = n; i >= from + 2; i--)
+        if (b[i - 2] == 0xFF && b[i - 1] == 0xD9) return 1;
+    return 0;
+}
+
+static odl_status info_jpeg(const uint8_t *buf, size_t n, const char *name, odl_image_info *o) {
     struct jpeg_decompress_struct cinfo;
     jerr_ctx err;
     jerr_init(&cinfo, &err);
@@ -426,42 +429,68 @@ static odl_status probe_jpeg(const uint8_t *buf, size_t n, const char *name, int
         return ODL_ERR(ODL_E_FORMAT, "%s: corrupt JPEG: %s", name, err.msg);
     }
     jpeg_create_decompress(&cinfo);
-    int orient = jpeg_read_header_orientation(&cinfo, buf, n);
-    *w = (int)cinfo.image_width;
-    *h = (int)cinfo.image_height;
+    o->orientation = jpeg_read_header_orientation(&cinfo, buf, n);
+    o->width = (int)cinfo.image_width;
+    o->height = (int)cinfo.image_height;
+    o->components = cinfo.num_components;
+    o->progressive = cinfo.progressive_mode || cinfo.arith_code || cinfo.data_precision != 8;
+    o->cmyk = cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK;
+    o->complete = jpeg_has_eoi(buf, n, (size_t)(cinfo.src->next_input_byte - buf));
     jpeg_destroy_decompress(&cinfo);
-    if (orient >= 5 && orient <= 8) { /* the decoder transposes these (apply_orientation) */
-        int t = *w;
-        *w = *h;
-        *h = t;
-    }
     return ODL_OK;
 }
 #endif
+
+odl_status odl_image_info_of(const void *buf, size_t n, const char *name, odl_image_info *out) {
+    if (!out) return ODL_ERR(ODL_E_INVAL, "odl_image_info_of: NULL output");
+    memset(out, 0, sizeof *out);
+    if (!name) name = "(memory)";
+    const uint8_t *b = (const uint8_t *)buf;
+    odl_status st = ODL_OK;
+    if (!b || n == 0) return ODL_ERR(ODL_E_FORMAT, "%s: empty file, not an image", name);
+    if (n >= 3 && b[0] == 0xFF && b[1] == 0xD8 && b[2] == 0xFF) {
+        out->format = ODL_IMAGE_JPEG;
+#ifdef ODL_HAVE_JPEG
+        st = info_jpeg(b, n, name, out);
+#else
+        st = ODL_ERR(ODL_E_UNSUPPORTED, "%s: JPEG image, but this build has no libjpeg", name);
+#endif
+    } else if (n >= 24 && memcmp(b, "\x89PNG\r\n\x1a\n", 8) == 0 && memcmp(b + 12, "IHDR", 4) == 0) {
+        /* PNG: width and height are the first two big-endian words of the IHDR chunk. */
+        out->format = ODL_IMAGE_PNG;
+        out->width = (int)rd32(b + 16, 1);
+        out->height = (int)rd32(b + 20, 1);
+        out->orientation = 1;
+        out->components = 3;
+        out->complete = 1;
+    } else {
+        st = ODL_ERR(ODL_E_FORMAT, "%s: not a JPEG or PNG image (first bytes %02x %02x %02x %02x)", name, b[0],
+                     n > 1 ? b[1] : 0, n > 2 ? b[2] : 0, n > 3 ? b[3] : 0);
+    }
+    if (st == ODL_OK &&
+        (out->width <= 0 || out->height <= 0 || out->width > ODL_IMAGE_MAX_DIM || out->height > ODL_IMAGE_MAX_DIM))
+        st = ODL_ERR(ODL_E_FORMAT, "%s: image of unusable size %dx%d", name, out->width, out->height);
+    if (st == ODL_OK) {
+        const int swap = out->orientation >= 5 && out->orientation <= 8; /* odl_image_apply_orientation transposes */
+        out->oriented_w = swap ? out->height : out->width;
+        out->oriented_h = swap ? out->width : out->height;
+    }
+    return st;
+}
 
 odl_status odl_image_probe(const char *path, int *width, int *height) {
     if (!path || !width || !height) return ODL_ERR(ODL_E_INVAL, "odl_image_probe: NULL argument");
     *width = *height = 0;
     uint8_t *b = NULL;
     size_t n = 0;
-    ODL_CHECK(read_file(path, &b, &n));
-    odl_status st = ODL_OK;
-    if (n >= 3 && b[0] == 0xFF && b[1] == 0xD8 && b[2] == 0xFF) {
-#ifdef ODL_HAVE_JPEG
-        st = probe_jpeg(b, n, path, width, height);
-#else
-        st = ODL_ERR(ODL_E_UNSUPPORTED, "%s: JPEG image, but this build has no libjpeg", path);
-#endif
-    } else if (n >= 24 && memcmp(b, "\x89PNG\r\n\x1a\n", 8) == 0 && memcmp(b + 12, "IHDR", 4) == 0) {
-        /* PNG: width and height are the first two big-endian words of the IHDR chunk. */
-        *width = (int)rd32(b + 16, 1);
-        *height = (int)rd32(b + 20, 1);
-    } else {
-        st = ODL_ERR(ODL_E_FORMAT, "%s: not a JPEG or PNG image", path);
-    }
+    ODL_CHECK(odl_file_read(path, &b, &n));
+    odl_image_info info;
+    odl_status st = odl_image_info_of(b, n, path, &info);
     free(b);
-    if (st == ODL_OK && (*width <= 0 || *height <= 0 || *width > ODL_IMAGE_MAX_DIM || *height > ODL_IMAGE_MAX_DIM))
-        st = ODL_ERR(ODL_E_FORMAT, "%s: image of unusable size %dx%d", path, *width, *height);
+    if (st == ODL_OK) {
+        *width = info.oriented_w;
+        *height = info.oriented_h;
+    }
     return st;
 }
 
@@ -512,34 +541,12 @@ odl_status odl_letterbox_geometry(int src_w, int src_h, int new_size, int auto_p
     return odl_letterbox_geometry_hw(src_w, src_h, new_size, new_size, auto_pad, stride, 1, g);
 }
 
-#define RESIZE_COEF_BITS 11
-#define RESIZE_COEF_SCALE (1 << RESIZE_COEF_BITS)
-
-/* cv2's saturate_cast<short>(float): round half to even. */
-static int16_t sat_short(float v) {
-    float r = nearbyintf(v);
-    if (r > 32767.f) return 32767;
-    if (r < -32768.f) return -32768;
-    return (int16_t)r;
-}
-
-/* Source index and the two 11-bit weights of output coordinate d (cv2 resizeGeneric / INTER_LINEAR). */
+/* Source taps and 11-bit weights of output coordinate d (kernels/resize_linear.h, cv2's formulas). */
 static void linear_coef(int d, double scale, int ssize, int *s0, int *s1, int16_t *a0, int16_t *a1) {
-    float f = (float)((d + 0.5) * scale - 0.5);
-    int s = (int)floorf(f);
-    f -= (float)s;
-    if (s < 0) {
-        s = 0;
-        f = 0.f;
-    }
-    if (s >= ssize - 1) {
-        s = ssize - 1;
-        f = 0.f;
-    }
-    *s0 = s;
-    *s1 = s + 1 < ssize ? s + 1 : ssize - 1;
-    *a0 = sat_short((1.f - f) * RESIZE_COEF_SCALE);
-    *a1 = sat_short(f * RESIZE_COEF_SCALE);
+    int w0, w1;
+    odl_rl_coef(d, scale, ssize, s0, s1, &w0, &w1);
+    *a0 = (int16_t)w0;
+    *a1 = (int16_t)w1;
 }
 
 /* The horizontal pass of source rows s[0..nr) (nr 1 or 2) into o[0..nr) (dst_w * cn values each):
@@ -615,7 +622,7 @@ static odl_status resize_linear_rows(const uint8_t *src, int src_w, int src_h, i
         return ODL_ERR(ODL_E_INVAL, "resize: bad arguments (%dx%d -> %dx%d, %d channels)", src_w, src_h, dst_w, dst_h,
                        channels);
     const int cn = channels, n = dst_w * cn;
-    const double sx_scale = 1.0 / ((double)dst_w / src_w), sy_scale = 1.0 / ((double)dst_h / src_h);
+    const double sx_scale = odl_rl_scale(dst_w, src_w), sy_scale = odl_rl_scale(dst_h, src_h);
     int *xs = malloc(sizeof(int) * 2 * dst_w);
     int16_t *xa = malloc(sizeof(int16_t) * 2 * dst_w);
     int32_t *xw = malloc(sizeof(int32_t) * dst_w);

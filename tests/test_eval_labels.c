@@ -218,12 +218,12 @@ static void test_pool(void) {
         uj.u8 = u8;
         odl_prep_result ur;
         TOK(odl_prep_image(&uj, NULL, &ur));
-        int64_t off0 = 0;
-        int32_t geo[4] = {ur.geo.unpad_w, ur.geo.unpad_h, ur.geo.left, ur.geo.top};
+        const odl_letterbox_src ls = {0, 3 * ur.geo.unpad_w, ur.geo.unpad_w, ur.geo.unpad_h, 1, ur.geo.unpad_w,
+                                      ur.geo.unpad_h, ur.geo.left, ur.geo.top, 0};
         float *viabk = malloc(sizeof(float) * 3 * 640 * 640);
-        TOK(odl_backend_cpu()->letterbox_u8_to_chw(1, 640, 640, u8, &off0, geo, 114, viabk));
+        TOK(odl_backend_cpu()->letterbox_u8(1, 640, 640, u8, &ls, 114, viabk));
         TCHECK(memcmp(viabk, got, sizeof(float) * 3 * 640 * 640) == 0 && ur.gain == sr.gain && ur.pad_x == sr.pad_x,
-               "u8 path + letterbox_u8_to_chw differs from the float path");
+               "u8 path + letterbox_u8 differs from the float path");
         free(u8);
         free(viabk);
     }

@@ -230,8 +230,8 @@ typedef struct gpu_bufs {
     const odl_backend *be;
     uint8_t *src;
     size_t src_cap;
-    int64_t *off, *h_off;
-    int32_t *geo, *h_geo, *cnt, *h_cnt;
+    odl_letterbox_src *lsrc, *h_lsrc;
+    int32_t *cnt, *h_cnt;
     float *out, *h_out, *h_pred;
     int cap_n;
     size_t h_pred_cap;
@@ -240,12 +240,10 @@ typedef struct gpu_bufs {
 static void gpu_bufs_free(gpu_bufs *g) {
     if (!g->be) return;
     odl_mem_free(g->dev, g->src);
-    odl_mem_free(g->dev, g->off);
-    odl_mem_free(g->dev, g->geo);
+    odl_mem_free(g->dev, g->lsrc);
     odl_mem_free(g->dev, g->cnt);
     odl_mem_free(g->dev, g->out);
-    odl_host_free_pinned(g->h_off);
-    odl_host_free_pinned(g->h_geo);
+    odl_host_free_pinned(g->h_lsrc);
     odl_host_free_pinned(g->h_cnt);
     odl_host_free_pinned(g->h_out);
     free(g->h_pred);
@@ -264,16 +262,14 @@ static odl_status gpu_bufs_reserve(gpu_bufs *g, int n, size_t src_bytes, int max
         keep.src = NULL;
         keep.h_pred = NULL;
         gpu_bufs_free(&keep);
-        g->off = g->h_off = NULL;
-        g->geo = g->h_geo = g->cnt = g->h_cnt = NULL;
+        g->lsrc = g->h_lsrc = NULL;
+        g->cnt = g->h_cnt = NULL;
         g->out = g->h_out = NULL;
         g->cap_n = 0;
-        ODL_CHECK(odl_mem_alloc(g->dev, sizeof(int64_t) * (size_t)n, (void **)&g->off));
-        ODL_CHECK(odl_mem_alloc(g->dev, sizeof(int32_t) * 4 * (size_t)n, (void **)&g->geo));
+        ODL_CHECK(odl_mem_alloc(g->dev, sizeof(odl_letterbox_src) * (size_t)n, (void **)&g->lsrc));
         ODL_CHECK(odl_mem_alloc(g->dev, sizeof(int32_t) * (size_t)n, (void **)&g->cnt));
         ODL_CHECK(odl_mem_alloc(g->dev, sizeof(float) * 6 * (size_t)max_det * n, (void **)&g->out));
-        ODL_CHECK(odl_host_alloc_pinned(sizeof(int64_t) * (size_t)n, (void **)&g->h_off));
-        ODL_CHECK(odl_host_alloc_pinned(sizeof(int32_t) * 4 * (size_t)n, (void **)&g->h_geo));
+        ODL_CHECK(odl_host_alloc_pinned(sizeof(odl_letterbox_src) * (size_t)n, (void **)&g->h_lsrc));
         ODL_CHECK(odl_host_alloc_pinned(sizeof(int32_t) * (size_t)n, (void **)&g->h_cnt));
         ODL_CHECK(odl_host_alloc_pinned(sizeof(float) * 6 * (size_t)max_det * n, (void **)&g->h_out));
         g->cap_n = n;
@@ -290,19 +286,16 @@ static odl_status gpu_group(odl_yolov5 *net, gpu_bufs *g, group *q, const odl_nm
     const size_t per = (size_t)3 * q->H * q->W;
     ODL_CHECK(gpu_bufs_reserve(g, q->n, per * q->n, np_->max_det));
     for (int b = 0; b < q->n; b++) {
-        g->h_off[b] = (int64_t)(per * b);
-        g->h_geo[4 * b] = q->res[b].geo.unpad_w;
-        g->h_geo[4 * b + 1] = q->res[b].geo.unpad_h;
-        g->h_geo[4 * b + 2] = q->res[b].geo.left;
-        g->h_geo[4 * b + 3] = q->res[b].geo.top;
+        const odl_letterbox *lg = &q->res[b].geo;
+        g->h_lsrc[b] = (odl_letterbox_src){(int64_t)(per * b), 3 * lg->unpad_w, lg->unpad_w, lg->unpad_h, 1, lg->unpad_w,
+                                           lg->unpad_h, lg->left, lg->top, 0};
     }
     ODL_CHECK(odl_memcpy_async(g->src, g->dev, q->u8, odl_cpu(), per * q->n, st));
-    ODL_CHECK(odl_memcpy_async(g->off, g->dev, g->h_off, odl_cpu(), sizeof(int64_t) * q->n, st));
-    ODL_CHECK(odl_memcpy_async(g->geo, g->dev, g->h_geo, odl_cpu(), sizeof(int32_t) * 4 * q->n, st));
+    ODL_CHECK(odl_memcpy_async(g->lsrc, g->dev, g->h_lsrc, odl_cpu(), sizeof(odl_letterbox_src) * q->n, st));
     odl_tensor *x;
     const odl_tensor *y;
     ODL_CHECK(odl_yolov5_input(net, q->n, q->H, q->W, &x));
-    ODL_CHECK(g->be->letterbox_u8_to_chw(q->n, q->H, q->W, g->src, g->off, g->geo, 114, (float *)x->data));
+    ODL_CHECK(g->be->letterbox_u8(q->n, q->H, q->W, g->src, g->lsrc, 114, (float *)x->data));
     ODL_CHECK(odl_yolov5_forward(net, x, &y));
     const int64_t rows = y->shape[1];
     const int nc = (int)y->shape[2] - 5;

@@ -141,6 +141,17 @@ typedef struct odl_yolo_nms_args {
     int32_t *count;      /* [N] boxes kept, or -1 */
 } odl_yolo_nms_args;
 
+/* One image of letterbox_u8: RGB bytes (3 a pixel) stored as w x h rows `pitch` bytes apart from
+ * src + off, shown with EXIF orientation `orient` (1..8; 1 none; 5..8 swap the axes, so the oriented image
+ * is h x w), resized to unpad_w x unpad_h with cv2's INTER_LINEAR (a copy when the sizes are equal) and
+ * placed at column `left`, row `top` of the letterbox. Formulas: kernels/resize_linear.h. */
+typedef struct odl_letterbox_src {
+    int64_t off, pitch;
+    int32_t w, h, orient;
+    int32_t unpad_w, unpad_h, left, top;
+    int32_t pad_; /* 0 */
+} odl_letterbox_src;
+
 typedef struct odl_backend {
     const char *name;
     /* Free the backend's cached device buffers (its workspace); NULL when it keeps none. Run by
@@ -272,13 +283,13 @@ typedef struct odl_backend {
     odl_status (*yolov5_detect_head_f16)(const odl_conv2d_f16_args *a, const odl_detect_args *d);
 
     /* ---- detection pre- and post-processing (the eval/infer pipeline; arguments checked by the caller) ----
-     * letterbox_u8_to_chw: N images, image n at src + src_off[n], uint8 RGB HWC of geo[4n] x geo[4n+1]
-     *   pixels (the resized, unpadded image), placed at column geo[4n+2], row geo[4n+3] of an H x W
-     *   letterbox: y [N, 3, H, W] float32 = pixel / 255.0f inside, pad / 255.0f outside (YOLOv5's
-     *   letterbox border 114 and `im /= 255`). src_off and geo are in the backend's memory.
+     * letterbox_u8: N images img[n] (odl_letterbox_src) of the uint8 buffer src, each oriented, resized
+     *   and placed in an H x W letterbox: y [N, 3, H, W] float32 = pixel / 255.0f inside, pad / 255.0f
+     *   outside (YOLOv5's letterbox border 114 and `im /= 255`); bitwise what odl_image_letterbox gives
+     *   from the oriented image, then odl_image_to_chw. src, img and y are in the backend's memory.
      * yolo_nms: odl_yolo_nms_args. */
-    odl_status (*letterbox_u8_to_chw)(int N, int H, int W, const uint8_t *src, const int64_t *src_off,
-                                      const int32_t *geo, uint8_t pad, float *y);
+    odl_status (*letterbox_u8)(int N, int H, int W, const uint8_t *src, const odl_letterbox_src *img, uint8_t pad,
+                               float *y);
     odl_status (*yolo_nms)(const odl_yolo_nms_args *a);
     /* ---- GEMM in a lower input precision (odl/precision.h): the product of odl_gemm_args with every
      * element of op(A) and op(B) rounded to prec's format (round to nearest even) and float32

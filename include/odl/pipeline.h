@@ -40,6 +40,7 @@ typedef struct odl_prep_result {
     double gain;        /* letterboxed pixels per original pixel (val.py's ratio_pad[0][0]) */
     double pad_x, pad_y; /* val.py's ratio_pad[1] */
     odl_letterbox geo;  /* of the letterbox step */
+    int decoder;        /* odl_decoder (odl/gpu_prep.h) that decoded it: ODL_DECODER_CPU here */
 } odl_prep_result;
 
 /* Run one job now on the calling thread: dst receives 3 * out_h * out_w floats (unless job->u8). */
@@ -64,6 +65,12 @@ ODL_API odl_status odl_prep_submit(odl_prep_pool *p, const odl_prep_job *jobs, i
                            odl_prep_batch **out);
 /* Block until every job of b is done and free b. Per-image errors are in res[k].status. */
 ODL_API void odl_prep_wait(odl_prep_batch *b);
+
+/* Queue fn(ctx, i) for i in [0, n) on the pool's threads and return at once: odl_prep_wait(*out) waits
+ * for them and frees *out (with 0 threads they run here, before the return). fn must not fail the
+ * process; it keeps its own per-item results. Errors: ODL_E_INVAL, ODL_E_NOMEM. */
+ODL_API odl_status odl_prep_pool_run(odl_prep_pool *p, int n, void (*fn)(void *ctx, int i), void *ctx,
+                                     odl_prep_batch **out);
 
 /* Run fn(ctx, i) for i in [0, n) on the pool's threads and return when all are done (a parallel for;
  * odl_worker --task=infer decodes and letterboxes a batch with it). fn must not fail the process; it

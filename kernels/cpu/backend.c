@@ -41,7 +41,7 @@ static const odl_backend g_cpu_backend = {
     .copy_f16 = odl_cpu_copy_f16,
     .nchw_f32_to_nhwc_f16 = odl_cpu_nchw_f32_to_nhwc_f16,
     .yolov5_detect_decode = odl_cpu_yolov5_detect_decode,
-    .letterbox_u8_to_chw = odl_cpu_letterbox_u8_to_chw,
+    .letterbox_u8 = odl_cpu_letterbox_u8,
     .yolo_nms = odl_cpu_yolo_nms,
     .gemm_lowp = odl_cpu_gemm_lowp,
 };

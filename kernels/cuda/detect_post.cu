@@ -1,7 +1,7 @@
 /* CUDA twins of kernels/cpu/detect_post.c (formulas in odl/backend.h; bitwise the CPU's results).
  *
- * letterbox_u8_to_chw: one thread per output pixel and image (grid-stride), three planes written;
- *   value / 255.0f in IEEE division (the library is built without fast math).
+ * letterbox_u8: one thread per output pixel and image (grid-stride), three planes written; the resize
+ *   and orientation of kernels/resize_linear.h; value / 255.0f in IEEE division.
  * yolo_nms: one block of 1024 threads per image, in four phases on a per-image slice of the backend
  *   workspace (cand_cap keys, offset boxes, areas and flags):
  *   1. candidates: each thread takes rows, appends (~score bits) << 32 | anchor * nc + class keys with
@@ -13,30 +13,47 @@
  *   Float arithmetic uses the _rn intrinsics so that nvcc cannot contract it into FMA, which would
  *   round differently from the CPU. */
 #include "kernels/cuda/common.cuh"
+#include "kernels/resize_linear.h"
 
 namespace odlk {
 namespace {
 
+/* One thread per output pixel of every image (grid-stride): the taps and weights of its column and row
+ * (kernels/resize_linear.h, the CPU's formulas in _rn arithmetic), the four stored pixels through the
+ * EXIF orientation, three planes written. */
 __global__ void letterbox_kernel(int64_t items, int H, int W, const uint8_t *__restrict__ src,
-                                 const int64_t *__restrict__ src_off, const int32_t *__restrict__ geo, float fill,
-                                 float *__restrict__ y) {
+                                 const odl_letterbox_src *__restrict__ img, float fill, float *__restrict__ y) {
     const int64_t hw = (int64_t)H * W;
     for (int64_t k = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; k < items; k += (int64_t)gridDim.x * blockDim.x) {
         const int n = (int)(k / hw);
         const int64_t p = k - n * hw;
         const int yy = (int)(p / W), xx = (int)(p - (int64_t)yy * W);
-        const int w = geo[4 * n], h = geo[4 * n + 1], sx = xx - geo[4 * n + 2], sy = yy - geo[4 * n + 3];
+        const odl_letterbox_src g = img[n];
+        const int dx = xx - g.left, dy = yy - g.top;
         float *o = y + n * 3 * hw + p;
-        if (sx >= 0 && sx < w && sy >= 0 && sy < h) {
-            const uint8_t *s = src + src_off[n] + ((int64_t)sy * w + sx) * 3;
-            o[0] = __fdiv_rn((float)s[0], 255.0f);
-            o[hw] = __fdiv_rn((float)s[1], 255.0f);
-            o[2 * hw] = __fdiv_rn((float)s[2], 255.0f);
-        } else {
+        if (dx < 0 || dx >= g.unpad_w || dy < 0 || dy >= g.unpad_h) {
             o[0] = fill;
             o[hw] = fill;
             o[2 * hw] = fill;
+            continue;
         }
+        const bool swap = g.orient >= 5 && g.orient <= 8;
+        const int ow = swap ? g.h : g.w, oh = swap ? g.w : g.h;
+        int x0, x1, a0, a1, y0, y1, b0, b1;
+        odl_rl_coef(dx, odl_rl_scale(g.unpad_w, ow), ow, &x0, &x1, &a0, &a1);
+        odl_rl_coef(dy, odl_rl_scale(g.unpad_h, oh), oh, &y0, &y1, &b0, &b1);
+        const uint8_t *s = src + g.off;
+        const uint8_t *t[4];
+        const int tx[4] = {x0, x1, x0, x1}, ty[4] = {y0, y0, y1, y1};
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+            int px, py;
+            odl_orient_src(g.orient, g.w, g.h, tx[q], ty[q], &px, &py);
+            t[q] = s + (int64_t)py * g.pitch + (int64_t)px * 3;
+        }
+#pragma unroll
+        for (int c = 0; c < 3; c++)
+            o[c * hw] = __fdiv_rn((float)odl_rl_value(t[0][c], t[1][c], t[2][c], t[3][c], a0, a1, b0, b1), 255.0f);
     }
 }
 
@@ -186,11 +203,11 @@ __global__ void __launch_bounds__(kNmsThreads) yolo_nms_kernel(odl_yolo_nms_args
 
 using namespace odlk;
 
-extern "C" odl_status odl_cuda_letterbox_u8_to_chw(int N, int H, int W, const uint8_t *src, const int64_t *src_off,
-                                                   const int32_t *geo, uint8_t pad, float *y) {
+extern "C" odl_status odl_cuda_letterbox_u8(int N, int H, int W, const uint8_t *src, const odl_letterbox_src *img,
+                                            uint8_t pad, float *y) {
     const int64_t items = (int64_t)N * H * W;
     if (items == 0) return ODL_OK;
-    letterbox_kernel<<<grid_for(items, 256), 256, 0, stream()>>>(items, H, W, src, src_off, geo, (float)pad / 255.0f, y);
+    letterbox_kernel<<<grid_for(items, 256), 256, 0, stream()>>>(items, H, W, src, img, (float)pad / 255.0f, y);
     ODL_CUDA_LAUNCH_CHECK("letterbox_kernel");
     return ODL_OK;
 }
