@@ -32,7 +32,7 @@ odl_status odl_prep_plan(const odl_prep_job *job, int w, int h, odl_prep_result 
 }
 
 odl_status odl_prep_image(const odl_prep_job *job, float *dst, odl_prep_result *res) {
-    if (!job || !job->path || (!dst && !job->u8) || !res || job->out_w <= 0 || job->out_h <= 0)
+    if (!job || !job->path || !dst || !res || job->out_w <= 0 || job->out_h <= 0)
         return ODL_ERR(ODL_E_INVAL, "odl_prep_image: bad arguments");
     memset(res, 0, sizeof *res);
     odl_image img = {0}, rs = {0}, lb = {0};
@@ -46,17 +46,8 @@ odl_status odl_prep_image(const odl_prep_job *job, float *dst, odl_prep_result *
         ODL_CHECK_GOTO(odl_image_resize_linear(img.data, img.width, img.height, 3, rs.data, w1, h1), st, out);
         cur = &rs;
     }
-    if (job->u8) {
-        const odl_letterbox *g = &res->geo;
-        if (g->unpad_w == cur->width && g->unpad_h == cur->height)
-            memcpy(job->u8, cur->data, (size_t)cur->width * cur->height * 3);
-        else
-            ODL_CHECK_GOTO(odl_image_resize_linear(cur->data, cur->width, cur->height, 3, job->u8, g->unpad_w, g->unpad_h),
-                           st, out);
-    } else {
-        ODL_CHECK_GOTO(odl_image_letterbox_apply(cur, &res->geo, 114, &lb), st, out);
-        odl_image_to_chw(&lb, dst);
-    }
+    ODL_CHECK_GOTO(odl_image_letterbox_apply(cur, &res->geo, 114, &lb), st, out);
+    odl_image_to_chw(&lb, dst);
 out:
     if (st != ODL_OK && !strstr(odl_error_msg(), job->path)) odl_error_prefix("%s", job->path);
     odl_image_free(&img);
@@ -183,7 +174,7 @@ static odl_status queue_reserve(odl_prep_pool *p, int n) {
 
 odl_status odl_prep_submit(odl_prep_pool *p, const odl_prep_job *jobs, int n, float *dst, odl_prep_result *res,
                            odl_prep_batch **out) {
-    if (!p || n < 0 || (n > 0 && (!jobs || (!dst && !jobs[0].u8) || !res)) || !out)
+    if (!p || n < 0 || (n > 0 && (!jobs || !dst || !res)) || !out)
         return ODL_ERR(ODL_E_INVAL, "odl_prep_submit: bad arguments");
     odl_prep_batch *b = calloc(1, sizeof *b);
     if (!b) return ODL_ERR(ODL_E_NOMEM, "image batch");

@@ -11,7 +11,14 @@
 
 #include <jpeglib.h> /* after stdio.h: it uses FILE and size_t */
 
-enum { TJ_RGB = 0, TJ_GREY = 1, TJ_CMYK = 2 };
+/* TJ_CORNERS: RGB, grey 128 with a red 16 x 16 block in the top-left corner and a green one top-right. */
+enum { TJ_RGB = 0, TJ_GREY = 1, TJ_CMYK = 2, TJ_CORNERS = 3 };
+
+static inline uint8_t test_corners(int x, int y, int c, int w) {
+    if (y < 16 && x < 16) return c == 0 ? 230 : 20;
+    if (y < 16 && x >= w - 16) return c == 1 ? 230 : 20;
+    return 128;
+}
 
 /* A smooth picture with edges (so that chroma and the resize matter): channel c of pixel (x, y). */
 static inline uint8_t test_pattern(int x, int y, int c, int w, int h) {
@@ -50,7 +57,8 @@ static inline int test_write_jpeg(const char *path, int w, int h, int kind, int 
         for (int x = 0; x < w; x++)
             for (int k = 0; k < c.input_components; k++)
                 row[x * c.input_components + k] = kind == TJ_CMYK && k == 3 ? (uint8_t)(200 + (x + y) % 50)
-                                                                             : test_pattern(x, y, k, w, h);
+                                                  : kind == TJ_CORNERS             ? test_corners(x, y, k, w)
+                                                                                   : test_pattern(x, y, k, w, h);
         JSAMPROW rp = row;
         jpeg_write_scanlines(&c, &rp, 1);
     }

@@ -249,16 +249,16 @@ int main(int argc, char **argv) {
     const int n1 = (int)(sizeof f1 / sizeof *f1) - (have_data ? 0 : 2);
     odl_prep_job j1[32], j2[8], j3[4];
     odl_prep_result r1[32], r2[8], r3[4];
-    for (int k = 0; k < n1; k++) j1[k] = (odl_prep_job){path_of(f1[k].name), 640, 640, 640, 0, NULL};
+    for (int k = 0; k < n1; k++) j1[k] = (odl_prep_job){path_of(f1[k].name), 640, 640, 640, 0};
     /* batch 2: an upscale to 1024 in the letterbox (detect.py's scaleup), with orientation */
     file f2[] = {{"base.jpg", 1, 0}, {"grey.jpg", 1, 0}, {"exif6.jpg", 1, 0}, {"exif7.jpg", 1, 0}, {"prog.jpg", 0, 0}};
     const int n2 = (int)(sizeof f2 / sizeof *f2);
-    for (int k = 0; k < n2; k++) j2[k] = (odl_prep_job){path_of(f2[k].name), 0, 1024, 1024, 1, NULL};
+    for (int k = 0; k < n2; k++) j2[k] = (odl_prep_job){path_of(f2[k].name), 0, 1024, 1024, 1};
     /* batch 3: the stand-in fails the nvJPEG batch as a whole; every image still comes out right */
     file f3[] = {{"base.jpg", 1, 0}, {"fail.jpg", 1, 0}, {"grey.jpg", 1, 0}, {"prog.jpg", 0, 0}};
     if (mode == MODE_FAKE) f3[0].gpu = f3[1].gpu = f3[2].gpu = 0;
     const int n3 = (int)(sizeof f3 / sizeof *f3);
-    for (int k = 0; k < n3; k++) j3[k] = (odl_prep_job){path_of(f3[k].name), 640, 640, 640, 0, NULL};
+    for (int k = 0; k < n3; k++) j3[k] = (odl_prep_job){path_of(f3[k].name), 640, 640, 640, 0};
 
     char logp[4200];
     snprintf(logp, sizeof logp, "%s/fake_nvjpeg.log", dir);
@@ -279,7 +279,7 @@ int main(int argc, char **argv) {
 
     /* keep_host: an EXIF-rotated image's pixels as odl_image_load gives them */
     {
-        odl_prep_job hj[1] = {{path_of("exif6.jpg"), 0, 64, 96, 1, NULL}};
+        odl_prep_job hj[1] = {{path_of("exif6.jpg"), 0, 64, 96, 1}};
         odl_prep_result hr[1];
         odl_gpu_prep_batch *hb = NULL;
         odl_image want = {0}, have = {0};

@@ -6,6 +6,7 @@
 #include <png.h>
 #include <unistd.h>
 
+#include "jpeg_test_util.h"
 #include "png_test_util.h"
 #include "yolov5_test_util.h"
 
@@ -181,6 +182,64 @@ static void resize_exact(void) {
         }
 }
 
+/* EXIF orientation as the standard defines it (EXIF 2.3, tag 0x0112): where the stored image's top-left
+ * (red) and top-right (green) corners show. 5..8 turn the stored rows into columns. */
+static void exif_orientations(const char *dir) {
+    /* visual corner of the stored top-left and top-right: 0 TL, 1 TR, 2 BR, 3 BL */
+    static const int tl[9] = {0, 0, 1, 2, 3, 0, 1, 2, 3}, tr[9] = {0, 1, 0, 3, 2, 3, 2, 1, 0};
+    const int W = 96, H = 64;
+    for (int o = 1; o <= 8; o++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/corners%d.jpg", dir, o);
+        TCHECK(test_write_jpeg(path, W, H, TJ_CORNERS, 0, o, NULL) == 0, "write %s", path);
+        odl_image im;
+        TOK(odl_image_load(path, &im));
+        int pw = 0, ph = 0;
+        TOK(odl_image_probe(path, &pw, &ph));
+        const int swap = o >= 5;
+        TCHECK(im.width == (swap ? H : W) && im.height == (swap ? W : H) && pw == im.width && ph == im.height,
+               "orientation %d: %dx%d (probe %dx%d)", o, im.width, im.height, pw, ph);
+        if (!im.data) continue;
+        /* the mean of each channel over the 8 x 8 inside each visual corner */
+        double mean[4][3] = {{0}};
+        for (int q = 0; q < 4; q++)
+            for (int y = 0; y < 8; y++)
+                for (int x = 0; x < 8; x++) {
+                    const int cx = q == 0 || q == 3 ? 4 + x : im.width - 12 + x, cy = q < 2 ? 4 + y : im.height - 12 + y;
+                    for (int c = 0; c < 3; c++) mean[q][c] += im.data[((size_t)cy * im.width + cx) * 3 + c] / 64.0;
+                }
+        TCHECK(mean[tl[o]][0] > 180 && mean[tl[o]][1] < 70, "orientation %d: the red corner is not at corner %d", o, tl[o]);
+        TCHECK(mean[tr[o]][1] > 180 && mean[tr[o]][0] < 70, "orientation %d: the green corner is not at corner %d", o, tr[o]);
+        for (int q = 0; q < 4; q++)
+            if (q != tl[o] && q != tr[o])
+                TCHECK(fabs(mean[q][0] - 128) < 20 && fabs(mean[q][1] - 128) < 20, "orientation %d: corner %d not grey", o, q);
+        odl_image_free(&im);
+    }
+    /* grey JPEGs come out with R = G = B; CMYK ones (Adobe's inverted inks) as OpenCV: R = C K / 255 */
+    char path[4096];
+    odl_image im;
+    snprintf(path, sizeof path, "%s/grey.jpg", dir);
+    TCHECK(test_write_jpeg(path, 61, 43, TJ_GREY, 0, 0, NULL) == 0, "write grey.jpg");
+    TOK(odl_image_load(path, &im));
+    int bad = 0, far = 0;
+    for (int i = 0; im.data && i < 61 * 43; i++) {
+        bad += im.data[3 * i] != im.data[3 * i + 1] || im.data[3 * i] != im.data[3 * i + 2];
+        far += abs(im.data[3 * i] - test_pattern(i % 61, i / 61, 0, 61, 43)) > 24;
+    }
+    TCHECK(im.data && bad == 0 && far < 61 * 43 / 20, "grey JPEG: %d pixels not grey, %d far from the picture", bad, far);
+    odl_image_free(&im);
+    snprintf(path, sizeof path, "%s/cmyk.jpg", dir);
+    TCHECK(test_write_jpeg(path, 61, 43, TJ_CMYK, 0, 0, NULL) == 0, "write cmyk.jpg");
+    TOK(odl_image_load(path, &im));
+    far = 0;
+    for (int i = 0; im.data && i < 61 * 43; i++) {
+        const int x = i % 61, y = i / 61, k = 200 + (x + y) % 50;
+        for (int c = 0; c < 3; c++) far += abs(im.data[3 * i + c] - test_pattern(x, y, c, 61, 43) * k / 255) > 24;
+    }
+    TCHECK(im.data && far < 61 * 43 * 3 / 20, "CMYK JPEG: %d values far from C K / 255", far);
+    odl_image_free(&im);
+}
+
 static void png_cases(const char *dir) {
     char path[4096];
     odl_image im;
@@ -278,6 +337,7 @@ int main(void) {
     mkdir(dir, 0777);
     geometry();
     resize_exact();
+    exif_orientations(dir);
     png_cases(dir);
     if (!odl_test_have_data("yolov5/reference/yolov5n_reference.h5") || !odl_test_have_data("yolov5/images/bus.jpg"))
         return odl_test_finish_skipped("test_yolov5_image");

@@ -62,4 +62,9 @@ void odl_cli_reject(const char *arg, const odl_cli_opt *opts, size_t n, const ch
  * is initialised (odl_cuda_init, half of its memory for the pool). Errors: ODL_E_INVAL, ODL_E_NODEV. */
 odl_status odl_cli_pick_device(const char *spec, odl_device *dev);
 
+/* --decoder auto|cpu (eval and infer): auto decodes JPEGs with nvJPEG where it is there and takes the
+ * image (odl/gpu_prep.h), cpu always with libjpeg-turbo. 0 when spec is one of them, else 2 after printing
+ * the error. */
+int odl_cli_check_decoder(const char *spec);
+
 #endif

@@ -28,9 +28,6 @@ typedef struct odl_prep_job {
     int load_size;      /* > 0: resize the long side to load_size first (val.py); 0: keep the size */
     int out_w, out_h;   /* letterbox target */
     int scaleup;        /* 0: never enlarge in the letterbox (val.py) */
-    uint8_t *u8;        /* NULL: write the CHW float input. Otherwise only decode and resize: the unpadded
-                           image (res->geo.unpad_w x unpad_h, RGB HWC, at most 3 * out_w * out_h bytes) goes
-                           here and the letterbox is left to the backend's letterbox_u8_to_chw. */
 } odl_prep_job;
 
 typedef struct odl_prep_result {
@@ -43,7 +40,7 @@ typedef struct odl_prep_result {
     int decoder;        /* odl_decoder (odl/gpu_prep.h) that decoded it: ODL_DECODER_CPU here */
 } odl_prep_result;
 
-/* Run one job now on the calling thread: dst receives 3 * out_h * out_w floats (unless job->u8). */
+/* Run one job now on the calling thread: dst receives 3 * out_h * out_w floats (CHW, value / 255). */
 ODL_API odl_status odl_prep_image(const odl_prep_job *job, float *dst, odl_prep_result *res);
 
 /* Map a box from letterboxed pixels to the original image: val.py's scale_boxes with ratio_pad
