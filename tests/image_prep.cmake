@@ -25,3 +25,21 @@ if(ODL_HAVE_JPEG AND ODL_HAVE_PNG)
   add_test(NAME gpu_prep_gpu COMMAND gpu_prep_nvjpeg_absent cuda)
   set_tests_properties(gpu_prep_gpu PROPERTIES TIMEOUT 600 LABELS gpu SKIP_RETURN_CODE 77 ENVIRONMENT "${ODL_TEST_ENV}")
 endif()
+#   infer_device                 integration: odl_worker --task=infer on the device path (--backend-post, and
+#                                with the stand-in nvJPEG) = the CPU path byte for byte (detections.json, drawn
+#                                images, errors) over the reference images and test_gpu_prep's mixed files
+#   infer_device_gpu             gpu: the same folder on CUDA (nvJPEG, and --decoder cpu) against the CPU path
+if(ODL_HAVE_JPEG AND ODL_HAVE_PNG AND TARGET odl_worker)
+  foreach(_m cpu cuda)
+    set(_n infer_device)
+    set(_l integration)
+    if(_m STREQUAL cuda)
+      set(_n infer_device_gpu)
+      set(_l gpu)
+    endif()
+    add_test(NAME ${_n} COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/infer_device.sh $<TARGET_FILE:odl_worker>
+             ${PROJECT_BINARY_DIR}/yolov5n.h5 $<TARGET_FILE:gpu_prep_nvjpeg_absent> $<TARGET_FILE:fake_nvjpeg> ${_m})
+    set_tests_properties(${_n} PROPERTIES TIMEOUT 900 LABELS ${_l} SKIP_RETURN_CODE 77
+      FIXTURES_REQUIRED yolov5_weights ENVIRONMENT "${ODL_TEST_ENV}")
+  endforeach()
+endif()

@@ -4,9 +4,12 @@
  *                          and zidane.jpg (val.py's multi-label settings, detect.py's, agnostic, a tiny
  *                          max_det), an overflowing candidate buffer reports -1; letterbox_u8 (every EXIF
  *                          orientation, down- and upscaling, a copy, pitched rows) = odl_image_letterbox of
- *                          the oriented image + odl_image_to_chw.
+ *                          the oriented image + odl_image_to_chw; yolo_candidates = the rows odl_yolo_nms
+ *                          takes (odl_yolo_nms on them = on all rows, with a class filter too) and
+ *                          odl_yolo_nonfinite_rows' count.
  *   test_detect_post cuda  the CUDA entries against the CPU entries on the same inputs, bitwise
  *                          (label gpu; exit 77 without a GPU). */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -128,7 +131,7 @@ int main(int argc, char **argv) {
     int r = yolo_test_device(argc, argv, &dev);
     if (r) return r;
     const odl_backend *cpu = odl_backend_cpu(), *be = odl_backend_for(dev);
-    TCHECK(be && be->yolo_nms && be->letterbox_u8, "backend has the detection entries");
+    TCHECK(be && be->yolo_nms && be->letterbox_u8 && be->yolo_candidates, "backend has the detection entries");
     if (!be) return odl_test_finish("detect_post");
     if (!odl_test_have_data("yolov5/images/bus.jpg")) return odl_test_finish_skipped("detect_post");
     letterbox_cases(dev, cpu, be);
@@ -229,6 +232,74 @@ int main(int argc, char **argv) {
         free(out_dev);
     }
     odl_mem_free(dev, d_pred);
+
+    /* yolo_candidates: the candidate rows and the non-finite count; odl_yolo_nms on them = on all rows */
+    {
+        const int no = 5 + nc, cap = 4096;
+        float *bad_pred = malloc(sizeof(float) * pn);
+        memcpy(bad_pred, pred, sizeof(float) * pn);
+        bad_pred[(size_t)17 * no + 2] = NAN;                        /* image 0: a NaN width */
+        bad_pred[((size_t)rows + 5) * no + 4] = INFINITY;           /* image 1: an infinite objectness */
+        bad_pred[((size_t)rows + 9) * no + 7] = -INFINITY;          /* image 1: a score */
+        const float *inputs[2] = {pred, bad_pred};
+        for (int v = 0; v < 2; v++)
+            for (int cc = 0; cc < 2; cc++) {
+                const float conf = cc ? 0.001f : 0.25f;
+                float *out_c = calloc((size_t)NIMG * cap * no, sizeof(float)), *out_d = calloc((size_t)NIMG * cap * no, sizeof(float));
+                int32_t cnt_c[NIMG], bad_c[NIMG], cnt_d[NIMG], bad_d[NIMG];
+                odl_yolo_cand_args a = {.N = NIMG, .rows = rows, .nc = nc, .pred = inputs[v], .conf_thres = conf, .cap = cap,
+                                        .out = out_c, .count = cnt_c, .nonfinite = bad_c};
+                TOK(cpu->yolo_candidates(&a));
+                float *dp = to_dev(dev, inputs[v], sizeof(float) * pn), *dout = NULL;
+                int32_t *dcnt = NULL, *dbad = NULL;
+                TOK(odl_mem_alloc(dev, sizeof(float) * NIMG * cap * no, (void **)&dout));
+                TOK(odl_mem_alloc(dev, sizeof(int32_t) * NIMG, (void **)&dcnt));
+                TOK(odl_mem_alloc(dev, sizeof(int32_t) * NIMG, (void **)&dbad));
+                odl_yolo_cand_args ad = a;
+                ad.pred = dp;
+                ad.out = dout;
+                ad.count = dcnt;
+                ad.nonfinite = dbad;
+                TOK(be->yolo_candidates(&ad));
+                to_host_bytes(dev, cnt_d, dcnt, sizeof cnt_d);
+                to_host_bytes(dev, bad_d, dbad, sizeof bad_d);
+                to_host_bytes(dev, out_d, dout, sizeof(float) * NIMG * cap * no);
+                for (int i = 0; i < NIMG; i++) {
+                    const float *img = inputs[v] + (size_t)i * rows * no;
+                    const int64_t want_bad = odl_yolo_nonfinite_rows(img, rows, nc);
+                    TCHECK(bad_c[i] == want_bad && bad_d[i] == want_bad, "candidates %d/%d image %d: non-finite rows cpu %d, "
+                           "%s %d, odl_yolo_nonfinite_rows %lld", v, cc, i, bad_c[i], odl_device_name(dev), bad_d[i],
+                           (long long)want_bad);
+                    const int m = cnt_c[i] < cap ? cnt_c[i] : cap;
+                    TCHECK(cnt_d[i] == cnt_c[i] && !memcmp(out_d + (size_t)i * cap * no, out_c + (size_t)i * cap * no,
+                                                           sizeof(float) * no * (size_t)m),
+                           "candidates image %d: %s %d rows, CPU %d (or a row differs)", i, odl_device_name(dev), cnt_d[i], cnt_c[i]);
+                    if (cnt_c[i] > cap) continue; /* the caller copies all rows then */
+                    odl_nms_params p = odl_nms_defaults();
+                    p.conf_thres = conf;
+                    p.multi_label = cc;
+                    const int classes[2] = {0, 5};
+                    for (int f = 0; f < 2; f++) {
+                        p.classes = f ? classes : NULL;
+                        p.n_classes = f ? 2 : 0;
+                        odl_detection d_all[1000], d_c[1000];
+                        int n_all = 0, n_c = 0;
+                        TOK(odl_yolo_nms(img, rows, nc, &p, d_all, 1000, &n_all));
+                        TOK(odl_yolo_nms(out_c + (size_t)i * cap * no, m, nc, &p, d_c, 1000, &n_c));
+                        TCHECK(n_all == n_c && !memcmp(d_all, d_c, sizeof(odl_detection) * (size_t)n_all) && (v || n_all > 0),
+                               "NMS on the %d candidate rows of image %d (conf %g, classes %d): %d boxes, on all rows %d", m, i,
+                               conf, f, n_c, n_all);
+                    }
+                }
+                odl_mem_free(dev, dp);
+                odl_mem_free(dev, dout);
+                odl_mem_free(dev, dcnt);
+                odl_mem_free(dev, dbad);
+                free(out_c);
+                free(out_d);
+            }
+        free(bad_pred);
+    }
     odl_yolov5_free(net);
     free(ref_in);
     free(pred);

@@ -8,7 +8,8 @@
  *                            baseline, grey and EXIF images go to nvJPEG (hardware, or with
  *                            FAKE_NVJPEG_NO_HW=1 the hybrid backend), the rest to the CPU; a batch nvJPEG
  *                            fails as a whole is decoded again on the CPU;
- *   test_gpu_prep cuda       the GPU with the real nvJPEG (label gpu; exit 77 without a GPU).
+ *   test_gpu_prep cuda       the GPU with the real nvJPEG (label gpu; exit 77 without a GPU);
+ *   test_gpu_prep write DIR  only write the test images into DIR (tests/infer_device.sh).
  * Every image gets the CPU path's outcome: the same error message, sizes, gain, pad and geometry; its
  * letterbox (val.py's load_size 640 + square 640, and a 1024 upscale) is bitwise odl_prep_image's when
  * decoded on the CPU or by the stand-in, and within the bounds below when decoded by the real nvJPEG.
@@ -195,6 +196,11 @@ static void check_batch(odl_device dev, odl_gpu_prep *gp, odl_gpu_prep_batch *b,
 
 int main(int argc, char **argv) {
     const char *m = argc > 1 ? argv[1] : "absent";
+    if (!strcmp(m, "write") && argc > 2) { /* the test images into DIR, for tests/infer_device.sh */
+        snprintf(dir, sizeof dir, "%s", argv[2]);
+        make_files();
+        return odl_test_failures ? 1 : 0;
+    }
     odl_device dev = odl_cpu();
     if (!strcmp(m, "cuda")) {
         mode = MODE_CUDA;

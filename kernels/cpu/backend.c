@@ -43,6 +43,7 @@ static const odl_backend g_cpu_backend = {
     .yolov5_detect_decode = odl_cpu_yolov5_detect_decode,
     .letterbox_u8 = odl_cpu_letterbox_u8,
     .yolo_nms = odl_cpu_yolo_nms,
+    .yolo_candidates = odl_cpu_yolo_candidates,
     .gemm_lowp = odl_cpu_gemm_lowp,
 };
 

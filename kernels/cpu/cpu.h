@@ -146,5 +146,6 @@ odl_status odl_cpu_adadelta_step(int64_t n, float *p, const float *g, float *sq,
 odl_status odl_cpu_letterbox_u8(int N, int H, int W, const uint8_t *src, const odl_letterbox_src *img, uint8_t pad,
                                 float *y);
 odl_status odl_cpu_yolo_nms(const odl_yolo_nms_args *a);
+odl_status odl_cpu_yolo_candidates(const odl_yolo_cand_args *a);
 
 #endif

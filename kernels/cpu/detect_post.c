@@ -7,6 +7,7 @@
  * positive floats, whose bit patterns order as the values, so ascending keys are decreasing scores with
  * ties in (anchor, class) order, i.e. odl_yolo_nms's stable order. The greedy pass stops at max_det
  * kept boxes: a box after them cannot change which boxes come first. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -157,5 +158,28 @@ odl_status odl_cpu_yolo_nms(const odl_yolo_nms_args *a) {
     free(ob);
     free(area);
     free(sup);
+    return ODL_OK;
+}
+
+odl_status odl_cpu_yolo_candidates(const odl_yolo_cand_args *a) {
+    const int no = 5 + a->nc;
+    for (int n = 0; n < a->N; n++) {
+        const float *pred = a->pred + (size_t)n * a->rows * no;
+        float *out = a->out + (size_t)n * a->cap * no;
+        int32_t cnt = 0, bad = 0;
+        for (int64_t r = 0; r < a->rows; r++) {
+            const float *p = pred + r * no;
+            for (int j = 0; j < no; j++)
+                if (!isfinite(p[j])) {
+                    bad++;
+                    break;
+                }
+            if (!(p[4] > a->conf_thres)) continue;
+            if (cnt < a->cap) memcpy(out + (size_t)cnt * no, p, sizeof(float) * no);
+            cnt++;
+        }
+        a->count[n] = cnt;
+        a->nonfinite[n] = bad;
+    }
     return ODL_OK;
 }

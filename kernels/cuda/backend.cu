@@ -152,6 +152,7 @@ static odl_backend make_table() {
     b.yolov5_detect_head_f16 = odl_cuda_yolov5_detect_head_f16;
     b.letterbox_u8 = odl_cuda_letterbox_u8;
     b.yolo_nms = odl_cuda_yolo_nms;
+    b.yolo_candidates = odl_cuda_yolo_candidates;
     b.gemm_lowp = odl_cuda_gemm_lowp;
     return b;
 }

@@ -10,6 +10,7 @@
  *   3. the first max_nms: boxes recomputed from their rows, offset by class * max_wh, areas;
  *   4. greedy NMS: thread 0 finds the next unsuppressed box, writes it out, and the block marks the
  *      later boxes it suppresses; stops at max_det kept.
+ * yolo_candidates: one block of 1024 threads per image (yolo_cand_kernel says how).
  *   Float arithmetic uses the _rn intrinsics so that nvcc cannot contract it into FMA, which would
  *   round differently from the CPU. */
 #include "kernels/cuda/common.cuh"
@@ -198,6 +199,47 @@ __global__ void __launch_bounds__(kNmsThreads) yolo_nms_kernel(odl_yolo_nms_args
     if (tid == 0) a.count[n] = kept;
 }
 
+constexpr int kCandThreads = 1024;
+
+/* One block per image; each thread takes a contiguous run of rows: counts its candidates and its rows
+ * with a non-finite value, an exclusive scan of the counts gives each thread's offset, and it writes its
+ * candidate rows there, so that they stay in row order. */
+__global__ void __launch_bounds__(kCandThreads) yolo_cand_kernel(odl_yolo_cand_args a) {
+    __shared__ int32_t part[kCandThreads];
+    __shared__ int32_t n_bad;
+    const int n = blockIdx.x, tid = threadIdx.x, no = 5 + a.nc;
+    const float *pred = a.pred + (size_t)n * a.rows * no;
+    if (tid == 0) n_bad = 0;
+    const int64_t per = (a.rows + blockDim.x - 1) / blockDim.x, r0 = tid * per, r1 = r0 + per < a.rows ? r0 + per : a.rows;
+    int32_t cnt = 0, bad = 0;
+    for (int64_t r = r0; r < r1; r++) {
+        const float *p = pred + r * no;
+        bool finite = true;
+        for (int j = 0; j < no; j++) finite &= isfinite(p[j]);
+        bad += !finite;
+        cnt += p[4] > a.conf_thres;
+    }
+    part[tid] = cnt;
+    __syncthreads();
+    if (bad) atomicAdd(&n_bad, bad);
+    for (int d = 1; d < blockDim.x; d <<= 1) { /* inclusive scan (Hillis-Steele) */
+        const int32_t v = tid >= d ? part[tid - d] : 0;
+        __syncthreads();
+        part[tid] += v;
+        __syncthreads();
+    }
+    int32_t at = part[tid] - cnt;
+    float *out = a.out + (size_t)n * a.cap * no;
+    for (int64_t r = r0; r < r1 && at < a.cap; r++) {
+        const float *p = pred + r * no;
+        if (!(p[4] > a.conf_thres)) continue;
+        for (int j = 0; j < no; j++) out[(size_t)at * no + j] = p[j];
+        at++;
+    }
+    if (tid == blockDim.x - 1) a.count[n] = part[tid];
+    if (tid == 0) a.nonfinite[n] = n_bad;
+}
+
 } // namespace
 } // namespace odlk
 
@@ -224,5 +266,12 @@ extern "C" odl_status odl_cuda_yolo_nms(const odl_yolo_nms_args *a) {
     ODL_CHECK(workspace(per_image * (size_t)a->N, &work));
     yolo_nms_kernel<<<a->N, kNmsThreads, 0, stream()>>>(*a, static_cast<uint8_t *>(work), per_image);
     ODL_CUDA_LAUNCH_CHECK("yolo_nms_kernel");
+    return ODL_OK;
+}
+
+extern "C" odl_status odl_cuda_yolo_candidates(const odl_yolo_cand_args *a) {
+    if (a->N == 0) return ODL_OK;
+    yolo_cand_kernel<<<a->N, kCandThreads, 0, stream()>>>(*a);
+    ODL_CUDA_LAUNCH_CHECK("yolo_cand_kernel");
     return ODL_OK;
 }
