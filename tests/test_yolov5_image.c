@@ -1,8 +1,10 @@
 /* Images for YOLOv5: letterbox geometry (YOLOv5's letterbox arithmetic, with its rounding), the
  * bilinear resize byte for byte against the official pre-processing (bus_640/input_rgb_u8 of the
- * reference file, made by cv2.imread + letterbox), box mapping back to the original image, PNG decoding
- * (grey, RGBA, 16-bit, palette written here with libpng), JPEG writing and reading back, drawing, and
- * bad files: missing, a directory, empty, text, truncated JPEG and PNG. */
+ * reference file, made by cv2.imread + letterbox) and against a per-pixel writing of OpenCV's formulas
+ * on random images, box mapping back to the original image, EXIF orientations 1..8 (JPEGs written here
+ * with an APP1 Exif block: where the stored corners show), grey and CMYK JPEGs, PNG decoding (grey, RGBA,
+ * 16-bit, palette written here with libpng), JPEG writing and reading back, drawing, and bad files:
+ * missing, a directory, empty, text, truncated JPEG and PNG. */
 #include <png.h>
 #include <unistd.h>
 

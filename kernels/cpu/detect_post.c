@@ -24,6 +24,9 @@ odl_status odl_cpu_letterbox_u8(int N, int H, int W, const uint8_t *src, const o
         const double sx = odl_rl_scale(g->unpad_w, ow), sy = odl_rl_scale(g->unpad_h, oh);
         const uint8_t *s = src + g->off;
         float *o = y + (size_t)n * 3 * hw;
+        int *xc = malloc(sizeof(int) * 4 * (size_t)(g->unpad_w > 0 ? g->unpad_w : 1)); /* the columns' taps, once */
+        if (!xc) return ODL_ERR(ODL_E_NOMEM, "letterbox_u8: %d columns", g->unpad_w);
+        for (int dx = 0; dx < g->unpad_w; dx++) odl_rl_coef(dx, sx, ow, &xc[4 * dx], &xc[4 * dx + 1], &xc[4 * dx + 2], &xc[4 * dx + 3]);
         for (int yy = 0; yy < H; yy++) {
             const int dy = yy - g->top;
             int y0 = 0, y1 = 0, b0 = 0, b1 = 0;
@@ -35,8 +38,7 @@ odl_status odl_cpu_letterbox_u8(int N, int H, int W, const uint8_t *src, const o
                     o[at] = o[hw + at] = o[2 * hw + at] = fill;
                     continue;
                 }
-                int x0, x1, a0, a1;
-                odl_rl_coef(dx, sx, ow, &x0, &x1, &a0, &a1);
+                const int x0 = xc[4 * dx], x1 = xc[4 * dx + 1], a0 = xc[4 * dx + 2], a1 = xc[4 * dx + 3];
                 const uint8_t *p[4];
                 const int tx[4] = {x0, x1, x0, x1}, ty[4] = {y0, y0, y1, y1};
                 for (int t = 0; t < 4; t++) {
@@ -48,6 +50,7 @@ odl_status odl_cpu_letterbox_u8(int N, int H, int W, const uint8_t *src, const o
                     o[c * hw + at] = (float)odl_rl_value(p[0][c], p[1][c], p[2][c], p[3][c], a0, a1, b0, b1) / 255.0f;
             }
         }
+        free(xc);
     }
     return ODL_OK;
 }
