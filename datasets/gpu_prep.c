@@ -220,11 +220,7 @@ static void feed(odl_gpu_prep *p, struct odl_gpu_prep_batch *b) {
         goto out;
     }
     b->done_recorded = b->ready_recorded = 0;
-    if ((st = odl_prep_pool_run(p->pool, b->n, stage2, b, &b->stage)) != ODL_OK) {
-        slot_fail(b, st);
-        goto out;
-    }
-    /* nvJPEG, meanwhile, on the prep stream */
+    /* nvJPEG's images (listed before stage 2 runs: it may mark the images it fails) */
     int ng = 0;
     for (int k = 0; k < b->n; k++) {
         pimg *im = &b->im[k];
@@ -236,6 +232,11 @@ static void feed(odl_gpu_prep *p, struct odl_gpu_prep_batch *b) {
         p->nv_pitch[ng] = (size_t)3 * im->info.width;
         ng++;
     }
+    if ((st = odl_prep_pool_run(p->pool, b->n, stage2, b, &b->stage)) != ODL_OK) {
+        slot_fail(b, st);
+        goto out;
+    }
+    /* nvJPEG, meanwhile, on the prep stream */
     if (ng) {
         st = odl_nvjpeg_decode_batch(p->nvj, ng, p->nv_data, p->nv_len, p->nv_dst, p->nv_pitch, p->ps);
         if (st == ODL_OK) {
