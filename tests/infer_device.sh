@@ -13,6 +13,12 @@ W=$1 WEIGHTS=$2 PREP=$3 FAKE=$4 MODE=$5
 D=${ODL_TEST_DATA:-${ODL_TEST_DATA_DEFAULT:-../shared/data}}
 [ -f "$D/yolov5/images/bus.jpg" ] || { echo "SKIP: no reference images in $D (set ODL_TEST_DATA)"; exit 77; }
 [ -f "$WEIGHTS" ] || { echo "SKIP: no converted weights at $WEIGHTS (the yolov5_convert test writes them)"; exit 77; }
+if [ "$MODE" = cuda ]; then # the GPU case needs a GPU: odl_worker says when it has none
+  msg=$("$W" --task=infer --weights "$WEIGHTS" --source "$D/yolov5/images/bus.jpg" --device cuda --no-save-images \
+        --output "${TMPDIR:-/tmp}/infer_device_probe.$$" 2>&1 >/dev/null)
+  rm -rf "${TMPDIR:-/tmp}/infer_device_probe.$$"
+  case $msg in *"no CUDA device"*) echo "SKIP: no CUDA device"; exit 77 ;; esac
+fi
 PY=/usr/bin/python3
 [ -x "$PY" ] || PY=python3
 T=$(mktemp -d)

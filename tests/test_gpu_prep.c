@@ -13,7 +13,8 @@
  * Every image gets the CPU path's outcome: the same error message, sizes, gain, pad and geometry; its
  * letterbox (val.py's load_size 640 + square 640, and a 1024 upscale) is bitwise odl_prep_image's when
  * decoded on the CPU or by the stand-in, and within the bounds below when decoded by the real nvJPEG.
- * Two batches are in flight at once. */
+ * An image that val.py resizes twice (load size, then a scaling letterbox) stays on the CPU. Two batches
+ * are in flight at once. */
 #include <math.h>
 #include <png.h>
 #include <stdlib.h>
@@ -266,6 +267,14 @@ int main(int argc, char **argv) {
     const int n3 = (int)(sizeof f3 / sizeof *f3);
     for (int k = 0; k < n3; k++) j3[k] = (odl_prep_job){path_of(f3[k].name), 640, 640, 640, 0};
 
+    /* batch 4: val.py's load resize, then a letterbox that scales again (a target smaller than the load
+     * size): two resizes, which stay on the CPU (the GPU resizes once) */
+    file f4[] = {{"base.jpg", 0, 0}, {"big.jpg", 0, 0}, {"grey.jpg", 0, 0}};
+    const int n4 = (int)(sizeof f4 / sizeof *f4);
+    odl_prep_job j4[4];
+    odl_prep_result r4[4];
+    for (int k = 0; k < n4; k++) j4[k] = (odl_prep_job){path_of(f4[k].name), 640, 320, 320, 0};
+
     char logp[4200];
     snprintf(logp, sizeof logp, "%s/fake_nvjpeg.log", dir);
     if (mode == MODE_FAKE) setenv("FAKE_NVJPEG_LOG", logp, 1); /* read by the stand-in library, not by odl */
@@ -277,6 +286,9 @@ int main(int argc, char **argv) {
     TOK(odl_gpu_prep_submit(gp, j3, n3, r3, &b3));
     if (b2) check_batch(dev, gp, b2, j2, r2, f2, n2, "up1024", &sv);
     if (b3) check_batch(dev, gp, b3, j3, r3, f3, n3, "failbatch", &sv);
+    odl_gpu_prep_batch *b4 = NULL;
+    TOK(odl_gpu_prep_submit(gp, j4, n4, r4, &b4));
+    if (b4) check_batch(dev, gp, b4, j4, r4, f4, n4, "tworesize", &sv);
     if (mode == MODE_FAKE) {
         char *log = odl_test_read_text(logp);
         TCHECK(log && strstr(log, "fail 3"), "the stand-in's log has no failed batch of 3: %s", log ? log : "(none)");

@@ -516,9 +516,13 @@ int odl_task_eval_yolov5_main(int argc, char **argv) {
         double wall = now_ms() - t_start;
         /* val.py: "Speed: %.1fms pre-process, %.1fms inference, %.1fms NMS per image" (rank 0's shard) */
         if (n_mine > 0) {
-            const double loop = t[0] + t[1] + t[2], dev_ms = eval_ctx_device_ms(ec);
-            char busy[96] = "";
-            if (dev_ms > 0) snprintf(busy, sizeof busy, "; device busy %.0f%% of the loop", 100 * dev_ms / loop);
+            double fwd_ms = 0, nms_ms = 0;
+            int64_t nb = 0;
+            const double loop = t[0] + t[1] + t[2], dev_ms = eval_ctx_device_ms(ec, &fwd_ms, &nms_ms, &nb);
+            char busy[160] = "";
+            if (dev_ms > 0)
+                snprintf(busy, sizeof busy, "; device busy %.0f%% of the loop (per batch %.2f ms letterbox+forward, %.2f ms NMS)",
+                         100 * dev_ms / loop, fwd_ms / nb, nms_ms / nb);
             fprintf(stderr,
                     "odl_worker: speed on rank 0: %.2f ms waiting for decode+letterbox, %.2f ms forward+NMS, "
                     "%.2f ms matching per image; pipeline %.1f images/s on rank 0%s; %d images in %.2f s wall (%.1f "

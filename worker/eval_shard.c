@@ -61,7 +61,7 @@ typedef struct group {
 typedef struct nms_slot {
     float *out, *h_out;
     int32_t *cnt, *h_cnt;
-    odl_event start, end;
+    odl_event start, mid, end; /* around letterbox + forward, and NMS + copy */
 } nms_slot;
 
 struct eval_ctx {
@@ -81,7 +81,8 @@ struct eval_ctx {
     float *lbox, *hout, *h_pred;
     int *lcls, lab_cap;
     size_t hout_cap, h_pred_cap;
-    double device_ms;
+    double device_ms[2]; /* letterbox + forward, NMS + copy */
+    int64_t device_batches;
     char note[1400];
 };
 
@@ -133,6 +134,7 @@ odl_status eval_ctx_create(odl_yolov5 *net, const eval_opts *o, eval_ctx **out) 
             ODL_CHECK_GOTO(odl_host_alloc_pinned(sizeof(int32_t) * (size_t)B, (void **)&n->h_cnt), st, fail);
             if (c->cuda) {
                 ODL_CHECK_GOTO(odl_event_create(&n->start), st, fail);
+                ODL_CHECK_GOTO(odl_event_create(&n->mid), st, fail);
                 ODL_CHECK_GOTO(odl_event_create(&n->end), st, fail);
             }
         }
@@ -167,6 +169,7 @@ void eval_ctx_free(eval_ctx *c) {
         odl_host_free_pinned(c->ns[s].h_cnt);
         if (c->cuda) {
             odl_event_destroy(c->ns[s].start);
+            odl_event_destroy(c->ns[s].mid);
             odl_event_destroy(c->ns[s].end);
         }
     }
@@ -181,7 +184,12 @@ void eval_ctx_free(eval_ctx *c) {
 }
 
 const char *eval_ctx_decoder_note(const eval_ctx *c) { return c->note; }
-double eval_ctx_device_ms(const eval_ctx *c) { return c->device_ms; }
+double eval_ctx_device_ms(const eval_ctx *c, double *forward_ms, double *nms_ms, int64_t *batches) {
+    if (forward_ms) *forward_ms = c->device_ms[0];
+    if (nms_ms) *nms_ms = c->device_ms[1];
+    if (batches) *batches = c->device_batches;
+    return c->device_ms[0] + c->device_ms[1];
+}
 
 /* Statistics of one image from its nd detections after NMS (letterboxed pixels; mapped here). */
 static odl_status image_stats(eval_ctx *c, odl_detection *det, int nd, const odl_det_sample *s, const odl_prep_result *pr,
@@ -345,6 +353,7 @@ static odl_status dev_launch(eval_ctx *c, group *q) {
     q->rows = y->shape[1];
     q->nc = (int)y->shape[2] - 5;
     q->pred = (const float *)y->data;
+    if (c->cuda) ODL_CHECK(odl_event_record(ns->mid, st));
     const odl_nms_params *np_ = &c->np;
     odl_yolo_nms_args a = {.N = q->n, .rows = q->rows, .nc = q->nc, .pred = q->pred, .conf_thres = np_->conf_thres,
                            .iou_thres = np_->iou_thres, .max_wh = np_->max_wh, .multi_label = np_->multi_label,
@@ -365,9 +374,12 @@ static odl_status dev_finish(eval_ctx *c, group *q) {
     const odl_nms_params *np_ = &c->np;
     if (c->cuda) {
         ODL_CHECK(odl_event_synchronize(ns->end));
-        float ms = 0;
-        ODL_CHECK(odl_event_elapsed_ms(ns->start, ns->end, &ms));
-        c->device_ms += ms;
+        float f = 0, n = 0;
+        ODL_CHECK(odl_event_elapsed_ms(ns->start, ns->mid, &f));
+        ODL_CHECK(odl_event_elapsed_ms(ns->mid, ns->end, &n));
+        c->device_ms[0] += f;
+        c->device_ms[1] += n;
+        c->device_batches++;
     }
     for (int b = 0; b < q->n; b++) {
         odl_detection *d = c->det + (size_t)b * np_->max_det;

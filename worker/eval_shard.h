@@ -50,8 +50,8 @@ void eval_ctx_free(eval_ctx *c);
  * 8 threads", or why nvJPEG is not used. */
 const char *eval_ctx_decoder_note(const eval_ctx *c);
 /* Milliseconds the device spent on this run's letterbox, forward and NMS (CUDA events around each
- * batch's work; 0 on the CPU). */
-double eval_ctx_device_ms(const eval_ctx *c);
+ * batch's work; 0 on the CPU), and the split: letterbox + forward, NMS + the copy of the boxes, batches. */
+double eval_ctx_device_ms(const eval_ctx *c, double *forward_ms, double *nms_ms, int64_t *batches);
 
 /* Evaluate samples order[lo..hi) into `out` (one record per image, in order). After each batch the
  * ODL_FAULT faults of step ++*batches fire (a step of an evaluation is one batch of this rank).
