@@ -433,13 +433,23 @@ odl_status odl_gpu_prep_submit(odl_gpu_prep *p, const odl_prep_job *jobs, int n,
     b->busy = 1;
     b->fed = 0;
     pthread_mutex_unlock(&p->mu);
+    /* the slot's earlier decode may still read its files' bytes (nvJPEG's work on the prep stream), which
+     * stage 1 frees and reads anew */
+    odl_status st = ev_sync(p, b->ready, b->ready_recorded);
+    if (st != ODL_OK) {
+        pthread_mutex_lock(&p->mu);
+        b->busy = 0;
+        pthread_cond_broadcast(&p->cv);
+        pthread_mutex_unlock(&p->mu);
+        return st;
+    }
     b->n = n;
     b->jobs = jobs;
     b->res = res;
     b->fail = ODL_OK;
     b->fail_msg[0] = 0;
     for (int k = 0; k < p->o.max_batch; k++) odl_image_free(&b->im[k].host);
-    odl_status st = odl_prep_pool_run(p->pool, n, stage1, b, &b->stage);
+    st = odl_prep_pool_run(p->pool, n, stage1, b, &b->stage);
     if (st != ODL_OK) {
         pthread_mutex_lock(&p->mu);
         b->busy = 0;
