@@ -417,6 +417,15 @@ void odl_gpu_prep_free(odl_gpu_prep *p) {
 int odl_gpu_prep_decoder(const odl_gpu_prep *p) { return p ? p->decoder : ODL_DECODER_CPU; }
 const char *odl_gpu_prep_nvjpeg_note(const odl_gpu_prep *p) { return p ? p->note : ""; }
 
+/* A submit that did not queue its slot gives it back; returns st. */
+static odl_status slot_unbusy(odl_gpu_prep *p, struct odl_gpu_prep_batch *b, odl_status st) {
+    pthread_mutex_lock(&p->mu);
+    b->busy = 0;
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    return st;
+}
+
 odl_status odl_gpu_prep_submit(odl_gpu_prep *p, const odl_prep_job *jobs, int n, odl_prep_result *res,
                                odl_gpu_prep_batch **out) {
     if (!p || !jobs || !res || !out || n < 1 || n > p->o.max_batch)
@@ -436,13 +445,7 @@ odl_status odl_gpu_prep_submit(odl_gpu_prep *p, const odl_prep_job *jobs, int n,
     /* the slot's earlier decode may still read its files' bytes (nvJPEG's work on the prep stream), which
      * stage 1 frees and reads anew */
     odl_status st = ev_sync(p, b->ready, b->ready_recorded);
-    if (st != ODL_OK) {
-        pthread_mutex_lock(&p->mu);
-        b->busy = 0;
-        pthread_cond_broadcast(&p->cv);
-        pthread_mutex_unlock(&p->mu);
-        return st;
-    }
+    if (st != ODL_OK) return slot_unbusy(p, b, st);
     b->n = n;
     b->jobs = jobs;
     b->res = res;
@@ -450,13 +453,7 @@ odl_status odl_gpu_prep_submit(odl_gpu_prep *p, const odl_prep_job *jobs, int n,
     b->fail_msg[0] = 0;
     for (int k = 0; k < p->o.max_batch; k++) odl_image_free(&b->im[k].host);
     st = odl_prep_pool_run(p->pool, n, stage1, b, &b->stage);
-    if (st != ODL_OK) {
-        pthread_mutex_lock(&p->mu);
-        b->busy = 0;
-        pthread_cond_broadcast(&p->cv);
-        pthread_mutex_unlock(&p->mu);
-        return st;
-    }
+    if (st != ODL_OK) return slot_unbusy(p, b, st);
     pthread_mutex_lock(&p->mu);
     p->queue[(p->qhead + p->qcount) % NSLOTS] = s;
     p->qcount++;

@@ -477,15 +477,8 @@ fail:
 }
 
 /* The geometry of items[start + k] from its headers (the decode comes later, on the device path). */
-typedef struct probe_ctx {
-    item *items;
-    char **paths;
-    int start;
-    const infer_opts *o;
-    int stride;
-} probe_ctx;
 static void probe_one(void *ctx, int k) {
-    probe_ctx *c = ctx;
+    decode_ctx *c = ctx;
     item *it = &c->items[c->start + k];
     it->path = c->paths[c->start + k];
     odl_error_clear();
@@ -585,7 +578,7 @@ static odl_status dev_group(dev_infer *d, int s, odl_yolov5 *net, item *items, c
 static odl_status dev_batch(dev_infer *d, odl_prep_pool *pool, odl_yolov5 *net, item *items, char **paths, int start,
                             int end, const infer_opts *o, int stride, double *t_pre, double *t_fwd, double *t_nms) {
     double t0 = now_ms();
-    probe_ctx pc = {items, paths, start, o, stride};
+    decode_ctx pc = {items, paths, start, o, stride};
     ODL_CHECK(odl_prep_pool_for(pool, end - start, probe_one, &pc));
     *t_pre += now_ms() - t0;
     char used[4096] = {0};
