@@ -2,8 +2,9 @@
 # One call on the GPU machine for the detection pipeline on the GPU (issue 23): build for sm_90; the tests
 # of the device image pipeline on the GPU and on the CPU (nvJPEG real, absent and the stand-in; the
 # letterbox_u8 and yolo_candidates entries; the official boxes through the pipeline; infer and eval on the
-# device path); the same GPU tests with the GPU-hybrid backend forced; compute-sanitizer memcheck on the GPU
-# letterbox / decode tests; then bench/eval_bench.sh with PyTorch in the same call; a table last.
+# device path); the same GPU tests with the GPU-hybrid backend forced; compute-sanitizer memcheck and
+# initcheck on the GPU letterbox / decode tests; then bench/eval_bench.sh with PyTorch in the same call; a
+# table last.
 # Data travel in ignored folders (see bench/gpu_run.sh): .devdata/data (a copy of ../shared/data),
 # .devdata/bench (a copy of ../shared/bench: torch_baselines.py and the YOLOv5 code).
 # Usage: source .devdeps/env.sh && bench/nvjpeg_run.sh [tests|bench|all]   (every log in $OUT/logs.tgz)
@@ -37,10 +38,14 @@ ODL_NVJPEG_BACKEND=gpu-hybrid ctest --test-dir "$B" -R "gpu_prep_gpu|_prep_gpu|i
 sum+=("the same GPU tests, ODL_NVJPEG_BACKEND=gpu-hybrid: $(grep -E 'tests passed' "$OUT/ctest_hybrid.log")")
 grep -E "\*\*\*Failed|FAIL" "$OUT/ctest_hybrid.log" | head -10
 CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-for t in "gpu_prep_nvjpeg_absent cuda" "detect_post cuda"; do
-  n=${t%% *}
-  (cd "$B/tests" && ODL_BINARY_DIR=$B timeout 600 "$CS" --tool memcheck --error-exitcode 9 ./$t) >"$OUT/memcheck_$n.log" 2>&1
-  sum+=("compute-sanitizer memcheck $t: rc $? ($(grep -cE '^========= (Invalid|Program hit|Error)' "$OUT/memcheck_$n.log") errors), $(tail -1 "$OUT/memcheck_$n.log")")
+# memcheck sees accesses outside a cudaMalloc'd block, and the device pool is one block: initcheck adds
+# reads of device bytes never written (a letterbox reading past a decoded image inside the pool)
+for tool in memcheck initcheck; do
+  for t in "gpu_prep_nvjpeg_absent cuda" "detect_post cuda"; do
+    n=${t%% *}
+    (cd "$B/tests" && ODL_BINARY_DIR=$B timeout 600 "$CS" --tool $tool --error-exitcode 9 ./$t) >"$OUT/${tool}_$n.log" 2>&1
+    sum+=("compute-sanitizer $tool $t: rc $? ($(grep -cE '^========= (Invalid|Uninitialized|Program hit|Error)' "$OUT/${tool}_$n.log") reports), $(tail -1 "$OUT/${tool}_$n.log")")
+  done
 done
 grep -E "nvJPEG vs libjpeg-turbo over|decoder:|odl_nvjpeg_open" "$OUT/ctest.log" | sed 's/^[0-9]*: //' | head -6
 grep -E "largest box difference|letterbox on cuda: |input through" "$OUT/ctest.log" | sed 's/^[0-9]*: //' | head -10
