@@ -190,6 +190,9 @@ static odl_status arena(odl_gpu_prep *p, int device, uint8_t **buf, size_t *cap,
 
 static int64_t align256(int64_t v) { return (v + 255) & ~(int64_t)255; }
 
+/* nvJPEG's output rows: 256-byte aligned, as hardware decoders like their surfaces' pitch. */
+static int64_t nv_pitch(const pimg *im) { return align256((int64_t)3 * im->info.width); }
+
 /* The feeder's work on one slot. */
 static void feed(odl_gpu_prep *p, struct odl_gpu_prep_batch *b) {
     odl_error_clear();
@@ -206,7 +209,7 @@ static void feed(odl_gpu_prep *p, struct odl_gpu_prep_batch *b) {
     for (int k = 0; k < b->n; k++) {
         pimg *im = &b->im[k];
         if (im->route == ROUTE_NONE) continue;
-        const int64_t raw = (int64_t)3 * im->info.width * im->info.height, cpu = (int64_t)3 * im->w1 * im->h1;
+        const int64_t raw = nv_pitch(im) * im->info.height, cpu = (int64_t)3 * im->w1 * im->h1;
         im->off = dev_end;
         dev_end = align256(dev_end + (raw > cpu ? raw : cpu));
         im->pin_off = pin_end;
@@ -229,7 +232,7 @@ static void feed(odl_gpu_prep *p, struct odl_gpu_prep_batch *b) {
         p->nv_data[ng] = im->bytes;
         p->nv_len[ng] = im->len;
         p->nv_dst[ng] = b->dev + im->off;
-        p->nv_pitch[ng] = (size_t)3 * im->info.width;
+        p->nv_pitch[ng] = (size_t)nv_pitch(im);
         ng++;
     }
     if ((st = odl_prep_pool_run(p->pool, b->n, stage2, b, &b->stage)) != ODL_OK) {
@@ -267,7 +270,7 @@ static void feed(odl_gpu_prep *p, struct odl_gpu_prep_batch *b) {
             }
             b->h_src[k] = (odl_letterbox_src){im->off, 3 * im->w1, im->w1, im->h1, 1, g->unpad_w, g->unpad_h, g->left, g->top, 0};
         } else if (im->route == ROUTE_GPU) {
-            b->h_src[k] = (odl_letterbox_src){im->off, 3 * im->info.width, im->info.width, im->info.height,
+            b->h_src[k] = (odl_letterbox_src){im->off, nv_pitch(im), im->info.width, im->info.height,
                                               im->info.orientation, g->unpad_w, g->unpad_h, g->left, g->top, 0};
         }
     }
@@ -507,10 +510,16 @@ odl_status odl_gpu_prep_host_image(odl_gpu_prep_batch *b, int k, odl_image *out)
         memcpy(out->data, im->host.data, (size_t)3 * im->host.width * im->host.height);
         return ODL_OK;
     }
+    /* the pitched rows as they are, then packed */
+    const size_t row = (size_t)3 * im->info.width, pitch = (size_t)nv_pitch(im);
     ODL_CHECK(odl_image_alloc(out, im->info.width, im->info.height, 0, 0, 0));
-    odl_status st = ev_sync(p, b->ready, b->ready_recorded);
-    if (st == ODL_OK) st = odl_memcpy_async(out->data, odl_cpu(), b->dev + im->off, p->dev, (size_t)3 * im->info.width * im->info.height, p->ps);
+    uint8_t *rows = malloc(pitch * (size_t)im->info.height);
+    odl_status st = rows ? ev_sync(p, b->ready, b->ready_recorded) : ODL_ERR(ODL_E_NOMEM, "host image %dx%d", im->info.width, im->info.height);
+    if (st == ODL_OK) st = odl_memcpy_async(rows, odl_cpu(), b->dev + im->off, p->dev, pitch * (size_t)im->info.height, p->ps);
     if (st == ODL_OK && p->cuda) st = odl_stream_synchronize(p->ps);
+    if (st == ODL_OK)
+        for (int y = 0; y < im->info.height; y++) memcpy(out->data + row * (size_t)y, rows + pitch * (size_t)y, row);
+    free(rows);
     if (st == ODL_OK) st = odl_image_apply_orientation(out, im->info.orientation);
     if (st != ODL_OK) odl_image_free(out);
     return st;
