@@ -30,7 +30,7 @@ grep -E "CUDA:|nvJPEG" "$OUT/cmake.log"
 sum+=("build: $(( $(date +%s) - t0 )) s")
 if [ "$mode" != bench ]; then
 R="gpu_prep|detect_post|_prep|infer_device|eval_coco8|yolov5_image|yolov5_detect_rect640"
-ctest --test-dir "$B" -R "$R" --output-on-failure --timeout 600 >"$OUT/ctest.log" 2>&1
+ctest --test-dir "$B" -R "$R" -j4 --output-on-failure --timeout 600 >"$OUT/ctest.log" 2>&1
 sum+=("ctest -R '$R' (GPU and CPU): $(grep -E 'tests passed' "$OUT/ctest.log")")
 grep -E "\*\*\*Failed|\*\*\*Skipped|FAIL" "$OUT/ctest.log" | head -20
 ODL_NVJPEG_BACKEND=gpu-hybrid ctest --test-dir "$B" -R "gpu_prep_gpu|_prep_gpu|infer_device_gpu" --output-on-failure \
