@@ -15,7 +15,9 @@
  *      configuration vs cuBLAS SGEMM; the MNIST CNN's GEMMs and convolutions (N = 64, 512) and
  *      YOLOv5n's convolutions at 640x640 batch 1 (fwd, bwd_data, bwd_weight) vs cuDNN with the fastest
  *      FMA (non-tensor-op) algorithm of cudnnFind*; relu / add / silu on 2^28 floats vs copy;
- *      --only tc: the TF32 / BF16 tensor-core GEMM vs cuBLAS in the same precision (gemm_tc_rows.cuh).
+ *      --only tc: the TF32 / BF16 / FP16 tensor-core GEMM vs cuBLAS in the same precision (gemm_tc_rows.cuh).
+ *      --tune: time every wgmma GEMM configuration per shape and write the table GEMMs read
+ *      (kernels/gemm_table.h; --tune-out FILE, else $ODL_GEMM_TABLE, else ~/.cache/odl/gemm_sm90.tsv).
  * Every timed result is compared with the baseline's (rel L2 < 1e-4: OK, else BAD), outputs poisoned
  * with NaN first. The table: name, shape, own time (us), TFLOP/s, GB/s, SOL = T_SOL / T with
  * T_SOL = max(FLOPs / peak FLOP/s, bytes / peak B/s), baseline time, baseline / own, check.
@@ -89,6 +91,8 @@ struct Opts {
     std::string only;
     int reps = 0; /* 0: chosen per size */
     std::string csv;
+    bool tune = false;
+    std::string tune_out;
 };
 
 static Opts g_opt;
@@ -473,7 +477,9 @@ static void gemm_time_case(const char *name, int ta, int tb, int M, int N, int K
             us, flops, bytes, base, verdict(rel));
 }
 
-#include "gemm_tc_rows.cuh" /* --only tc: TF32 / BF16 tensor-core GEMM vs cuBLAS */
+#include "kernels/cuda/gemm_sm90.h"
+#include "kernels/gemm_table.h"
+#include "gemm_tc_rows.cuh" /* --only tc: TF32 / BF16 / FP16 tensor-core GEMM vs cuBLAS; --tune */
 
 /* ------------------------------------------------------------------------------------------------ */
 /* convolutions */
@@ -799,7 +805,8 @@ static void measure_ceilings() {
 }
 
 static void usage() {
-    printf("usage: odl_bench_kernels [--quick] [--only gemm|conv|ew|check|tc] [--reps N] [--csv FILE] [--fixed-peaks]\n");
+    printf("usage: odl_bench_kernels [--quick] [--only gemm|conv|ew|check|tc] [--reps N] [--csv FILE] [--fixed-peaks]\n"
+           "       odl_bench_kernels --tune [--tune-out FILE]   (time the wgmma GEMM configurations, write the table)\n");
 }
 
 int main(int argc, char **argv) {
@@ -807,6 +814,8 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[i], "--quick")) g_opt.quick = true;
         else if (!strcmp(argv[i], "--fixed-peaks")) g_opt.fixed_peaks = true;
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) g_opt.only = argv[++i];
+        else if (!strcmp(argv[i], "--tune")) g_opt.tune = true;
+        else if (!strcmp(argv[i], "--tune-out") && i + 1 < argc) g_opt.tune_out = argv[++i];
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) g_opt.reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--csv") && i + 1 < argc) g_opt.csv = argv[++i];
         else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
@@ -852,6 +861,10 @@ int main(int argc, char **argv) {
         }
         fprintf(g_csv, "name,shape,time_us,tflops,gbps,sol,base_us,check\n");
     }
+    if (g_opt.tune) {
+        gemm_tune(g_opt.tune_out);
+        return 0;
+    }
     const std::string &only = g_opt.only;
     const bool all = only.empty();
     measure_ceilings();
@@ -889,6 +902,7 @@ int main(int argc, char **argv) {
 #endif
     if (all || only == "ew") ew_time();
     if (all || only == "tc") gemm_tc_rows();
+    if (only == "tcq") gemm_tc_quick();
 
     /* the short table last (the end of the output is what a remote run shows): forced GEMM
      * configurations only as the best one per shape */

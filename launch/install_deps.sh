@@ -27,11 +27,16 @@ fi
 # The TensorBoard read-back test (ux_cli_tensorboard) uses the tensorboard package itself, which Debian
 # does not package: pip installs it into a venv ($ODL_TEST_VENV, default /opt/odl-test-venv) that the
 # test finds by itself.
+# The SASS check of the wgmma kernels (sass_hgmma) needs cuobjdump and nvdisasm, which CUDA toolkits without
+# a driver may lack: PyPI's nvidia-cuda-cuobjdump / nvidia-cuda-nvdisasm wheels go into the same venv.
 if [ "${ODL_TEST_DEPS:-0}" = 1 ]; then
   VENV=${ODL_TEST_VENV:-/opt/odl-test-venv}
   if ! "$VENV/bin/python3" -c "import tensorboard" 2>/dev/null; then
     $SUDO /usr/bin/python3 -m venv "$VENV"
     $SUDO "$VENV/bin/pip" install -q tensorboard
+  fi
+  if ! ls "$VENV"/lib/python3*/site-packages/nvidia/cu*/bin/nvdisasm >/dev/null 2>&1; then
+    $SUDO "$VENV/bin/pip" install -q "nvidia-cuda-cuobjdump>=13,<14" "nvidia-cuda-nvdisasm>=13,<14"
   fi
 fi
 echo "dependencies installed"

@@ -9,3 +9,9 @@ set_tests_properties(test_gemm_tc_gpu PROPERTIES TIMEOUT 300 LABELS gpu SKIP_RET
 # odl_worker --precision end to end on the CPU (default fp32 bit for bit; tf32 / bf16 train as well; bad values).
 add_test(NAME worker_precision COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_precision_worker.sh $<TARGET_FILE:odl_worker>)
 set_tests_properties(worker_precision PROPERTIES LABELS integration TIMEOUT 900 SKIP_RETURN_CODE 77)
+# SASS of the sm_90a objects: every wgmma GEMM kernel issues HGMMA (no GPU needed; cuobjdump from PATH or the
+# tests' venv, else skipped).
+if(ODL_HAVE_CUDA)
+  add_test(NAME sass_hgmma COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/sass_hgmma.sh $<TARGET_FILE:odl>)
+  set_tests_properties(sass_hgmma PROPERTIES LABELS unit TIMEOUT 300 SKIP_RETURN_CODE 77)
+endif()

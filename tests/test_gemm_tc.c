@@ -1,7 +1,10 @@
 /* test_gemm_tc: odl_backend.gemm_lowp (TF32 and BF16 inputs, float32 accumulation) and odl/precision.h,
  * against the float64 reference of tests/ops_ref.c.
  *
- *   test_gemm_tc [--backend cpu|cuda] [--seed N]
+ *   test_gemm_tc [--backend cpu|cuda] [--seed N] [--quick]
+ *
+ * --quick: only the cases of at most 2^25 multiply-adds (for compute-sanitizer, which runs kernels ~100x
+ * slower; the tile, split-K and layout paths are all still taken).
  *
  * cuda: CUDA device 0 (exit 77, skipped, without one); cpu: the CPU backend's emulation.
  * For each case (odd shapes, every trans_a / trans_b, padded leading dimensions, alpha, beta, bias per row
@@ -31,6 +34,7 @@
 
 #include "odl/backend.h"
 #include "odl/device.h"
+#include "odl/half.h"
 #include "odl/ops.h"
 #include "odl/precision.h"
 #include "odl/tensor.h"
@@ -62,9 +66,15 @@ static float *fgen(int64_t n, double lo, double hi) {
     for (int64_t i = 0; i < n; i++) p[i] = (float)runi(lo, hi);
     return p;
 }
+/* The backend's TF32 rounding (odl_backend.tf32_rounding): toward zero on the wgmma path of compute
+ * capability 9.0, else nearest even. BF16 is always nearest even. */
+static int g_tf32_trunc;
+static float round_as_backend(float x, int keep) {
+    return keep == 10 && g_tf32_trunc ? odl_trunc_mantissa(x, keep) : odl_round_mantissa(x, keep);
+}
 static double *f2d(const float *x, int64_t n, int keep) {
     double *d = malloc((size_t)(n > 0 ? n : 1) * sizeof(double));
-    for (int64_t i = 0; i < n; i++) d[i] = keep ? (double)odl_round_mantissa(x[i], keep) : (double)x[i];
+    for (int64_t i = 0; i < n; i++) d[i] = keep ? (double)round_as_backend(x[i], keep) : (double)x[i];
     return d;
 }
 
@@ -139,7 +149,9 @@ static void run_case(const gemm_case *c, odl_precision prec, int idx) {
     odl_status st = g_be->gemm_lowp(&g, prec);
     TOK(st);
 
-    const double up = unit_roundoff(prec), td = tol_dot((double)K);
+    /* toward zero: up to one ulp (2^-10) per input instead of half */
+    const double up = unit_roundoff(prec) * (prec == ODL_PRECISION_TF32 && g_tf32_trunc ? 2 : 1);
+    const double td = tol_dot((double)K);
     const double tol_exact = (2 * up + up * up) * (1 + td) + td;
     double err[2] = {0, 0};
     int64_t gap_bad = 0;
@@ -195,6 +207,153 @@ static void run_case(const gemm_case *c, odl_precision prec, int idx) {
     free(res);
 }
 
+/* ---- gemm_typed: bfloat16 / float16 / float32 operands and C (odl_gemm_typed_args) ---- */
+
+static size_t tsize(odl_dtype t) { return t == ODL_F32 ? 4 : 2; }
+/* x rounded to dtype t (nearest even; float32 operands as the backend feeds TF32) */
+static float tround(float x, odl_dtype t, int operand) {
+    if (t == ODL_BF16) return odl_round_bf16(x);
+    if (t == ODL_F16) return odl_half_to_float(odl_float_to_half(x));
+    return operand ? round_as_backend(x, 10) : x;
+}
+/* n values of dtype t (already representable) as their bits */
+static void *tpack(const float *x, int64_t n, odl_dtype t) {
+    void *p = malloc((size_t)(n > 0 ? n : 1) * tsize(t));
+    for (int64_t i = 0; i < n; i++) {
+        if (t == ODL_F32) ((float *)p)[i] = x[i];
+        else if (t == ODL_F16) ((odl_half *)p)[i] = odl_float_to_half(x[i]);
+        else {
+            uint32_t u;
+            memcpy(&u, &x[i], 4);
+            ((uint16_t *)p)[i] = (uint16_t)(u >> 16);
+        }
+    }
+    return p;
+}
+typedef struct tbuf {
+    void *base;
+    void *p;
+} tbuf;
+/* a device copy of `bytes` at a byte offset `shift` (misaligned for the wgmma path unless 16 | shift) */
+static tbuf tput(const void *x, size_t bytes, size_t shift) {
+    tbuf b = {NULL, NULL};
+    if (odl_mem_alloc(g_dev, bytes + shift + 16, &b.base) != ODL_OK) {
+        TOK(ODL_E_NOMEM);
+        return b;
+    }
+    b.p = (char *)b.base + shift;
+    TOK(odl_memcpy_async(b.p, g_dev, x, odl_cpu(), bytes, odl_stream_current()));
+    TOK(odl_device_synchronize(g_dev));
+    return b;
+}
+
+static void run_typed_case(const gemm_case *c, odl_dtype abt, odl_dtype ct, int idx) {
+    const int64_t M = c->M, N = c->N, K = c->K;
+    const gemm_dims d = gemm_case_dims(c);
+    const int64_t na = d.ra * d.lda, nb = d.rb * d.ldb, nc = M * d.ldc;
+    float *A = fgen(na, -1, 1), *B = fgen(nb, -1, 1), *C0 = fgen(nc, -1, 1);
+    for (int64_t i = 0; i < na; i++) A[i] = tround(A[i], abt, 0);
+    for (int64_t i = 0; i < nb; i++) B[i] = tround(B[i], abt, 0);
+    for (int64_t i = 0; i < nc; i++) C0[i] = tround(C0[i], ct, 0);
+    const int64_t nbias = c->bias == 2 ? M : N;
+    float *bias = c->bias ? fgen(nbias, -1, 1) : NULL;
+    float *res = c->res && ct == ODL_F32 ? fgen(nc, -1, 1) : NULL;
+    /* float64 reference of the operands as the product sees them */
+    double *ref = f2d(C0, nc, 0), *mag = malloc((size_t)nc * sizeof(double));
+    double *dA = malloc((size_t)na * sizeof(double)), *dB = malloc((size_t)nb * sizeof(double));
+    for (int64_t i = 0; i < na; i++) dA[i] = tround(A[i], abt, 1);
+    for (int64_t i = 0; i < nb; i++) dB[i] = tround(B[i], abt, 1);
+    double *dbias = bias ? f2d(bias, nbias, 0) : NULL, *dres = res ? f2d(res, nc, 0) : NULL;
+    ref_gemm_args r = {.trans_a = c->ta, .trans_b = c->tb, .M = M, .N = N, .K = K, .alpha = c->alpha, .A = dA,
+                       .lda = d.lda, .B = dB, .ldb = d.ldb, .beta = c->beta, .C = ref, .ldc = d.ldc, .bias = dbias,
+                       .bias_per_row = c->bias == 2, .residual = dres, .act = c->act, .mag = mag};
+    ref_gemm(&r);
+    void *hA = tpack(A, na, abt), *hB = tpack(B, nb, abt), *hC = tpack(C0, nc, ct);
+    /* the ldc gap keeps a guard pattern; beta == 0 must not read C (NaN there) */
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = N; j < d.ldc; j++) memset((char *)hC + (i * d.ldc + j) * tsize(ct), 0x7d, tsize(ct));
+    if (c->beta == 0)
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++) memset((char *)hC + (i * d.ldc + j) * tsize(ct), 0xff, tsize(ct));
+    const size_t sh = (size_t)c->shift * tsize(abt);
+    tbuf bA = tput(hA, (size_t)na * tsize(abt), sh), bB = tput(hB, (size_t)nb * tsize(abt), sh);
+    tbuf bC = tput(hC, (size_t)nc * tsize(ct), (size_t)c->shift * tsize(ct));
+    tbuf bb = {0}, br = {0};
+    if (bias) bb = tput(bias, (size_t)nbias * 4, 0);
+    if (res) br = tput(res, (size_t)nc * 4, 0);
+    odl_gemm_typed_args g = {.trans_a = c->ta, .trans_b = c->tb, .M = M, .N = N, .K = K, .alpha = c->alpha,
+                             .A = bA.p, .lda = d.lda, .B = bB.p, .ldb = d.ldb, .beta = c->beta, .C = bC.p,
+                             .ldc = d.ldc, .ab_type = abt, .c_type = ct};
+    g.ep.bias = bb.p;
+    g.ep.bias_per_row = c->bias == 2;
+    g.ep.residual = br.p;
+    g.ep.act = c->act;
+    odl_status st = g_be->gemm_typed(&g);
+    TOK(st);
+    /* tolerance: float32 sums, TF32 operand rounding (float32 operands only), one rounding of C */
+    const double td = tol_dot((double)K);
+    const double up = abt == ODL_F32 ? ldexp(1, g_tf32_trunc ? -10 : -11) : 0;
+    const double uo = ct == ODL_BF16 ? ldexp(1, -8) : ct == ODL_F16 ? ldexp(1, -11) : 0;
+    const double tol = (2 * up + up * up) * (1 + td) + td + uo * (1 + td);
+    double err = 0;
+    int64_t gap_bad = 0;
+    if (st == ODL_OK) {
+        void *got = malloc((size_t)nc * tsize(ct));
+        TOK(odl_device_synchronize(g_dev));
+        TOK(odl_memcpy_async(got, odl_cpu(), bC.p, g_dev, (size_t)nc * tsize(ct), odl_stream_current()));
+        TOK(odl_device_synchronize(g_dev));
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < d.ldc; j++) {
+                const int64_t o = i * d.ldc + j;
+                if (j >= N) {
+                    gap_bad += memcmp((char *)got + o * tsize(ct), (char *)hC + o * tsize(ct), tsize(ct)) != 0;
+                    continue;
+                }
+                float v;
+                if (ct == ODL_F32) memcpy(&v, (char *)got + o * 4, 4);
+                else if (ct == ODL_F16) v = odl_half_to_float(((odl_half *)got)[o]);
+                else {
+                    const uint32_t u = (uint32_t)((uint16_t *)got)[o] << 16;
+                    memcpy(&v, &u, 4);
+                }
+                /* float16 C below its normal range (2^-14) has an absolute spacing of 2^-24 */
+                const double d = fabs(v - ref[o]) - (ct == ODL_F16 ? ldexp(1, -25) : 0);
+                const double e = isfinite(v) ? (d > 0 ? d : 0) / (mag[o] + 1e-300) : INFINITY;
+                if (e > err) err = e;
+            }
+        free(got);
+    }
+    const int ok = err <= tol && gap_bad == 0;
+    printf("%-4s typed %s->%s M%-5d N%-5d K%-5d%s%s a%g b%g%s%s act%d pad%d shift%d   C %.2e <= %.2e  %s\n",
+           g_be->name, odl_dtype_name(abt), odl_dtype_name(ct), c->M, c->N, c->K, c->ta ? " tA" : "   ",
+           c->tb ? " tB" : "   ", c->alpha, c->beta, c->bias == 1 ? " +bias" : c->bias == 2 ? " +rowbias" : "",
+           res ? " +res" : "", (int)c->act, c->pad, c->shift, err, tol, ok ? "ok" : "FAIL");
+    TCHECK(err <= tol, "typed case %d %s->%s: C error %.3e above %.3e", idx, odl_dtype_name(abt), odl_dtype_name(ct),
+           err, tol);
+    TCHECK(gap_bad == 0, "typed case %d: %" PRId64 " elements of the ldc gap were written", idx, gap_bad);
+    odl_mem_free(g_dev, bA.base);
+    odl_mem_free(g_dev, bB.base);
+    odl_mem_free(g_dev, bC.base);
+    if (bb.base) odl_mem_free(g_dev, bb.base);
+    if (br.base) odl_mem_free(g_dev, br.base);
+    free(A), free(B), free(C0), free(bias), free(res), free(ref), free(mag), free(dA), free(dB), free(dbias);
+    free(dres), free(hA), free(hB), free(hC);
+}
+
+/* gemm_typed refuses what it does not take, with an error naming it. */
+static void test_typed_refusals(void) {
+    float x = 1.0f;
+    odl_gemm_typed_args g = {.M = 1, .N = 1, .K = 1, .alpha = 1.f, .A = &x, .lda = 1, .B = &x, .ldb = 1, .C = &x,
+                             .ldc = 1, .ab_type = ODL_I32, .c_type = ODL_F32};
+    TFAIL(g_be->gemm_typed(&g), ODL_E_INVAL);
+    g.ab_type = ODL_BF16;
+    g.c_type = ODL_F64;
+    TFAIL(g_be->gemm_typed(&g), ODL_E_INVAL);
+    g.c_type = ODL_BF16;
+    g.ep.residual = &x;
+    TFAIL(g_be->gemm_typed(&g), ODL_E_INVAL);
+}
+
 /* odl_round_mantissa on chosen bit patterns: ties to even, carries into the exponent, specials. */
 static void test_rounding(void) {
     const float one = 1.0f;
@@ -227,7 +386,7 @@ static void test_exact_ties(void) {
                                .beta = 0.f, .C = dC.p, .ldc = 1};
             TOK(g_be->gemm_lowp(&g, prec));
             dget(&c, &dC, 1);
-            const float want = odl_round_mantissa(as[i], keep_bits(prec));
+            const float want = round_as_backend(as[i], keep_bits(prec));
             TCHECK(c == want, "%s: %.9g * 1 gave %.9g, want %.9g", odl_precision_name(prec), as[i], c, want);
             odl_mem_free(g_dev, dA.base);
             odl_mem_free(g_dev, dB.base);
@@ -290,16 +449,21 @@ static void test_linear_routing(void) {
     free(hdy);
 }
 
+static int small_case(const gemm_case *c) { return (double)c->M * c->N * c->K <= 33554432.0; }
+
 int main(int argc, char **argv) {
     const char *backend = "cpu";
     uint64_t seed = 0;
+    int quick = 0;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--backend") && i + 1 < argc)
+        if (!strcmp(argv[i], "--quick"))
+            quick = 1;
+        else if (!strcmp(argv[i], "--backend") && i + 1 < argc)
             backend = argv[++i];
         else if (!strcmp(argv[i], "--seed") && i + 1 < argc)
             seed = strtoull(argv[++i], NULL, 10);
         else {
-            fprintf(stderr, "usage: test_gemm_tc [--backend cpu|cuda] [--seed N]\n");
+            fprintf(stderr, "usage: test_gemm_tc [--backend cpu|cuda] [--seed N] [--quick]\n");
             return 2;
         }
     }
@@ -331,13 +495,27 @@ int main(int argc, char **argv) {
         printf("test_gemm_tc: FAIL: the %s op table has no gemm_lowp\n", backend);
         return 1;
     }
+    g_tf32_trunc = g_be->tf32_rounding && g_be->tf32_rounding() == ODL_TF32_TOWARD_ZERO;
+    printf("test_gemm_tc: %s backend rounds float32 to TF32 %s\n", backend,
+           g_tf32_trunc ? "toward zero (the wgmma path of compute capability 9.0)" : "to nearest even");
     test_rounding();
     test_exact_ties();
     test_linear_routing();
     for (int pi = 0; pi < 2; pi++)
         for (int i = 0; i < N_GEMM_CASES; i++)
-            run_case(&GEMM_CASES[i], pi ? ODL_PRECISION_BF16 : ODL_PRECISION_TF32, i);
+            if (!quick || small_case(&GEMM_CASES[i]))
+                run_case(&GEMM_CASES[i], pi ? ODL_PRECISION_BF16 : ODL_PRECISION_TF32, i);
     TCHECK(g_low_seen >= 8, "only %d cases could show the input rounding", g_low_seen);
+    if (!g_be->gemm_typed) {
+        printf("test_gemm_tc: FAIL: the %s op table has no gemm_typed\n", backend);
+        return 1;
+    }
+    test_typed_refusals();
+    static const odl_dtype typed[][2] = {{ODL_BF16, ODL_F32}, {ODL_BF16, ODL_BF16}, {ODL_F16, ODL_F16},
+                                         {ODL_F16, ODL_F32}, {ODL_F32, ODL_BF16}};
+    for (size_t t = 0; t < sizeof typed / sizeof typed[0]; t++)
+        for (int i = 0; i < N_GEMM_CASES; i++)
+            if (!quick || small_case(&GEMM_CASES[i])) run_typed_case(&GEMM_CASES[i], typed[t][0], typed[t][1], i);
     if (have_cuda) odl_cuda_shutdown();
     char name[64];
     snprintf(name, sizeof name, "test_gemm_tc %s", backend);

@@ -60,6 +60,28 @@ typedef struct odl_gemm_args {
     odl_epilogue ep;
 } odl_gemm_args;
 
+/* The product of odl_gemm_args with operands and output in other dtypes:
+ *   C[M,N] = act(alpha * op(A) * op(B) + beta * C + bias) + residual
+ * ab_type (both operands): ODL_BF16 or ODL_F16 (exact in the product), or ODL_F32 multiplied in TF32 (the
+ * tensor cores read the upper 19 bits of each float32; the CPU rounds to nearest even, odl/precision.h);
+ * c_type: ODL_F32, ODL_BF16 or ODL_F16, each element rounded to nearest even once (beta reads C in c_type).
+ * Accumulation float32; bias float32 (per column, or per row with bias_per_row); residual float32 and only
+ * with a float32 C. Leading dimensions in elements of the operand's dtype. */
+typedef struct odl_gemm_typed_args {
+    int trans_a, trans_b;
+    int64_t M, N, K;
+    float alpha;
+    const void *A;
+    int64_t lda;
+    const void *B;
+    int64_t ldb;
+    float beta;
+    void *C;
+    int64_t ldc;
+    odl_dtype ab_type, c_type;
+    odl_epilogue ep;
+} odl_gemm_typed_args;
+
 /* 2-D convolution geometry (dilation 1, groups 1). Input [N,C,H,W], weight [K,C,R,S], output [N,K,P,Q]
  * with P = (H + 2*pad_h - R) / stride_h + 1, Q likewise (PyTorch's Conv2d). */
 typedef struct odl_conv2d_shape {
@@ -317,6 +339,15 @@ typedef struct odl_backend {
      * BF16 tensor-core kernels (kernels/cuda/gemm_tc.cu); CPU: rounded copies of the operands through the
      * float32 GEMM (kernels/cpu/gemm_lowp.c). ODL_PRECISION_FP32 is gemm itself. ---- */
     odl_status (*gemm_lowp)(const odl_gemm_args *a, odl_precision prec);
+    /* ---- GEMM on typed operands (odl_gemm_typed_args): CUDA on compute capability 9.0 through wgmma
+     * (kernels/cuda/gemm_sm90.cu), elsewhere float32 copies through gemm_lowp; CPU: float32 copies through
+     * gemm / gemm_lowp. ODL_E_INVAL for a dtype outside the list above. ---- */
+    odl_status (*gemm_typed)(const odl_gemm_typed_args *a);
+    /* How gemm_lowp (TF32) and gemm_typed (ODL_F32 operands) round float32 operands to TF32 on the current
+     * device (odl/precision.h): the CPU and the mma.sync kernels round to nearest even in their pack; the
+     * wgmma kernels of compute capability 9.0 feed float32 straight to the tensor cores, which read the
+     * upper 19 bits. BF16 is always rounded to nearest even (in the pack). */
+    odl_tf32_rounding (*tf32_rounding)(void);
 } odl_backend;
 
 /* Number of threads the CPU backend's kernels use: $ODL_CPU_THREADS when set (1..64; odl/env.h), else the

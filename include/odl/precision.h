@@ -57,6 +57,23 @@ static inline float odl_round_mantissa(float x, int keep) {
     memcpy(&x, &u, 4);
     return x;
 }
+/* Round toward zero to `keep` explicit mantissa bits (drop the rest): how the tensor cores of compute
+ * capability 9.0 read a float32 operand of a TF32 wgmma (its upper 19 bits), and so the rule of the CUDA
+ * backend's TF32 products there (odl_backend.tf32_rounding). NaN and infinity pass unchanged. */
+static inline float odl_trunc_mantissa(float x, int keep) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    if ((u & 0x7f800000u) != 0x7f800000u) u &= ~((1u << (23 - keep)) - 1u);
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+/* How a backend turns float32 operands into TF32 (odl_backend.tf32_rounding). */
+typedef enum odl_tf32_rounding {
+    ODL_TF32_NEAREST_EVEN = 0, /* odl_round_mantissa(x, 10): the CPU, GPUs other than compute capability 9.0 */
+    ODL_TF32_TOWARD_ZERO = 1,  /* odl_trunc_mantissa(x, 10): the wgmma kernels on 9.0 (as cuBLAS's TF32) */
+} odl_tf32_rounding;
+
 static inline float odl_round_tf32(float x) { return odl_round_mantissa(x, 10); }
 static inline float odl_round_bf16(float x) { return odl_round_mantissa(x, 7); }
 

@@ -45,6 +45,8 @@ static const odl_backend g_cpu_backend = {
     .yolo_nms = odl_cpu_yolo_nms,
     .yolo_candidates = odl_cpu_yolo_candidates,
     .gemm_lowp = odl_cpu_gemm_lowp,
+    .gemm_typed = odl_cpu_gemm_typed,
+    .tf32_rounding = odl_cpu_tf32_rounding,
 };
 
 const odl_backend *odl_backend_cpu(void) { return &g_cpu_backend; }

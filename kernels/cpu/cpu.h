@@ -56,6 +56,9 @@ odl_status odl_cpu_scratch(int slot, size_t nfloats, float **out);
 odl_status odl_cpu_gemm(const odl_gemm_args *a);
 /* gemm_lowp (gemm_lowp.c): TF32 / BF16 rounding of the inputs, then odl_cpu_gemm. */
 odl_status odl_cpu_gemm_lowp(const odl_gemm_args *a, odl_precision prec);
+/* gemm_typed (gemm_lowp.c): float32 copies of bfloat16 / float16 operands, TF32 rounding of float32 ones. */
+odl_status odl_cpu_gemm_typed(const odl_gemm_typed_args *t);
+odl_tf32_rounding odl_cpu_tf32_rounding(void);
 
 /* ---- convolution (conv2d.c) ---- */
 odl_status odl_cpu_conv2d_fwd(const odl_conv2d_shape *s, const float *x, const float *w, const odl_epilogue *ep,

@@ -106,6 +106,9 @@ extern "C" {
 odl_status odl_cuda_gemm(const odl_gemm_args *a);
 /* TF32 / BF16 tensor-core GEMM (gemm_tc.cu); ODL_PRECISION_FP32 is odl_cuda_gemm */
 odl_status odl_cuda_gemm_lowp(const odl_gemm_args *a, odl_precision prec);
+/* typed operands and output (odl_gemm_typed_args): wgmma on 9.0 devices (gemm_sm90.cu), else gemm_tc.cu */
+odl_status odl_cuda_gemm_typed(const odl_gemm_typed_args *a);
+odl_tf32_rounding odl_cuda_tf32_rounding(void);
 odl_status odl_cuda_conv2d_fwd(const odl_conv2d_shape *s, const float *x, const float *w, const odl_epilogue *ep,
                                float *y);
 odl_status odl_cuda_conv2d_bwd_data(const odl_conv2d_shape *s, const float *dy, const float *w, float *dx);
@@ -177,7 +180,9 @@ const char *odl_cuda_gemm_config_name(int cfg);
 odl_status odl_cuda_gemm_ex(const odl_gemm_args *a, int cfg, int splits);
 /* The configuration and split-K factor the heuristic picks for an M x N x K product. */
 void odl_cuda_gemm_plan(int64_t M, int64_t N, int64_t K, int *cfg, int *splits);
-/* The tensor-core GEMM with a forced tile (cfg -1: the heuristic's, else below odl_cuda_gemm_lowp_num_configs(), named by odl_cuda_gemm_lowp_config_name) and split-K. */
+/* The tensor-core GEMM with a forced tile (cfg -1: the heuristic's, else below odl_cuda_gemm_lowp_num_configs(),
+ * named by odl_cuda_gemm_lowp_config_name: the mma.sync tiles of gemm_tc.cu first, then the wgmma tiles of
+ * gemm_sm90.cu, which need a compute capability 9.0 device) and split-K. */
 int odl_cuda_gemm_lowp_num_configs(void);
 const char *odl_cuda_gemm_lowp_config_name(int cfg);
 odl_status odl_cuda_gemm_lowp_ex(const odl_gemm_args *a, odl_precision prec, int cfg, int splits);

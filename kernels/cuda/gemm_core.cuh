@@ -71,8 +71,8 @@ static inline Epi epi_raw() {
     return e;
 }
 
-/* The epilogue of a GEMM call (odl_gemm_args: alpha, beta, bias, residual, act). */
-static inline Epi epi_of(const odl_gemm_args *g) {
+/* The epilogue of a GEMM call (odl_gemm_args or odl_gemm_typed_args: alpha, beta, bias, residual, act). */
+template <class G> static inline Epi epi_of(const G *g) {
     Epi e;
     e.alpha = g->alpha;
     e.beta = g->beta;

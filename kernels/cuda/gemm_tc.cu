@@ -24,10 +24,14 @@
  */
 #include <cuda_bf16.h>
 #include <limits.h>
+#include <string.h>
 
 #include <atomic>
 
 #include "gemm_core.cuh"
+#include "gemm_sm90.h"
+#include "gemm_typed.cuh"
+#include "kernels/gemm_args.h"
 #include "mma_util.cuh"
 
 namespace odlk {
@@ -47,7 +51,7 @@ __device__ __forceinline__ float tf32_rne(float x) {
 /* out[r, k] (row stride Kp) = round(op(X)[r, k]) for r < R, k < K, 0 for R <= r < Rp or K <= k < Kp.
  * KC: X[r * ld + k] (k contiguous); otherwise X[k * ld + r]. Blocks of 32 x 8 threads, one 32 x 32 tile
  * each (rows on grid.x, k tiles strided over grid.y). */
-template <bool BF16, bool KC>
+template <bool BF16, bool KC, bool TRUNC>
 __global__ void __launch_bounds__(256) pack_kernel(const float *__restrict__ X, int64_t ld, int R, int K, int Kp,
                                                    void *__restrict__ out) {
     __shared__ float tile[32][33];
@@ -72,7 +76,7 @@ __global__ void __launch_bounds__(256) pack_kernel(const float *__restrict__ X, 
             if (BF16)
                 static_cast<__nv_bfloat16 *>(out)[o] = __float2bfloat16_rn(v);
             else
-                static_cast<float *>(out)[o] = tf32_rne(v);
+                static_cast<float *>(out)[o] = TRUNC ? __uint_as_float(__float_as_uint(v) & 0xffffe000u) : tf32_rne(v);
         }
         __syncthreads();
     }
@@ -230,13 +234,18 @@ odl_status run_tc(int cfg, const TcParams &p, const OutRowMajor &out, const Epi 
     }
 }
 
-/* round(op(X)) K-major into out [Rp, Kp] (see pack_kernel); kc: X is K-contiguous. */
+/* round(op(X)) K-major into out [Rp, Kp] (see pack_kernel); kc: X is K-contiguous. TF32 rounds as the
+ * device's wgmma path does (odl_cuda_tf32_rounding): toward zero on compute capability 9.0, so that a
+ * product gives the same numbers whichever kernel its alignment sends it to. */
 odl_status pack(bool bf16, bool kc, const float *X, int64_t ld, int R, int K, int Rp, int Kp, void *out) {
     const dim3 block(32, 8), grid((unsigned)(Rp / 32), (unsigned)min(Kp / 32, 4096));
-    if (bf16 && kc) pack_kernel<true, true><<<grid, block, 0, stream()>>>(X, ld, R, K, Kp, out);
-    else if (bf16) pack_kernel<true, false><<<grid, block, 0, stream()>>>(X, ld, R, K, Kp, out);
-    else if (kc) pack_kernel<false, true><<<grid, block, 0, stream()>>>(X, ld, R, K, Kp, out);
-    else pack_kernel<false, false><<<grid, block, 0, stream()>>>(X, ld, R, K, Kp, out);
+    const bool trunc = !bf16 && sm90::available();
+    if (bf16 && kc) pack_kernel<true, true, false><<<grid, block, 0, stream()>>>(X, ld, R, K, Kp, out);
+    else if (bf16) pack_kernel<true, false, false><<<grid, block, 0, stream()>>>(X, ld, R, K, Kp, out);
+    else if (kc && trunc) pack_kernel<false, true, true><<<grid, block, 0, stream()>>>(X, ld, R, K, Kp, out);
+    else if (kc) pack_kernel<false, true, false><<<grid, block, 0, stream()>>>(X, ld, R, K, Kp, out);
+    else if (trunc) pack_kernel<false, false, true><<<grid, block, 0, stream()>>>(X, ld, R, K, Kp, out);
+    else pack_kernel<false, false, false><<<grid, block, 0, stream()>>>(X, ld, R, K, Kp, out);
     ODL_CUDA_LAUNCH_CHECK("odl_gemm_tc_pack");
     return ODL_OK;
 }
@@ -262,11 +271,44 @@ int tc_plan_splits(int cfg, int64_t M, int64_t N, int64_t kstages) {
     return s < 1 ? 1 : (int)s;
 }
 
+/* The product of g on compute capability 9.0 (gemm_sm90.cu) with wgmma tile `tile` (-1: the plan's):
+ * TF32 straight from the float32 operands, BF16 after the pack into K-major bfloat16 copies (as on other
+ * GPUs). ODL_E_UNSUPPORTED where the wgmma kernels do not apply. */
+odl_status gemm_tc_sm90(const odl_gemm_args *g, bool bf16, int tile, int splits) {
+    odl_gemm_typed_args a = odl_gemm_typed_of(g);
+    if (!bf16) return sm90::gemm(a, tile, splits);
+    if (g->M > INT_MAX || g->N > INT_MAX || g->K > INT_MAX || g->K <= 0)
+        return ODL_ERR(ODL_E_UNSUPPORTED, "gemm_sm90: M=%lld N=%lld K=%lld", (long long)g->M, (long long)g->N,
+                       (long long)g->K);
+    /* A' [Mp, Kp] = bf16(op(A)), B' [Np, Kp] = bf16(op(B)^T), rows 128-byte multiples */
+    const int64_t Kp = round_up(g->K, kStageBytes / 2), Mp = round_up(g->M, 32), Np = round_up(g->N, 32);
+    const size_t bytes_a = (size_t)round_up(Mp * Kp * 2, 256), bytes_b = (size_t)round_up(Np * Kp * 2, 256);
+    a.ab_type = ODL_BF16;
+    a.trans_a = 0;
+    a.trans_b = 1;
+    a.lda = a.ldb = Kp;
+    a.A = a.B = g->C; /* stand-ins with the packed copies' alignment, for the plan below */
+    void *ws = nullptr;
+    ODL_CHECK(workspace(bytes_a + bytes_b + sm90::workspace_need(a, tile, splits), &ws));
+    unsigned char *wa = (unsigned char *)ws, *wb = wa + bytes_a;
+    ODL_CHECK(pack(true, !g->trans_a, g->A, g->lda, (int)g->M, (int)g->K, (int)Mp, (int)Kp, wa));
+    ODL_CHECK(pack(true, g->trans_b != 0, g->B, g->ldb, (int)g->N, (int)g->K, (int)Np, (int)Kp, wb));
+    a.A = wa;
+    a.B = wb;
+    return sm90::gemm(a, tile, splits, bytes_a + bytes_b);
+}
+
 odl_status gemm_tc(const odl_gemm_args *g, odl_precision prec, int cfg, int splits) {
     if (prec == ODL_PRECISION_FP32) return odl_cuda_gemm(g);
     if (prec != ODL_PRECISION_TF32 && prec != ODL_PRECISION_BF16)
         return ODL_ERR(ODL_E_INVAL, "gemm_lowp: unknown precision %d", (int)prec);
     if (g->M <= 0 || g->N <= 0) return ODL_OK;
+    /* configurations kTcCount.. are the wgmma tiles; -1 takes them first on a 9.0 device */
+    if (cfg >= kTcCount || (cfg < 0 && sm90::available())) {
+        const odl_status st = gemm_tc_sm90(g, prec == ODL_PRECISION_BF16, cfg >= kTcCount ? cfg - kTcCount : -1, splits);
+        if (st != ODL_E_UNSUPPORTED || cfg >= kTcCount) return st;
+        odl_error_clear();
+    }
     if (g->M > INT_MAX || g->N > INT_MAX || g->K > INT_MAX || g->K < 0)
         return ODL_ERR(ODL_E_UNSUPPORTED, "gemm_lowp: M=%lld N=%lld K=%lld exceeds the CUDA backend's int range",
                        (long long)g->M, (long long)g->N, (long long)g->K);
@@ -318,7 +360,106 @@ odl_status gemm_tc(const odl_gemm_args *g, odl_precision prec, int cfg, int spli
 
 } // namespace
 } // namespace tc
+
+__global__ void splitk_reduce_typed_kernel(const float *__restrict__ part, int splits, int M, int N, FastDiv fN,
+                                           TypedOut o, Epi ep) {
+    const int total = M * N;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
+        int m, n;
+        fN.divmod(i, m, n);
+        float s = 0.0f;
+        for (int z = 0; z < splits; z++) s += part[(int64_t)z * total + i];
+        if (o.ctype == GEMM_T_BF16) store2<__nv_bfloat16>(o, ep, m, n, false, s, 0.0f);
+        else if (o.ctype == GEMM_T_F16) store2<__half>(o, ep, m, n, false, s, 0.0f);
+        else store2<float>(o, ep, m, n, false, s, 0.0f);
+    }
+}
+
+odl_status splitk_reduce_typed(const float *part, int splits, int M, int N, void *C, int64_t ldc, int c_type,
+                               const Epi &ep) {
+    TypedOut o;
+    o.C = C;
+    o.ldc = ldc;
+    o.zstride = 0;
+    o.ctype = c_type;
+    o.pair = false;
+    const int threads = 256;
+    splitk_reduce_typed_kernel<<<grid_for((int64_t)M * N, threads), threads, 0, stream()>>>(part, splits, M, N,
+                                                                                           FastDiv(N), o, ep);
+    ODL_CUDA_LAUNCH_CHECK("odl_gemm_typed_reduce");
+    return ODL_OK;
+}
+
+namespace tc {
+namespace {
+
+template <class T> __global__ void to_f32_kernel(const T *__restrict__ x, int64_t n, float *__restrict__ y) {
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        y[i] = (float)x[i];
+}
+
+/* odl_backend.gemm_typed where the wgmma kernels do not apply: float32 copies of bfloat16 / float16
+ * operands (exact, and exact again in TF32: 7 and 10 mantissa bits fit TF32's 10), their product on the
+ * TF32 tensor-core kernels into a float32 buffer, then the typed epilogue. Slow but rare: GPUs other than
+ * compute capability 9.0, misaligned operands. */
+odl_status gemm_typed_fallback(const odl_gemm_typed_args *t) {
+    int dev = 0;
+    ODL_CUDA_CALL(cudaGetDevice(&dev));
+    const odl_device d = odl_cuda(dev);
+    const bool ta = t->trans_a != 0, tb = t->trans_b != 0;
+    /* the stored extents: A is [M or K rows, lda], B [K or N rows, ldb] */
+    const int64_t na = (ta ? t->K : t->M) * t->lda, nb = (tb ? t->N : t->K) * t->ldb;
+    const bool conv = t->ab_type != ODL_F32;
+    const size_t bytes = ((conv ? (size_t)(na + nb) : 0) + (size_t)(t->M * t->N)) * sizeof(float);
+    void *buf = nullptr;
+    ODL_CHECK(odl_mem_alloc(d, bytes, &buf));
+    float *fa = (float *)buf, *fb = conv ? fa + na : nullptr, *prod = conv ? fb + nb : fa;
+    odl_status st = ODL_OK;
+    if (conv) {
+        const unsigned grid = grid_for(na > nb ? na : nb, 256);
+        if (t->ab_type == ODL_BF16) {
+            to_f32_kernel<<<grid, 256, 0, stream()>>>((const __nv_bfloat16 *)t->A, na, fa);
+            to_f32_kernel<<<grid, 256, 0, stream()>>>((const __nv_bfloat16 *)t->B, nb, fb);
+        } else {
+            to_f32_kernel<<<grid, 256, 0, stream()>>>((const __half *)t->A, na, fa);
+            to_f32_kernel<<<grid, 256, 0, stream()>>>((const __half *)t->B, nb, fb);
+        }
+        const cudaError_t e = cudaGetLastError();
+        if (e != cudaSuccess) st = ODL_ERR(ODL_E_CUDA, "odl_gemm_typed_convert: %s", cudaGetErrorString(e));
+    }
+    if (st == ODL_OK) {
+        const odl_gemm_args g = odl_gemm_raw_of_typed(t, conv ? fa : (const float *)t->A,
+                                                      conv ? fb : (const float *)t->B, prod, t->N);
+        st = gemm_tc(&g, ODL_PRECISION_TF32, -1, 0);
+    }
+    if (st == ODL_OK) {
+        const Epi ep = epi_of(t);
+        st = splitk_reduce_typed(prod, 1, (int)t->M, (int)t->N, t->C, t->ldc, t->c_type, ep);
+    }
+    odl_mem_free(d, buf); /* the pool orders the reuse after the kernels on this stream */
+    return st;
+}
+
+} // namespace
+} // namespace tc
 } // namespace odlk
+
+extern "C" odl_status odl_cuda_gemm_typed(const odl_gemm_typed_args *a) {
+    if (a->M <= 0 || a->N <= 0) return ODL_OK;
+    if ((a->ab_type != ODL_F32 && a->ab_type != ODL_BF16 && a->ab_type != ODL_F16) ||
+        (a->c_type != ODL_F32 && a->c_type != ODL_BF16 && a->c_type != ODL_F16))
+        return ODL_ERR(ODL_E_INVAL, "gemm_typed: dtypes %s x %s -> %s (operands float32, bfloat16 or float16; C the same)",
+                       odl_dtype_name(a->ab_type), odl_dtype_name(a->ab_type), odl_dtype_name(a->c_type));
+    if (a->ep.residual && a->c_type != ODL_F32)
+        return ODL_ERR(ODL_E_INVAL, "gemm_typed: a residual needs a float32 C (C is %s)", odl_dtype_name(a->c_type));
+    if (a->M > INT_MAX || a->N > INT_MAX || a->K > INT_MAX || a->K < 0)
+        return ODL_ERR(ODL_E_UNSUPPORTED, "gemm_typed: M=%lld N=%lld K=%lld exceeds the CUDA backend's int range",
+                       (long long)a->M, (long long)a->N, (long long)a->K);
+    const odl_status st = odlk::sm90::gemm(*a, -1, 0);
+    if (st != ODL_E_UNSUPPORTED) return st;
+    odl_error_clear();
+    return odlk::tc::gemm_typed_fallback(a);
+}
 
 extern "C" odl_status odl_cuda_gemm_lowp(const odl_gemm_args *a, odl_precision prec) {
     return odlk::tc::gemm_tc(a, prec, -1, 0);
@@ -328,8 +469,13 @@ extern "C" odl_status odl_cuda_gemm_lowp_ex(const odl_gemm_args *a, odl_precisio
     return odlk::tc::gemm_tc(a, prec, cfg, splits);
 }
 
-extern "C" int odl_cuda_gemm_lowp_num_configs(void) { return odlk::tc::kTcCount; }
+extern "C" int odl_cuda_gemm_lowp_num_configs(void) { return odlk::tc::kTcCount + odlk::sm90::num_tiles(); }
 
 extern "C" const char *odl_cuda_gemm_lowp_config_name(int cfg) {
-    return cfg >= 0 && cfg < odlk::tc::kTcCount ? odlk::tc::kTcNames[cfg] : "auto";
+    if (cfg >= odlk::tc::kTcCount) return odlk::sm90::tile_name(cfg - odlk::tc::kTcCount);
+    return cfg >= 0 ? odlk::tc::kTcNames[cfg] : "auto";
+}
+
+extern "C" odl_tf32_rounding odl_cuda_tf32_rounding(void) {
+    return odlk::sm90::available() ? ODL_TF32_TOWARD_ZERO : ODL_TF32_NEAREST_EVEN;
 }

@@ -1,0 +1,292 @@
+/* The wgmma + TMA GEMM kernel of gemm_sm90.cu (the design is described there) and its launch, as a template
+ * that the per-dtype files gemm_{bf16,f16,tf32}_sm90.cu instantiate (three files so that the assembler,
+ * which takes most of the build, runs on three cores). Included only by *_sm90.cu files (sm_90a). */
+#ifndef ODL_KERNELS_CUDA_GEMM_SM90_KERNEL_CUH
+#define ODL_KERNELS_CUDA_GEMM_SM90_KERNEL_CUH
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <string.h>
+
+#include <atomic>
+
+#include "gemm_sm90.h"
+#include "gemm_typed.cuh"
+#include "sm90_util.cuh"
+#include "wgmma_ops.cuh"
+
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define ODL_SM90_STUB 1 /* a device pass other than sm_90a: the kernels compile to nothing */
+#endif
+
+namespace odlk {
+namespace sm90 {
+namespace {
+
+
+constexpr int kGroupM = 8;
+
+/* One kernel configuration: element type, tile, pipeline depth and operand majors (MN = 1: M- or
+ * N-major in memory and shared memory, the wgmma transpose immediate). */
+template <WgIn IN_, int BM_, int BN_, int STAGES_, int A_MN_, int B_MN_>
+struct Cfg {
+    static constexpr WgIn IN = IN_;
+    static constexpr int BM = BM_, BN = BN_, STAGES = STAGES_, A_MN = A_MN_, B_MN = B_MN_;
+    static constexpr int CONSUMERS = BM / 64;
+    static constexpr int THREADS = 128 * (CONSUMERS + 1);
+    static constexpr int ESZ = IN == WgIn::TF32 ? 4 : 2;
+    static constexpr int BK = kRowBytes / ESZ; /* K elements per stage */
+    static constexpr int MN_BOX = kRowBytes / ESZ; /* MN elements of one MN-major box row */
+    static constexpr int A_BYTES = BM * kRowBytes, B_BYTES = BN * kRowBytes;
+    static constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
+    static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + 1024 /* base alignment */ + 2 * STAGES * 8;
+    using Op = Wgmma<IN, BN, A_MN, B_MN>;
+    static constexpr int KSTEPS = BK / Op::K;
+    /* setmaxnreg: the producer keeps 40 registers, the consumers share the rest of the 64K */
+    static constexpr int PRODUCER_REGS = 40;
+    static constexpr int CONSUMER_REGS = CONSUMERS == 2 ? 232 : 256;
+    static_assert(BM % 64 == 0 && CONSUMERS >= 1 && CONSUMERS <= 2, "64 rows per consumer warpgroup");
+    static_assert(BN % 64 == 0 && BN <= 256, "wgmma N and the TMA box limit");
+    static_assert(SMEM_BYTES <= 227 * 1024, "shared memory per block");
+    static_assert(IN != WgIn::TF32 || (A_MN == 0 && B_MN == 0), "tf32 operands are K-major");
+    static_assert(128 * (PRODUCER_REGS + CONSUMERS * CONSUMER_REGS) <= 65536, "register file");
+};
+
+struct Unit {
+    int m0, n0, kb0, kb1, split;
+};
+
+__device__ __forceinline__ Unit unit_of(const Params &p, int u, int BM, int BN) {
+    Unit r;
+    const int tile = u / p.splits;
+    r.split = u - tile * p.splits;
+    const int width = kGroupM * p.tiles_n;
+    const int first_m = (tile / width) * kGroupM;
+    const int gsz = min(p.tiles_m - first_m, kGroupM);
+    const int in = tile % width;
+    r.m0 = (first_m + in % gsz) * BM;
+    r.n0 = (in / gsz) * BN;
+    r.kb0 = r.split * p.kb_chunk;
+    r.kb1 = min(p.kblocks, r.kb0 + p.kb_chunk);
+    return r;
+}
+
+/* The consumer's m64nBN accumulator fragment (rows r0, r0 + 8; columns n0 + 8j + 2(lane % 4) + {0, 1})
+ * through the epilogue into C of element type T. Fully unrolled: acc stays in registers. */
+template <class T, int BN>
+__device__ __forceinline__ void epilogue(const TypedOut &o, const Epi &ep, const float (&acc)[BN / 2], int r0, int n0,
+                                         int M, int N) {
+    const int lane = threadIdx.x % 32;
+#pragma unroll
+    for (int j = 0; j < BN / 8; j++) {
+        const int n = n0 + j * 8 + 2 * (lane % 4);
+        const bool n1 = n + 1 < N;
+        if (n < N) {
+            if (r0 < M) store2<T>(o, ep, r0, n, n1, acc[j * 4], acc[j * 4 + 1]);
+            if (r0 + 8 < M) store2<T>(o, ep, r0 + 8, n, n1, acc[j * 4 + 2], acc[j * 4 + 3]);
+        }
+    }
+}
+
+template <class C>
+__global__ void __launch_bounds__(C::THREADS, 1)
+    gemm_sm90_kernel(const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtensorMap tmB,
+                     const Params p, TypedOut out, const Epi ep) {
+#ifndef ODL_SM90_STUB
+    extern __shared__ unsigned char smem_raw[];
+    /* 128-byte swizzled tiles must start on 1024-byte boundaries (the descriptors' base offset is 0) */
+    unsigned char *smem = reinterpret_cast<unsigned char *>(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
+    uint64_t *full = reinterpret_cast<uint64_t *>(smem + C::STAGES * C::STAGE_BYTES);
+    uint64_t *empty = full + C::STAGES;
+    const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
+
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < C::STAGES; s++) {
+            mbar_init(&full[s], 1);             /* the producer's arrive.expect_tx */
+            mbar_init(&empty[s], C::CONSUMERS); /* one arrival per consumer warpgroup */
+        }
+        mbar_fence_init();
+        tma_prefetch_desc(&tmA);
+        tma_prefetch_desc(&tmB);
+    }
+    __syncthreads();
+
+    if (wg == 0) {
+        /* ---- producer ---- */
+        setmaxnreg_dec<C::PRODUCER_REGS>();
+        if (tid == 0) {
+            int s = 0;
+            uint32_t phase = 0;
+            for (int u = blockIdx.x; u < p.units; u += gridDim.x) {
+                const Unit w = unit_of(p, u, C::BM, C::BN);
+                for (int kb = w.kb0; kb < w.kb1; kb++) {
+                    mbar_wait(&empty[s], phase ^ 1);
+                    unsigned char *sa = smem + s * C::STAGE_BYTES, *sb = sa + C::A_BYTES;
+                    mbar_arrive_expect_tx(&full[s], C::STAGE_BYTES);
+                    const int k0 = kb * C::BK;
+                    if (C::A_MN) {
+#pragma unroll
+                        for (int c = 0; c < C::BM / C::MN_BOX; c++)
+                            tma_load_2d(sa + c * C::BK * kRowBytes, &tmA, &full[s], w.m0 + c * C::MN_BOX, k0);
+                    } else {
+                        tma_load_2d(sa, &tmA, &full[s], k0, w.m0);
+                    }
+                    if (C::B_MN) {
+#pragma unroll
+                        for (int c = 0; c < C::BN / C::MN_BOX; c++)
+                            tma_load_2d(sb + c * C::BK * kRowBytes, &tmB, &full[s], w.n0 + c * C::MN_BOX, k0);
+                    } else {
+                        tma_load_2d(sb, &tmB, &full[s], k0, w.n0);
+                    }
+                    if (++s == C::STAGES) {
+                        s = 0;
+                        phase ^= 1;
+                    }
+                }
+            }
+        }
+        return;
+    }
+
+    /* ---- consumers ---- */
+    setmaxnreg_inc<C::CONSUMER_REGS>();
+    const int cw = wg - 1; /* this warpgroup's 64 rows of the tile */
+    float acc[C::BN / 2];
+    int s = 0;
+    uint32_t phase = 0;
+    /* descriptor strides: K-major SW128 tiles step 8 rows by 1024 bytes (SBO; LBO unused); MN-major tiles
+     * step 8 K rows by 1024 bytes (SBO) and 64-element MN chunks by one box (LBO) */
+    constexpr uint32_t kBox = C::BK * kRowBytes;
+    const uint32_t a_lbo = C::A_MN ? kBox : 16, b_lbo = C::B_MN ? kBox : 16;
+    /* per K step (one wgmma): K-major +32 bytes inside the swizzle row, MN-major +Op::K rows */
+    constexpr uint32_t a_kstep = C::A_MN ? C::Op::K * kRowBytes : C::Op::K * C::ESZ;
+    constexpr uint32_t b_kstep = C::B_MN ? C::Op::K * kRowBytes : C::Op::K * C::ESZ;
+    const uint32_t a_rows = C::A_MN ? cw * kBox : cw * 64 * kRowBytes;
+
+    for (int u = blockIdx.x; u < p.units; u += gridDim.x) {
+        const Unit w = unit_of(p, u, C::BM, C::BN);
+        int prev = -1;
+        for (int kb = w.kb0; kb < w.kb1; kb++) {
+            mbar_wait(&full[s], phase);
+            const uint32_t sa = smem_addr(smem + s * C::STAGE_BYTES) + a_rows;
+            const uint32_t sb = smem_addr(smem + s * C::STAGE_BYTES + C::A_BYTES);
+            wgmma_fence();
+#pragma unroll
+            for (int j = 0; j < C::KSTEPS; j++)
+                C::Op::run(acc, desc_sw128(sa + j * a_kstep, a_lbo, 1024), desc_sw128(sb + j * b_kstep, b_lbo, 1024),
+                           (kb > w.kb0 || j > 0) ? 1u : 0u);
+            wgmma_commit();
+            wgmma_wait<1>(); /* the previous stage's group has retired: release it */
+            if (prev >= 0 && tid == 0) mbar_arrive(&empty[prev]);
+            prev = s;
+            if (++s == C::STAGES) {
+                s = 0;
+                phase ^= 1;
+            }
+        }
+        wgmma_wait<0>();
+        if (prev >= 0 && tid == 0) mbar_arrive(&empty[prev]);
+#pragma unroll
+        for (int i = 0; i < C::BN / 2; i++) reg_fence(acc[i]);
+
+        /* ---- epilogue (split-K: raw partial sums into this split's float32 slice) ---- */
+        TypedOut o = out;
+        if (p.splits > 1) o.C = static_cast<float *>(o.C) + (int64_t)w.split * o.zstride;
+        const int r0 = w.m0 + cw * 64 + (tid / 32) * 16 + (tid % 32) / 4;
+        if (o.ctype == GEMM_T_BF16) epilogue<__nv_bfloat16, C::BN>(o, ep, acc, r0, w.n0, p.M, p.N);
+        else if (o.ctype == GEMM_T_F16) epilogue<__half, C::BN>(o, ep, acc, r0, w.n0, p.M, p.N);
+        else epilogue<float, C::BN>(o, ep, acc, r0, w.n0, p.M, p.N);
+    }
+#endif
+}
+
+/* A 2-D tensor map over a row-major matrix of `rows` rows of `cols` elements, ld elements apart, with a
+ * box of box_cols x box_rows, 128-byte swizzle, zeros outside. */
+odl_status make_map(CUtensorMap *map, int type, const void *base, int64_t rows, int64_t cols, int64_t ld,
+                    int box_cols, int box_rows) {
+    PFN_cuTensorMapEncodeTiled_v12000 enc;
+    ODL_CHECK(encoder(&enc));
+    const int esz = gemm_type_size(type);
+    const CUtensorMapDataType dt = type == GEMM_T_BF16  ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                   : type == GEMM_T_F16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                                        : CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+    const cuuint64_t dims[2] = {(cuuint64_t)cols, (cuuint64_t)rows};
+    const cuuint64_t strides[1] = {(cuuint64_t)(ld * esz)};
+    const cuuint32_t box[2] = {(cuuint32_t)box_cols, (cuuint32_t)box_rows};
+    const cuuint32_t estr[2] = {1, 1};
+    const CUresult r = enc(map, dt, 2, const_cast<void *>(base), dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                           CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                           CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS)
+        return ODL_ERR(ODL_E_CUDA, "gemm_sm90: cuTensorMapEncodeTiled(%lld x %lld, ld %lld, box %d x %d) failed (%d)",
+                       (long long)rows, (long long)cols, (long long)ld, box_cols, box_rows, (int)r);
+    return ODL_OK;
+}
+
+template <class C>
+odl_status launch(const void *A, int64_t lda, const void *B, int64_t ldb, int abtype, const Params &p0,
+                  const TypedOut &out, const Epi &ep, int ctas, const char *name) {
+    CUtensorMap ma, mb;
+    /* A: op(A) is M x K; K-major: rows M of K; M-major: rows K of M. Likewise B with N. */
+    if (C::A_MN) ODL_CHECK(make_map(&ma, abtype, A, p0.K, p0.M, lda, C::MN_BOX, C::BK));
+    else ODL_CHECK(make_map(&ma, abtype, A, p0.M, p0.K, lda, C::BK, C::BM));
+    if (C::B_MN) ODL_CHECK(make_map(&mb, abtype, B, p0.K, p0.N, ldb, C::MN_BOX, C::BK));
+    else ODL_CHECK(make_map(&mb, abtype, B, p0.N, p0.K, ldb, C::BK, C::BN));
+    auto kern = gemm_sm90_kernel<C>;
+    static std::atomic<unsigned long long> opted{0};
+    int dev = 0;
+    ODL_CUDA_CALL(cudaGetDevice(&dev));
+    const unsigned long long bit = 1ull << (dev & 63);
+    if (!(opted.load() & bit)) {
+        ODL_CUDA_CALL(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM_BYTES));
+        opted.fetch_or(bit);
+    }
+    Params p = p0;
+    p.tiles_m = (p.M + C::BM - 1) / C::BM;
+    p.tiles_n = (p.N + C::BN - 1) / C::BN;
+    p.kblocks = (p.K + C::BK - 1) / C::BK;
+    if (p.kblocks < 1) p.kblocks = 1;
+    if (p.splits < 1) p.splits = 1;
+    if (p.splits > p.kblocks) p.splits = p.kblocks;
+    p.kb_chunk = (p.kblocks + p.splits - 1) / p.splits;
+    p.splits = (p.kblocks + p.kb_chunk - 1) / p.kb_chunk;
+    p.units = p.tiles_m * p.tiles_n * p.splits;
+    const int grid = ctas < p.units ? ctas : p.units;
+    kern<<<grid, C::THREADS, C::SMEM_BYTES, stream()>>>(ma, mb, p, out, ep);
+    ODL_CUDA_LAUNCH_CHECK(name);
+    return ODL_OK;
+}
+
+
+template <WgIn IN, int A_MN, int B_MN>
+odl_status run_tile(int tile, const void *A, int64_t lda, const void *B, int64_t ldb, int abtype, const Params &p,
+                    const TypedOut &out, const Epi &ep, int ctas) {
+    /* the rows of gemm_sm90.cu's kTiles, in order */
+    switch (tile) {
+    case 0: return launch<Cfg<IN, 128, 256, 4, A_MN, B_MN>>(A, lda, B, ldb, abtype, p, out, ep, ctas, kTiles[0].name);
+    case 1: return launch<Cfg<IN, 128, 128, 6, A_MN, B_MN>>(A, lda, B, ldb, abtype, p, out, ep, ctas, kTiles[1].name);
+    default: return launch<Cfg<IN, 64, 128, 8, A_MN, B_MN>>(A, lda, B, ldb, abtype, p, out, ep, ctas, kTiles[2].name);
+    }
+}
+
+template <WgIn IN>
+odl_status run_layout(bool a_mn, bool b_mn, int tile, const void *A, int64_t lda, const void *B, int64_t ldb,
+                      int abtype, const Params &p, const TypedOut &out, const Epi &ep, int ctas) {
+    if constexpr (IN == WgIn::TF32) {
+        return run_tile<IN, 0, 0>(tile, A, lda, B, ldb, abtype, p, out, ep, ctas);
+    } else {
+        if (!a_mn && !b_mn) return run_tile<IN, 0, 0>(tile, A, lda, B, ldb, abtype, p, out, ep, ctas);
+        if (!a_mn && b_mn) return run_tile<IN, 0, 1>(tile, A, lda, B, ldb, abtype, p, out, ep, ctas);
+        if (a_mn && !b_mn) return run_tile<IN, 1, 0>(tile, A, lda, B, ldb, abtype, p, out, ep, ctas);
+        return run_tile<IN, 1, 1>(tile, A, lda, B, ldb, abtype, p, out, ep, ctas);
+    }
+}
+
+} // namespace
+} // namespace sm90
+} // namespace odlk
+
+#endif

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The Hopper GEMM kernels of libodl.so are wgmma kernels: in cuobjdump --dump-sass of the library every
+# gemm_sm90_kernel instantiation (kernels/cuda/gemm_sm90_kernel.cuh: 3 tiles x (4 bf16 + 4 f16 layouts + 1
+# tf32)) holds HGMMA instructions, 4 per kernel at least (one per 16-deep K step of a 128-byte stage).
+# No GPU needed. cuobjdump: on PATH, else the venv's PyPI wheel (launch/install_deps.sh, ODL_TEST_DEPS=1);
+# exit 77 (skipped) when there is none.
+#   tests/sass_hgmma.sh build/libodl.so
+set -uo pipefail
+lib=${1:?libodl.so}
+venv=${ODL_TEST_VENV:-/opt/odl-test-venv}
+cuobj=$(command -v cuobjdump || ls "$venv"/lib/python3*/site-packages/nvidia/cu*/bin/cuobjdump 2>/dev/null | head -1)
+if [ -z "$cuobj" ] || [ ! -x "$cuobj" ]; then
+  echo "sass_hgmma: skipped: no cuobjdump (pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm into $venv)"
+  exit 77
+fi
+export PATH="$(dirname "$cuobj"):$PATH" # its nvdisasm beside it
+sass=$(mktemp)
+trap 'rm -f "$sass"' EXIT
+if ! "$cuobj" --dump-sass "$lib" >"$sass" 2>&1; then
+  echo "sass_hgmma: FAIL: $cuobj --dump-sass $lib: $(head -3 "$sass")"
+  exit 1
+fi
+awk '
+  /Function :/ { fn = $3; if (fn ~ /gemm_sm90_kernel/) { kernels[fn] = 0 } }
+  /HGMMA/ { if (fn in kernels) kernels[fn]++; else other++ }
+  END {
+    n = 0; bad = 0; min = 1e9; max = 0;
+    for (k in kernels) { n++; c = kernels[k]; if (c < min) min = c; if (c > max) max = c; if (c < 4) { bad++; print "sass_hgmma: FAIL: " c " HGMMA in " k } }
+    if (n < 27) { print "sass_hgmma: FAIL: " n " gemm_sm90_kernel instantiations in the SASS, 27 expected"; bad++ }
+    if (!bad) printf "sass_hgmma: ok: %d wgmma GEMM kernels, %d..%d HGMMA each\n", n, min, max;
+    exit bad ? 1 : 0
+  }' "$sass"
