@@ -1,14 +1,21 @@
 #!/usr/bin/env bash
 # The detection pipeline on the GPU machine, beside PyTorch in the same call:
 #   1. odl_worker --task=eval over 512 files, built as torch_baselines.py's yolov5n_pipeline builds them
-#      (the images/ and coco8 JPEGs, sorted, repeated to 512), square 640, conf 0.001, IoU 0.6,
-#      max_det 300, --half, batch 32, 16 decoding threads: images/s of the decode -> letterbox -> forward -> NMS loop (and
-#      wall, weights loading included), beside yolov5n_pipeline's workers8_img_per_s;
-#   2. odl_worker --task=infer on bus.jpg, end to end (process start to exit, median of 7), beside
-#      yolov5n's e2e_bus_fp32_ms_median;
-#   3. GPU utilisation sampled by nvidia-smi every 100 ms during step 1.
+#      (the images/ and coco8 JPEGs, sorted, repeated to 512), square 640, conf 0.001, IoU 0.6, max_det 300,
+#      --half, batch 32, 16 decoding threads, once with --decoder auto (nvJPEG) and once with --decoder cpu:
+#      images/s of the decode -> letterbox -> forward -> NMS loop (and wall, weights loading included), the
+#      device's busy share (CUDA events) and GPU utilisation (nvidia-smi every 100 ms), beside odl's own
+#      forward-only throughput at the same batch and precision (yolov5_bench, this call) and PyTorch's
+#      yolov5n_pipeline (8 DataLoader workers, OpenCV) and yolov5n_pipeline_nvjpeg (torchvision's GPU decode);
+#   2. end to end on bus.jpg in the process (yolov5_bench: decode .. NMS, fp32 and fp16, median of 50),
+#      beside PyTorch's in-process e2e_bus_fp32_ms_median (yolov5n);
+#   3. odl_worker --task=infer on bus.jpg as a whole process (start to exit, median of 7, --no-save-images:
+#      it prints the boxes, as the peer does), beside PyTorch's detect_process (a python3 process that
+#      imports torch, loads the model, reads, detects and prints). In-process and whole-process figures
+#      are compared each with its own peer, never with one another.
 # Usage: bench/eval_bench.sh BUILD_DIR WEIGHTS.h5 DATA_DIR [OUT_DIR]
-#   DATA_DIR: the data folder (../shared/data); TORCH_BASELINES=path/torch_baselines.py adds PyTorch.
+#   DATA_DIR: the data folder (../shared/data); TORCH_BASELINES=path/torch_baselines.py adds PyTorch (its
+#   sections yolov5n yolov5n_pipeline yolov5n_pipeline_nvjpeg detect_process, run first).
 set -uo pipefail
 B=${1:?build dir}; W=${2:?weights .h5}; D=${3:?data dir}; O=${4:-${OUT:-/tmp/eval_bench}}
 mkdir -p "$O"
@@ -22,43 +29,87 @@ for i in $(seq 0 511); do
   lab="${f%/*}"; lab="${lab/\/images\//\/labels\/}/$(basename "${f%.*}").txt"
   [ -f "$lab" ] && ln -s "$lab" "$ds/labels/${name%.*}.txt"
 done
-smi=""
-if command -v nvidia-smi >/dev/null; then
-  nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits -lms 100 > "$O/util.txt" 2>/dev/null &
-  smi=$!
+if [ -n "${TORCH_BASELINES:-}" ] && [ -f "$TORCH_BASELINES" ]; then
+  ODL_TEST_DATA="$D" PYTHONUNBUFFERED=1 timeout 400 python3 "$TORCH_BASELINES" "$O/torch_baselines.json" yolov5n \
+    yolov5n_pipeline yolov5n_pipeline_nvjpeg detect_process >"$O/torch_baselines.log" 2>&1
 fi
-"$B"/odl_worker --task=eval --model=yolov5 --weights "$W" --data "$ds" --square --half --batch-size 32 --workers 16 --device cuda \
-  --output "$O/eval" > "$O/eval.out" 2> "$O/eval.log" || { echo "eval failed:"; tail -5 "$O/eval.log"; }
-[ -n "$smi" ] && kill "$smi" 2>/dev/null
-pipe=$(sed -n 's/.*pipeline \([0-9.]*\) images\/s.*/\1/p' "$O/eval.log")
-wall=$(sed -n 's/.*wall (\([0-9.]*\) images\/s.*/\1/p' "$O/eval.log")
-bounds=$(sed -n 's/.*speed on rank 0: \(.*per image\);.*/\1/p' "$O/eval.log")
-util=$(awk '$1 > 0 {s += $1; n++} END {if (n) printf "%.0f", s / n; else print "nan"}' "$O/util.txt" 2>/dev/null)
+targ=(); [ -s "$O/torch_baselines.json" ] && targ=(--torch "$O/torch_baselines.json")
+timeout 300 "$B/bench/yolov5_bench" --weights "$W" --image "$D/yolov5/images/bus.jpg" --batch 32 "${targ[@]}" \
+  >"$O/yolov5_bench.txt" 2>&1 || { echo "yolov5_bench failed:"; tail -5 "$O/yolov5_bench.txt"; }
+for dec in auto cpu; do
+  smi=""
+  if command -v nvidia-smi >/dev/null; then
+    nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits -lms 100 >"$O/util_$dec.txt" 2>/dev/null &
+    smi=$!
+  fi
+  "$B"/odl_worker --task=eval --model=yolov5 --weights "$W" --data "$ds" --square --half --batch-size 32 --workers 16 \
+    --device cuda --decoder $dec --output "$O/eval_$dec" >"$O/eval_$dec.out" 2>"$O/eval_$dec.log" ||
+    { echo "eval --decoder $dec failed:"; tail -5 "$O/eval_$dec.log"; }
+  [ -n "$smi" ] && kill "$smi" 2>/dev/null
+done
 ts=()
-for k in 1 2 3 4 5 6 7; do
+for k in 1 2 3 4 5 6 7 8; do
   t0=$(date +%s%N)
   "$B"/odl_worker --task=infer --weights "$W" --input "$D/yolov5/images/bus.jpg" --output "$O/infer" --device cuda \
-    > /dev/null 2>> "$O/infer.log"
-  ts+=($(( ($(date +%s%N) - t0) / 1000 )))
+    --no-save-images >/dev/null 2>>"$O/infer.log"
+  [ "$k" -gt 1 ] && ts+=($(( ($(date +%s%N) - t0) / 1000 ))) # the first warms the file cache, as detect_process's
 done
 bus_ms=$(printf '%s\n' "${ts[@]}" | sort -n | sed -n 4p | awk '{printf "%.1f", $1 / 1000}')
-if [ -n "${TORCH_BASELINES:-}" ] && [ -f "$TORCH_BASELINES" ]; then
-  ODL_TEST_DATA="$D" PYTHONUNBUFFERED=1 python3 "$TORCH_BASELINES" "$O/torch_baselines.json" yolov5n yolov5n_pipeline \
-    > "$O/torch_baselines.log" 2>&1
-fi
-python3 - "$O" "${pipe:-nan}" "${wall:-nan}" "${bus_ms:-nan}" "${util:-nan}" "${bounds:-}" <<'PY'
-import json, os, sys
-out, pipe, wall, bus, util, bounds = sys.argv[1], *map(float, sys.argv[2:6]), sys.argv[6]
-t = {}
-p = os.path.join(out, "torch_baselines.json")
-if os.path.exists(p):
-    t = json.load(open(p))
-tp = t.get("yolov5n_pipeline", {}).get("workers8_img_per_s")
-tb = t.get("yolov5n", {}).get("e2e_bus_fp32_ms_median")
-print("| what | OriginDL | PyTorch | ratio |\n|---|---|---|---|")
-print(f"| 512-file eval pipeline, fp16 batch 32 (images/s) | {pipe:.1f} | {tp or 'n/a'} | {pipe / tp if tp else float('nan'):.2f}x |")
-print(f"| same, wall incl. start-up (images/s) | {wall:.1f} | | |")
-print(f"| --task=infer bus.jpg end to end (ms, median of 7) | {bus:.1f} | {tb or 'n/a'} | {bus / tb if tb else float('nan'):.2f}x of PyTorch's time |")
-print(f"| GPU utilisation during eval (mean of non-zero samples, %) | {util:.0f} | | |")
-print(f"\nper image on rank 0: {bounds}")
+python3 - "$O" "${bus_ms:-nan}" <<'PY'
+import json, os, re, sys
+out, proc = sys.argv[1], float(sys.argv[2])
+def load(p):
+    try:
+        return json.load(open(p))
+    except Exception:
+        return {}
+t = load(os.path.join(out, "torch_baselines.json"))
+yb = {}
+try:
+    yb = json.loads([l for l in open(os.path.join(out, "yolov5_bench.txt")) if l.startswith('{"bench"')][-1])
+except Exception:
+    pass
+def ev(dec):
+    r = {"pipe": float("nan"), "wall": float("nan"), "busy": float("nan"), "util": float("nan"), "decoded": "", "per": ""}
+    try:
+        log = open(os.path.join(out, f"eval_{dec}.log")).read()
+    except OSError:
+        return r
+    m = re.search(r"pipeline ([0-9.]+) images/s", log); r["pipe"] = float(m.group(1)) if m else r["pipe"]
+    m = re.search(r"wall \(([0-9.]+) images/s", log); r["wall"] = float(m.group(1)) if m else r["wall"]
+    m = re.search(r"device busy ([0-9.]+)%", log); r["busy"] = float(m.group(1)) if m else r["busy"]
+    m = re.search(r"images decoded: (.*)", log); r["decoded"] = m.group(1) if m else ""
+    m = re.search(r"speed on rank 0: (.*per image)", log); r["per"] = m.group(1) if m else ""
+    try:
+        u = [float(x) for x in open(os.path.join(out, f"util_{dec}.txt")) if x.strip() and float(x) > 0]
+        r["util"] = sum(u) / len(u) if u else float("nan")
+    except (OSError, ValueError):
+        pass
+    return r
+def ratio(a, b):
+    return f"{a / b:.2f}x" if a == a and b and b == b else "n/a"
+fwd = yb.get("fp16_bN_img_per_s", float("nan"))
+tp = t.get("yolov5n_pipeline", {}).get("workers8_img_per_s", float("nan"))
+tn = t.get("yolov5n_pipeline_nvjpeg", {}).get("img_per_s", float("nan"))
+te = t.get("yolov5n", {}).get("e2e_bus_fp32_ms_median", float("nan"))
+tproc = t.get("detect_process", {}).get("process_bus_fp32_ms_median", float("nan"))
+print("| what | OriginDL | peer (same call) | OriginDL / peer | target |\n|---|---|---|---|---|")
+for dec, name in (("auto", "nvJPEG"), ("cpu", "--decoder cpu")):
+    e = ev(dec)
+    print(f"| 512-file eval, fp16 batch 32, {name} (images/s) | {e['pipe']:.0f} | odl forward only (yolov5_bench) {fwd:.0f} | {ratio(e['pipe'], fwd)} | >= 0.8x |")
+    print(f"|   same, beside PyTorch's DataLoader (8 workers, OpenCV) | | {tp} | {ratio(e['pipe'], tp)} | >= 10x |")
+    print(f"|   same, beside PyTorch with torchvision's nvJPEG decode | | {tn} | {ratio(e['pipe'], tn)} | >= 10x |")
+    print(f"|   wall incl. start-up (images/s) | {e['wall']:.0f} | | | |")
+    print(f"|   GPU utilisation: nvidia-smi mean of non-zero samples / device busy (CUDA events), % | {e['util']:.0f} / {e['busy']:.0f} | | | > 80 |")
+for prec in ("fp32", "fp16"):
+    v = yb.get(f"{prec}_e2e_bus_ms", float("nan"))
+    print(f"| bus.jpg end to end in the process, {prec} (ms) | {v:.2f} ({yb.get('e2e_decoder', '?')}) | PyTorch fp32 {te} | {ratio(v, te)} | <= 0.5x |")
+    c = yb.get(f"{prec}_e2e_bus_cpu_path_ms", float("nan"))
+    print(f"|   same on the CPU image path, {prec} (ms) | {c:.2f} | | {ratio(c, te)} | |")
+print(f"| --task=infer bus.jpg, whole process (ms, median of 7) | {proc:.1f} | detect_process {tproc} | {ratio(proc, tproc)} | |")
+for dec in ("auto", "cpu"):
+    e = ev(dec)
+    print(f"\neval --decoder {dec}: decoded {e['decoded'] or '?'}; per image on rank 0: {e['per']}")
 PY
+echo
+sed -n '/end to end by stage/,/^{/p' "$O/yolov5_bench.txt" | grep -v '^{'

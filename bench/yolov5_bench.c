@@ -1,6 +1,8 @@
 /* YOLOv5 inference benchmark: forward latency at batch 1, throughput at batch 32 (640x640, float32 and,
  * on CUDA, float16: odl_yolov5_set_half), and end to end on one image (decode + letterbox + forward + NMS,
- * as detect.py), printed beside PyTorch measured in the same call: --torch OUT.json is the output of
+ * as detect.py) on odl_worker's device path (nvJPEG, letterbox on the device, candidate rows) and on the
+ * CPU image path, with a table of where the time goes stage by stage, printed beside PyTorch measured in
+ * the same call: --torch OUT.json is the output of
  * `../shared/bench/torch_baselines.py OUT.json yolov5n yolov5n_compiled` (the official v7.0 model, Conv+BN
  * fused, cudnn.benchmark, median of 50; torch.compile reduce-overhead fp16 channels_last). Without
  * --torch no PyTorch figure and no ratio is printed: a ratio is only taken against a run on the same
@@ -25,6 +27,7 @@
 
 #include "odl/backend.h"
 #include "odl/device.h"
+#include "odl/gpu_prep.h"
 #include "odl/graph.h"
 #include "odl/image.h"
 #include "odl/json.h"
@@ -167,30 +170,78 @@ static double time_forward(odl_yolov5 *m, odl_tensor *x, int warmup, int iters, 
     return med;
 }
 
-/* One end-to-end run on an image file: decode, letterbox (detect.py: rect, stride-32 padding), /255,
- * upload, forward, download, NMS, boxes to the original image. Returns ms; *ndet the box count. */
-static double end_to_end(odl_yolov5 *m, const char *image, float *host_in, float *host_out, size_t out_cap, int *ndet) {
-    double t0 = now_ms();
+/* End to end on one image file, as detect.py: decode, letterbox (rect, stride-32 padding), / 255, forward,
+ * NMS (conf 0.25, IoU 0.45), boxes back in the image. Two paths:
+ *   cpu     the CPU image path: odl_image_load, odl_image_letterbox, odl_image_to_chw, a copy of the float
+ *           input up, the forward, a copy of every prediction row down, odl_yolo_nms on them all;
+ *   device  odl_worker's device path: the headers probed, the device image pipeline (odl/gpu_prep.h:
+ *           nvJPEG where it is there, else a CPU thread; the letterbox on the device into the input),
+ *           the forward, yolo_candidates (the rows NMS can take) copied down, odl_yolo_nms on them.
+ * With st != NULL each stage is timed, the device synchronised after each (ms into st->ms[stage]);
+ * without, the run is timed whole (no extra synchronisation). Returns ms; *ndet the box count. */
+enum { ST_READ, ST_DECODE, ST_LETTERBOX, ST_UP, ST_FORWARD, ST_DOWN, ST_NMS, ST_N };
+static const char *const stage_name[ST_N] = {"probe headers", "decode", "letterbox (+ /255 CHW)", "copy input up",
+                                             "forward (eager)", "copy rows down", "NMS + boxes back"};
+typedef struct stages {
+    double ms[ST_N];
+} stages;
+
+typedef struct e2e_bufs {
+    float *host_in, *host_out;
+    size_t out_cap;
+    odl_gpu_prep *gp;         /* device path */
+    const odl_backend *be;
+    float *d_rows, *h_rows;   /* candidate rows */
+    int32_t *d_cnt, *h_cnt, *d_bad, *h_bad;
+    int cap;
+    int decoder;              /* of the last device run */
+} e2e_bufs;
+
+static void stage_mark(odl_device dev, stages *st, int k, double *t) {
+    if (!st) return;
+    if (dev.type == ODL_DEV_CUDA) CK(odl_device_synchronize(dev));
+    const double n = now_ms();
+    st->ms[k] += n - *t;
+    *t = n;
+}
+
+static void boxes_back(const odl_letterbox *g, odl_detection *det, int n) {
+    for (int k = 0; k < n; k++) {
+        float b[4] = {det[k].x1, det[k].y1, det[k].x2, det[k].y2};
+        odl_letterbox_unmap(g, b);
+        det[k].x1 = b[0];
+        det[k].y1 = b[1];
+        det[k].x2 = b[2];
+        det[k].y2 = b[3];
+    }
+}
+
+static double e2e_cpu(odl_yolov5 *m, const char *image, e2e_bufs *eb, int *ndet, stages *st) {
+    const odl_device dev = odl_yolov5_device(m);
+    double t0 = now_ms(), t = t0;
     odl_image img, lb;
     odl_letterbox g;
     CK(odl_image_load(image, &img));
+    stage_mark(dev, st, ST_DECODE, &t);
     CK(odl_image_letterbox(&img, 640, 1, odl_yolov5_max_stride(m), 114, &lb, &g));
-    odl_image_to_chw(&lb, host_in);
+    odl_image_to_chw(&lb, eb->host_in);
+    stage_mark(dev, st, ST_LETTERBOX, &t);
     odl_tensor *x;
     CK(odl_yolov5_input(m, 1, lb.height, lb.width, &x));
-    CK(odl_tensor_copy_from_host(x, host_in, sizeof(float) * 3 * lb.width * lb.height));
+    CK(odl_tensor_copy_from_host(x, eb->host_in, sizeof(float) * 3 * lb.width * lb.height));
+    stage_mark(dev, st, ST_UP, &t);
     const odl_tensor *y;
     CK(odl_yolov5_forward(m, x, &y));
+    stage_mark(dev, st, ST_FORWARD, &t);
     size_t n = (size_t)(y->shape[1] * y->shape[2]);
-    if (n > out_cap) DIE("output of %zu floats", n);
-    CK(odl_tensor_copy_to_host(y, host_out, sizeof(float) * n));
+    if (n > eb->out_cap) DIE("output of %zu floats", n);
+    CK(odl_tensor_copy_to_host(y, eb->host_out, sizeof(float) * n));
+    stage_mark(dev, st, ST_DOWN, &t);
     odl_nms_params p = odl_nms_defaults();
     odl_detection det[1000];
-    CK(odl_yolo_nms(host_out, y->shape[1], (int)y->shape[2] - 5, &p, det, 1000, ndet));
-    for (int k = 0; k < *ndet; k++) {
-        float b[4] = {det[k].x1, det[k].y1, det[k].x2, det[k].y2};
-        odl_letterbox_unmap(&g, b);
-    }
+    CK(odl_yolo_nms(eb->host_out, y->shape[1], (int)y->shape[2] - 5, &p, det, 1000, ndet));
+    boxes_back(&g, det, *ndet);
+    stage_mark(dev, st, ST_NMS, &t);
     double ms = now_ms() - t0;
     odl_image_free(&img);
     odl_image_free(&lb);
@@ -198,12 +249,12 @@ static double end_to_end(odl_yolov5 *m, const char *image, float *host_in, float
 }
 
 /* The batch-1 pipeline of an image on the GPU, as --task=eval runs it (worker/eval.c gpu_group): the
- * decoded, resized uint8 image (pinned) is uploaded, letterboxed and normalised by the backend's
- * letterbox_u8_to_chw, run through the network, reduced by yolo_nms, and only the kept boxes come back.
+ * decoded uint8 image (pinned) is uploaded, resized, letterboxed and normalised by the backend's
+ * letterbox_u8, run through the network, reduced by yolo_nms, and only the kept boxes come back.
  * With use_graph the upload, letterbox, forward, NMS and the copies back are one CUDA graph, captured after
  * a warm-up (the issue's "extend the batch-1 graph over the letterbox upload, Detect decode and NMS");
- * without it they are queued one by one. The JPEG decode and resize (CPU) are timed apart. ms[0]: median
- * wall time of the GPU part (queue, run, wait), ms[1]: of decode + resize; *ndet: boxes kept. Returns 1
+ * without it they are queued one by one. The JPEG decode (CPU) is timed apart. ms[0]: median wall time of
+ * the GPU part (queue, run, wait), ms[1]: of the decode; *ndet: boxes kept. Returns 1
  * when the graph was used. */
 static int gpu_pipeline(odl_yolov5 *m, const char *image, int warmup, int iters, int use_graph, double ms[2], int *ndet) {
     const odl_device dev = odl_yolov5_device(m);
@@ -213,23 +264,24 @@ static int gpu_pipeline(odl_yolov5 *m, const char *image, int warmup, int iters,
     odl_letterbox g;
     CK(odl_image_load(image, &img));
     CK(odl_letterbox_geometry(img.width, img.height, 640, 1, odl_yolov5_max_stride(m), &g));
-    const size_t src_bytes = (size_t)3 * g.unpad_w * g.unpad_h;
+    const size_t src_bytes = (size_t)3 * img.width * img.height;
     const int max_det = 1000, H = g.out_h, W = g.out_w;
     uint8_t *h_src = NULL, *d_src = NULL;
-    int64_t h_off[1] = {0}, *d_off = NULL;
-    int32_t h_geo[4] = {g.unpad_w, g.unpad_h, g.left, g.top}, *d_geo = NULL, *d_cnt = NULL, *h_cnt = NULL;
+    const odl_letterbox_src h_img = {.off = 0, .pitch = 3 * (int64_t)img.width, .w = img.width, .h = img.height,
+                                     .orient = 1, .unpad_w = g.unpad_w, .unpad_h = g.unpad_h, .left = g.left,
+                                     .top = g.top};
+    odl_letterbox_src *d_img = NULL;
+    int32_t *d_cnt = NULL, *h_cnt = NULL;
     float *d_out = NULL, *h_out = NULL;
     CK(odl_host_alloc_pinned(src_bytes, (void **)&h_src));
     CK(odl_host_alloc_pinned(sizeof(int32_t), (void **)&h_cnt));
     CK(odl_host_alloc_pinned(sizeof(float) * 6 * max_det, (void **)&h_out));
     CK(odl_mem_alloc(dev, src_bytes, (void **)&d_src));
-    CK(odl_mem_alloc(dev, sizeof h_off, (void **)&d_off));
-    CK(odl_mem_alloc(dev, sizeof h_geo, (void **)&d_geo));
+    CK(odl_mem_alloc(dev, sizeof h_img, (void **)&d_img));
     CK(odl_mem_alloc(dev, sizeof(int32_t), (void **)&d_cnt));
     CK(odl_mem_alloc(dev, sizeof(float) * 6 * max_det, (void **)&d_out));
     const odl_stream st = odl_stream_current();
-    CK(odl_memcpy_async(d_off, dev, h_off, odl_cpu(), sizeof h_off, st));
-    CK(odl_memcpy_async(d_geo, dev, h_geo, odl_cpu(), sizeof h_geo, st));
+    CK(odl_memcpy_async(d_img, dev, &h_img, odl_cpu(), sizeof h_img, st));
     odl_tensor *x;
     CK(odl_yolov5_input(m, 1, H, W, &x));
     const odl_nms_params np = odl_nms_defaults();
@@ -237,7 +289,7 @@ static int gpu_pipeline(odl_yolov5 *m, const char *image, int warmup, int iters,
 #define PIPELINE()                                                                                                 \
     do {                                                                                                           \
         CK(odl_memcpy_async(d_src, dev, h_src, odl_cpu(), src_bytes, st));                                         \
-        CK(be->letterbox_u8_to_chw(1, H, W, d_src, d_off, d_geo, 114, (float *)x->data));                         \
+        CK(be->letterbox_u8(1, H, W, d_src, d_img, 114, (float *)x->data));                                      \
         const odl_tensor *y;                                                                                       \
         CK(odl_yolov5_forward(m, x, &y));                                                                          \
         odl_yolo_nms_args a = {.N = 1, .rows = y->shape[1], .nc = (int)y->shape[2] - 5, .pred = (const float *)y->data, \
@@ -249,11 +301,11 @@ static int gpu_pipeline(odl_yolov5 *m, const char *image, int warmup, int iters,
         CK(odl_memcpy_async(h_out, odl_cpu(), d_out, dev, sizeof(float) * 6 * max_det, st));                       \
     } while (0)
     double *vd = malloc(sizeof(double) * iters), *vg = malloc(sizeof(double) * iters);
-    for (int i = 0; i < iters; i++) { /* decode + resize on the CPU into the pinned buffer */
+    for (int i = 0; i < iters; i++) { /* decode on the CPU into the pinned buffer */
         const double t0 = now_ms();
         odl_image im;
         CK(odl_image_load(image, &im));
-        CK(odl_image_resize_linear(im.data, im.width, im.height, 3, h_src, g.unpad_w, g.unpad_h));
+        memcpy(h_src, im.data, src_bytes);
         odl_image_free(&im);
         vd[i] = now_ms() - t0;
     }
@@ -284,13 +336,76 @@ static int gpu_pipeline(odl_yolov5 *m, const char *image, int warmup, int iters,
     odl_image_free(&img);
     odl_mem_free(dev, d_out);
     odl_mem_free(dev, d_cnt);
-    odl_mem_free(dev, d_geo);
-    odl_mem_free(dev, d_off);
+    odl_mem_free(dev, d_img);
     odl_mem_free(dev, d_src);
     odl_host_free_pinned(h_out);
     odl_host_free_pinned(h_cnt);
     odl_host_free_pinned(h_src);
     return used;
+}
+
+static double e2e_device(odl_yolov5 *m, const char *image, e2e_bufs *eb, int *ndet, stages *st) {
+    const odl_device dev = odl_yolov5_device(m);
+    const odl_stream s = odl_stream_current();
+    double t0 = now_ms(), t = t0;
+    int w = 0, h = 0;
+    odl_letterbox g;
+    CK(odl_image_probe(image, &w, &h));
+    CK(odl_letterbox_geometry(w, h, 640, 1, odl_yolov5_max_stride(m), &g));
+    stage_mark(dev, st, ST_READ, &t);
+    odl_prep_job job = {image, 0, g.out_w, g.out_h, 1};
+    odl_prep_result res;
+    odl_gpu_prep_batch *b = NULL;
+    CK(odl_gpu_prep_submit(eb->gp, &job, 1, &res, &b));
+    CK(odl_gpu_prep_wait(b));
+    if (res.status != ODL_OK) DIE("%s", res.err);
+    eb->decoder = res.decoder;
+    stage_mark(dev, st, ST_DECODE, &t);
+    odl_tensor *x;
+    CK(odl_yolov5_input(m, 1, g.out_h, g.out_w, &x));
+    const int idx0 = 0;
+    CK(odl_gpu_prep_letterbox(b, &idx0, 1, (float *)x->data, s));
+    odl_gpu_prep_release(b);
+    stage_mark(dev, st, ST_LETTERBOX, &t);
+    const odl_tensor *y;
+    CK(odl_yolov5_forward(m, x, &y));
+    stage_mark(dev, st, ST_FORWARD, &t);
+    const int64_t rows = y->shape[1];
+    const int nc = (int)y->shape[2] - 5, no = nc + 5;
+    odl_yolo_cand_args a = {.N = 1, .rows = rows, .nc = nc, .pred = (const float *)y->data, .conf_thres = 0.25f,
+                            .cap = eb->cap, .out = eb->d_rows, .count = eb->d_cnt, .nonfinite = eb->d_bad};
+    CK(eb->be->yolo_candidates(&a));
+    CK(odl_memcpy_async(eb->h_cnt, odl_cpu(), eb->d_cnt, dev, sizeof(int32_t), s));
+    CK(odl_stream_synchronize(s));
+    const int nr = eb->h_cnt[0] < eb->cap ? eb->h_cnt[0] : eb->cap;
+    CK(odl_memcpy_async(eb->h_rows, odl_cpu(), eb->d_rows, dev, sizeof(float) * (size_t)nr * no, s));
+    CK(odl_stream_synchronize(s));
+    stage_mark(dev, st, ST_DOWN, &t);
+    odl_nms_params p = odl_nms_defaults();
+    odl_detection det[1000];
+    CK(odl_yolo_nms(eb->h_rows, nr, nc, &p, det, 1000, ndet));
+    boxes_back(&g, det, *ndet);
+    stage_mark(dev, st, ST_NMS, &t);
+    return now_ms() - t0;
+}
+
+/* Median ms of `iters` end-to-end runs after `warmup`, and the per-stage medians of as many timed runs. */
+static double e2e_time(odl_yolov5 *m, const char *image, e2e_bufs *eb, int device, int warmup, int iters, int *nd,
+                       stages *med) {
+    double (*f)(odl_yolov5 *, const char *, e2e_bufs *, int *, stages *) = device ? e2e_device : e2e_cpu;
+    for (int i = 0; i < warmup; i++) f(m, image, eb, nd, NULL);
+    double *v = malloc(sizeof(double) * iters), *sv = malloc(sizeof(double) * iters * ST_N);
+    for (int i = 0; i < iters; i++) v[i] = f(m, image, eb, nd, NULL);
+    for (int i = 0; i < iters; i++) {
+        stages st = {{0}};
+        f(m, image, eb, nd, &st);
+        for (int k = 0; k < ST_N; k++) sv[k * iters + i] = st.ms[k];
+    }
+    for (int k = 0; k < ST_N; k++) med->ms[k] = median(sv + k * iters, iters);
+    const double r = median(v, iters);
+    free(v);
+    free(sv);
+    return r;
 }
 
 #define USAGE                                                                                                      \
@@ -364,10 +479,28 @@ int main(int argc, char **argv) {
     }
     size_t out_cap = (size_t)odl_yolov5_num_predictions(m, 640, 640) * (odl_yolov5_num_classes(m) + 5);
     float *hout = malloc(sizeof(float) * out_cap);
-    /* [precision][0: batch 1 ms, 1: batch B ms, 2: end to end ms]; graph use per precision; the GPU
-     * pipeline at batch 1 [precision][0: upload..boxes back, 1: decode + resize on the CPU] */
-    double r[2][3] = {{0}}, pl[2][2] = {{0}};
-    int graphs[2] = {0}, nd[2] = {0}, pl_graph[2] = {0}, pl_nd[2] = {0};
+    e2e_bufs eb = {.host_in = hin, .host_out = hout, .out_cap = out_cap, .cap = 4096};
+    {
+        const odl_gpu_prep_options po = {.threads = 1, .max_batch = 1, .nvjpeg = 1, .keep_host = 0};
+        const size_t no = (size_t)odl_yolov5_num_classes(m) + 5;
+        CK(odl_gpu_prep_create(dev, &po, &eb.gp));
+        if (!(eb.be = odl_backend_for(dev))) DIE("no backend for %s", odl_device_name(dev));
+        CK(odl_mem_alloc(dev, sizeof(float) * eb.cap * no, (void **)&eb.d_rows));
+        CK(odl_mem_alloc(dev, sizeof(int32_t), (void **)&eb.d_cnt));
+        CK(odl_mem_alloc(dev, sizeof(int32_t), (void **)&eb.d_bad));
+        CK(odl_host_alloc_pinned(sizeof(float) * eb.cap * no, (void **)&eb.h_rows));
+        CK(odl_host_alloc_pinned(sizeof(int32_t), (void **)&eb.h_cnt));
+        CK(odl_host_alloc_pinned(sizeof(int32_t), (void **)&eb.h_bad));
+        printf("end to end: device path with %s\n", odl_gpu_prep_nvjpeg_note(eb.gp));
+    }
+    /* [precision][0: batch 1 ms, 1: batch B ms, 2: end to end ms (device path), 3: end to end ms (CPU path)];
+     * graph use per precision; the stages of each end-to-end path per precision */
+    double r[2][4] = {{0}};
+    int graphs[2] = {0}, nd[2] = {0}, nd_cpu[2] = {0};
+    stages stg[2][2];
+    /* the GPU pipeline at batch 1 [precision][0: upload..boxes back, 1: decode on the CPU] */
+    double pl[2][2] = {{0}};
+    int pl_graph[2] = {0}, pl_nd[2] = {0};
     const int nprec = dev.type == ODL_DEV_CUDA && !no_half ? 2 : 1;
     for (int h = 0; h < nprec; h++) {
         CK(odl_yolov5_set_half(m, h));
@@ -394,11 +527,10 @@ int main(int argc, char **argv) {
             for (int i = 0; i < nl; i++)
                 printf("  layer %2d %-8s %8.3f ms  %5.1f%%\n", i, odl_yolov5_layer_type(m, i), lm[i], 100 * lm[i] / tot);
         }
-        for (int i = 0; i < warmup; i++) end_to_end(m, image, hin, hout, out_cap, &nd[h]);
-        double *v = malloc(sizeof(double) * iters);
-        for (int i = 0; i < iters; i++) v[i] = end_to_end(m, image, hin, hout, out_cap, &nd[h]);
-        r[h][2] = median(v, iters);
-        free(v);
+        r[h][2] = e2e_time(m, image, &eb, 1, warmup, iters, &nd[h], &stg[h][1]);
+        r[h][3] = e2e_time(m, image, &eb, 0, warmup, iters, &nd_cpu[h], &stg[h][0]);
+        if (nd[h] != nd_cpu[h]) printf("note: %s end to end: %d boxes on the device path, %d on the CPU path\n",
+                                       h ? "fp16" : "fp32", nd[h], nd_cpu[h]);
         if (dev.type == ODL_DEV_CUDA) pl_graph[h] = gpu_pipeline(m, image, warmup, iters, use_graph, pl[h], &pl_nd[h]);
     }
 
@@ -428,14 +560,33 @@ int main(int argc, char **argv) {
             print_row("  beside torch.compile reduce-overhead fp16", ips,
                       torch_figure(pt.compiled, "reduce-overhead_fp16", batch, "img_per_s"), 1, "");
         snprintf(lbl, sizeof lbl, "end to end bus.jpg (decode..NMS), %s", pname[h]);
-        snprintf(tail, sizeof tail, "   (%d boxes%s)", nd[h], isfinite(pt_e2e) ? "; PyTorch fp32" : "");
+        snprintf(tail, sizeof tail, "   (%d boxes, %s%s)", nd[h], odl_decoder_name(eb.decoder),
+                 isfinite(pt_e2e) ? "; PyTorch fp32" : "");
         print_row(lbl, r[h][2], pt_e2e, 0, tail);
+        snprintf(lbl, sizeof lbl, "  same, the CPU image path, %s", pname[h]);
+        snprintf(tail, sizeof tail, "   (%d boxes)", nd_cpu[h]);
+        print_row(lbl, r[h][3], pt_e2e, 0, tail);
         if (dev.type == ODL_DEV_CUDA) {
             snprintf(lbl, sizeof lbl, "  GPU pipeline upload..boxes, %s%s", pname[h], pl_graph[h] ? " (one CUDA graph)" : "");
-            snprintf(tail, sizeof tail, "   (%d boxes; + %.3f ms decode+resize on the CPU)", pl_nd[h], pl[h][1]);
+            snprintf(tail, sizeof tail, "   (%d boxes; + %.3f ms decode on the CPU)", pl_nd[h], pl[h][1]);
             print_row(lbl, pl[h][0], NAN, 0, tail);
         }
     }
+    /* where the end-to-end time goes: every stage synchronised, medians */
+    printf("end to end by stage, ms (medians of %d runs synchronised after each stage; the whole runs above are not):\n",
+           iters);
+    printf("  %-24s", "stage");
+    for (int h = 0; h < nprec; h++) printf(" %11s %11s", h ? "cpu fp16" : "cpu fp32", h ? "device fp16" : "device fp32");
+    printf("\n");
+    for (int k = 0; k < ST_N; k++) {
+        printf("  %-24s", stage_name[k]);
+        for (int h = 0; h < nprec; h++) printf(" %11.3f %11.3f", stg[h][0].ms[k], stg[h][1].ms[k]);
+        printf("\n");
+    }
+    if (isfinite(pt_e2e))
+        printf("target: end to end <= 0.5x PyTorch's fp32 (%.3f ms): fp32 %.3f ms (%s), %s%.3f ms%s\n", 0.5 * pt_e2e, r[0][2],
+               r[0][2] <= 0.5 * pt_e2e ? "met" : "NOT met", nprec > 1 ? "fp16 " : "", nprec > 1 ? r[1][2] : NAN,
+               nprec > 1 ? (r[1][2] <= 0.5 * pt_e2e ? " (met)" : " (NOT met)") : "");
     /* The targets: batch 1 against PyTorch's fp32 batch 1, batch 32 against its fastest (fp16). */
     const int hb = nprec - 1;
     const double best_b1 = r[0][0] < r[hb][0] ? r[0][0] : r[hb][0];
@@ -448,11 +599,20 @@ int main(int argc, char **argv) {
     printf("{\"bench\": \"yolov5n\", \"device\": \"%s\", \"batch\": %d", odl_device_name(dev), batch);
     for (int h = 0; h < nprec; h++)
         printf(", \"%s_b1_ms\": %.4f, \"%s_bN_ms\": %.4f, \"%s_bN_img_per_s\": %.1f, \"%s_e2e_bus_ms\": %.3f, "
-               "\"%s_graph\": %s, \"%s_pipeline_b1_ms\": %.4f, \"%s_pipeline_graph\": %s, \"%s_decode_resize_ms\": %.3f",
+               "\"%s_e2e_bus_cpu_path_ms\": %.3f, \"%s_graph\": %s, \"%s_pipeline_b1_ms\": %.4f, \"%s_pipeline_graph\": %s, "
+               "\"%s_decode_ms\": %.3f",
                pname[h], r[h][0], pname[h], r[h][1], pname[h], batch * 1000.0 / r[h][1], pname[h], r[h][2], pname[h],
-               graphs[h] ? "true" : "false", pname[h], pl[h][0], pname[h], pl_graph[h] ? "true" : "false", pname[h],
-               pl[h][1]);
+               r[h][3], pname[h], graphs[h] ? "true" : "false", pname[h], pl[h][0], pname[h],
+               pl_graph[h] ? "true" : "false", pname[h], pl[h][1]);
+    printf(", \"e2e_decoder\": \"%s\"", odl_decoder_name(eb.decoder));
     printf("}\n");
+    odl_gpu_prep_free(eb.gp);
+    odl_mem_free(dev, eb.d_rows);
+    odl_mem_free(dev, eb.d_cnt);
+    odl_mem_free(dev, eb.d_bad);
+    odl_host_free_pinned(eb.h_rows);
+    odl_host_free_pinned(eb.h_cnt);
+    odl_host_free_pinned(eb.h_bad);
     free(hin);
     free(hout);
     json_decref(torch_root);

@@ -92,6 +92,23 @@ if(JPEG_FOUND)
   list(APPEND ODL_PUBLIC_DEFS ODL_HAVE_JPEG=1)
 endif()
 odl_found("libjpeg" JPEG_FOUND "${JPEG_VERSION}")
+# nvJPEG is never linked: datasets/nvjpeg.c dlopens it at run time (include/odl/nvjpeg.h). Besides the
+# loader's path it looks in these folders: the CUDA toolkit's libraries and pip's nvidia-nvjpeg wheels.
+set(ODL_NVJPEG_DIRS)
+if(ODL_HAVE_CUDA)
+  list(APPEND ODL_NVJPEG_DIRS ${CUDAToolkit_LIBRARY_DIR})
+endif()
+file(GLOB _odl_nvjpeg_wheels /usr/local/lib/python3*/dist-packages/nvidia/cu1[23]/lib
+  /usr/lib/python3/dist-packages/nvidia/cu1[23]/lib /opt/*/.venv/lib/python3*/site-packages/nvidia/cu1[23]/lib
+  $ENV{HOME}/.local/lib/python3*/site-packages/nvidia/cu1[23]/lib)
+list(APPEND ODL_NVJPEG_DIRS ${_odl_nvjpeg_wheels})
+find_file(ODL_NVJPEG_AT NAMES libnvjpeg.so.13 libnvjpeg.so.12 HINTS ${ODL_NVJPEG_DIRS} NO_DEFAULT_PATH NO_CACHE)
+if(ODL_NVJPEG_AT)
+  odl_found("nvJPEG" ODL_NVJPEG_AT "${ODL_NVJPEG_AT} (loaded at run time; the build does not need it)")
+else()
+  list(APPEND ODL_FOUND_LINES "  nvJPEG: not here (optional, loaded at run time: JPEGs are decoded on the CPU where it is absent)")
+endif()
+string(REPLACE ";" ":" ODL_NVJPEG_HINTS "${ODL_NVJPEG_DIRS}")
 find_package(PNG QUIET)
 set(ODL_HAVE_PNG ${PNG_FOUND})
 if(PNG_FOUND)

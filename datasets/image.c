@@ -2,6 +2,8 @@
  * writing. See include/odl/image.h for the contracts and the sources of the formulas. */
 #include "odl/image.h"
 
+#include "kernels/resize_linear.h"
+
 #include <errno.h>
 #include <math.h>
 #include <setjmp.h>
@@ -10,6 +12,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 #ifdef ODL_HAVE_JPEG
 #include <jpeglib.h>
 #include <jerror.h>
@@ -84,8 +89,8 @@ static int exif_orientation(const uint8_t *d, size_t n) {
     return 1;
 }
 
-/* Apply an EXIF orientation (2..8) to *img in place (new buffer). */
-static odl_status apply_orientation(odl_image *img, int orient) {
+odl_status odl_image_apply_orientation(odl_image *img, int orient) {
+    if (!img || !img->data) return ODL_ERR(ODL_E_INVAL, "odl_image_apply_orientation: NULL image");
     if (orient <= 1 || orient > 8) return ODL_OK;
     int w = img->width, h = img->height;
     int transpose = orient >= 5; /* 5..8 swap the axes */
@@ -95,15 +100,7 @@ static odl_status apply_orientation(odl_image *img, int orient) {
     for (int y = 0; y < oh; y++) {
         for (int x = 0; x < ow; x++) {
             int sx, sy; /* source pixel of output (x, y) */
-            switch (orient) {
-            case 2: sx = w - 1 - x; sy = y; break;             /* mirror horizontal */
-            case 3: sx = w - 1 - x; sy = h - 1 - y; break;     /* rotate 180 */
-            case 4: sx = x; sy = h - 1 - y; break;             /* mirror vertical */
-            case 5: sx = y; sy = x; break;                     /* transpose */
-            case 6: sx = y; sy = h - 1 - x; break;             /* rotate 90 clockwise */
-            case 7: sx = w - 1 - y; sy = h - 1 - x; break;     /* transverse */
-            default: sx = w - 1 - y; sy = x; break;            /* 8: rotate 270 clockwise */
-            }
+            odl_orient_src(orient, w, h, x, y, &sx, &sy);
             memcpy(o + ((size_t)y * ow + x) * 3, img->data + ((size_t)sy * w + sx) * 3, 3);
         }
     }
@@ -186,21 +183,27 @@ static odl_status decode_jpeg(const uint8_t *buf, size_t n, const char *name, od
         return ODL_ERR(ODL_E_FORMAT, "%s: JPEG of unusable size %dx%d", name, w, h);
     }
     pix = malloc((size_t)w * h * 3);
-    uint8_t *row = malloc((size_t)w * nc);
-    if (!pix || !row) {
+    uint8_t *row = nc == 3 ? NULL : malloc((size_t)w * nc);
+    if (!pix || (nc != 3 && !row)) {
         free(row);
         jpeg_destroy_decompress(&cinfo);
         free(pix);
         return ODL_ERR(ODL_E_NOMEM, "%s: cannot allocate a %dx%d image", name, w, h);
     }
     while (cinfo.output_scanline < cinfo.output_height) {
-        JSAMPROW rp = row;
         unsigned y = cinfo.output_scanline;
-        if (jpeg_read_scanlines(&cinfo, &rp, 1) != 1) break;
         uint8_t *d = pix + (size_t)y * w * 3;
-        if (nc == 3) {
-            memcpy(d, row, (size_t)w * 3);
-        } else if (nc == 1) {
+        if (nc == 3) { /* RGB rows straight into the image, as many as the decoder gives at once */
+            JSAMPROW rp[16];
+            unsigned k = cinfo.output_height - y < 16 ? cinfo.output_height - y : 16;
+            for (unsigned i = 0; i < k; i++) rp[i] = d + (size_t)i * w * 3;
+            if (jpeg_read_scanlines(&cinfo, rp, k) == 0) break;
+            if (err.premature_end) break;
+            continue;
+        }
+        JSAMPROW rp = row;
+        if (jpeg_read_scanlines(&cinfo, &rp, 1) != 1) break;
+        if (nc == 1) {
             for (int x = 0; x < w; x++) d[3 * x] = d[3 * x + 1] = d[3 * x + 2] = row[x];
         } else { /* CMYK as Adobe writes it (inverted): R = C * K / 255, as OpenCV */
             for (int x = 0; x < w; x++) {
@@ -229,7 +232,7 @@ static odl_status decode_jpeg(const uint8_t *buf, size_t n, const char *name, od
     out->data = pix;
     out->width = w;
     out->height = h;
-    odl_status st = apply_orientation(out, orient);
+    odl_status st = odl_image_apply_orientation(out, orient);
     if (st != ODL_OK) {
         odl_image_free(out);
         odl_error_prefix("%s", name);
@@ -353,8 +356,8 @@ odl_status odl_image_decode(const void *buf, size_t nbytes, const char *name, od
                    nbytes > 1 ? b[1] : 0, nbytes > 2 ? b[2] : 0, nbytes > 3 ? b[3] : 0);
 }
 
-/* The whole file at path into a malloc'd buffer (*nbytes bytes). */
-static odl_status read_file(const char *path, uint8_t **out, size_t *nbytes) {
+odl_status odl_file_read(const char *path, uint8_t **out, size_t *nbytes) {
+    if (!path || !out || !nbytes) return ODL_ERR(ODL_E_INVAL, "odl_file_read: NULL argument");
     struct stat sb;
     if (stat(path, &sb) != 0) {
         if (errno == ENOENT) return ODL_ERR(ODL_E_NOTFOUND, "%s: no such file", path);
@@ -401,14 +404,23 @@ odl_status odl_image_load(const char *path, odl_image *out) {
     out->width = out->height = 0;
     uint8_t *buf = NULL;
     size_t n = 0;
-    ODL_CHECK(read_file(path, &buf, &n));
+    ODL_CHECK(odl_file_read(path, &buf, &n));
     odl_status st = odl_image_decode(buf, n, path, out);
     free(buf);
     return st;
 }
 
 #ifdef ODL_HAVE_JPEG
-static odl_status probe_jpeg(const uint8_t *buf, size_t n, const char *name, int *w, int *h) {
+/* 1 when an EOI marker follows the first scan's header (at `from`): entropy-coded data never holds
+ * 0xFF 0xD9 (a 0xFF there is followed by 0x00 or a restart marker), so a file cut short lacks it, and
+ * libjpeg reports such a file as truncated (JWRN_JPEG_EOF). Trailing bytes after the EOI are allowed. */
+static int jpeg_has_eoi(const uint8_t *b, size_t n, size_t from) {
+    for (size_t i = n; i >= from + 2; i--)
+        if (b[i - 2] == 0xFF && b[i - 1] == 0xD9) return 1;
+    return 0;
+}
+
+static odl_status info_jpeg(const uint8_t *buf, size_t n, const char *name, odl_image_info *o) {
     struct jpeg_decompress_struct cinfo;
     jerr_ctx err;
     jerr_init(&cinfo, &err);
@@ -417,42 +429,68 @@ static odl_status probe_jpeg(const uint8_t *buf, size_t n, const char *name, int
         return ODL_ERR(ODL_E_FORMAT, "%s: corrupt JPEG: %s", name, err.msg);
     }
     jpeg_create_decompress(&cinfo);
-    int orient = jpeg_read_header_orientation(&cinfo, buf, n);
-    *w = (int)cinfo.image_width;
-    *h = (int)cinfo.image_height;
+    o->orientation = jpeg_read_header_orientation(&cinfo, buf, n);
+    o->width = (int)cinfo.image_width;
+    o->height = (int)cinfo.image_height;
+    o->components = cinfo.num_components;
+    o->progressive = cinfo.progressive_mode || cinfo.arith_code || cinfo.data_precision != 8;
+    o->cmyk = cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK;
+    o->complete = jpeg_has_eoi(buf, n, (size_t)(cinfo.src->next_input_byte - buf));
     jpeg_destroy_decompress(&cinfo);
-    if (orient >= 5 && orient <= 8) { /* the decoder transposes these (apply_orientation) */
-        int t = *w;
-        *w = *h;
-        *h = t;
-    }
     return ODL_OK;
 }
 #endif
+
+odl_status odl_image_info_of(const void *buf, size_t n, const char *name, odl_image_info *out) {
+    if (!out) return ODL_ERR(ODL_E_INVAL, "odl_image_info_of: NULL output");
+    memset(out, 0, sizeof *out);
+    if (!name) name = "(memory)";
+    const uint8_t *b = (const uint8_t *)buf;
+    odl_status st = ODL_OK;
+    if (!b || n == 0) return ODL_ERR(ODL_E_FORMAT, "%s: empty file, not an image", name);
+    if (n >= 3 && b[0] == 0xFF && b[1] == 0xD8 && b[2] == 0xFF) {
+        out->format = ODL_IMAGE_JPEG;
+#ifdef ODL_HAVE_JPEG
+        st = info_jpeg(b, n, name, out);
+#else
+        st = ODL_ERR(ODL_E_UNSUPPORTED, "%s: JPEG image, but this build has no libjpeg", name);
+#endif
+    } else if (n >= 24 && memcmp(b, "\x89PNG\r\n\x1a\n", 8) == 0 && memcmp(b + 12, "IHDR", 4) == 0) {
+        /* PNG: width and height are the first two big-endian words of the IHDR chunk. */
+        out->format = ODL_IMAGE_PNG;
+        out->width = (int)rd32(b + 16, 1);
+        out->height = (int)rd32(b + 20, 1);
+        out->orientation = 1;
+        out->components = 3;
+        out->complete = 1;
+    } else {
+        st = ODL_ERR(ODL_E_FORMAT, "%s: not a JPEG or PNG image (first bytes %02x %02x %02x %02x)", name, b[0],
+                     n > 1 ? b[1] : 0, n > 2 ? b[2] : 0, n > 3 ? b[3] : 0);
+    }
+    if (st == ODL_OK &&
+        (out->width <= 0 || out->height <= 0 || out->width > ODL_IMAGE_MAX_DIM || out->height > ODL_IMAGE_MAX_DIM))
+        st = ODL_ERR(ODL_E_FORMAT, "%s: image of unusable size %dx%d", name, out->width, out->height);
+    if (st == ODL_OK) {
+        const int swap = out->orientation >= 5 && out->orientation <= 8; /* odl_image_apply_orientation transposes */
+        out->oriented_w = swap ? out->height : out->width;
+        out->oriented_h = swap ? out->width : out->height;
+    }
+    return st;
+}
 
 odl_status odl_image_probe(const char *path, int *width, int *height) {
     if (!path || !width || !height) return ODL_ERR(ODL_E_INVAL, "odl_image_probe: NULL argument");
     *width = *height = 0;
     uint8_t *b = NULL;
     size_t n = 0;
-    ODL_CHECK(read_file(path, &b, &n));
-    odl_status st = ODL_OK;
-    if (n >= 3 && b[0] == 0xFF && b[1] == 0xD8 && b[2] == 0xFF) {
-#ifdef ODL_HAVE_JPEG
-        st = probe_jpeg(b, n, path, width, height);
-#else
-        st = ODL_ERR(ODL_E_UNSUPPORTED, "%s: JPEG image, but this build has no libjpeg", path);
-#endif
-    } else if (n >= 24 && memcmp(b, "\x89PNG\r\n\x1a\n", 8) == 0 && memcmp(b + 12, "IHDR", 4) == 0) {
-        /* PNG: width and height are the first two big-endian words of the IHDR chunk. */
-        *width = (int)rd32(b + 16, 1);
-        *height = (int)rd32(b + 20, 1);
-    } else {
-        st = ODL_ERR(ODL_E_FORMAT, "%s: not a JPEG or PNG image", path);
-    }
+    ODL_CHECK(odl_file_read(path, &b, &n));
+    odl_image_info info;
+    odl_status st = odl_image_info_of(b, n, path, &info);
     free(b);
-    if (st == ODL_OK && (*width <= 0 || *height <= 0 || *width > ODL_IMAGE_MAX_DIM || *height > ODL_IMAGE_MAX_DIM))
-        st = ODL_ERR(ODL_E_FORMAT, "%s: image of unusable size %dx%d", path, *width, *height);
+    if (st == ODL_OK) {
+        *width = info.oriented_w;
+        *height = info.oriented_h;
+    }
     return st;
 }
 
@@ -503,95 +541,145 @@ odl_status odl_letterbox_geometry(int src_w, int src_h, int new_size, int auto_p
     return odl_letterbox_geometry_hw(src_w, src_h, new_size, new_size, auto_pad, stride, 1, g);
 }
 
-#define RESIZE_COEF_BITS 11
-#define RESIZE_COEF_SCALE (1 << RESIZE_COEF_BITS)
-
-/* cv2's saturate_cast<short>(float): round half to even. */
-static int16_t sat_short(float v) {
-    float r = nearbyintf(v);
-    if (r > 32767.f) return 32767;
-    if (r < -32768.f) return -32768;
-    return (int16_t)r;
-}
-
-/* Source index and the two 11-bit weights of output coordinate d (cv2 resizeGeneric / INTER_LINEAR). */
+/* Source taps and 11-bit weights of output coordinate d (kernels/resize_linear.h, cv2's formulas). */
 static void linear_coef(int d, double scale, int ssize, int *s0, int *s1, int16_t *a0, int16_t *a1) {
-    float f = (float)((d + 0.5) * scale - 0.5);
-    int s = (int)floorf(f);
-    f -= (float)s;
-    if (s < 0) {
-        s = 0;
-        f = 0.f;
-    }
-    if (s >= ssize - 1) {
-        s = ssize - 1;
-        f = 0.f;
-    }
-    *s0 = s;
-    *s1 = s + 1 < ssize ? s + 1 : ssize - 1;
-    *a0 = sat_short((1.f - f) * RESIZE_COEF_SCALE);
-    *a1 = sat_short(f * RESIZE_COEF_SCALE);
+    int w0, w1;
+    odl_rl_coef(d, scale, ssize, s0, s1, &w0, &w1);
+    *a0 = (int16_t)w0;
+    *a1 = (int16_t)w1;
 }
 
-odl_status odl_image_resize_linear(const uint8_t *src, int src_w, int src_h, int channels, uint8_t *dst, int dst_w,
-                                   int dst_h) {
+/* The horizontal pass of source rows s[0..nr) (nr 1 or 2) into o[0..nr) (dst_w * cn values each):
+ * OpenCV's HResizeLinear sum p0 * a0 + p1 * a1, kept as sum >> 4, the only form of it that the
+ * vertical pass uses (it fits int16: at most 255 * 2048 >> 4 = 32640), so that the vertical pass runs
+ * on 16-bit lanes. Two rows at once share the column loop (a downscale needs two new rows per output
+ * row). xs: source columns, 2 per output column; xa: their weights; xw: the weights packed as
+ * a0 | a1 << 16. */
+static void hpass(const uint8_t *const *s, int16_t *const *o, int nr, int src_w, int dst_w, int cn,
+                  const int *restrict xs, const int16_t *restrict xa, const int32_t *restrict xw) {
+    int x = 0;
+#ifdef __SSE2__
+    if (cn == 3) {
+        /* One pixel per step: the two source pixels' bytes interleaved (r0 r1 g0 g1 b0 b1) against
+         * (a0 a1 a0 a1 a0 a1) in one multiply-add. Each load takes 4 bytes, one past the pixel: only while
+         * the right source pixel is not the row's last; the store writes a fourth lane that the next
+         * pixel (or the caller's padding) takes. */
+        const __m128i zero = _mm_setzero_si128();
+        for (; x < dst_w && xs[2 * x + 1] < src_w - 1; x++) {
+            const __m128i w = _mm_set1_epi32(xw[x]);
+            const int o0 = 3 * xs[2 * x], o1 = 3 * xs[2 * x + 1];
+            for (int r = 0; r < nr; r++) {
+                int32_t u0, u1;
+                memcpy(&u0, s[r] + o0, 4);
+                memcpy(&u1, s[r] + o1, 4);
+                const __m128i v = _mm_unpacklo_epi8(_mm_unpacklo_epi8(_mm_cvtsi32_si128(u0), _mm_cvtsi32_si128(u1)), zero);
+                const __m128i m = _mm_srai_epi32(_mm_madd_epi16(v, w), 4);
+                _mm_storel_epi64((__m128i *)(o[r] + 3 * x), _mm_packs_epi32(m, m));
+            }
+        }
+    }
+#else
+    (void)src_w;
+    (void)xw;
+#endif
+    for (int r = 0; r < nr; r++)
+        for (int xx = x; xx < dst_w; xx++) {
+            const uint8_t *p0 = s[r] + (size_t)xs[2 * xx] * cn, *p1 = s[r] + (size_t)xs[2 * xx + 1] * cn;
+            const int a0 = xa[2 * xx], a1 = xa[2 * xx + 1];
+            for (int c = 0; c < cn; c++) o[r][xx * cn + c] = (int16_t)((p0[c] * a0 + p1[c] * a1) >> 4);
+        }
+}
+
+/* The vertical pass, OpenCV's VResizeLinearVec_32s8u: 16-bit high products, then (v + 2) >> 2,
+ * saturated. Written on int16 lanes (mulhi) so that the compiler vectorises it. */
+static void vpass(const int16_t *restrict r0, const int16_t *restrict r1, int n, int16_t b0, int16_t b1,
+                  uint8_t *restrict d) {
+    int i = 0;
+#ifdef __SSE2__
+    const __m128i c0 = _mm_set1_epi16(b0), c1 = _mm_set1_epi16(b1), two = _mm_set1_epi16(2);
+    for (; i + 16 <= n; i += 16) {
+        __m128i v[2];
+        for (int h = 0; h < 2; h++) {
+            const __m128i a = _mm_loadu_si128((const __m128i *)(r0 + i + 8 * h));
+            const __m128i b = _mm_loadu_si128((const __m128i *)(r1 + i + 8 * h));
+            v[h] = _mm_srai_epi16(_mm_add_epi16(_mm_add_epi16(_mm_mulhi_epi16(a, c0), _mm_mulhi_epi16(b, c1)), two), 2);
+        }
+        _mm_storeu_si128((__m128i *)(d + i), _mm_packus_epi16(v[0], v[1]));
+    }
+#endif
+    for (; i < n; i++) {
+        int v = (int16_t)(((int32_t)r0[i] * b0) >> 16) + (int16_t)(((int32_t)r1[i] * b1) >> 16);
+        v = (v + 2) >> 2;
+        d[i] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+    }
+}
+
+/* odl_image_resize_linear with output rows dst_stride bytes apart (the letterbox writes into the
+ * interior of its padded image). */
+static odl_status resize_linear_rows(const uint8_t *src, int src_w, int src_h, int channels, uint8_t *dst,
+                                     size_t dst_stride, int dst_w, int dst_h) {
     if (!src || !dst || src_w <= 0 || src_h <= 0 || dst_w <= 0 || dst_h <= 0 || channels <= 0 || channels > 4)
         return ODL_ERR(ODL_E_INVAL, "resize: bad arguments (%dx%d -> %dx%d, %d channels)", src_w, src_h, dst_w, dst_h,
                        channels);
-    const int cn = channels;
-    const double sx_scale = 1.0 / ((double)dst_w / src_w), sy_scale = 1.0 / ((double)dst_h / src_h);
+    const int cn = channels, n = dst_w * cn;
+    const double sx_scale = odl_rl_scale(dst_w, src_w), sy_scale = odl_rl_scale(dst_h, src_h);
     int *xs = malloc(sizeof(int) * 2 * dst_w);
     int16_t *xa = malloc(sizeof(int16_t) * 2 * dst_w);
-    int32_t *rows = malloc(sizeof(int32_t) * 2 * (size_t)dst_w * cn);
-    if (!xs || !xa || !rows) {
+    int32_t *xw = malloc(sizeof(int32_t) * dst_w);
+    int16_t *rows = malloc(sizeof(int16_t) * 2 * ((size_t)n + 4)); /* + 4: hpass's last store */
+    if (!xs || !xa || !xw || !rows) {
         free(xs);
         free(xa);
+        free(xw);
         free(rows);
         return ODL_ERR(ODL_E_NOMEM, "resize: cannot allocate work buffers for width %d", dst_w);
     }
-    for (int x = 0; x < dst_w; x++) linear_coef(x, sx_scale, src_w, &xs[2 * x], &xs[2 * x + 1], &xa[2 * x], &xa[2 * x + 1]);
-    int32_t *r0 = rows, *r1 = rows + (size_t)dst_w * cn;
+    for (int x = 0; x < dst_w; x++) {
+        linear_coef(x, sx_scale, src_w, &xs[2 * x], &xs[2 * x + 1], &xa[2 * x], &xa[2 * x + 1]);
+        xw[x] = (int32_t)((uint32_t)(uint16_t)xa[2 * x + 1] << 16 | (uint16_t)xa[2 * x]);
+    }
+    /* The horizontal passes of the two source rows an output row needs, cached between output rows
+     * (rows go down monotonically, so a pair shares at most its first row with the next pair). */
+    int16_t *r0 = rows, *r1 = rows + n + 4;
     int have0 = -1, have1 = -1;
     for (int y = 0; y < dst_h; y++) {
         int sy0, sy1;
         int16_t b0, b1;
         linear_coef(y, sy_scale, src_h, &sy0, &sy1, &b0, &b1);
-        /* Horizontal pass of the two source rows, cached between output rows. */
-        int need[2] = {sy0, sy1};
-        int32_t *bufs[2] = {r0, r1};
-        for (int k = 0; k < 2; k++) {
-            int sy = need[k];
-            if (k == 0 && have0 == sy) continue;
-            if (k == 1 && have1 == sy) continue;
-            if (k == 0 && have1 == sy) { /* swap buffers */
-                int32_t *t = r0; r0 = r1; r1 = t;
-                bufs[0] = r0; bufs[1] = r1;
-                have0 = sy;
-                have1 = -1;
-                continue;
-            }
-            const uint8_t *s = src + (size_t)sy * src_w * cn;
-            int32_t *o = bufs[k];
-            for (int x = 0; x < dst_w; x++) {
-                const uint8_t *p0 = s + (size_t)xs[2 * x] * cn, *p1 = s + (size_t)xs[2 * x + 1] * cn;
-                int a0 = xa[2 * x], a1 = xa[2 * x + 1];
-                for (int c = 0; c < cn; c++) o[x * cn + c] = p0[c] * a0 + p1[c] * a1;
-            }
-            if (k == 0) have0 = sy; else have1 = sy;
+        if (have0 != sy0 && have1 == sy0) {
+            int16_t *t = r0;
+            r0 = r1;
+            r1 = t;
+            have0 = sy0;
+            have1 = -1;
         }
-        uint8_t *d = dst + (size_t)y * dst_w * cn;
-        const int n = dst_w * cn;
-        for (int i = 0; i < n; i++) {
-            /* OpenCV's VResizeLinearVec_32s8u: 16-bit high products, then (v + 2) >> 2, saturated. */
-            int v = ((int32_t)((r0[i] >> 4) * (int32_t)b0) >> 16) + ((int32_t)((r1[i] >> 4) * (int32_t)b1) >> 16);
-            v = (v + 2) >> 2;
-            d[i] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+        const uint8_t *need[2];
+        int16_t *into[2];
+        int nr = 0;
+        if (have0 != sy0) {
+            need[nr] = src + (size_t)sy0 * src_w * cn;
+            into[nr++] = r0;
+            have0 = sy0;
         }
+        if (have1 != sy1) {
+            need[nr] = src + (size_t)sy1 * src_w * cn;
+            into[nr++] = r1;
+            have1 = sy1;
+        }
+        if (nr) hpass(need, into, nr, src_w, dst_w, cn, xs, xa, xw);
+        vpass(r0, r1, n, b0, b1, dst + (size_t)y * dst_stride);
     }
     free(xs);
     free(xa);
+    free(xw);
     free(rows);
     return ODL_OK;
+}
+
+odl_status odl_image_resize_linear(const uint8_t *src, int src_w, int src_h, int channels, uint8_t *dst, int dst_w,
+                                   int dst_h) {
+    return resize_linear_rows(src, src_w, src_h, channels, dst, (size_t)dst_w * (channels > 0 ? channels : 0), dst_w,
+                              dst_h);
 }
 
 odl_status odl_image_letterbox(const odl_image *src, int new_size, int auto_pad, int stride, uint8_t pad,
@@ -604,27 +692,34 @@ odl_status odl_image_letterbox(const odl_image *src, int new_size, int auto_pad,
 odl_status odl_image_letterbox_apply(const odl_image *src, const odl_letterbox *g, uint8_t pad, odl_image *dst) {
     if (!src || !src->data || !dst || !g || g->src_w != src->width || g->src_h != src->height)
         return ODL_ERR(ODL_E_INVAL, "odl_image_letterbox_apply: NULL argument or geometry of another image size");
-    ODL_CHECK(odl_image_alloc(dst, g->out_w, g->out_h, pad, pad, pad));
-    const uint8_t *rs = src->data;
-    uint8_t *tmp = NULL;
+    if (g->left < 0 || g->top < 0 || g->unpad_w + g->left > g->out_w || g->unpad_h + g->top > g->out_h)
+        return ODL_ERR(ODL_E_INVAL, "odl_image_letterbox_apply: the %dx%d image at (%d, %d) is outside the %dx%d box",
+                       g->unpad_w, g->unpad_h, g->left, g->top, g->out_w, g->out_h);
+    if (g->out_w <= 0 || g->out_h <= 0 || g->out_w > ODL_IMAGE_MAX_DIM || g->out_h > ODL_IMAGE_MAX_DIM)
+        return ODL_ERR(ODL_E_INVAL, "odl_image_letterbox_apply: bad letterbox size %dx%d", g->out_w, g->out_h);
+    /* Only the border is filled; the image is resized (or copied) straight into the interior. */
+    const size_t stride = (size_t)g->out_w * 3, in_w = (size_t)g->unpad_w * 3, lb = (size_t)g->left * 3;
+    uint8_t *p = malloc(stride * (size_t)g->out_h);
+    if (!p) return ODL_ERR(ODL_E_NOMEM, "letterbox: cannot allocate %dx%d", g->out_w, g->out_h);
+    memset(p, pad, stride * (size_t)g->top);
+    for (int y = g->top; y < g->top + g->unpad_h; y++) {
+        memset(p + (size_t)y * stride, pad, lb);
+        memset(p + (size_t)y * stride + lb + in_w, pad, stride - lb - in_w);
+    }
+    memset(p + (size_t)(g->top + g->unpad_h) * stride, pad, stride * (size_t)(g->out_h - g->top - g->unpad_h));
+    uint8_t *in = p + (size_t)g->top * stride + lb;
     if (g->unpad_w != src->width || g->unpad_h != src->height) {
-        tmp = malloc((size_t)g->unpad_w * g->unpad_h * 3);
-        if (!tmp) {
-            odl_image_free(dst);
-            return ODL_ERR(ODL_E_NOMEM, "letterbox: cannot allocate %dx%d", g->unpad_w, g->unpad_h);
-        }
-        odl_status st = odl_image_resize_linear(src->data, src->width, src->height, 3, tmp, g->unpad_w, g->unpad_h);
+        odl_status st = resize_linear_rows(src->data, src->width, src->height, 3, in, stride, g->unpad_w, g->unpad_h);
         if (st != ODL_OK) {
-            free(tmp);
-            odl_image_free(dst);
+            free(p);
             return st;
         }
-        rs = tmp;
+    } else {
+        for (int y = 0; y < g->unpad_h; y++) memcpy(in + (size_t)y * stride, src->data + (size_t)y * in_w, in_w);
     }
-    for (int y = 0; y < g->unpad_h; y++)
-        memcpy(dst->data + ((size_t)(y + g->top) * dst->width + g->left) * 3, rs + (size_t)y * g->unpad_w * 3,
-               (size_t)g->unpad_w * 3);
-    free(tmp);
+    dst->data = p;
+    dst->width = g->out_w;
+    dst->height = g->out_h;
     return ODL_OK;
 }
 
@@ -632,10 +727,12 @@ void odl_image_to_chw(const odl_image *img, float *out) {
     const size_t hw = (size_t)img->width * img->height;
     const uint8_t *p = img->data;
     float *r = out, *gg = out + hw, *b = out + 2 * hw;
+    float v[256]; /* the 256 quotients v / 255.0f, so that the loop looks them up instead of dividing */
+    for (int i = 0; i < 256; i++) v[i] = (float)i / 255.0f;
     for (size_t i = 0; i < hw; i++) {
-        r[i] = (float)p[3 * i] / 255.0f;
-        gg[i] = (float)p[3 * i + 1] / 255.0f;
-        b[i] = (float)p[3 * i + 2] / 255.0f;
+        r[i] = v[p[3 * i]];
+        gg[i] = v[p[3 * i + 1]];
+        b[i] = v[p[3 * i + 2]];
     }
 }
 

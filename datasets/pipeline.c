@@ -1,52 +1,53 @@
 /* Image preparation on a pool of threads. See include/odl/pipeline.h. */
 #include "odl/pipeline.h"
 
+#include "datasets/prep_internal.h"
+
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+odl_status odl_prep_plan(const odl_prep_job *job, int w, int h, odl_prep_result *res, int *w1, int *h1) {
+    res->src_w = w;
+    res->src_h = h;
+    *w1 = w;
+    *h1 = h;
+    if (job->load_size > 0) {
+        double r = (double)job->load_size / (w > h ? w : h);
+        if (r != 1) {
+            *w1 = (int)ceil(w * r);
+            *h1 = (int)ceil(h * r);
+        }
+    }
+    ODL_CHECK(odl_letterbox_geometry_hw(*w1, *h1, job->out_w, job->out_h, 0, 32, job->scaleup, &res->geo));
+    if (res->geo.out_w != job->out_w || res->geo.out_h != job->out_h)
+        return ODL_ERR(ODL_E_INTERNAL, "%s: letterbox gave %dx%d for a %dx%d target", job->path, res->geo.out_w,
+                       res->geo.out_h, job->out_w, job->out_h);
+    res->gain = (double)*h1 / h * res->geo.ratio;
+    res->pad_x = res->geo.dw;
+    res->pad_y = res->geo.dh;
+    return ODL_OK;
+}
+
 odl_status odl_prep_image(const odl_prep_job *job, float *dst, odl_prep_result *res) {
-    if (!job || !job->path || (!dst && !job->u8) || !res || job->out_w <= 0 || job->out_h <= 0)
+    if (!job || !job->path || !dst || !res || job->out_w <= 0 || job->out_h <= 0)
         return ODL_ERR(ODL_E_INVAL, "odl_prep_image: bad arguments");
     memset(res, 0, sizeof *res);
     odl_image img = {0}, rs = {0}, lb = {0};
+    int w1, h1;
     odl_status st = odl_image_load(job->path, &img);
     if (st != ODL_OK) goto out;
-    res->src_w = img.width;
-    res->src_h = img.height;
+    ODL_CHECK_GOTO(odl_prep_plan(job, img.width, img.height, res, &w1, &h1), st, out);
     const odl_image *cur = &img;
-    if (job->load_size > 0) {
-        double r = (double)job->load_size / (img.width > img.height ? img.width : img.height);
-        if (r != 1) {
-            int w = (int)ceil(img.width * r), h = (int)ceil(img.height * r);
-            ODL_CHECK_GOTO(odl_image_alloc(&rs, w, h, 0, 0, 0), st, out);
-            ODL_CHECK_GOTO(odl_image_resize_linear(img.data, img.width, img.height, 3, rs.data, w, h), st, out);
-            cur = &rs;
-        }
+    if (w1 != img.width || h1 != img.height) {
+        ODL_CHECK_GOTO(odl_image_alloc(&rs, w1, h1, 0, 0, 0), st, out);
+        ODL_CHECK_GOTO(odl_image_resize_linear(img.data, img.width, img.height, 3, rs.data, w1, h1), st, out);
+        cur = &rs;
     }
-    ODL_CHECK_GOTO(odl_letterbox_geometry_hw(cur->width, cur->height, job->out_w, job->out_h, 0, 32, job->scaleup,
-                                             &res->geo), st, out);
-    if (res->geo.out_w != job->out_w || res->geo.out_h != job->out_h) {
-        st = ODL_ERR(ODL_E_INTERNAL, "%s: letterbox gave %dx%d for a %dx%d target", job->path, res->geo.out_w,
-                     res->geo.out_h, job->out_w, job->out_h);
-        goto out;
-    }
-    if (job->u8) {
-        const odl_letterbox *g = &res->geo;
-        if (g->unpad_w == cur->width && g->unpad_h == cur->height)
-            memcpy(job->u8, cur->data, (size_t)cur->width * cur->height * 3);
-        else
-            ODL_CHECK_GOTO(odl_image_resize_linear(cur->data, cur->width, cur->height, 3, job->u8, g->unpad_w, g->unpad_h),
-                           st, out);
-    } else {
-        ODL_CHECK_GOTO(odl_image_letterbox_apply(cur, &res->geo, 114, &lb), st, out);
-        odl_image_to_chw(&lb, dst);
-    }
-    res->gain = (double)cur->height / img.height * res->geo.ratio;
-    res->pad_x = res->geo.dw;
-    res->pad_y = res->geo.dh;
+    ODL_CHECK_GOTO(odl_image_letterbox_apply(cur, &res->geo, 114, &lb), st, out);
+    odl_image_to_chw(&lb, dst);
 out:
     if (st != ODL_OK && !strstr(odl_error_msg(), job->path)) odl_error_prefix("%s", job->path);
     odl_image_free(&img);
@@ -173,7 +174,7 @@ static odl_status queue_reserve(odl_prep_pool *p, int n) {
 
 odl_status odl_prep_submit(odl_prep_pool *p, const odl_prep_job *jobs, int n, float *dst, odl_prep_result *res,
                            odl_prep_batch **out) {
-    if (!p || n < 0 || (n > 0 && (!jobs || (!dst && !jobs[0].u8) || !res)) || !out)
+    if (!p || n < 0 || (n > 0 && (!jobs || !dst || !res)) || !out)
         return ODL_ERR(ODL_E_INVAL, "odl_prep_submit: bad arguments");
     odl_prep_batch *b = calloc(1, sizeof *b);
     if (!b) return ODL_ERR(ODL_E_NOMEM, "image batch");
@@ -217,25 +218,37 @@ void odl_prep_wait(odl_prep_batch *b) {
     free(b);
 }
 
-odl_status odl_prep_pool_for(odl_prep_pool *p, int n, void (*fn)(void *ctx, int i), void *ctx) {
-    if (!p || n < 0 || !fn) return ODL_ERR(ODL_E_INVAL, "odl_prep_pool_for: bad arguments");
+odl_status odl_prep_pool_run(odl_prep_pool *p, int n, void (*fn)(void *ctx, int i), void *ctx, odl_prep_batch **out) {
+    if (!p || n < 0 || !fn || !out) return ODL_ERR(ODL_E_INVAL, "odl_prep_pool_run: bad arguments");
+    odl_prep_batch *b = calloc(1, sizeof *b);
+    if (!b) return ODL_ERR(ODL_E_NOMEM, "image batch");
+    b->pool = p;
+    *out = b;
     if (p->n_threads == 0) {
         for (int i = 0; i < n; i++) fn(ctx, i);
         return ODL_OK;
     }
-    odl_prep_batch b = {p, n};
     pthread_mutex_lock(&p->mu);
     if (queue_reserve(p, n) != ODL_OK) {
         pthread_mutex_unlock(&p->mu);
+        free(b);
+        *out = NULL;
         return ODL_ERR(ODL_E_NOMEM, "image queue of %d", p->count + n);
     }
     for (int i = 0; i < n; i++) {
-        task t = {NULL, NULL, NULL, &b, fn, ctx, i};
+        task t = {NULL, NULL, NULL, b, fn, ctx, i};
         p->q[(p->head + p->count) % p->cap] = t;
         p->count++;
     }
+    b->pending = n;
     pthread_cond_broadcast(&p->work);
-    while (b.pending > 0) pthread_cond_wait(&p->done, &p->mu);
     pthread_mutex_unlock(&p->mu);
+    return ODL_OK;
+}
+
+odl_status odl_prep_pool_for(odl_prep_pool *p, int n, void (*fn)(void *ctx, int i), void *ctx) {
+    odl_prep_batch *b = NULL;
+    ODL_CHECK(odl_prep_pool_run(p, n, fn, ctx, &b));
+    odl_prep_wait(b);
     return ODL_OK;
 }

@@ -4,7 +4,9 @@
 #   eval_metrics      unit: val.py matching, np.interp, ap_per_class on hand-computed cases
 #   eval_coco8        integration: coco8 --square against reference/coco8_map.json (mAP, per class, boxes
 #                     per image), rect mode, bad labels and usage errors through odl_worker
-#   eval_coco8_gpu    gpu: the same coco8 check with --device cuda (GPU letterbox, GPU NMS)
+#                     and with the stand-in nvJPEG (tests/fake_nvjpeg.c) decoding: the same metrics
+#   eval_coco8_gpu    gpu: the same coco8 check with --device cuda (nvJPEG, GPU letterbox, GPU NMS), and
+#                     --decoder cpu within 0.001 of it
 #   eval_mpi          integration;mpi: 1 = 2 = 3 ranks bit for bit in metrics.json
 #   eval_rank_faults  fault;mpi: a killed rank and a stopped rank end the job without a hang
 #   eval_coord_equal  integration;mpi: 3 ranks under odl_coordinator (chunks from its work queue) = 1
@@ -19,6 +21,10 @@ odl_add_test(eval_metrics SOURCES test_det_metrics.c LABELS unit TIMEOUT 60)
 if(TARGET odl_worker)
   odl_add_test(eval_coco8 SOURCES test_eval_worker.c LABELS integration TIMEOUT 900)
   set_tests_properties(eval_coco8 PROPERTIES FIXTURES_REQUIRED yolov5_weights)
+  if(ODL_HAVE_JPEG AND ODL_HAVE_PNG) # the stand-in nvJPEG, defined in tests/image_prep.cmake
+    set_tests_properties(eval_coco8 PROPERTIES ENVIRONMENT "${ODL_TEST_ENV};FAKE_NVJPEG_LIB=$<TARGET_FILE:fake_nvjpeg>")
+    add_dependencies(eval_coco8 fake_nvjpeg)
+  endif()
   add_dependencies(eval_coco8 odl_worker)
   add_test(NAME eval_coco8_gpu COMMAND eval_coco8 cuda)
   set_tests_properties(eval_coco8_gpu PROPERTIES TIMEOUT 600 LABELS gpu SKIP_RETURN_CODE 77

@@ -5,7 +5,10 @@
  *   (--backend-post); val.py's table on stdout; the dataset yaml (val: 4 images); the default
  *   rectangular batches; a bad label line (exit 1, one error naming file:line, no metrics.json); a
  *   missing label file (a background image, as val.py); usage errors (exit 2).
- * With argument "cuda" (label gpu): the coco8 check only, with --device cuda (GPU letterbox and NMS). */
+ * With FAKE_NVJPEG_LIB (tests/fake_nvjpeg.c), the --backend-post run again with nvJPEG decoding: the same
+ * metrics, the 8 images counted as nvJPEG's in metrics.json's "decoded".
+ * With argument "cuda" (label gpu): the coco8 check only, with --device cuda (nvJPEG where it is there,
+ * GPU letterbox and NMS), and again with --decoder cpu: the metrics within 0.001 of each other. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,10 +22,12 @@
 static char g_tmp[1024], g_worker[1024], g_weights[1024], g_coco8[1024];
 static const char *g_device = "cpu";
 
-/* Run odl_worker --task=eval ARGS with stdout and stderr captured; returns the exit code. */
-static int run_eval(const char *args, const char *tag, char **out, char **err) {
+/* Run odl_worker --task=eval ARGS (with the environment assignments env, "" for none) with stdout and
+ * stderr captured; returns the exit code. */
+static int run_eval_env(const char *env, const char *args, const char *tag, char **out, char **err) {
     char cmd[8192];
-    snprintf(cmd, sizeof cmd, "'%s' --task=eval --model=yolov5 %s >'%s/%s.out' 2>'%s/%s.err'", g_worker, args, g_tmp, tag, g_tmp, tag);
+    snprintf(cmd, sizeof cmd, "%s '%s' --task=eval --model=yolov5 %s >'%s/%s.out' 2>'%s/%s.err'", env, g_worker, args, g_tmp,
+             tag, g_tmp, tag);
     int rc = system(cmd);
     rc = WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
     char p[2048];
@@ -33,6 +38,25 @@ static int run_eval(const char *args, const char *tag, char **out, char **err) {
     if (!*out) *out = strdup("");
     if (!*err) *err = strdup("");
     return rc;
+}
+
+static int run_eval(const char *args, const char *tag, char **out, char **err) {
+    return run_eval_env("", args, tag, out, err);
+}
+
+/* metrics.json of run `tag` without its "decoded" counts, as sorted text (NULL when unreadable); the
+ * counts of decoder `name` in *n. */
+static char *metrics_but_decoded(const char *tag, const char *name, long *n) {
+    char p[2048];
+    snprintf(p, sizeof p, "%s/%s/metrics.json", g_tmp, tag);
+    json_error_t je;
+    json_t *m = json_load_file(p, 0, &je);
+    if (!m) return NULL;
+    *n = (long)json_integer_value(json_object_get(json_object_get(m, "decoded"), name));
+    json_object_del(m, "decoded");
+    char *t = json_dumps(m, JSON_SORT_KEYS);
+    json_decref(m);
+    return t;
 }
 
 static double num(json_t *o, const char *k) {
@@ -109,6 +133,46 @@ static void test_coco8_square(void) {
         TCHECK(a1 && a2 && !strcmp(a1, a2), "--backend-post metrics.json differs");
         free(a1);
         free(a2);
+        free(o2);
+        free(e2);
+        /* ... and with nvJPEG (the stand-in, libjpeg-turbo inside) decoding the JPEGs: the same metrics,
+         * the images counted as nvJPEG's */
+        const char *fake = getenv("FAKE_NVJPEG_LIB");
+        if (fake && fake[0]) {
+            char env[2048];
+            snprintf(env, sizeof env, "ODL_NVJPEG_LIBRARY='%s'", fake);
+            snprintf(args, sizeof args, "--weights '%s' --data '%s' --square --device cpu --backend-post --output '%s/sq3'",
+                     g_weights, g_coco8, g_tmp);
+            int rc3 = run_eval_env(env, args, "sq3", &o2, &e2);
+            TCHECK(rc3 == 0 && strstr(e2, "decoding: nvJPEG") && strstr(e2, "images decoded: 8 by nvjpeg-hardware"),
+                   "--backend-post with nvJPEG: exit %d: %s", rc3, e2);
+            long n_cpu = -1, n_nv = -1;
+            char *m1 = metrics_but_decoded("sq", "cpu", &n_cpu), *m3 = metrics_but_decoded("sq3", "nvjpeg-hardware", &n_nv);
+            TCHECK(m1 && m3 && !strcmp(m1, m3) && n_cpu == 8 && n_nv == 8,
+                   "metrics with the stand-in nvJPEG differ, or decoded counts cpu %ld / nvjpeg-hardware %ld", n_cpu, n_nv);
+            free(m1);
+            free(m3);
+            free(o2);
+            free(e2);
+        }
+    } else {
+        /* CUDA: nvJPEG (where it is there) and the CPU decoder give the same metrics within 0.001 */
+        char *o2, *e2;
+        snprintf(args, sizeof args, "--weights '%s' --data '%s' --square --device cuda --decoder cpu --output '%s/sq4'",
+                 g_weights, g_coco8, g_tmp);
+        int rc4 = run_eval(args, "sq4", &o2, &e2);
+        TCHECK(rc4 == 0, "--decoder cpu: exit %d: %s", rc4, e2);
+        snprintf(p, sizeof p, "%s/sq4/metrics.json", g_tmp);
+        json_t *m4 = json_load_file(p, 0, &je);
+        const char *dl = strstr(err, "images decoded:");
+        printf("--decoder auto: %.*s\n", dl ? (int)strcspn(dl, "\n") : 4, dl ? dl : "none");
+        for (int i = 0; got && m4 && i < 4; i++) {
+            const char *k = (const char *[]){"mp", "mr", "map50", "map50_95"}[i];
+            printf("%s: decoder auto %.6f, cpu %.6f\n", k, num(got, k), num(m4, k));
+            TCHECK(fabs(num(got, k) - num(m4, k)) <= 1e-3, "%s: decoder auto %.6f, cpu %.6f", k, num(got, k), num(m4, k));
+        }
+        TCHECK(m4 && json_integer_value(json_object_get(json_object_get(m4, "decoded"), "cpu")) == 8, "--decoder cpu counts");
+        json_decref(m4);
         free(o2);
         free(e2);
     }

@@ -1,11 +1,14 @@
 /* Images for YOLOv5: letterbox geometry (YOLOv5's letterbox arithmetic, with its rounding), the
  * bilinear resize byte for byte against the official pre-processing (bus_640/input_rgb_u8 of the
- * reference file, made by cv2.imread + letterbox), box mapping back to the original image, PNG decoding
- * (grey, RGBA, 16-bit, palette written here with libpng), JPEG writing and reading back, drawing, and
- * bad files: missing, a directory, empty, text, truncated JPEG and PNG. */
+ * reference file, made by cv2.imread + letterbox) and against a per-pixel writing of OpenCV's formulas
+ * on random images, box mapping back to the original image, EXIF orientations 1..8 (JPEGs written here
+ * with an APP1 Exif block: where the stored corners show), grey and CMYK JPEGs, PNG decoding (grey, RGBA,
+ * 16-bit, palette written here with libpng), JPEG writing and reading back, drawing, and bad files:
+ * missing, a directory, empty, text, truncated JPEG and PNG. */
 #include <png.h>
 #include <unistd.h>
 
+#include "jpeg_test_util.h"
 #include "png_test_util.h"
 #include "yolov5_test_util.h"
 
@@ -125,6 +128,120 @@ static void resize_vs_reference(void) {
     odl_image_free(&lb);
 }
 
+/* cv2.resize INTER_LINEAR for 8-bit images written per output pixel, straight from OpenCV's formulas
+ * (resizeGeneric: coordinates (d + 0.5) * scale - 0.5 clamped, 11-bit weights rounded half to even;
+ * HResizeLinear's integer sums; VResizeLinearVec_32s8u's 16-bit high products and (v + 2) >> 2):
+ * the reference of odl_image_resize_linear's row-cached, SIMD version. */
+static void ref_coef(int d, int dsize, int ssize, int *s0, int *s1, int *a0, int *a1) {
+    const double scale = 1.0 / ((double)dsize / ssize);
+    float f = (float)((d + 0.5) * scale - 0.5);
+    int s = (int)floorf(f);
+    f -= (float)s;
+    if (s < 0) s = 0, f = 0.f;
+    if (s >= ssize - 1) s = ssize - 1, f = 0.f;
+    *s0 = s;
+    *s1 = s + 1 < ssize ? s + 1 : ssize - 1;
+    *a0 = (int)nearbyintf((1.f - f) * 2048);
+    *a1 = (int)nearbyintf(f * 2048);
+}
+
+static uint8_t ref_pixel(const uint8_t *src, int sw, int sh, int cn, int dw, int dh, int x, int y, int c) {
+    int x0, x1, a0, a1, y0, y1, b0, b1;
+    ref_coef(x, dw, sw, &x0, &x1, &a0, &a1);
+    ref_coef(y, dh, sh, &y0, &y1, &b0, &b1);
+    const int h0 = src[((size_t)y0 * sw + x0) * cn + c] * a0 + src[((size_t)y0 * sw + x1) * cn + c] * a1;
+    const int h1 = src[((size_t)y1 * sw + x0) * cn + c] * a0 + src[((size_t)y1 * sw + x1) * cn + c] * a1;
+    int v = (((h0 >> 4) * b0) >> 16) + (((h1 >> 4) * b1) >> 16);
+    v = (v + 2) >> 2;
+    return (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+}
+
+/* Random images, up- and downscaled by odd and even factors, 1, 3 and 4 channels, 1-pixel edges:
+ * every byte as the reference's. */
+static void resize_exact(void) {
+    static const int sizes[][4] = {{810, 1080, 480, 640}, {1280, 720, 640, 360}, {500, 375, 640, 480}, {7, 5, 13, 11},
+                                   {640, 427, 640, 427}, {1, 1, 4, 3},          {3, 9, 1, 1},         {333, 77, 17, 91},
+                                   {2, 2, 1, 7},         {61, 640, 31, 333}};
+    uint32_t seed = 1234567u;
+    for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++)
+        for (int cn = 1; cn <= 4; cn += (cn == 1 ? 2 : 1)) {
+            const int sw = sizes[k][0], sh = sizes[k][1], dw = sizes[k][2], dh = sizes[k][3];
+            uint8_t *src = malloc((size_t)sw * sh * cn), *dst = malloc((size_t)dw * dh * cn);
+            for (size_t i = 0; i < (size_t)sw * sh * cn; i++) {
+                seed = seed * 1664525u + 1013904223u;
+                src[i] = (uint8_t)(seed >> 24);
+            }
+            TOK(odl_image_resize_linear(src, sw, sh, cn, dst, dw, dh));
+            int64_t bad = 0;
+            for (int y = 0; y < dh; y++)
+                for (int x = 0; x < dw; x++)
+                    for (int c = 0; c < cn; c++)
+                        bad += dst[((size_t)y * dw + x) * cn + c] != ref_pixel(src, sw, sh, cn, dw, dh, x, y, c);
+            TCHECK(bad == 0, "resize %dx%d -> %dx%d, %d channels: %lld bytes differ from the reference", sw, sh, dw, dh, cn,
+                   (long long)bad);
+            free(src);
+            free(dst);
+        }
+}
+
+/* EXIF orientation as the standard defines it (EXIF 2.3, tag 0x0112): where the stored image's top-left
+ * (red) and top-right (green) corners show. 5..8 turn the stored rows into columns. */
+static void exif_orientations(const char *dir) {
+    /* visual corner of the stored top-left and top-right: 0 TL, 1 TR, 2 BR, 3 BL */
+    static const int tl[9] = {0, 0, 1, 2, 3, 0, 1, 2, 3}, tr[9] = {0, 1, 0, 3, 2, 3, 2, 1, 0};
+    const int W = 96, H = 64;
+    for (int o = 1; o <= 8; o++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/corners%d.jpg", dir, o);
+        TCHECK(test_write_jpeg(path, W, H, TJ_CORNERS, 0, o, NULL) == 0, "write %s", path);
+        odl_image im;
+        TOK(odl_image_load(path, &im));
+        int pw = 0, ph = 0;
+        TOK(odl_image_probe(path, &pw, &ph));
+        const int swap = o >= 5;
+        TCHECK(im.width == (swap ? H : W) && im.height == (swap ? W : H) && pw == im.width && ph == im.height,
+               "orientation %d: %dx%d (probe %dx%d)", o, im.width, im.height, pw, ph);
+        if (!im.data) continue;
+        /* the mean of each channel over the 8 x 8 inside each visual corner */
+        double mean[4][3] = {{0}};
+        for (int q = 0; q < 4; q++)
+            for (int y = 0; y < 8; y++)
+                for (int x = 0; x < 8; x++) {
+                    const int cx = q == 0 || q == 3 ? 4 + x : im.width - 12 + x, cy = q < 2 ? 4 + y : im.height - 12 + y;
+                    for (int c = 0; c < 3; c++) mean[q][c] += im.data[((size_t)cy * im.width + cx) * 3 + c] / 64.0;
+                }
+        TCHECK(mean[tl[o]][0] > 180 && mean[tl[o]][1] < 70, "orientation %d: the red corner is not at corner %d", o, tl[o]);
+        TCHECK(mean[tr[o]][1] > 180 && mean[tr[o]][0] < 70, "orientation %d: the green corner is not at corner %d", o, tr[o]);
+        for (int q = 0; q < 4; q++)
+            if (q != tl[o] && q != tr[o])
+                TCHECK(fabs(mean[q][0] - 128) < 20 && fabs(mean[q][1] - 128) < 20, "orientation %d: corner %d not grey", o, q);
+        odl_image_free(&im);
+    }
+    /* grey JPEGs come out with R = G = B; CMYK ones (Adobe's inverted inks) as OpenCV: R = C K / 255 */
+    char path[4096];
+    odl_image im;
+    snprintf(path, sizeof path, "%s/grey.jpg", dir);
+    TCHECK(test_write_jpeg(path, 61, 43, TJ_GREY, 0, 0, NULL) == 0, "write grey.jpg");
+    TOK(odl_image_load(path, &im));
+    int bad = 0, far = 0;
+    for (int i = 0; im.data && i < 61 * 43; i++) {
+        bad += im.data[3 * i] != im.data[3 * i + 1] || im.data[3 * i] != im.data[3 * i + 2];
+        far += abs(im.data[3 * i] - test_pattern(i % 61, i / 61, 0, 61, 43)) > 24;
+    }
+    TCHECK(im.data && bad == 0 && far < 61 * 43 / 20, "grey JPEG: %d pixels not grey, %d far from the picture", bad, far);
+    odl_image_free(&im);
+    snprintf(path, sizeof path, "%s/cmyk.jpg", dir);
+    TCHECK(test_write_jpeg(path, 61, 43, TJ_CMYK, 0, 0, NULL) == 0, "write cmyk.jpg");
+    TOK(odl_image_load(path, &im));
+    far = 0;
+    for (int i = 0; im.data && i < 61 * 43; i++) {
+        const int x = i % 61, y = i / 61, k = 200 + (x + y) % 50;
+        for (int c = 0; c < 3; c++) far += abs(im.data[3 * i + c] - test_pattern(x, y, c, 61, 43) * k / 255) > 24;
+    }
+    TCHECK(im.data && far < 61 * 43 * 3 / 20, "CMYK JPEG: %d values far from C K / 255", far);
+    odl_image_free(&im);
+}
+
 static void png_cases(const char *dir) {
     char path[4096];
     odl_image im;
@@ -221,6 +338,8 @@ int main(void) {
     snprintf(dir, sizeof dir, "%s/yolov5_image_test.d", getenv("ODL_BINARY_DIR") ? getenv("ODL_BINARY_DIR") : ".");
     mkdir(dir, 0777);
     geometry();
+    resize_exact();
+    exif_orientations(dir);
     png_cases(dir);
     if (!odl_test_have_data("yolov5/reference/yolov5n_reference.h5") || !odl_test_have_data("yolov5/images/bus.jpg"))
         return odl_test_finish_skipped("test_yolov5_image");

@@ -106,3 +106,17 @@ foreach(_dev cpu cuda)
     PROPERTIES TIMEOUT 1200 LABELS ${_lab} SKIP_RETURN_CODE 77 FIXTURES_REQUIRED yolov5_weights
     ENVIRONMENT "${ODL_YOLO_TEST_ENV}")
 endforeach()
+
+# The input through the device image pipeline (odl/gpu_prep.h, `prep`): on the CPU with the stand-in
+# nvJPEG (tests/fake_nvjpeg.c, defined in tests/image_prep.cmake) decoding the JPEGs; on CUDA with the
+# real nvJPEG (the official boxes within BOX_TOL_NVJPEG / CONF_TOL_NVJPEG of tests/test_yolov5_detect.c).
+if(ODL_HAVE_JPEG AND ODL_HAVE_PNG)
+  add_test(NAME yolov5_detect_rect640_prep COMMAND yolov5_detect_rect640 cpu rect prep)
+  set_tests_properties(yolov5_detect_rect640_prep PROPERTIES TIMEOUT 1200 LABELS integration SKIP_RETURN_CODE 77
+    FIXTURES_REQUIRED yolov5_weights ENVIRONMENT "${ODL_YOLO_TEST_ENV};ODL_NVJPEG_LIBRARY=$<TARGET_FILE:fake_nvjpeg>")
+endif()
+foreach(_mode rect square)
+  add_test(NAME yolov5_detect_${_mode}640_prep_gpu COMMAND yolov5_detect_rect640 cuda ${_mode} prep)
+  set_tests_properties(yolov5_detect_${_mode}640_prep_gpu PROPERTIES TIMEOUT 600 LABELS gpu SKIP_RETURN_CODE 77
+    FIXTURES_REQUIRED yolov5_weights ENVIRONMENT "${ODL_YOLO_TEST_ENV}")
+endforeach()

@@ -27,6 +27,7 @@
 #include "odl/det_metrics.h"
 #include "odl/device.h"
 #include "odl/fault.h"
+#include "odl/gpu_prep.h"
 #include "odl/labels.h"
 #include "odl/log.h"
 #include "odl/nms.h"
@@ -35,15 +36,9 @@
 #include "worker/cli.h"
 #include "worker/coord.h"
 #include "worker/eval_queue.h"
+#include "worker/eval_shard.h"
 #include "worker/outputs.h"
 #include "worker/tasks.h"
-
-typedef struct eval_opts {
-    const char *model, *weights, *data, *output, *device;
-    int img_size, batch, max_det, square, half, save_json, verbose, workers, backend_post;
-    float conf, iou, timeout_s;
-    float pool_fraction; /* memory.preallocate_fraction; 0: the pool grows on demand */
-} eval_opts;
 
 static void eval_usage(FILE *f) {
     fprintf(f,
@@ -66,8 +61,10 @@ static void eval_usage(FILE *f) {
             "  --verbose           per-class lines even with 50 classes or more (val.py --verbose)\n"
             "  --timeout-s S       end the job when a rank does not reach the final gather within S seconds\n"
             "                      of the others (default 0: wait; mpirun ends the job when a rank dies)\n"
-            "  --backend-post      on the CPU too, letterbox and NMS through the backend entries, as CUDA does\n"
-            "                      (a check of that path; the metrics are the same)\n");
+            "  --backend-post      on the CPU too, the device pipeline: letterbox and NMS through the backend\n"
+            "                      entries, as CUDA does (a check of that path; the metrics are the same)\n"
+            "  --decoder D         auto (default: JPEGs on the GPU with nvJPEG where it is there, the rest on CPU\n"
+            "                      threads) or cpu (libjpeg-turbo for every image)\n");
 }
 
 static double now_ms(void) {
@@ -86,6 +83,7 @@ static int parse_opts(int argc, char **argv, eval_opts *o) {
     o->batch = 32;
     o->max_det = 300;
     o->workers = 8;
+    o->decoder = "auto";
     o->conf = 0.001f;
     o->iou = 0.6f;
     const char *task = NULL; /* handled by main() */
@@ -112,6 +110,7 @@ static int parse_opts(int argc, char **argv, eval_opts *o) {
         ODL_CLI_BOOL_OPT("--save-json", &o->save_json, 1),
         ODL_CLI_BOOL_OPT("--verbose", &o->verbose, 1),
         ODL_CLI_BOOL_OPT("--backend-post", &o->backend_post, 1),
+        ODL_CLI_STR_OPT("--decoder", NULL, &o->decoder),
     };
     const size_t n_opts = sizeof opts / sizeof *opts;
     static const char *const extra[] = {"help"};
@@ -141,359 +140,7 @@ static int parse_opts(int argc, char **argv, eval_opts *o) {
         fprintf(stderr, "odl_worker: error: --img-size %d: must be a multiple of 32\n", o->img_size);
         return 2;
     }
-    return 0;
-}
-
-/* ---- per-image statistics, the records gathered to rank 0 (same binary on every rank) ---- */
-typedef struct rec_hdr {
-    int32_t index;    /* sample index in the dataset */
-    int32_t n_det, n_labels, pad;
-} rec_hdr;
-typedef struct rec_det {
-    float box[4];     /* xyxy, original-image pixels */
-    float conf;
-    int32_t cls;
-    uint8_t correct[ODL_DET_NIOU];
-    uint8_t pad[2];
-} rec_det;
-
-typedef struct bytes {
-    uint8_t *p;
-    size_t n, cap;
-} bytes;
-static odl_status bytes_put(bytes *b, const void *src, size_t n) {
-    if (b->n + n > b->cap) {
-        size_t nc = b->cap ? b->cap : 65536;
-        while (nc < b->n + n) nc *= 2;
-        uint8_t *np_ = realloc(b->p, nc);
-        if (!np_) return ODL_ERR(ODL_E_NOMEM, "statistics buffer of %zu bytes", nc);
-        b->p = np_;
-        b->cap = nc;
-    }
-    memcpy(b->p + b->n, src, n);
-    b->n += n;
-    return ODL_OK;
-}
-
-/* Statistics of one image from its nd detections after NMS (letterboxed pixels; mapped here). */
-static odl_status image_stats(odl_detection *det, int nd, const odl_det_sample *s, const odl_prep_result *pr, int index,
-                              float *lbox, int *lcls, uint8_t *correct, bytes *out) {
-    for (int k = 0; k < nd; k++) {
-        float b[4] = {det[k].x1, det[k].y1, det[k].x2, det[k].y2};
-        odl_prep_unmap(pr, b);
-        det[k].x1 = b[0];
-        det[k].y1 = b[1];
-        det[k].x2 = b[2];
-        det[k].y2 = b[3];
-    }
-    /* Labels in original pixels (val.py: xywh2xyxy, scale_boxes with clip_boxes). */
-    const float W = (float)pr->src_w, H = (float)pr->src_h;
-    for (int l = 0; l < s->n_labels; l++) {
-        const odl_box_label *lb = &s->labels[l];
-        float v[4] = {(lb->cx - lb->w / 2) * W, (lb->cy - lb->h / 2) * H, (lb->cx + lb->w / 2) * W,
-                      (lb->cy + lb->h / 2) * H};
-        for (int i = 0; i < 4; i++) {
-            float lim = (i & 1) ? H : W;
-            lbox[4 * l + i] = v[i] < 0 ? 0 : v[i] > lim ? lim : v[i];
-        }
-        lcls[l] = lb->class_id;
-    }
-    ODL_CHECK(odl_det_match(det, nd, lbox, lcls, s->n_labels, correct));
-    rec_hdr h = {index, nd, s->n_labels, 0};
-    ODL_CHECK(bytes_put(out, &h, sizeof h));
-    for (int k = 0; k < nd; k++) {
-        rec_det r;
-        memset(&r, 0, sizeof r);
-        r.box[0] = det[k].x1;
-        r.box[1] = det[k].y1;
-        r.box[2] = det[k].x2;
-        r.box[3] = det[k].y2;
-        r.conf = det[k].conf;
-        r.cls = det[k].class_id;
-        memcpy(r.correct, correct + (size_t)k * ODL_DET_NIOU, ODL_DET_NIOU);
-        ODL_CHECK(bytes_put(out, &r, sizeof r));
-    }
-    return bytes_put(out, lcls, sizeof(int32_t) * (size_t)s->n_labels);
-}
-
-/* A group of consecutive images of one letterbox shape, at most --batch-size. */
-typedef struct group {
-    int first, n, H, W;
-    odl_prep_job *jobs;
-    odl_prep_result *res;
-    float *in;          /* CPU: the network input */
-    uint8_t *u8;        /* CUDA: pinned, the decoded and resized images (3 H W bytes each) */
-    size_t u8_cap;
-    odl_prep_batch *pending;
-} group;
-
-/* CUDA: device buffers of the GPU letterbox and NMS, grown on demand. */
-typedef struct gpu_bufs {
-    odl_device dev;
-    const odl_backend *be;
-    uint8_t *src;
-    size_t src_cap;
-    int64_t *off, *h_off;
-    int32_t *geo, *h_geo, *cnt, *h_cnt;
-    float *out, *h_out, *h_pred;
-    int cap_n;
-    size_t h_pred_cap;
-} gpu_bufs;
-
-static void gpu_bufs_free(gpu_bufs *g) {
-    if (!g->be) return;
-    odl_mem_free(g->dev, g->src);
-    odl_mem_free(g->dev, g->off);
-    odl_mem_free(g->dev, g->geo);
-    odl_mem_free(g->dev, g->cnt);
-    odl_mem_free(g->dev, g->out);
-    odl_host_free_pinned(g->h_off);
-    odl_host_free_pinned(g->h_geo);
-    odl_host_free_pinned(g->h_cnt);
-    odl_host_free_pinned(g->h_out);
-    free(g->h_pred);
-}
-
-static odl_status gpu_bufs_reserve(gpu_bufs *g, int n, size_t src_bytes, int max_det) {
-    if (src_bytes > g->src_cap) {
-        odl_mem_free(g->dev, g->src);
-        g->src = NULL;
-        g->src_cap = 0;
-        ODL_CHECK(odl_mem_alloc(g->dev, src_bytes, (void **)&g->src));
-        g->src_cap = src_bytes;
-    }
-    if (n > g->cap_n) {
-        gpu_bufs keep = *g;
-        keep.src = NULL;
-        keep.h_pred = NULL;
-        gpu_bufs_free(&keep);
-        g->off = g->h_off = NULL;
-        g->geo = g->h_geo = g->cnt = g->h_cnt = NULL;
-        g->out = g->h_out = NULL;
-        g->cap_n = 0;
-        ODL_CHECK(odl_mem_alloc(g->dev, sizeof(int64_t) * (size_t)n, (void **)&g->off));
-        ODL_CHECK(odl_mem_alloc(g->dev, sizeof(int32_t) * 4 * (size_t)n, (void **)&g->geo));
-        ODL_CHECK(odl_mem_alloc(g->dev, sizeof(int32_t) * (size_t)n, (void **)&g->cnt));
-        ODL_CHECK(odl_mem_alloc(g->dev, sizeof(float) * 6 * (size_t)max_det * n, (void **)&g->out));
-        ODL_CHECK(odl_host_alloc_pinned(sizeof(int64_t) * (size_t)n, (void **)&g->h_off));
-        ODL_CHECK(odl_host_alloc_pinned(sizeof(int32_t) * 4 * (size_t)n, (void **)&g->h_geo));
-        ODL_CHECK(odl_host_alloc_pinned(sizeof(int32_t) * (size_t)n, (void **)&g->h_cnt));
-        ODL_CHECK(odl_host_alloc_pinned(sizeof(float) * 6 * (size_t)max_det * n, (void **)&g->h_out));
-        g->cap_n = n;
-    }
-    return ODL_OK;
-}
-
-/* CUDA: upload the group's uint8 images, letterbox and normalise into x on the GPU, forward, NMS on
- * the GPU, and copy back only the kept boxes: det[b * max_det ...], nd[b]. An image with more
- * candidates than the GPU NMS buffer holds falls back to odl_yolo_nms on its copied rows. */
-static odl_status gpu_group(odl_yolov5 *net, gpu_bufs *g, group *q, const odl_nms_params *np_, odl_detection *det,
-                            int *nd) {
-    const odl_stream st = odl_stream_current();
-    const size_t per = (size_t)3 * q->H * q->W;
-    ODL_CHECK(gpu_bufs_reserve(g, q->n, per * q->n, np_->max_det));
-    for (int b = 0; b < q->n; b++) {
-        g->h_off[b] = (int64_t)(per * b);
-        g->h_geo[4 * b] = q->res[b].geo.unpad_w;
-        g->h_geo[4 * b + 1] = q->res[b].geo.unpad_h;
-        g->h_geo[4 * b + 2] = q->res[b].geo.left;
-        g->h_geo[4 * b + 3] = q->res[b].geo.top;
-    }
-    ODL_CHECK(odl_memcpy_async(g->src, g->dev, q->u8, odl_cpu(), per * q->n, st));
-    ODL_CHECK(odl_memcpy_async(g->off, g->dev, g->h_off, odl_cpu(), sizeof(int64_t) * q->n, st));
-    ODL_CHECK(odl_memcpy_async(g->geo, g->dev, g->h_geo, odl_cpu(), sizeof(int32_t) * 4 * q->n, st));
-    odl_tensor *x;
-    const odl_tensor *y;
-    ODL_CHECK(odl_yolov5_input(net, q->n, q->H, q->W, &x));
-    ODL_CHECK(g->be->letterbox_u8_to_chw(q->n, q->H, q->W, g->src, g->off, g->geo, 114, (float *)x->data));
-    ODL_CHECK(odl_yolov5_forward(net, x, &y));
-    const int64_t rows = y->shape[1];
-    const int nc = (int)y->shape[2] - 5;
-    odl_yolo_nms_args a = {.N = q->n, .rows = rows, .nc = nc, .pred = (const float *)y->data,
-                           .conf_thres = np_->conf_thres, .iou_thres = np_->iou_thres, .max_wh = np_->max_wh,
-                           .multi_label = np_->multi_label, .agnostic = np_->agnostic, .max_nms = np_->max_nms,
-                           .max_det = np_->max_det, .cand_cap = 1 << 16, .out = g->out, .count = g->cnt};
-    ODL_CHECK(g->be->yolo_nms(&a));
-    ODL_CHECK(odl_memcpy_async(g->h_cnt, odl_cpu(), g->cnt, g->dev, sizeof(int32_t) * q->n, st));
-    ODL_CHECK(odl_memcpy_async(g->h_out, odl_cpu(), g->out, g->dev, sizeof(float) * 6 * np_->max_det * q->n, st));
-    ODL_CHECK(odl_stream_synchronize(st));
-    for (int b = 0; b < q->n; b++) {
-        odl_detection *d = det + (size_t)b * np_->max_det;
-        if (g->h_cnt[b] < 0) { /* too many candidates for the GPU buffer: the CPU reference */
-            size_t rn = (size_t)rows * (5 + nc);
-            if (g->h_pred_cap < rn) {
-                free(g->h_pred);
-                g->h_pred_cap = 0;
-                if (!(g->h_pred = malloc(sizeof(float) * rn))) return ODL_ERR(ODL_E_NOMEM, "prediction rows");
-                g->h_pred_cap = rn;
-            }
-            ODL_CHECK(odl_memcpy_async(g->h_pred, odl_cpu(), (const float *)y->data + rn * b, g->dev, sizeof(float) * rn, st));
-            ODL_CHECK(odl_stream_synchronize(st));
-            ODL_CHECK(odl_yolo_nms(g->h_pred, rows, nc, np_, d, np_->max_det, &nd[b]));
-            continue;
-        }
-        nd[b] = g->h_cnt[b];
-        for (int k = 0; k < nd[b]; k++) {
-            const float *o = g->h_out + ((size_t)b * np_->max_det + k) * 6;
-            d[k] = (odl_detection){o[0], o[1], o[2], o[3], o[4], (int)o[5]};
-        }
-    }
-    return ODL_OK;
-}
-
-/* The group's input buffer: CHW floats on the CPU, pinned uint8 images (pointed to by its jobs) on CUDA. */
-static odl_status group_buffers(group *q, int gpu) {
-    const size_t per = (size_t)3 * q->H * q->W;
-    if (!gpu) {
-        float *nb = realloc(q->in, sizeof(float) * per * q->n);
-        if (!nb) return ODL_ERR(ODL_E_NOMEM, "input batch %d x 3 x %d x %d", q->n, q->H, q->W);
-        q->in = nb;
-        return ODL_OK;
-    }
-    if (q->u8_cap < per * q->n) {
-        odl_host_free_pinned(q->u8);
-        q->u8 = NULL;
-        q->u8_cap = 0;
-        ODL_CHECK(odl_host_alloc_pinned(per * q->n, (void **)&q->u8));
-        q->u8_cap = per * q->n;
-    }
-    for (int b = 0; b < q->n; b++) q->jobs[b].u8 = q->u8 + per * b;
-    return ODL_OK;
-}
-
-/* Fill q with the images from *next on that share its letterbox shape (at most --batch-size, stopping
- * at hi), advance *next, and queue their decoding on the pool. */
-static odl_status submit_group(odl_prep_pool *pool, group *q, const odl_det_dataset *ds, const eval_opts *o,
-                               const int *order, const int *shape, int *next, int hi, int gpu) {
-    q->first = *next;
-    q->H = shape[2 * *next];
-    q->W = shape[2 * *next + 1];
-    q->n = 0;
-    while (*next < hi && q->n < o->batch && shape[2 * *next] == q->H && shape[2 * *next + 1] == q->W) {
-        q->jobs[q->n++] = (odl_prep_job){ds->samples[order[*next]].image, o->img_size, q->W, q->H, 0, NULL};
-        ++*next;
-    }
-    ODL_CHECK(group_buffers(q, gpu));
-    return odl_prep_submit(pool, q->jobs, q->n, gpu ? NULL : q->in, q->res, &q->pending);
-}
-
-/* Evaluate samples order[lo..hi) into `out`. After each batch the ODL_FAULT faults of step ++*batches
- * fire (a step of an evaluation is one batch of this rank). */
-static odl_status eval_shard(odl_yolov5 *net, const odl_det_dataset *ds, const eval_opts *o, const int *order,
-                             const int *shape, int lo, int hi, int rank, const odl_fault_plan *faults, int64_t *batches,
-                             bytes *out, double t[3]) {
-    odl_status st = ODL_OK;
-    const int nc = odl_yolov5_num_classes(net);
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    int threads = o->workers;
-    if (cores > 0 && threads > cores) threads = (int)cores;
-    gpu_bufs gb;
-    memset(&gb, 0, sizeof gb);
-    if (odl_yolov5_device(net).type == ODL_DEV_CUDA || o->backend_post) {
-        gb.dev = odl_yolov5_device(net);
-        if (!(gb.be = odl_backend_for(gb.dev))) return ODL_ERR(ODL_E_NODEV, "%s", odl_error_msg_user());
-    }
-    odl_prep_pool *pool = NULL;
-    ODL_CHECK(odl_prep_pool_create(threads, &pool));
-    odl_nms_params np_ = odl_nms_defaults();
-    np_.conf_thres = o->conf;
-    np_.iou_thres = o->iou;
-    np_.max_det = o->max_det;
-    np_.multi_label = 1; /* val.py: non_max_suppression(..., multi_label=True) */
-    int max_labels = 1;
-    for (int i = lo; i < hi; i++)
-        if (ds->samples[order[i]].n_labels > max_labels) max_labels = ds->samples[order[i]].n_labels;
-    int *nd = malloc(sizeof(int) * (size_t)o->batch);
-    odl_detection *det = malloc(sizeof *det * (size_t)o->max_det * o->batch);
-    uint8_t *correct = malloc((size_t)o->max_det * ODL_DET_NIOU);
-    float *lbox = malloc(sizeof(float) * 4 * (size_t)max_labels), *hout = NULL;
-    int *lcls = malloc(sizeof(int) * (size_t)max_labels);
-    size_t hout_cap = 0;
-    group g[2];
-    memset(g, 0, sizeof g);
-    if (!det || !nd || !correct || !lbox || !lcls) {
-        st = ODL_ERR(ODL_E_NOMEM, "evaluation buffers");
-        goto done;
-    }
-    for (int k = 0; k < 2; k++) {
-        g[k].jobs = calloc((size_t)o->batch, sizeof(odl_prep_job));
-        g[k].res = calloc((size_t)o->batch, sizeof(odl_prep_result));
-        if (!g[k].jobs || !g[k].res) {
-            st = ODL_ERR(ODL_E_NOMEM, "evaluation buffers");
-            goto done;
-        }
-    }
-    /* Double buffering: the group after the current one decodes on the pool during its forward. */
-    int next = lo, cur = 0;
-    if (next < hi) ODL_CHECK_GOTO(submit_group(pool, &g[0], ds, o, order, shape, &next, hi, gb.be != NULL), st, done);
-    while (g[cur].pending) {
-        group *q = &g[cur];
-        double t0 = now_ms();
-        if (next < hi)
-            ODL_CHECK_GOTO(submit_group(pool, &g[cur ^ 1], ds, o, order, shape, &next, hi, gb.be != NULL), st, done);
-        odl_prep_wait(q->pending);
-        q->pending = NULL;
-        double t1 = now_ms();
-        t[0] += t1 - t0;
-        for (int b = 0; b < q->n; b++)
-            if (q->res[b].status != ODL_OK) {
-                st = ODL_ERR(q->res[b].status, "%s", q->res[b].err);
-                goto done;
-            }
-        if (gb.be) {
-            ODL_CHECK_GOTO(gpu_group(net, &gb, q, &np_, det, nd), st, done);
-        } else {
-            odl_tensor *x;
-            const odl_tensor *y;
-            ODL_CHECK_GOTO(odl_yolov5_input(net, q->n, q->H, q->W, &x), st, done);
-            ODL_CHECK_GOTO(odl_tensor_copy_from_host(x, q->in, sizeof(float) * 3 * (size_t)q->H * q->W * q->n), st, done);
-            ODL_CHECK_GOTO(odl_yolov5_forward(net, x, &y), st, done);
-            const int64_t rows = y->shape[1], no = y->shape[2];
-            size_t outn = (size_t)(q->n * rows * no);
-            if (hout_cap < outn) {
-                free(hout);
-                hout_cap = 0;
-                if (!(hout = malloc(sizeof(float) * outn))) {
-                    st = ODL_ERR(ODL_E_NOMEM, "output batch of %zu floats", outn);
-                    goto done;
-                }
-                hout_cap = outn;
-            }
-            ODL_CHECK_GOTO(odl_tensor_copy_to_host(y, hout, sizeof(float) * outn), st, done);
-            for (int b = 0; b < q->n; b++)
-                ODL_CHECK_GOTO(odl_yolo_nms(hout + (size_t)b * rows * no, rows, nc, &np_, det + (size_t)b * o->max_det,
-                                            o->max_det, &nd[b]),
-                               st, done);
-        }
-        double t2 = now_ms();
-        t[1] += t2 - t1;
-        for (int b = 0; b < q->n; b++) {
-            int idx = order[q->first + b];
-            ODL_CHECK_GOTO(image_stats(det + (size_t)b * o->max_det, nd[b], &ds->samples[idx], &q->res[b], idx, lbox, lcls,
-                                       correct, out),
-                           st, done);
-        }
-        t[2] += now_ms() - t2;
-        odl_fault_after_step(faults, rank, ++*batches);
-        cur ^= 1;
-    }
-done:
-    for (int k = 0; k < 2; k++) {
-        odl_prep_wait(g[k].pending); /* never leave the pool writing into freed buffers */
-        free(g[k].jobs);
-        free(g[k].res);
-        free(g[k].in);
-        odl_host_free_pinned(g[k].u8);
-    }
-    odl_prep_pool_free(pool);
-    gpu_bufs_free(&gb);
-    free(nd);
-    free(det);
-    free(correct);
-    free(lbox);
-    free(lcls);
-    free(hout);
-    return st;
+    return odl_cli_check_decoder(o->decoder);
 }
 
 /* utils/general.py coco80_to_coco91_class(). */
@@ -541,13 +188,14 @@ static odl_status report(const odl_yolov5 *net, const odl_det_dataset *ds, const
                          size_t nbytes) {
     const int nc = odl_yolov5_num_classes(net);
     odl_status st = ODL_OK;
-    int64_t n_pred = 0, n_target = 0, seen = 0;
+    int64_t n_pred = 0, n_target = 0, seen = 0, by_decoder[ODL_DECODER_COUNT] = {0};
     for (size_t off = 0; off < nbytes;) { /* count */
         rec_hdr h;
         memcpy(&h, all + off, sizeof h);
         n_pred += h.n_det;
         n_target += h.n_labels;
         seen++;
+        if (h.decoder >= 0 && h.decoder < ODL_DECODER_COUNT) by_decoder[h.decoder]++;
         off += sizeof h + sizeof(rec_det) * (size_t)h.n_det + sizeof(int32_t) * (size_t)h.n_labels;
     }
     uint8_t *tp = malloc((size_t)(n_pred ? n_pred : 1) * ODL_DET_NIOU);
@@ -620,6 +268,19 @@ static odl_status report(const odl_yolov5 *net, const odl_det_dataset *ds, const
     json_object_set_new(root, "per_class", per);
     json_object_set_new(root, "classes", classes);
     json_object_set_new(root, "images", json_integer(seen));
+    /* which decoder read how many images (every rank's, from the records): nvJPEG's IDCT differs from
+     * libjpeg-turbo's within a few levels, so the metrics may differ within docs/eval.md's tolerance */
+    json_t *dec = json_object();
+    char dline[256];
+    int dl = 0;
+    for (int d = 0; d < ODL_DECODER_COUNT; d++) {
+        json_object_set_new(dec, odl_decoder_name(d), json_integer(by_decoder[d]));
+        if (by_decoder[d] && dl < (int)sizeof dline)
+            dl += snprintf(dline + dl, sizeof dline - (size_t)dl, "%s%lld by %s", dl ? ", " : "", (long long)by_decoder[d],
+                           odl_decoder_name(d));
+    }
+    json_object_set_new(root, "decoded", dec);
+    if (dl) fprintf(stderr, "odl_worker: images decoded: %s\n", dline);
     json_object_set_new(root, "instances", json_integer(n_target));
     json_object_set_new(root, "predictions", json_integer(n_pred));
     json_t *set = json_object();
@@ -632,6 +293,7 @@ static odl_status report(const odl_yolov5 *net, const odl_det_dataset *ds, const
     json_object_set_new(set, "max_det", json_integer(o->max_det));
     json_object_set_new(set, "rect", json_boolean(!o->square));
     json_object_set_new(set, "half", json_boolean(o->half));
+    json_object_set_new(set, "decoder", json_string(o->decoder));
     json_object_set_new(root, "settings", set);
     char path[4096];
     snprintf(path, sizeof path, "%s/metrics.json", o->output);
@@ -665,6 +327,7 @@ out:
 
 /* ---- under the coordinator: chunks from its work queue (worker/eval_queue.c) ---- */
 typedef struct queue_ctx {
+    eval_ctx *ec;
     odl_yolov5 *net;
     const odl_det_dataset *ds;
     const eval_opts *o;
@@ -678,8 +341,8 @@ typedef struct queue_ctx {
 static odl_status queue_eval(void *ctx, int64_t first, int64_t count, uint8_t **out, size_t *n) {
     queue_ctx *q = ctx;
     bytes b = {0};
-    odl_status s = eval_shard(q->net, q->ds, q->o, q->order, q->shape, (int)first, (int)(first + count), q->rank,
-                              q->faults, q->batches, &b, q->t);
+    odl_status s = eval_shard(q->ec, q->ds, q->order, q->shape, (int)first, (int)(first + count), q->rank, q->faults,
+                              q->batches, &b, q->t);
     if (s != ODL_OK) {
         free(b.p);
         return s;
@@ -701,7 +364,8 @@ static odl_status queue_check(void *ctx, const uint8_t *p, size_t n, int64_t fir
         memcpy(&h, p + off, sizeof h);
         off += sizeof h;
         const int idx = q->order[first + j];
-        if (h.index != idx || h.n_det < 0 || h.n_det > q->o->max_det || h.n_labels != q->ds->samples[idx].n_labels)
+        if (h.index != idx || h.n_det < 0 || h.n_det > q->o->max_det || h.n_labels != q->ds->samples[idx].n_labels ||
+            h.decoder < 0 || h.decoder >= ODL_DECODER_COUNT)
             return ODL_ERR(ODL_E_FORMAT, "record %" PRId64 " is of image %d with %d detections and %d labels, not of "
                            "image %d with its %d labels", j, h.index, h.n_det, h.n_labels, idx, q->ds->samples[idx].n_labels);
         size_t need = sizeof(rec_det) * (size_t)h.n_det + sizeof(int32_t) * (size_t)h.n_labels;
@@ -728,8 +392,8 @@ static odl_status queue_check(void *ctx, const uint8_t *p, size_t n, int64_t fir
 /* The evaluation's identity for the work queue: everything that changes an image's statistics. */
 static void queue_key(const eval_opts *o, odl_device dev, int n, char *key, size_t cap) {
     snprintf(key, cap, "yolov5 weights=%s data=%s images=%d img_size=%d batch=%d conf=%.9g iou=%.9g max_det=%d rect=%d "
-             "half=%d backend_post=%d device=%s", o->weights, o->data, n, o->img_size, o->batch, o->conf, o->iou, o->max_det,
-             !o->square, o->half, o->backend_post, dev.type == ODL_DEV_CUDA ? "cuda" : "cpu");
+             "half=%d backend_post=%d device=%s decoder=%s", o->weights, o->data, n, o->img_size, o->batch, o->conf, o->iou,
+             o->max_det, !o->square, o->half, o->backend_post, dev.type == ODL_DEV_CUDA ? "cuda" : "cpu", o->decoder);
 }
 
 int odl_task_eval_yolov5_main(int argc, char **argv) {
@@ -786,6 +450,7 @@ int odl_task_eval_yolov5_main(int argc, char **argv) {
     memset(&ds, 0, sizeof ds);
     int *order = NULL, *shape = NULL;
     bytes stats = {0};
+    eval_ctx *ec = NULL;
     uint8_t *all = NULL;
     size_t all_n = 0;
     double t[3] = {0, 0, 0}, t_start = now_ms();
@@ -805,6 +470,7 @@ int odl_task_eval_yolov5_main(int argc, char **argv) {
                                                    order, shape)
                             : ODL_ERR(ODL_E_NOMEM, "batch plan");
     }
+    if (st == ODL_OK) st = eval_ctx_create(net, &o, &ec);
     if (comm) st = odl_comm_agree(comm, st, stage);
     if (st != ODL_OK) goto out;
     const int lo = coord ? 0 : (int)((int64_t)ds.n * rank / world), hi = coord ? 0 : (int)((int64_t)ds.n * (rank + 1) / world);
@@ -815,13 +481,14 @@ int odl_task_eval_yolov5_main(int argc, char **argv) {
                 o.weights, odl_device_name(dev), o.half ? "float16" : "float32", o.data, ds.n, ds.n_missing + ds.n_empty,
                 ds.n_missing, ds.n_empty, ds.n_duplicates, o.square ? "square" : "rectangular", o.img_size, o.batch,
                 o.conf, o.iou, o.max_det, world);
+    if (rank == 0) fprintf(stderr, "odl_worker: decoding: %s\n", eval_ctx_decoder_note(ec));
     stage = "evaluation";
     if (coord) {
         /* No collective from here on: a rank that dies or lags holds up no other; the coordinator
          * relaunches the job on a death, and re-hands a straggler's chunk. */
         char key[8192];
         queue_key(&o, dev, ds.n, key, sizeof key);
-        queue_ctx qc = {net, &ds, &o, order, shape, rank, odl_worker_coord_faults(wc), &batches, t};
+        queue_ctx qc = {ec, net, &ds, &o, order, shape, rank, odl_worker_coord_faults(wc), &batches, t};
         odl_eval_queue_ops ops = {&qc, queue_eval, queue_check};
         st = odl_eval_queue_run(coord, key, ds.n, o.batch, rank, &ops, &all, &all_n, &n_mine);
         if (st != ODL_OK) {
@@ -831,7 +498,7 @@ int odl_task_eval_yolov5_main(int argc, char **argv) {
             goto out_free;
         }
     } else {
-        st = eval_shard(net, &ds, &o, order, shape, lo, hi, rank, odl_worker_coord_faults(wc), &batches, &stats, t);
+        st = eval_shard(ec, &ds, order, shape, lo, hi, rank, odl_worker_coord_faults(wc), &batches, &stats, t);
         n_mine = hi - lo;
         if (st != ODL_OK) odl_error_prefix("rank %d", rank);
         if (comm) st = odl_comm_agree(comm, st, stage);
@@ -850,13 +517,21 @@ int odl_task_eval_yolov5_main(int argc, char **argv) {
         st = report(net, &ds, &o, all, all_n);
         double wall = now_ms() - t_start;
         /* val.py: "Speed: %.1fms pre-process, %.1fms inference, %.1fms NMS per image" (rank 0's shard) */
-        if (n_mine > 0)
+        if (n_mine > 0) {
+            double fwd_ms = 0, nms_ms = 0;
+            int64_t nb = 0;
+            const double loop = t[0] + t[1] + t[2], dev_ms = eval_ctx_device_ms(ec, &fwd_ms, &nms_ms, &nb);
+            char busy[160] = "";
+            if (dev_ms > 0)
+                snprintf(busy, sizeof busy, "; device busy %.0f%% of the loop (per batch %.2f ms letterbox+forward, %.2f ms NMS)",
+                         100 * dev_ms / loop, fwd_ms / nb, nms_ms / nb);
             fprintf(stderr,
-                    "odl_worker: speed on rank 0: %.1f ms waiting for decode+letterbox, %.1f ms forward+NMS, "
-                    "%.1f ms matching per image; pipeline %.1f images/s on rank 0; %d images in %.2f s wall (%.1f "
+                    "odl_worker: speed on rank 0: %.2f ms waiting for decode+letterbox, %.2f ms forward+NMS, "
+                    "%.2f ms matching per image; pipeline %.1f images/s on rank 0%s; %d images in %.2f s wall (%.1f "
                     "images/s over %d rank(s))\n",
-                    t[0] / n_mine, t[1] / n_mine, t[2] / n_mine, n_mine / ((t[0] + t[1] + t[2]) / 1e3), ds.n, wall / 1e3,
+                    t[0] / n_mine, t[1] / n_mine, t[2] / n_mine, n_mine / (loop / 1e3), busy, ds.n, wall / 1e3,
                     ds.n / (wall / 1e3), world);
+        }
     }
     if (comm && !coord) st = odl_comm_agree(comm, st, "writing the results");
 out:
@@ -873,6 +548,7 @@ out_free:
     free(stats.p);
     free(order);
     free(shape);
+    eval_ctx_free(ec);
     odl_det_dataset_free(&ds);
     odl_yolov5_free(net);
     if (comm && odl_comm_finalize(comm) != ODL_OK && rc == 0) {

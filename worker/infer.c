@@ -19,7 +19,9 @@
 #include <unistd.h>
 
 #include "odl/json.h"
+#include "odl/backend.h"
 #include "odl/device.h"
+#include "odl/gpu_prep.h"
 #include "odl/image.h"
 #include "odl/log.h"
 #include "odl/nms.h"
@@ -32,8 +34,8 @@
 #define MAX_CLASS_FILTER 1024
 
 typedef struct infer_opts {
-    const char *model, *weights, *input, *output, *device;
-    int img_size, max_det, square, batch, save_images, half;
+    const char *model, *weights, *input, *output, *device, *decoder;
+    int img_size, max_det, square, batch, save_images, half, backend_post;
     int agnostic, save_txt, save_conf;
     int classes[MAX_CLASS_FILTER], n_classes; /* --classes: keep only these (detect.py) */
     float conf, iou;
@@ -59,6 +61,10 @@ static void infer_usage(FILE *f) {
             "  --agnostic-nms      NMS across classes\n"
             "  --save-txt          YOLO label files DIR/labels/NAME.txt (class cx cy w h, normalised)\n"
             "  --save-conf         with --save-txt, the confidence as a sixth column\n"
+            "  --decoder D         auto (default: JPEGs on the GPU with nvJPEG where it is there, the rest on CPU\n"
+            "                      threads) or cpu (libjpeg-turbo for every image)\n"
+            "  --backend-post      on the CPU too, the device pipeline (letterbox and candidate rows through the\n"
+            "                      backend entries, as CUDA does; a check of that path: the detections are the same)\n"
             "Weights: convert an official YOLOv5 .pt with tools/convert_yolov5.py.\n");
 }
 
@@ -111,6 +117,7 @@ static int parse_opts(int argc, char **argv, infer_opts *o) {
     o->save_images = 1;
     o->conf = 0.25f;
     o->iou = 0.45f;
+    o->decoder = "auto";
     const char *task = NULL; /* handled by main() */
     const odl_cli_opt opts[] = {
         ODL_CLI_STR_OPT("--task", NULL, &task),
@@ -134,6 +141,8 @@ static int parse_opts(int argc, char **argv, infer_opts *o) {
         ODL_CLI_BOOL_OPT("--save-txt", &o->save_txt, 1),
         ODL_CLI_BOOL_OPT("--save-conf", &o->save_conf, 1),
         ODL_CLI_BOOL_OPT("--no-save-images", &o->save_images, 0),
+        ODL_CLI_BOOL_OPT("--backend-post", &o->backend_post, 1),
+        ODL_CLI_STR_OPT("--decoder", NULL, &o->decoder),
     };
     const size_t n_opts = sizeof opts / sizeof *opts;
     static const char *const extra[] = {"classes", "verbose", "help"};
@@ -176,7 +185,7 @@ static int parse_opts(int argc, char **argv, infer_opts *o) {
         fprintf(stderr, "odl_worker: error: --save-conf goes with --save-txt\n");
         return 2;
     }
-    return 0;
+    return odl_cli_check_decoder(o->decoder);
 }
 
 /* ---- input listing ---- */
@@ -288,6 +297,44 @@ static void decode_one(void *ctx, int k) {
     it->ok = 1;
 }
 
+/* detect.py's NMS settings from the options. */
+static odl_nms_params nms_params(const infer_opts *o) {
+    odl_nms_params p = odl_nms_defaults();
+    p.conf_thres = o->conf;
+    p.iou_thres = o->iou;
+    p.max_det = o->max_det;
+    p.agnostic = o->agnostic;
+    p.classes = o->n_classes ? o->classes : NULL;
+    p.n_classes = o->n_classes;
+    return p;
+}
+
+/* The image's boxes from `n_rows` prediction rows (all of its rows, or the candidates among them: the
+ * NMS takes only those), mapped back to the image; `bad` of its all_rows rows have a NaN or an infinity,
+ * and then the image fails (exit status 1) and its boxes are not written. */
+static odl_status item_detect(item *it, const float *pred, int64_t n_rows, int nc, int64_t bad, int64_t all_rows,
+                              const odl_nms_params *p, int max_det) {
+    it->det = malloc(sizeof(odl_detection) * (size_t)max_det);
+    if (!it->det) return ODL_ERR(ODL_E_NOMEM, "detections");
+    if (bad) { /* broken weights or input */
+        snprintf(it->err, sizeof it->err, "%s: the model output has NaN or Inf in %lld of %lld rows (broken weights or "
+                 "input); the image is left out of detections.json", it->path, (long long)bad, (long long)all_rows);
+        it->ok = 0;
+        return ODL_OK;
+    }
+    ODL_CHECK(odl_yolo_nms(pred, n_rows, nc, p, it->det, max_det, &it->ndet));
+    for (int k = 0; k < it->ndet; k++) {
+        float bx[4] = {it->det[k].x1, it->det[k].y1, it->det[k].x2, it->det[k].y2};
+        odl_letterbox_unmap(&it->geo, bx);
+        it->det[k].x1 = bx[0];
+        it->det[k].y1 = bx[1];
+        it->det[k].x2 = bx[2];
+        it->det[k].y2 = bx[3];
+    }
+    it->done = 1;
+    return ODL_OK;
+}
+
 /* Run the network on items[idx[0..n)] which share one letterboxed size. */
 static odl_status run_group(odl_yolov5 *net, item *items, const int *idx, int n, const infer_opts *o, float **host_in,
                             size_t *host_in_cap, float **host_out, size_t *host_out_cap, double *t_fwd, double *t_nms) {
@@ -316,40 +363,255 @@ static odl_status run_group(odl_yolov5 *net, item *items, const int *idx, int n,
     }
     ODL_CHECK(odl_tensor_copy_to_host(y, *host_out, sizeof(float) * outn)); /* synchronises */
     double t1 = now_ms();
-    odl_nms_params p = odl_nms_defaults();
-    p.conf_thres = o->conf;
-    p.iou_thres = o->iou;
-    p.max_det = o->max_det;
-    p.agnostic = o->agnostic;
-    p.classes = o->n_classes ? o->classes : NULL;
-    p.n_classes = o->n_classes;
+    const odl_nms_params p = nms_params(o);
     for (int b = 0; b < n; b++) {
-        item *it = &items[idx[b]];
-        it->det = malloc(sizeof(odl_detection) * (size_t)o->max_det);
-        if (!it->det) return ODL_ERR(ODL_E_NOMEM, "detections");
         const float *pred = *host_out + (size_t)b * rows * no;
-        int64_t bad = odl_yolo_nonfinite_rows(pred, rows, (int)no - 5);
-        if (bad) { /* broken weights or input: the image fails (exit status 1), its boxes are not written */
-            snprintf(it->err, sizeof it->err, "%s: the model output has NaN or Inf in %lld of %lld rows (broken weights or "
-                     "input); the image is left out of detections.json", it->path, (long long)bad, (long long)rows);
-            it->ok = 0;
-            continue;
-        }
-        ODL_CHECK(odl_yolo_nms(pred, rows, (int)no - 5, &p, it->det, o->max_det, &it->ndet));
-        for (int k = 0; k < it->ndet; k++) {
-            float bx[4] = {it->det[k].x1, it->det[k].y1, it->det[k].x2, it->det[k].y2};
-            odl_letterbox_unmap(&it->geo, bx);
-            it->det[k].x1 = bx[0];
-            it->det[k].y1 = bx[1];
-            it->det[k].x2 = bx[2];
-            it->det[k].y2 = bx[3];
-        }
-        it->done = 1;
-        it->fwd_ms = (t1 - t0) / n;
+        ODL_CHECK(item_detect(&items[idx[b]], pred, rows, (int)no - 5, odl_yolo_nonfinite_rows(pred, rows, (int)no - 5), rows, &p,
+                              o->max_det));
+        items[idx[b]].fwd_ms = (t1 - t0) / n;
     }
     *t_fwd += t1 - t0;
     *t_nms += now_ms() - t1;
     return ODL_OK;
+}
+
+/* ---- the CPU path: decode and letterbox on the pool, then groups of one letterboxed size ---- */
+static odl_status cpu_batch(odl_prep_pool *pool, odl_yolov5 *net, item *items, char **paths, int start, int end,
+                            const infer_opts *o, int stride, float **hin, size_t *hin_cap, float **hout, size_t *hout_cap,
+                            double *t_pre, double *t_fwd, double *t_nms) {
+    double t0 = now_ms();
+    decode_ctx dc = {items, paths, start, o, stride};
+    ODL_CHECK(odl_prep_pool_for(pool, end - start, decode_one, &dc)); /* decoding on a thread pool */
+    *t_pre += now_ms() - t0;
+    /* Group images of one letterboxed size into one forward (rectangular letterboxes differ). */
+    int idx[4096];
+    char used[4096] = {0};
+    for (int i = start; i < end; i++) {
+        if (!items[i].ok || used[i - start]) continue;
+        int n = 0;
+        for (int j = i; j < end; j++)
+            if (items[j].ok && !used[j - start] && items[j].lb.width == items[i].lb.width &&
+                items[j].lb.height == items[i].lb.height) {
+                idx[n++] = j;
+                used[j - start] = 1;
+            }
+        odl_status st = run_group(net, items, idx, n, o, hin, hin_cap, hout, hout_cap, t_fwd, t_nms);
+        if (st != ODL_OK) {
+            odl_error_prefix("inference on %s", items[i].path);
+            return st;
+        }
+    }
+    return ODL_OK;
+}
+
+/* ---- the device path (CUDA, or the CPU with --backend-post): the device image pipeline ----
+ * (odl/gpu_prep.h: nvJPEG unless --decoder cpu, the rest on CPU threads; letterbox on the device) and
+ * the backend's yolo_candidates, so that only the rows NMS can take come back to the host, where
+ * odl_yolo_nms runs as on the CPU path. Groups of one letterbox size go through two at a time: the next
+ * group decodes while one computes. */
+typedef struct dev_infer {
+    odl_gpu_prep *gp;
+    const odl_backend *be;
+    odl_device dev;
+    int B, cap;                       /* images per group, candidate rows per image */
+    float *d_rows, *h_rows, *h_all;   /* candidates on the device and back; all rows of an overflowing image */
+    size_t h_all_cap;
+    int32_t *d_cnt, *h_cnt, *d_bad, *h_bad;
+    odl_prep_job *jobs[2];
+    odl_prep_result *res[2];
+    int *gidx[2], gn[2];              /* the items of the groups in flight */
+    odl_gpu_prep_batch *b[2];
+    char note[1400];
+} dev_infer;
+
+static void dev_infer_free(dev_infer *d) {
+    if (!d) return;
+    odl_gpu_prep_free(d->gp);
+    odl_mem_free(d->dev, d->d_rows);
+    odl_mem_free(d->dev, d->d_cnt);
+    odl_mem_free(d->dev, d->d_bad);
+    odl_host_free_pinned(d->h_rows);
+    odl_host_free_pinned(d->h_cnt);
+    odl_host_free_pinned(d->h_bad);
+    free(d->h_all);
+    for (int s = 0; s < 2; s++) {
+        free(d->jobs[s]);
+        free(d->res[s]);
+        free(d->gidx[s]);
+    }
+    free(d);
+}
+
+static odl_status dev_infer_create(odl_yolov5 *net, const infer_opts *o, int B, int threads, dev_infer **out) {
+    dev_infer *d = calloc(1, sizeof *d);
+    if (!d) return ODL_ERR(ODL_E_NOMEM, "device pipeline");
+    odl_status st = ODL_OK;
+    d->dev = odl_yolov5_device(net);
+    d->B = B;
+    d->cap = 4096;
+    const size_t no = (size_t)odl_yolov5_num_classes(net) + 5, rows = (size_t)B * d->cap * no;
+    if (!(d->be = odl_backend_for(d->dev))) {
+        st = ODL_ERR(ODL_E_NODEV, "%s", odl_error_msg_user());
+        goto fail;
+    }
+    const odl_gpu_prep_options po = {.threads = threads, .max_batch = B, .nvjpeg = strcmp(o->decoder, "cpu") != 0,
+                                     .keep_host = o->save_images};
+    ODL_CHECK_GOTO(odl_gpu_prep_create(d->dev, &po, &d->gp), st, fail);
+    ODL_CHECK_GOTO(odl_mem_alloc(d->dev, sizeof(float) * rows, (void **)&d->d_rows), st, fail);
+    ODL_CHECK_GOTO(odl_mem_alloc(d->dev, sizeof(int32_t) * (size_t)B, (void **)&d->d_cnt), st, fail);
+    ODL_CHECK_GOTO(odl_mem_alloc(d->dev, sizeof(int32_t) * (size_t)B, (void **)&d->d_bad), st, fail);
+    ODL_CHECK_GOTO(odl_host_alloc_pinned(sizeof(float) * rows, (void **)&d->h_rows), st, fail);
+    ODL_CHECK_GOTO(odl_host_alloc_pinned(sizeof(int32_t) * (size_t)B, (void **)&d->h_cnt), st, fail);
+    ODL_CHECK_GOTO(odl_host_alloc_pinned(sizeof(int32_t) * (size_t)B, (void **)&d->h_bad), st, fail);
+    for (int s = 0; s < 2; s++) {
+        d->jobs[s] = calloc((size_t)B, sizeof *d->jobs[s]);
+        d->res[s] = calloc((size_t)B, sizeof *d->res[s]);
+        d->gidx[s] = calloc((size_t)B, sizeof *d->gidx[s]);
+        if (!d->jobs[s] || !d->res[s] || !d->gidx[s]) {
+            st = ODL_ERR(ODL_E_NOMEM, "device pipeline");
+            goto fail;
+        }
+    }
+    snprintf(d->note, sizeof d->note, "%s; letterbox on %s", odl_gpu_prep_nvjpeg_note(d->gp), odl_device_name(d->dev));
+    *out = d;
+    return ODL_OK;
+fail:
+    dev_infer_free(d);
+    return st;
+}
+
+/* The geometry of items[start + k] from its headers (the decode comes later, on the device path). */
+static void probe_one(void *ctx, int k) {
+    decode_ctx *c = ctx;
+    item *it = &c->items[c->start + k];
+    it->path = c->paths[c->start + k];
+    odl_error_clear();
+    int w = 0, h = 0;
+    if (odl_image_probe(it->path, &w, &h) != ODL_OK ||
+        odl_letterbox_geometry(w, h, c->o->img_size, !c->o->square, c->stride, &it->geo) != ODL_OK) {
+        snprintf(it->err, sizeof it->err, "%s", odl_error_msg_user());
+        return;
+    }
+    it->ok = 1; /* until its decode says otherwise */
+}
+
+/* Queue the decoding of items[gidx[0..n)] (one letterbox size) into slot s. */
+static odl_status dev_submit(dev_infer *d, int s, item *items) {
+    for (int k = 0; k < d->gn[s]; k++) {
+        const item *it = &items[d->gidx[s][k]];
+        d->jobs[s][k] = (odl_prep_job){it->path, 0, it->geo.out_w, it->geo.out_h, 1};
+    }
+    return odl_gpu_prep_submit(d->gp, d->jobs[s], d->gn[s], d->res[s], &d->b[s]);
+}
+
+/* The group in slot s: its decoding's outcome per image, then letterbox, forward, candidates, NMS. */
+static odl_status dev_group(dev_infer *d, int s, odl_yolov5 *net, item *items, const infer_opts *o, double *t_pre,
+                            double *t_fwd, double *t_nms) {
+    double t0 = now_ms();
+    ODL_CHECK(odl_gpu_prep_wait(d->b[s]));
+    int idx[4096], m = 0;
+    for (int k = 0; k < d->gn[s]; k++) {
+        item *it = &items[d->gidx[s][k]];
+        const odl_prep_result *r = &d->res[s][k];
+        if (r->status != ODL_OK) {
+            snprintf(it->err, sizeof it->err, "%s", r->err);
+            char *at = strstr(it->err, " [at "); /* the user's message: no source locations */
+            if (at) *at = 0;
+            it->ok = 0;
+            continue;
+        }
+        if (o->save_images) ODL_CHECK(odl_gpu_prep_host_image(d->b[s], k, &it->img));
+        idx[m++] = k;
+    }
+    double t1 = now_ms();
+    *t_pre += t1 - t0;
+    if (m) {
+        const int H = d->jobs[s][0].out_h, W = d->jobs[s][0].out_w;
+        const odl_stream st = odl_stream_current();
+        odl_tensor *x;
+        const odl_tensor *y;
+        ODL_CHECK(odl_yolov5_input(net, m, H, W, &x));
+        ODL_CHECK(odl_gpu_prep_letterbox(d->b[s], idx, m, (float *)x->data, st));
+        ODL_CHECK(odl_yolov5_forward(net, x, &y));
+        const int64_t rows = y->shape[1];
+        const int nc = (int)y->shape[2] - 5, no = nc + 5;
+        odl_yolo_cand_args a = {.N = m, .rows = rows, .nc = nc, .pred = (const float *)y->data, .conf_thres = o->conf,
+                                .cap = d->cap, .out = d->d_rows, .count = d->d_cnt, .nonfinite = d->d_bad};
+        ODL_CHECK(d->be->yolo_candidates(&a));
+        ODL_CHECK(odl_memcpy_async(d->h_cnt, odl_cpu(), d->d_cnt, d->dev, sizeof(int32_t) * m, st));
+        ODL_CHECK(odl_memcpy_async(d->h_bad, odl_cpu(), d->d_bad, d->dev, sizeof(int32_t) * m, st));
+        ODL_CHECK(odl_stream_synchronize(st));
+        int most = 0;
+        for (int b = 0; b < m; b++) most = d->h_cnt[b] > most ? d->h_cnt[b] : most;
+        if (most > d->cap) most = d->cap;
+        for (int b = 0; b < m && most; b++)
+            ODL_CHECK(odl_memcpy_async(d->h_rows + (size_t)b * d->cap * no, odl_cpu(), d->d_rows + (size_t)b * d->cap * no,
+                                       d->dev, sizeof(float) * (size_t)most * no, st));
+        ODL_CHECK(odl_stream_synchronize(st));
+        double t2 = now_ms();
+        const odl_nms_params p = nms_params(o);
+        for (int b = 0; b < m; b++) {
+            item *it = &items[d->gidx[s][idx[b]]];
+            const float *pr = d->h_rows + (size_t)b * d->cap * no;
+            int64_t n_rows = d->h_cnt[b];
+            if (n_rows > d->cap) { /* too many candidates (a low --conf-thres): all of its rows */
+                const size_t rn = (size_t)rows * no;
+                if (d->h_all_cap < rn) {
+                    free(d->h_all);
+                    d->h_all_cap = 0;
+                    if (!(d->h_all = malloc(sizeof(float) * rn))) return ODL_ERR(ODL_E_NOMEM, "prediction rows");
+                    d->h_all_cap = rn;
+                }
+                ODL_CHECK(odl_memcpy_async(d->h_all, odl_cpu(), (const float *)y->data + rn * b, d->dev, sizeof(float) * rn, st));
+                ODL_CHECK(odl_stream_synchronize(st));
+                pr = d->h_all;
+                n_rows = rows;
+            }
+            ODL_CHECK(item_detect(it, pr, n_rows, nc, d->h_bad[b], rows, &p, o->max_det));
+            it->fwd_ms = (t2 - t1) / m;
+        }
+        *t_fwd += t2 - t1;
+        *t_nms += now_ms() - t2;
+    }
+    odl_gpu_prep_release(d->b[s]);
+    d->b[s] = NULL;
+    return ODL_OK;
+}
+
+/* Items [start, end): headers on the pool, groups of one letterbox size, two groups in flight. */
+static odl_status dev_batch(dev_infer *d, odl_prep_pool *pool, odl_yolov5 *net, item *items, char **paths, int start,
+                            int end, const infer_opts *o, int stride, double *t_pre, double *t_fwd, double *t_nms) {
+    double t0 = now_ms();
+    decode_ctx pc = {items, paths, start, o, stride};
+    ODL_CHECK(odl_prep_pool_for(pool, end - start, probe_one, &pc));
+    *t_pre += now_ms() - t0;
+    char used[4096] = {0};
+    int s = 0, pend = -1; /* the slot the next group takes; the slot of the group decoding, not computed yet */
+    odl_status st = ODL_OK;
+    for (int i = start; i < end; i++) {
+        if (!items[i].ok || used[i - start]) continue;
+        d->gn[s] = 0; /* the first unused item and those of its letterbox size */
+        for (int j = i; j < end; j++)
+            if (items[j].ok && !used[j - start] && items[j].geo.out_w == items[i].geo.out_w &&
+                items[j].geo.out_h == items[i].geo.out_h) {
+                d->gidx[s][d->gn[s]++] = j;
+                used[j - start] = 1;
+            }
+        ODL_CHECK_GOTO(dev_submit(d, s, items), st, fail);
+        if (pend >= 0) ODL_CHECK_GOTO(dev_group(d, pend, net, items, o, t_pre, t_fwd, t_nms), st, fail);
+        pend = s;
+        s ^= 1;
+    }
+    if (pend >= 0) ODL_CHECK_GOTO(dev_group(d, pend, net, items, o, t_pre, t_fwd, t_nms), st, fail);
+    return ODL_OK;
+fail:
+    for (int k = 0; k < 2; k++)
+        if (d->b[k]) {
+            odl_gpu_prep_wait(d->b[k]);
+            odl_gpu_prep_release(d->b[k]);
+            d->b[k] = NULL;
+        }
+    return st;
 }
 
 /* NAME without its extension (detect.py's Path.stem). */
@@ -364,7 +626,7 @@ static void stem_of(const char *path, char *out, size_t cap) {
  * time of the image). */
 static void log_image_line(const odl_yolov5 *net, const item *it, int i, int n) {
     char buf[4096];
-    int k = snprintf(buf, sizeof buf, "image %d/%d %s: %dx%d ", i + 1, n, it->path, it->lb.height, it->lb.width);
+    int k = snprintf(buf, sizeof buf, "image %d/%d %s: %dx%d ", i + 1, n, it->path, it->geo.out_h, it->geo.out_w);
     const int nc = odl_yolov5_num_classes(net);
     for (int c = 0; c < nc && k < (int)sizeof buf; c++) {
         int cnt = 0;
@@ -519,6 +781,7 @@ int odl_task_infer_main(int argc, char **argv) {
     float *hin = NULL, *hout = NULL;
     size_t hin_cap = 0, hout_cap = 0;
     odl_prep_pool *pool = NULL;
+    dev_infer *di = NULL;
     int rc = 1, is_dir = 0, n_fail = 0, n_groups = 0;
     double t_pre = 0, t_fwd = 0, t_nms = 0;
 
@@ -583,48 +846,23 @@ int odl_task_infer_main(int argc, char **argv) {
 
     int B = is_dir ? o.batch : 1;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    if (odl_prep_pool_create(B > 1 ? (int)(cores < 1 ? 1 : cores > 8 ? 8 : cores) : 0, &pool) != ODL_OK) {
+    const int threads = B > 1 ? (int)(cores < 1 ? 1 : cores > 8 ? 8 : cores) : 0;
+    if (odl_prep_pool_create(threads, &pool) != ODL_OK ||
+        ((dev.type == ODL_DEV_CUDA || o.backend_post) && dev_infer_create(net, &o, B, threads ? threads : 1, &di) != ODL_OK)) {
         fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
         goto out;
     }
+    ODL_LOG_INFO("decoding: %s", di ? di->note : "CPU (libjpeg-turbo, libpng); letterbox and NMS on the CPU");
     for (int start = 0; start < files.n; start += B) {
         int end = start + B < files.n ? start + B : files.n;
-        double t0 = now_ms();
-        decode_ctx dc = {items, files.v, start, &o, stride};
-        if (odl_prep_pool_for(pool, end - start, decode_one, &dc) != ODL_OK) { /* decoding on a thread pool */
+        if ((di ? dev_batch(di, pool, net, items, files.v, start, end, &o, stride, &t_pre, &t_fwd, &t_nms)
+                : cpu_batch(pool, net, items, files.v, start, end, &o, stride, &hin, &hin_cap, &hout, &hout_cap, &t_pre,
+                            &t_fwd, &t_nms)) != ODL_OK) {
+            /* a failed forward or device call is not an image's fault: stop */
             fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
             goto out;
         }
-        t_pre += now_ms() - t0;
-        /* Group images of one letterboxed size into one forward (rectangular letterboxes differ). */
-        int *idx = malloc(sizeof(int) * (size_t)(end - start));
-        char *used = calloc((size_t)(end - start), 1);
-        if (!idx || !used) {
-            free(idx);
-            free(used);
-            fprintf(stderr, "odl_worker: error: out of memory\n");
-            goto out;
-        }
-        for (int i = start; i < end; i++) {
-            if (!items[i].ok || used[i - start]) continue;
-            int n = 0;
-            for (int j = i; j < end; j++)
-                if (items[j].ok && !used[j - start] && items[j].lb.width == items[i].lb.width &&
-                    items[j].lb.height == items[i].lb.height) {
-                    idx[n++] = j;
-                    used[j - start] = 1;
-                }
-            if (run_group(net, items, idx, n, &o, &hin, &hin_cap, &hout, &hout_cap, &t_fwd, &t_nms) != ODL_OK) {
-                /* A failed forward is not an image's fault: stop. */
-                fprintf(stderr, "odl_worker: error: inference on %s: %s\n", items[i].path, odl_error_msg_user());
-                free(idx);
-                free(used);
-                goto out;
-            }
-            if (n_groups++ == 0) ph[PH_FIRST_FWD] = t_fwd; /* upload, forward, download of the first group */
-        }
-        free(idx);
-        free(used);
+        if (n_groups++ == 0) ph[PH_FIRST_FWD] = t_fwd; /* decode .. boxes of the first batch's forward */
         t_mark = now_ms();
         for (int i = start; i < end; i++) {
             item *it = &items[i];
@@ -664,7 +902,8 @@ int odl_task_infer_main(int argc, char **argv) {
     } else {
         rc = 0;
     }
-out:;
+out:
+    dev_infer_free(di);
     const double t_mark_before_shutdown = now_ms();
     odl_prep_pool_free(pool);
     if (items) {

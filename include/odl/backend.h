@@ -189,6 +189,35 @@ typedef struct odl_step_hyper {
     float beta1, beta2, weight_decay;  /* Adam(W)'s; ignored by the other optimisers */
 } odl_step_hyper;
 
+/* The rows of a Detect output that YOLOv5's NMS can take, for odl_yolo_nms to run on the host without
+ * the whole output: per image n, the rows with objectness > conf_thres (NaN fails), in row order, into
+ * out[n, 0 .. min(count[n], cap)), and the number of rows holding a NaN or an infinity (as
+ * odl_yolo_nonfinite_rows counts them). odl_yolo_nms on the first count[n] rows gives what it gives on
+ * all rows (it takes only such rows, in order) when count[n] <= cap; above cap only cap rows are written
+ * and the caller copies the whole output instead. All pointers are in the backend's memory. */
+typedef struct odl_yolo_cand_args {
+    int N;
+    int64_t rows;
+    int nc;              /* rows are 5 + nc floats */
+    const float *pred;   /* [N, rows, 5 + nc] */
+    float conf_thres;
+    int cap;             /* rows of room per image */
+    float *out;          /* [N, cap, 5 + nc] */
+    int32_t *count;      /* [N] candidate rows (may exceed cap) */
+    int32_t *nonfinite;  /* [N] rows with a NaN or an infinity */
+} odl_yolo_cand_args;
+
+/* One image of letterbox_u8: RGB bytes (3 a pixel) stored as w x h rows `pitch` bytes apart from
+ * src + off, shown with EXIF orientation `orient` (1..8; 1 none; 5..8 swap the axes, so the oriented image
+ * is h x w), resized to unpad_w x unpad_h with cv2's INTER_LINEAR (a copy when the sizes are equal) and
+ * placed at column `left`, row `top` of the letterbox. Formulas: kernels/resize_linear.h. */
+typedef struct odl_letterbox_src {
+    int64_t off, pitch;
+    int32_t w, h, orient;
+    int32_t unpad_w, unpad_h, left, top;
+    int32_t pad_; /* 0 */
+} odl_letterbox_src;
+
 typedef struct odl_backend {
     const char *name;
     /* Free the backend's cached device buffers (its workspace); NULL when it keeps none. Run by
@@ -320,14 +349,16 @@ typedef struct odl_backend {
     odl_status (*yolov5_detect_head_f16)(const odl_conv2d_f16_args *a, const odl_detect_args *d);
 
     /* ---- detection pre- and post-processing (the eval/infer pipeline; arguments checked by the caller) ----
-     * letterbox_u8_to_chw: N images, image n at src + src_off[n], uint8 RGB HWC of geo[4n] x geo[4n+1]
-     *   pixels (the resized, unpadded image), placed at column geo[4n+2], row geo[4n+3] of an H x W
-     *   letterbox: y [N, 3, H, W] float32 = pixel / 255.0f inside, pad / 255.0f outside (YOLOv5's
-     *   letterbox border 114 and `im /= 255`). src_off and geo are in the backend's memory.
-     * yolo_nms: odl_yolo_nms_args. */
-    odl_status (*letterbox_u8_to_chw)(int N, int H, int W, const uint8_t *src, const int64_t *src_off,
-                                      const int32_t *geo, uint8_t pad, float *y);
+     * letterbox_u8: N images img[n] (odl_letterbox_src) of the uint8 buffer src, each oriented, resized
+     *   and placed in an H x W letterbox: y [N, 3, H, W] float32 = pixel / 255.0f inside, pad / 255.0f
+     *   outside (YOLOv5's letterbox border 114 and `im /= 255`); bitwise what odl_image_letterbox gives
+     *   from the oriented image, then odl_image_to_chw. src, img and y are in the backend's memory.
+     * yolo_nms: odl_yolo_nms_args.
+     * yolo_candidates: odl_yolo_cand_args. */
+    odl_status (*letterbox_u8)(int N, int H, int W, const uint8_t *src, const odl_letterbox_src *img, uint8_t pad,
+                               float *y);
     odl_status (*yolo_nms)(const odl_yolo_nms_args *a);
+    odl_status (*yolo_candidates)(const odl_yolo_cand_args *a);
     /* ---- GEMM in a lower input precision (odl/precision.h): the product of odl_gemm_args with every
      * element of op(A) and op(B) rounded to prec's format (round to nearest even) and float32
      * accumulation; the epilogue (alpha, beta, bias, act, residual) in float32 as gemm's. CUDA: TF32 /

@@ -45,6 +45,9 @@ extern "C" {
     X(HEALTH_GPU, STR, "", 0, 0, "the GPU the health monitor of a rank training on the CPU watches: PCI bus ids or UUIDs, comma-separated, local rank i takes entry i mod n (ignored on a GPU)") \
     X(HEALTH_TELEMETRY_MS, INT, "5000", 10, 3600000, "period of the health monitor's NVML telemetry samples, in ms") \
     X(NVML_LIBRARY, STR, "libnvidia-ml.so.1", 0, 0, "the NVML library the health layer dlopens (tests use a stand-in)") \
+    X(NVJPEG, BOOL, "1", 0, 0, "0/off: JPEGs are decoded on the CPU (libjpeg-turbo) even where nvJPEG is there (docs/eval.md)") \
+    X(NVJPEG_LIBRARY, STR, "", 0, 0, "the nvJPEG library to dlopen (unset: libnvjpeg.so.13 on the loader path, in the build's CUDA toolkit or /usr/local/cuda; tests use a stand-in, which also serves the CPU device)") \
+    X(NVJPEG_BACKEND, STR, "", 0, 0, "hardware or gpu-hybrid: force that nvJPEG backend (unset: hardware where the GPU has JPEG engines, else gpu-hybrid)") \
     X(SCONTROL, STR, "scontrol", 0, 0, "the scontrol program that drains fenced nodes") \
     X(NODE_NAME, STR, "", 0, 0, "node name of health findings, the worker's stop message and drains (unset: the short host name; tests emulate nodes with it)") \
     X(GEMM_SM90, BOOL, "1", 0, 0, "0/off: GEMMs on compute capability 9.0 take the mma.sync kernels of gemm_tc.cu instead of the wgmma + TMA ones of gemm_sm90.cu") \

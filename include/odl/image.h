@@ -43,6 +43,33 @@ ODL_API odl_status odl_image_probe(const char *path, int *width, int *height);
 /* Same from memory; `name` is used in messages. */
 ODL_API odl_status odl_image_decode(const void *buf, size_t nbytes, const char *name, odl_image *out);
 
+/* A whole file into *out (malloc'd, free it; *nbytes its size), growing past what stat said (pipes).
+ * Errors naming the path: ODL_E_NOTFOUND, ODL_E_IO (a directory, no permission, a read error), ODL_E_NOMEM. */
+ODL_API odl_status odl_file_read(const char *path, uint8_t **out, size_t *nbytes);
+
+/* What an image's headers say, without decoding pixels (the JPEG header through libjpeg, the EXIF
+ * orientation of its APP1 segment; a PNG's IHDR). */
+typedef enum odl_image_format { ODL_IMAGE_JPEG = 1, ODL_IMAGE_PNG = 2 } odl_image_format;
+typedef struct odl_image_info {
+    int format;                 /* odl_image_format */
+    int width, height;          /* as stored */
+    int orientation;            /* EXIF orientation 1..8 (1: none, and always for PNG) */
+    int oriented_w, oriented_h; /* as odl_image_load returns it (5..8 swap width and height) */
+    int components;             /* JPEG: 1 grey, 3 YCbCr or RGB, 4 CMYK or YCCK; PNG: 3 */
+    int cmyk;                   /* JPEG in CMYK or YCCK */
+    int progressive;            /* JPEG progressive, arithmetic-coded or not 8-bit */
+    int complete;               /* JPEG: an EOI marker follows the scans (a file cut short has none); PNG: 1 */
+} odl_image_info;
+/* Errors as odl_image_decode's, naming `name`: ODL_E_FORMAT for a header libjpeg rejects, an unusable size
+ * or neither JPEG nor PNG, ODL_E_UNSUPPORTED without libjpeg. */
+ODL_API odl_status odl_image_info_of(const void *buf, size_t nbytes, const char *name, odl_image_info *out);
+
+/* Apply EXIF orientation `orientation` (the tag's 1..8; 1 and other values: nothing) to *img, as
+ * odl_image_load does after decoding: 2 mirror, 3 rotate 180, 4 flip, 5 transpose, 6 rotate 90 clockwise,
+ * 7 transverse, 8 rotate 270 clockwise; 5..8 swap width and height. The pixels move to a new buffer.
+ * Errors: ODL_E_INVAL (NULL image), ODL_E_NOMEM. */
+ODL_API odl_status odl_image_apply_orientation(odl_image *img, int orientation);
+
 /* YOLOv5's letterbox (utils/augmentations.py, letterbox(im, new_shape, color=(114,114,114), auto,
  * scaleFill=False, scaleup=True, stride)) for a square target new_size:
  *   r = min(new_size / h, new_size / w); unpad = (round(w * r), round(h * r)) (Python round: ties to

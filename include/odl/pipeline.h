@@ -28,9 +28,6 @@ typedef struct odl_prep_job {
     int load_size;      /* > 0: resize the long side to load_size first (val.py); 0: keep the size */
     int out_w, out_h;   /* letterbox target */
     int scaleup;        /* 0: never enlarge in the letterbox (val.py) */
-    uint8_t *u8;        /* NULL: write the CHW float input. Otherwise only decode and resize: the unpadded
-                           image (res->geo.unpad_w x unpad_h, RGB HWC, at most 3 * out_w * out_h bytes) goes
-                           here and the letterbox is left to the backend's letterbox_u8_to_chw. */
 } odl_prep_job;
 
 typedef struct odl_prep_result {
@@ -40,9 +37,10 @@ typedef struct odl_prep_result {
     double gain;        /* letterboxed pixels per original pixel (val.py's ratio_pad[0][0]) */
     double pad_x, pad_y; /* val.py's ratio_pad[1] */
     odl_letterbox geo;  /* of the letterbox step */
+    int decoder;        /* odl_decoder (odl/gpu_prep.h) that decoded it: ODL_DECODER_CPU here */
 } odl_prep_result;
 
-/* Run one job now on the calling thread: dst receives 3 * out_h * out_w floats (unless job->u8). */
+/* Run one job now on the calling thread: dst receives 3 * out_h * out_w floats (CHW, value / 255). */
 ODL_API odl_status odl_prep_image(const odl_prep_job *job, float *dst, odl_prep_result *res);
 
 /* Map a box from letterboxed pixels to the original image: val.py's scale_boxes with ratio_pad
@@ -64,6 +62,12 @@ ODL_API odl_status odl_prep_submit(odl_prep_pool *p, const odl_prep_job *jobs, i
                            odl_prep_batch **out);
 /* Block until every job of b is done and free b. Per-image errors are in res[k].status. */
 ODL_API void odl_prep_wait(odl_prep_batch *b);
+
+/* Queue fn(ctx, i) for i in [0, n) on the pool's threads and return at once: odl_prep_wait(*out) waits
+ * for them and frees *out (with 0 threads they run here, before the return). fn must not fail the
+ * process; it keeps its own per-item results. Errors: ODL_E_INVAL, ODL_E_NOMEM. */
+ODL_API odl_status odl_prep_pool_run(odl_prep_pool *p, int n, void (*fn)(void *ctx, int i), void *ctx,
+                                     odl_prep_batch **out);
 
 /* Run fn(ctx, i) for i in [0, n) on the pool's threads and return when all are done (a parallel for;
  * odl_worker --task=infer decodes and letterboxes a batch with it). fn must not fail the process; it

@@ -157,8 +157,9 @@ odl_status odl_cpu_adadelta_step_at(int64_t n, float *p, const float *g, float *
                                     const odl_step_scalars *s, float rho, float eps, float weight_decay);
 
 /* ---- detection pipeline (detect_post.c) ---- */
-odl_status odl_cpu_letterbox_u8_to_chw(int N, int H, int W, const uint8_t *src, const int64_t *src_off,
-                                       const int32_t *geo, uint8_t pad, float *y);
+odl_status odl_cpu_letterbox_u8(int N, int H, int W, const uint8_t *src, const odl_letterbox_src *img, uint8_t pad,
+                                float *y);
 odl_status odl_cpu_yolo_nms(const odl_yolo_nms_args *a);
+odl_status odl_cpu_yolo_candidates(const odl_yolo_cand_args *a);
 
 #endif

@@ -1,31 +1,56 @@
-/* CPU reference of the detection pipeline's backend entries (odl/backend.h): the letterbox placement
- * with normalisation, and batched YOLOv5 NMS. The CUDA twins are kernels/cuda/detect_post.cu; both
+/* CPU reference of the detection pipeline's backend entries (odl/backend.h): the letterbox (EXIF
+ * orientation, cv2's INTER_LINEAR resize, placement, normalisation; kernels/resize_linear.h), and batched
+ * YOLOv5 NMS. The CUDA twins are kernels/cuda/detect_post.cu; both
  * give bitwise the same output.
  *
  * yolo_nms sorts candidates by a 64-bit key, (~score bits) << 32 | anchor * nc + class: scores are
  * positive floats, whose bit patterns order as the values, so ascending keys are decreasing scores with
  * ties in (anchor, class) order, i.e. odl_yolo_nms's stable order. The greedy pass stops at max_det
  * kept boxes: a box after them cannot change which boxes come first. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernels/cpu/cpu.h"
+#include "kernels/resize_linear.h"
 
-odl_status odl_cpu_letterbox_u8_to_chw(int N, int H, int W, const uint8_t *src, const int64_t *src_off,
-                                       const int32_t *geo, uint8_t pad, float *y) {
+odl_status odl_cpu_letterbox_u8(int N, int H, int W, const uint8_t *src, const odl_letterbox_src *img, uint8_t pad,
+                                float *y) {
     const size_t hw = (size_t)H * W;
     const float fill = (float)pad / 255.0f;
     for (int n = 0; n < N; n++) {
-        const int w = geo[4 * n], h = geo[4 * n + 1], left = geo[4 * n + 2], top = geo[4 * n + 3];
-        const uint8_t *s = src + src_off[n];
+        const odl_letterbox_src *g = &img[n];
+        const int swap = g->orient >= 5 && g->orient <= 8, ow = swap ? g->h : g->w, oh = swap ? g->w : g->h;
+        const double sx = odl_rl_scale(g->unpad_w, ow), sy = odl_rl_scale(g->unpad_h, oh);
+        const uint8_t *s = src + g->off;
         float *o = y + (size_t)n * 3 * hw;
-        for (int yy = 0; yy < H; yy++)
+        int *xc = malloc(sizeof(int) * 4 * (size_t)(g->unpad_w > 0 ? g->unpad_w : 1)); /* the columns' taps, once */
+        if (!xc) return ODL_ERR(ODL_E_NOMEM, "letterbox_u8: %d columns", g->unpad_w);
+        for (int dx = 0; dx < g->unpad_w; dx++) odl_rl_coef(dx, sx, ow, &xc[4 * dx], &xc[4 * dx + 1], &xc[4 * dx + 2], &xc[4 * dx + 3]);
+        for (int yy = 0; yy < H; yy++) {
+            const int dy = yy - g->top;
+            int y0 = 0, y1 = 0, b0 = 0, b1 = 0;
+            if (dy >= 0 && dy < g->unpad_h) odl_rl_coef(dy, sy, oh, &y0, &y1, &b0, &b1);
             for (int xx = 0; xx < W; xx++) {
-                int sx = xx - left, sy = yy - top;
-                int in = sx >= 0 && sx < w && sy >= 0 && sy < h;
+                const int dx = xx - g->left;
+                const size_t at = (size_t)yy * W + xx;
+                if (dx < 0 || dx >= g->unpad_w || dy < 0 || dy >= g->unpad_h) {
+                    o[at] = o[hw + at] = o[2 * hw + at] = fill;
+                    continue;
+                }
+                const int x0 = xc[4 * dx], x1 = xc[4 * dx + 1], a0 = xc[4 * dx + 2], a1 = xc[4 * dx + 3];
+                const uint8_t *p[4];
+                const int tx[4] = {x0, x1, x0, x1}, ty[4] = {y0, y0, y1, y1};
+                for (int t = 0; t < 4; t++) {
+                    int px, py;
+                    odl_orient_src(g->orient, g->w, g->h, tx[t], ty[t], &px, &py);
+                    p[t] = s + (size_t)py * g->pitch + (size_t)px * 3;
+                }
                 for (int c = 0; c < 3; c++)
-                    o[c * hw + (size_t)yy * W + xx] = in ? (float)s[((size_t)sy * w + sx) * 3 + c] / 255.0f : fill;
+                    o[c * hw + at] = (float)odl_rl_value(p[0][c], p[1][c], p[2][c], p[3][c], a0, a1, b0, b1) / 255.0f;
             }
+        }
+        free(xc);
     }
     return ODL_OK;
 }
@@ -136,5 +161,28 @@ odl_status odl_cpu_yolo_nms(const odl_yolo_nms_args *a) {
     free(ob);
     free(area);
     free(sup);
+    return ODL_OK;
+}
+
+odl_status odl_cpu_yolo_candidates(const odl_yolo_cand_args *a) {
+    const int no = 5 + a->nc;
+    for (int n = 0; n < a->N; n++) {
+        const float *pred = a->pred + (size_t)n * a->rows * no;
+        float *out = a->out + (size_t)n * a->cap * no;
+        int32_t cnt = 0, bad = 0;
+        for (int64_t r = 0; r < a->rows; r++) {
+            const float *p = pred + r * no;
+            for (int j = 0; j < no; j++)
+                if (!isfinite(p[j])) {
+                    bad++;
+                    break;
+                }
+            if (!(p[4] > a->conf_thres)) continue;
+            if (cnt < a->cap) memcpy(out + (size_t)cnt * no, p, sizeof(float) * no);
+            cnt++;
+        }
+        a->count[n] = cnt;
+        a->nonfinite[n] = bad;
+    }
     return ODL_OK;
 }

@@ -172,8 +172,9 @@ static odl_backend make_table() {
     b.nchw_f32_to_nhwc_f16 = odl_cuda_nchw_f32_to_nhwc_f16;
     b.yolov5_detect_decode = odl_cuda_yolov5_detect_decode;
     b.yolov5_detect_head_f16 = odl_cuda_yolov5_detect_head_f16;
-    b.letterbox_u8_to_chw = odl_cuda_letterbox_u8_to_chw;
+    b.letterbox_u8 = odl_cuda_letterbox_u8;
     b.yolo_nms = odl_cuda_yolo_nms;
+    b.yolo_candidates = odl_cuda_yolo_candidates;
     b.gemm_lowp = odl_cuda_gemm_lowp;
     b.gemm_typed = odl_cuda_gemm_typed;
     b.tf32_rounding = odl_cuda_tf32_rounding;

@@ -175,9 +175,10 @@ odl_status odl_cuda_nchw_f32_to_nhwc_f16(int N, int C, int H, int W, const float
 /* YOLOv5 Detect (yolov5_detect.cu, conv2d_f16.cu) */
 odl_status odl_cuda_yolov5_detect_decode(const odl_detect_args *d, const float *head, int nhwc);
 odl_status odl_cuda_yolov5_detect_head_f16(const odl_conv2d_f16_args *a, const odl_detect_args *d);
-odl_status odl_cuda_letterbox_u8_to_chw(int N, int H, int W, const uint8_t *src, const int64_t *src_off,
-                                        const int32_t *geo, uint8_t pad, float *y);
+odl_status odl_cuda_letterbox_u8(int N, int H, int W, const uint8_t *src, const odl_letterbox_src *img, uint8_t pad,
+                                 float *y);
 odl_status odl_cuda_yolo_nms(const odl_yolo_nms_args *a);
+odl_status odl_cuda_yolo_candidates(const odl_yolo_cand_args *a);
 
 /* The table's release entry: frees the backend's cached workspaces. Registered with core's teardown
  * hooks (core/device_internal.h) when the first workspace is taken, so odl_cuda_shutdown runs it before

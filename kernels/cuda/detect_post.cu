@@ -1,7 +1,7 @@
 /* CUDA twins of kernels/cpu/detect_post.c (formulas in odl/backend.h; bitwise the CPU's results).
  *
- * letterbox_u8_to_chw: one thread per output pixel and image (grid-stride), three planes written;
- *   value / 255.0f in IEEE division (the library is built without fast math).
+ * letterbox_u8: one thread per output pixel and image (grid-stride), three planes written; the resize
+ *   and orientation of kernels/resize_linear.h; value / 255.0f in IEEE division.
  * yolo_nms: one block of 1024 threads per image, in four phases on a per-image slice of the backend
  *   workspace (cand_cap keys, offset boxes, areas and flags):
  *   1. candidates: each thread takes rows, appends (~score bits) << 32 | anchor * nc + class keys with
@@ -10,33 +10,51 @@
  *   3. the first max_nms: boxes recomputed from their rows, offset by class * max_wh, areas;
  *   4. greedy NMS: thread 0 finds the next unsuppressed box, writes it out, and the block marks the
  *      later boxes it suppresses; stops at max_det kept.
+ * yolo_candidates: one block of 1024 threads per image (yolo_cand_kernel says how).
  *   Float arithmetic uses the _rn intrinsics so that nvcc cannot contract it into FMA, which would
  *   round differently from the CPU. */
 #include "kernels/cuda/common.cuh"
+#include "kernels/resize_linear.h"
 
 namespace odlk {
 namespace {
 
+/* One thread per output pixel of every image (grid-stride): the taps and weights of its column and row
+ * (kernels/resize_linear.h, the CPU's formulas in _rn arithmetic), the four stored pixels through the
+ * EXIF orientation, three planes written. */
 __global__ void letterbox_kernel(int64_t items, int H, int W, const uint8_t *__restrict__ src,
-                                 const int64_t *__restrict__ src_off, const int32_t *__restrict__ geo, float fill,
-                                 float *__restrict__ y) {
+                                 const odl_letterbox_src *__restrict__ img, float fill, float *__restrict__ y) {
     const int64_t hw = (int64_t)H * W;
     for (int64_t k = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; k < items; k += (int64_t)gridDim.x * blockDim.x) {
         const int n = (int)(k / hw);
         const int64_t p = k - n * hw;
         const int yy = (int)(p / W), xx = (int)(p - (int64_t)yy * W);
-        const int w = geo[4 * n], h = geo[4 * n + 1], sx = xx - geo[4 * n + 2], sy = yy - geo[4 * n + 3];
+        const odl_letterbox_src g = img[n];
+        const int dx = xx - g.left, dy = yy - g.top;
         float *o = y + n * 3 * hw + p;
-        if (sx >= 0 && sx < w && sy >= 0 && sy < h) {
-            const uint8_t *s = src + src_off[n] + ((int64_t)sy * w + sx) * 3;
-            o[0] = __fdiv_rn((float)s[0], 255.0f);
-            o[hw] = __fdiv_rn((float)s[1], 255.0f);
-            o[2 * hw] = __fdiv_rn((float)s[2], 255.0f);
-        } else {
+        if (dx < 0 || dx >= g.unpad_w || dy < 0 || dy >= g.unpad_h) {
             o[0] = fill;
             o[hw] = fill;
             o[2 * hw] = fill;
+            continue;
         }
+        const bool swap = g.orient >= 5 && g.orient <= 8;
+        const int ow = swap ? g.h : g.w, oh = swap ? g.w : g.h;
+        int x0, x1, a0, a1, y0, y1, b0, b1;
+        odl_rl_coef(dx, odl_rl_scale(g.unpad_w, ow), ow, &x0, &x1, &a0, &a1);
+        odl_rl_coef(dy, odl_rl_scale(g.unpad_h, oh), oh, &y0, &y1, &b0, &b1);
+        const uint8_t *s = src + g.off;
+        const uint8_t *t[4];
+        const int tx[4] = {x0, x1, x0, x1}, ty[4] = {y0, y0, y1, y1};
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+            int px, py;
+            odl_orient_src(g.orient, g.w, g.h, tx[q], ty[q], &px, &py);
+            t[q] = s + (int64_t)py * g.pitch + (int64_t)px * 3;
+        }
+#pragma unroll
+        for (int c = 0; c < 3; c++)
+            o[c * hw] = __fdiv_rn((float)odl_rl_value(t[0][c], t[1][c], t[2][c], t[3][c], a0, a1, b0, b1), 255.0f);
     }
 }
 
@@ -181,16 +199,57 @@ __global__ void __launch_bounds__(kNmsThreads) yolo_nms_kernel(odl_yolo_nms_args
     if (tid == 0) a.count[n] = kept;
 }
 
+constexpr int kCandThreads = 1024;
+
+/* One block per image; each thread takes a contiguous run of rows: counts its candidates and its rows
+ * with a non-finite value, an exclusive scan of the counts gives each thread's offset, and it writes its
+ * candidate rows there, so that they stay in row order. */
+__global__ void __launch_bounds__(kCandThreads) yolo_cand_kernel(odl_yolo_cand_args a) {
+    __shared__ int32_t part[kCandThreads];
+    __shared__ int32_t n_bad;
+    const int n = blockIdx.x, tid = threadIdx.x, no = 5 + a.nc;
+    const float *pred = a.pred + (size_t)n * a.rows * no;
+    if (tid == 0) n_bad = 0;
+    const int64_t per = (a.rows + blockDim.x - 1) / blockDim.x, r0 = tid * per, r1 = r0 + per < a.rows ? r0 + per : a.rows;
+    int32_t cnt = 0, bad = 0;
+    for (int64_t r = r0; r < r1; r++) {
+        const float *p = pred + r * no;
+        bool finite = true;
+        for (int j = 0; j < no; j++) finite &= isfinite(p[j]);
+        bad += !finite;
+        cnt += p[4] > a.conf_thres;
+    }
+    part[tid] = cnt;
+    __syncthreads();
+    if (bad) atomicAdd(&n_bad, bad);
+    for (int d = 1; d < blockDim.x; d <<= 1) { /* inclusive scan (Hillis-Steele) */
+        const int32_t v = tid >= d ? part[tid - d] : 0;
+        __syncthreads();
+        part[tid] += v;
+        __syncthreads();
+    }
+    int32_t at = part[tid] - cnt;
+    float *out = a.out + (size_t)n * a.cap * no;
+    for (int64_t r = r0; r < r1 && at < a.cap; r++) {
+        const float *p = pred + r * no;
+        if (!(p[4] > a.conf_thres)) continue;
+        for (int j = 0; j < no; j++) out[(size_t)at * no + j] = p[j];
+        at++;
+    }
+    if (tid == blockDim.x - 1) a.count[n] = part[tid];
+    if (tid == 0) a.nonfinite[n] = n_bad;
+}
+
 } // namespace
 } // namespace odlk
 
 using namespace odlk;
 
-extern "C" odl_status odl_cuda_letterbox_u8_to_chw(int N, int H, int W, const uint8_t *src, const int64_t *src_off,
-                                                   const int32_t *geo, uint8_t pad, float *y) {
+extern "C" odl_status odl_cuda_letterbox_u8(int N, int H, int W, const uint8_t *src, const odl_letterbox_src *img,
+                                            uint8_t pad, float *y) {
     const int64_t items = (int64_t)N * H * W;
     if (items == 0) return ODL_OK;
-    letterbox_kernel<<<grid_for(items, 256), 256, 0, stream()>>>(items, H, W, src, src_off, geo, (float)pad / 255.0f, y);
+    letterbox_kernel<<<grid_for(items, 256), 256, 0, stream()>>>(items, H, W, src, img, (float)pad / 255.0f, y);
     ODL_CUDA_LAUNCH_CHECK("letterbox_kernel");
     return ODL_OK;
 }
@@ -207,5 +266,12 @@ extern "C" odl_status odl_cuda_yolo_nms(const odl_yolo_nms_args *a) {
     ODL_CHECK(workspace(per_image * (size_t)a->N, &work));
     yolo_nms_kernel<<<a->N, kNmsThreads, 0, stream()>>>(*a, static_cast<uint8_t *>(work), per_image);
     ODL_CUDA_LAUNCH_CHECK("yolo_nms_kernel");
+    return ODL_OK;
+}
+
+extern "C" odl_status odl_cuda_yolo_candidates(const odl_yolo_cand_args *a) {
+    if (a->N == 0) return ODL_OK;
+    yolo_cand_kernel<<<a->N, kCandThreads, 0, stream()>>>(*a);
+    ODL_CUDA_LAUNCH_CHECK("yolo_cand_kernel");
     return ODL_OK;
 }

@@ -1,0 +1,536 @@
+/* Detection input on a device (include/odl/gpu_prep.h).
+ *
+ * Per batch (a slot; two slots, used in turn):
+ *   stage 1, pool threads: read the file, parse its headers (odl_image_info_of), plan the geometry
+ *     (odl_prep_plan, the CPU path's), choose the route: nvJPEG candidate or CPU;
+ *   feeder thread: nvJPEG's own header check of the candidates (the handle is one thread's), the layout of
+ *     the slot's arenas (each image a region of the device arena; CPU images also one of the pinned arena),
+ *     stage 2 queued on the pool (CPU decodes into the pinned arena), nvJPEG's batched decode into the
+ *     device arena on the prep stream, then, once stage 2 is done, the uploads of the CPU images on the
+ *     prep stream and the `ready` event;
+ *   caller: odl_gpu_prep_letterbox on its stream waits for `ready`, runs letterbox_u8 from the arena and
+ *     records `done`, after which the slot's device arena may be written again.
+ * A batch of nvJPEG's that fails as a whole is decoded again on the CPU, image by image, so that each
+ * image gets its own outcome (its CPU error, or its pixels). */
+#include "odl/gpu_prep.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "datasets/prep_internal.h"
+#include "odl/backend.h"
+#include "odl/env.h"
+#include "odl/log.h"
+#include "odl/nvjpeg.h"
+
+#define NSLOTS 2
+
+enum { ROUTE_NONE = 0, ROUTE_CPU = 1, ROUTE_GPU = 2 };
+
+typedef struct pimg {
+    uint8_t *bytes; /* the file */
+    size_t len;
+    odl_image_info info;
+    int route;
+    int decoded;        /* CPU route: stage 2 has run on it */
+    int w1, h1;         /* the CPU route's upload: oriented, after the load_size resize */
+    int64_t off;        /* region in the device arena */
+    int64_t pin_off;    /* CPU route: region in the pinned arena */
+    odl_image host;     /* keep_host, CPU route: the decoded image */
+} pimg;
+
+struct odl_gpu_prep_batch {
+    odl_gpu_prep *p;
+    int busy, fed;       /* submitted and not released; the feeder is done with it */
+    int n;
+    const odl_prep_job *jobs;
+    odl_prep_result *res;
+    pimg *im;
+    uint8_t *pin, *dev;  /* arenas */
+    size_t pin_cap, dev_cap;
+    odl_letterbox_src *h_src, *h_sub, *d_sub;
+    odl_event ready, done;
+    int ready_recorded, done_recorded;
+    odl_prep_batch *stage;
+    odl_status fail;
+    char fail_msg[1024];
+};
+
+struct odl_gpu_prep {
+    odl_device dev;
+    int cuda;
+    odl_gpu_prep_options o;
+    const odl_backend *be;
+    odl_prep_pool *pool;
+    odl_nvjpeg *nvj;
+    int decoder;
+    char note[1200];
+    odl_stream ps;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    pthread_t feeder;
+    int feeder_started, stop;
+    struct odl_gpu_prep_batch slot[NSLOTS];
+    int queue[NSLOTS], qhead, qcount; /* slots for the feeder, in submit order */
+    int next;                          /* the slot the next submit takes */
+    /* the feeder's nvJPEG batch */
+    const uint8_t **nv_data;
+    size_t *nv_len, *nv_pitch;
+    uint8_t **nv_dst;
+    int *nv_idx;
+};
+
+const char *odl_decoder_name(int d) {
+    return d == ODL_DECODER_NVJPEG_HW ? "nvjpeg-hardware" : d == ODL_DECODER_NVJPEG_HYBRID ? "nvjpeg-gpu-hybrid" : "cpu";
+}
+
+/* ---- events and copies, which the CPU device does without (no CUDA call where no driver is) ---- */
+static odl_status ev_record(odl_gpu_prep *p, odl_event e, odl_stream s) { return p->cuda ? odl_event_record(e, s) : ODL_OK; }
+static odl_status ev_sync(odl_gpu_prep *p, odl_event e, int recorded) {
+    return p->cuda && recorded ? odl_event_synchronize(e) : ODL_OK;
+}
+static odl_status ev_wait(odl_gpu_prep *p, odl_stream s, odl_event e, int recorded) {
+    return p->cuda && recorded ? odl_stream_wait_event(s, e) : ODL_OK;
+}
+
+static void slot_fail(struct odl_gpu_prep_batch *b, odl_status st) {
+    if (b->fail != ODL_OK) return;
+    b->fail = st;
+    snprintf(b->fail_msg, sizeof b->fail_msg, "%s", odl_error_msg());
+}
+
+static void img_fail(struct odl_gpu_prep_batch *b, int k, odl_status st) {
+    odl_prep_result *r = &b->res[k];
+    r->status = st;
+    if (!strstr(odl_error_msg(), b->jobs[k].path)) odl_error_prefix("%s", b->jobs[k].path);
+    snprintf(r->err, sizeof r->err, "%s", odl_error_msg());
+    b->im[k].route = ROUTE_NONE;
+}
+
+/* ---- stage 1: read, headers, plan, route (pool threads) ---- */
+static void stage1(void *ctx, int k) {
+    struct odl_gpu_prep_batch *b = ctx;
+    const odl_prep_job *job = &b->jobs[k];
+    odl_prep_result *r = &b->res[k];
+    pimg *im = &b->im[k];
+    memset(r, 0, sizeof *r);
+    odl_error_clear();
+    free(im->bytes);
+    im->bytes = NULL;
+    im->route = ROUTE_NONE;
+    im->decoded = 0;
+    odl_status st = odl_file_read(job->path, &im->bytes, &im->len);
+    if (st == ODL_OK) st = odl_image_info_of(im->bytes, im->len, job->path, &im->info);
+    if (st == ODL_OK) st = odl_prep_plan(job, im->info.oriented_w, im->info.oriented_h, r, &im->w1, &im->h1);
+    if (st != ODL_OK) {
+        img_fail(b, k, st);
+        return;
+    }
+    const odl_image_info *f = &im->info;
+    /* nvJPEG takes a baseline JPEG of 1 or 3 components that is complete (a file cut short is the CPU
+     * path's "truncated" error) and needs one resize: the GPU resizes the decode once, so an image
+     * that val.py resizes twice (load_size, then a letterbox that scales again) stays on the CPU. */
+    const int one_resize = (im->w1 == f->oriented_w && im->h1 == f->oriented_h) ||
+                           (r->geo.unpad_w == im->w1 && r->geo.unpad_h == im->h1);
+    im->route = b->p->nvj && f->format == ODL_IMAGE_JPEG && !f->progressive && !f->cmyk &&
+                        (f->components == 1 || f->components == 3) && f->complete && one_resize
+                    ? ROUTE_GPU
+                    : ROUTE_CPU;
+}
+
+/* ---- stage 2: CPU decodes into the pinned arena (pool threads) ---- */
+static void stage2(void *ctx, int k) {
+    struct odl_gpu_prep_batch *b = ctx;
+    pimg *im = &b->im[k];
+    if (im->route != ROUTE_CPU || im->decoded) return;
+    im->decoded = 1;
+    odl_error_clear();
+    odl_image img = {0};
+    odl_status st = odl_image_decode(im->bytes, im->len, b->jobs[k].path, &img);
+    if (st == ODL_OK && (img.width != im->info.oriented_w || img.height != im->info.oriented_h))
+        st = ODL_ERR(ODL_E_FORMAT, "decoded %dx%d where the header says %dx%d", img.width, img.height, im->info.oriented_w,
+                     im->info.oriented_h);
+    uint8_t *dst = b->pin + im->pin_off;
+    if (st == ODL_OK) {
+        if (im->w1 != img.width || im->h1 != img.height)
+            st = odl_image_resize_linear(img.data, img.width, img.height, 3, dst, im->w1, im->h1);
+        else
+            memcpy(dst, img.data, (size_t)3 * img.width * img.height);
+    }
+    if (st != ODL_OK) {
+        odl_image_free(&img);
+        img_fail(b, k, st);
+        return;
+    }
+    b->res[k].decoder = ODL_DECODER_CPU;
+    if (b->p->o.keep_host) im->host = img;
+    else odl_image_free(&img);
+}
+
+/* Grow an arena to `need` bytes (the slot's earlier use must be over: the caller waited for it). */
+static odl_status arena(odl_gpu_prep *p, int device, uint8_t **buf, size_t *cap, size_t need) {
+    if (need <= *cap) return ODL_OK;
+    size_t nc = need + need / 4;
+    if (device) {
+        odl_mem_free(p->dev, *buf);
+        *buf = NULL;
+        *cap = 0;
+        ODL_CHECK(odl_mem_alloc(p->dev, nc, (void **)buf));
+    } else {
+        odl_host_free_pinned(*buf);
+        *buf = NULL;
+        *cap = 0;
+        ODL_CHECK(odl_host_alloc_pinned(nc, (void **)buf));
+    }
+    *cap = nc;
+    return ODL_OK;
+}
+
+static int64_t align256(int64_t v) { return (v + 255) & ~(int64_t)255; }
+
+/* nvJPEG's output rows: 256-byte aligned, as hardware decoders like their surfaces' pitch. */
+static int64_t nv_pitch(const pimg *im) { return align256((int64_t)3 * im->info.width); }
+
+/* The feeder's work on one slot. */
+static void feed(odl_gpu_prep *p, struct odl_gpu_prep_batch *b) {
+    odl_error_clear();
+    odl_prep_wait(b->stage);
+    b->stage = NULL;
+    odl_status st;
+    /* nvJPEG's own check of its candidates */
+    for (int k = 0; k < b->n; k++)
+        if (b->im[k].route == ROUTE_GPU && !odl_nvjpeg_supported(p->nvj, b->im[k].bytes, b->im[k].len))
+            b->im[k].route = ROUTE_CPU;
+    /* layout: every usable image a device region big enough for either route (a failed nvJPEG batch
+     * falls back to the CPU), and a pinned one for the CPU route */
+    int64_t dev_end = 0, pin_end = 0;
+    for (int k = 0; k < b->n; k++) {
+        pimg *im = &b->im[k];
+        if (im->route == ROUTE_NONE) continue;
+        const int64_t raw = nv_pitch(im) * im->info.height, cpu = (int64_t)3 * im->w1 * im->h1;
+        im->off = dev_end;
+        dev_end = align256(dev_end + (raw > cpu ? raw : cpu));
+        im->pin_off = pin_end;
+        pin_end = align256(pin_end + cpu);
+    }
+    /* the slot's earlier use: its letterbox has read the device arena, its uploads have read the pinned one */
+    if ((st = ev_sync(p, b->done, b->done_recorded)) != ODL_OK || (st = ev_sync(p, b->ready, b->ready_recorded)) != ODL_OK ||
+        (st = arena(p, 1, &b->dev, &b->dev_cap, (size_t)dev_end + 256)) != ODL_OK ||
+        (st = arena(p, 0, &b->pin, &b->pin_cap, (size_t)pin_end + 256)) != ODL_OK) {
+        slot_fail(b, st);
+        goto out;
+    }
+    b->done_recorded = b->ready_recorded = 0;
+    /* nvJPEG's images (listed before stage 2 runs: it may mark the images it fails) */
+    int ng = 0;
+    for (int k = 0; k < b->n; k++) {
+        pimg *im = &b->im[k];
+        if (im->route != ROUTE_GPU) continue;
+        p->nv_idx[ng] = k;
+        p->nv_data[ng] = im->bytes;
+        p->nv_len[ng] = im->len;
+        p->nv_dst[ng] = b->dev + im->off;
+        p->nv_pitch[ng] = (size_t)nv_pitch(im);
+        ng++;
+    }
+    if ((st = odl_prep_pool_run(p->pool, b->n, stage2, b, &b->stage)) != ODL_OK) {
+        slot_fail(b, st);
+        goto out;
+    }
+    /* nvJPEG, meanwhile, on the prep stream */
+    if (ng) {
+        st = odl_nvjpeg_decode_batch(p->nvj, ng, p->nv_data, p->nv_len, p->nv_dst, p->nv_pitch, p->ps);
+        if (st == ODL_OK) {
+            for (int g = 0; g < ng; g++) b->res[p->nv_idx[g]].decoder = p->decoder;
+        } else {
+            /* the whole batch failed: its images one by one on the CPU, each with its own outcome */
+            ODL_LOG_WARN("%s; decoding its %d images on the CPU", odl_error_msg(), ng);
+            odl_prep_wait(b->stage);
+            for (int g = 0; g < ng; g++) b->im[p->nv_idx[g]].route = ROUTE_CPU;
+            b->stage = NULL;
+            if ((st = odl_prep_pool_run(p->pool, b->n, stage2, b, &b->stage)) != ODL_OK) {
+                slot_fail(b, st);
+                goto out;
+            }
+        }
+    }
+    odl_prep_wait(b->stage);
+    b->stage = NULL;
+    /* uploads of the CPU images, the letterbox sources, `ready` */
+    for (int k = 0; k < b->n; k++) {
+        pimg *im = &b->im[k];
+        const odl_letterbox *g = &b->res[k].geo;
+        if (im->route == ROUTE_CPU) {
+            st = odl_memcpy_async(b->dev + im->off, p->dev, b->pin + im->pin_off, odl_cpu(), (size_t)3 * im->w1 * im->h1, p->ps);
+            if (st != ODL_OK) {
+                slot_fail(b, st);
+                goto out;
+            }
+            b->h_src[k] = (odl_letterbox_src){im->off, 3 * im->w1, im->w1, im->h1, 1, g->unpad_w, g->unpad_h, g->left, g->top, 0};
+        } else if (im->route == ROUTE_GPU) {
+            b->h_src[k] = (odl_letterbox_src){im->off, nv_pitch(im), im->info.width, im->info.height,
+                                              im->info.orientation, g->unpad_w, g->unpad_h, g->left, g->top, 0};
+        }
+    }
+    if ((st = ev_record(p, b->ready, p->ps)) != ODL_OK) slot_fail(b, st);
+    else b->ready_recorded = 1;
+out:
+    if (b->stage) {
+        odl_prep_wait(b->stage);
+        b->stage = NULL;
+    }
+}
+
+static void *feeder_main(void *arg) {
+    odl_gpu_prep *p = arg;
+    if (p->cuda && odl_cuda_init(p->dev.index, 0) != ODL_OK)
+        ODL_LOG_ERROR("image feeder: %s", odl_error_msg()); /* every slot then fails on its first CUDA call */
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        while (!p->qcount && !p->stop) pthread_cond_wait(&p->cv, &p->mu);
+        if (!p->qcount && p->stop) break;
+        struct odl_gpu_prep_batch *b = &p->slot[p->queue[p->qhead]];
+        p->qhead = (p->qhead + 1) % NSLOTS;
+        p->qcount--;
+        pthread_mutex_unlock(&p->mu);
+        feed(p, b);
+        pthread_mutex_lock(&p->mu);
+        b->fed = 1;
+        pthread_cond_broadcast(&p->cv);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
+}
+
+odl_status odl_gpu_prep_create(odl_device dev, const odl_gpu_prep_options *o, odl_gpu_prep **out) {
+    if (!o || !out || o->threads < 1 || o->threads > 256 || o->max_batch < 1)
+        return ODL_ERR(ODL_E_INVAL, "odl_gpu_prep_create: bad options");
+    *out = NULL;
+    odl_gpu_prep *p = calloc(1, sizeof *p);
+    if (!p) return ODL_ERR(ODL_E_NOMEM, "image prep");
+    p->dev = dev;
+    p->cuda = dev.type == ODL_DEV_CUDA;
+    p->o = *o;
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->cv, NULL);
+    odl_status st = ODL_OK;
+    const int B = o->max_batch;
+    if (!(p->be = odl_backend_for(dev)) || !p->be->letterbox_u8) {
+        st = ODL_ERR(ODL_E_NODEV, "image prep: no letterbox_u8 in the backend of %s", odl_device_name(dev));
+        goto fail;
+    }
+    ODL_CHECK_GOTO(odl_prep_pool_create(o->threads, &p->pool), st, fail);
+    if (p->cuda) ODL_CHECK_GOTO(odl_stream_create(&p->ps), st, fail);
+    for (int s = 0; s < NSLOTS; s++) {
+        struct odl_gpu_prep_batch *b = &p->slot[s];
+        b->p = p;
+        b->im = calloc((size_t)B, sizeof *b->im);
+        b->h_src = calloc((size_t)B, sizeof *b->h_src);
+        if (!b->im || !b->h_src) {
+            st = ODL_ERR(ODL_E_NOMEM, "image prep buffers");
+            goto fail;
+        }
+        ODL_CHECK_GOTO(odl_host_alloc_pinned(sizeof(odl_letterbox_src) * (size_t)B, (void **)&b->h_sub), st, fail);
+        ODL_CHECK_GOTO(odl_mem_alloc(dev, sizeof(odl_letterbox_src) * (size_t)B, (void **)&b->d_sub), st, fail);
+        if (p->cuda) {
+            ODL_CHECK_GOTO(odl_event_create(&b->ready), st, fail);
+            ODL_CHECK_GOTO(odl_event_create(&b->done), st, fail);
+        }
+    }
+    p->nv_data = calloc((size_t)B, sizeof *p->nv_data);
+    p->nv_len = calloc((size_t)B, sizeof *p->nv_len);
+    p->nv_pitch = calloc((size_t)B, sizeof *p->nv_pitch);
+    p->nv_dst = calloc((size_t)B, sizeof *p->nv_dst);
+    p->nv_idx = calloc((size_t)B, sizeof *p->nv_idx);
+    if (!p->nv_data || !p->nv_len || !p->nv_pitch || !p->nv_dst || !p->nv_idx) {
+        st = ODL_ERR(ODL_E_NOMEM, "image prep buffers");
+        goto fail;
+    }
+    /* nvJPEG: on CUDA devices; on the CPU only through a stand-in (tests) */
+    p->decoder = ODL_DECODER_CPU;
+    if (!o->nvjpeg) {
+        snprintf(p->note, sizeof p->note, "nvJPEG not used (CPU decoding asked for)");
+    } else if (!p->cuda && !odl_env_str(ODL_ENV_NVJPEG_LIBRARY)[0]) {
+        snprintf(p->note, sizeof p->note, "nvJPEG not used on the CPU device");
+    } else if (odl_nvjpeg_open(&p->nvj) != ODL_OK) {
+        snprintf(p->note, sizeof p->note, "%s; JPEGs are decoded on the CPU", odl_error_msg_user());
+        odl_error_clear();
+    } else {
+        const odl_nvjpeg_backend nb = odl_nvjpeg_backend_of(p->nvj);
+        p->decoder = nb == ODL_NVJPEG_HARDWARE ? ODL_DECODER_NVJPEG_HW : ODL_DECODER_NVJPEG_HYBRID;
+        snprintf(p->note, sizeof p->note, "nvJPEG %s %s%s (%s)", odl_nvjpeg_version(p->nvj), odl_nvjpeg_backend_name(nb),
+                 odl_nvjpeg_interpolated(p->nvj) ? ", chroma upsampling by interpolation" : "", odl_nvjpeg_library(p->nvj));
+    }
+    if (pthread_create(&p->feeder, NULL, feeder_main, p) != 0) {
+        st = ODL_ERR(ODL_E_NOMEM, "image prep: cannot start its feeder thread");
+        goto fail;
+    }
+    p->feeder_started = 1;
+    *out = p;
+    return ODL_OK;
+fail:
+    odl_gpu_prep_free(p);
+    return st;
+}
+
+void odl_gpu_prep_free(odl_gpu_prep *p) {
+    if (!p) return;
+    if (p->feeder_started) {
+        pthread_mutex_lock(&p->mu);
+        p->stop = 1;
+        pthread_cond_broadcast(&p->cv);
+        pthread_mutex_unlock(&p->mu);
+        pthread_join(p->feeder, NULL);
+    }
+    for (int s = 0; s < NSLOTS; s++) {
+        struct odl_gpu_prep_batch *b = &p->slot[s];
+        odl_prep_wait(b->stage);
+        ev_sync(p, b->done, b->done_recorded);
+        ev_sync(p, b->ready, b->ready_recorded);
+        for (int k = 0; b->im && k < p->o.max_batch; k++) {
+            free(b->im[k].bytes);
+            odl_image_free(&b->im[k].host);
+        }
+        free(b->im);
+        free(b->h_src);
+        odl_host_free_pinned(b->h_sub);
+        odl_mem_free(p->dev, b->d_sub);
+        odl_mem_free(p->dev, b->dev);
+        odl_host_free_pinned(b->pin);
+        if (p->cuda) {
+            odl_event_destroy(b->ready);
+            odl_event_destroy(b->done);
+        }
+    }
+    odl_nvjpeg_close(p->nvj);
+    if (p->cuda) odl_stream_destroy(p->ps);
+    odl_prep_pool_free(p->pool);
+    free(p->nv_data);
+    free(p->nv_len);
+    free(p->nv_pitch);
+    free(p->nv_dst);
+    free(p->nv_idx);
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->cv);
+    free(p);
+}
+
+int odl_gpu_prep_decoder(const odl_gpu_prep *p) { return p ? p->decoder : ODL_DECODER_CPU; }
+const char *odl_gpu_prep_nvjpeg_note(const odl_gpu_prep *p) { return p ? p->note : ""; }
+
+/* A submit that did not queue its slot gives it back; returns st. */
+static odl_status slot_unbusy(odl_gpu_prep *p, struct odl_gpu_prep_batch *b, odl_status st) {
+    pthread_mutex_lock(&p->mu);
+    b->busy = 0;
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    return st;
+}
+
+odl_status odl_gpu_prep_submit(odl_gpu_prep *p, const odl_prep_job *jobs, int n, odl_prep_result *res,
+                               odl_gpu_prep_batch **out) {
+    if (!p || !jobs || !res || !out || n < 1 || n > p->o.max_batch)
+        return ODL_ERR(ODL_E_INVAL, "odl_gpu_prep_submit: %d jobs (1..%d)", n, p ? p->o.max_batch : 0);
+    for (int k = 0; k < n; k++)
+        if (!jobs[k].path || jobs[k].out_w != jobs[0].out_w || jobs[k].out_h != jobs[0].out_h || jobs[k].out_w <= 0 ||
+            jobs[k].out_h <= 0)
+            return ODL_ERR(ODL_E_INVAL, "odl_gpu_prep_submit: job %d: no path, or a letterbox size other than job 0's", k);
+    pthread_mutex_lock(&p->mu);
+    struct odl_gpu_prep_batch *b = &p->slot[p->next];
+    while (b->busy) pthread_cond_wait(&p->cv, &p->mu);
+    const int s = p->next;
+    p->next = (p->next + 1) % NSLOTS;
+    b->busy = 1;
+    b->fed = 0;
+    pthread_mutex_unlock(&p->mu);
+    /* the slot's earlier decode may still read its files' bytes (nvJPEG's work on the prep stream), which
+     * stage 1 frees and reads anew */
+    odl_status st = ev_sync(p, b->ready, b->ready_recorded);
+    if (st != ODL_OK) return slot_unbusy(p, b, st);
+    b->n = n;
+    b->jobs = jobs;
+    b->res = res;
+    b->fail = ODL_OK;
+    b->fail_msg[0] = 0;
+    for (int k = 0; k < p->o.max_batch; k++) odl_image_free(&b->im[k].host);
+    st = odl_prep_pool_run(p->pool, n, stage1, b, &b->stage);
+    if (st != ODL_OK) return slot_unbusy(p, b, st);
+    pthread_mutex_lock(&p->mu);
+    p->queue[(p->qhead + p->qcount) % NSLOTS] = s;
+    p->qcount++;
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    *out = b;
+    return ODL_OK;
+}
+
+odl_status odl_gpu_prep_wait(odl_gpu_prep_batch *b) {
+    if (!b) return ODL_ERR(ODL_E_INVAL, "odl_gpu_prep_wait: NULL batch");
+    odl_gpu_prep *p = b->p;
+    pthread_mutex_lock(&p->mu);
+    while (!b->fed) pthread_cond_wait(&p->cv, &p->mu);
+    pthread_mutex_unlock(&p->mu);
+    if (b->fail != ODL_OK) return ODL_ERR(b->fail, "image prep: %s", b->fail_msg);
+    return ODL_OK;
+}
+
+odl_status odl_gpu_prep_letterbox(odl_gpu_prep_batch *b, const int *idx, int m, float *y, odl_stream s) {
+    if (!b || !b->fed || (m > 0 && (!idx || !y)) || m < 0 || m > b->n)
+        return ODL_ERR(ODL_E_INVAL, "odl_gpu_prep_letterbox: bad arguments (after odl_gpu_prep_wait, 0..%d images)",
+                       b ? b->n : 0);
+    odl_gpu_prep *p = b->p;
+    for (int i = 0; i < m; i++) {
+        if (idx[i] < 0 || idx[i] >= b->n || b->res[idx[i]].status != ODL_OK || b->im[idx[i]].route == ROUTE_NONE)
+            return ODL_ERR(ODL_E_INVAL, "odl_gpu_prep_letterbox: image %d is not a decoded image of the batch", idx[i]);
+        b->h_sub[i] = b->h_src[idx[i]];
+    }
+    if (m == 0) return ODL_OK;
+    if (p->cuda && !s) s = odl_stream_current();
+    const odl_stream prev = odl_stream_current();
+    ODL_CHECK(ev_wait(p, s, b->ready, b->ready_recorded));
+    ODL_CHECK(odl_memcpy_async(b->d_sub, p->dev, b->h_sub, odl_cpu(), sizeof(odl_letterbox_src) * (size_t)m, s));
+    odl_stream_set_current(s);
+    const odl_status st = p->be->letterbox_u8(m, b->jobs[0].out_h, b->jobs[0].out_w, b->dev, b->d_sub, 114, y);
+    odl_stream_set_current(prev);
+    ODL_CHECK(st);
+    ODL_CHECK(ev_record(p, b->done, s));
+    b->done_recorded = 1;
+    return ODL_OK;
+}
+
+odl_status odl_gpu_prep_host_image(odl_gpu_prep_batch *b, int k, odl_image *out) {
+    if (!b || !out || k < 0 || k >= b->n || !b->p->o.keep_host || b->res[k].status != ODL_OK || !b->fed)
+        return ODL_ERR(ODL_E_INVAL, "odl_gpu_prep_host_image: image %d: no keep_host, or not a decoded image", k);
+    odl_gpu_prep *p = b->p;
+    pimg *im = &b->im[k];
+    if (im->route == ROUTE_CPU) {
+        ODL_CHECK(odl_image_alloc(out, im->host.width, im->host.height, 0, 0, 0));
+        memcpy(out->data, im->host.data, (size_t)3 * im->host.width * im->host.height);
+        return ODL_OK;
+    }
+    /* the pitched rows as they are, then packed */
+    const size_t row = (size_t)3 * im->info.width, pitch = (size_t)nv_pitch(im);
+    ODL_CHECK(odl_image_alloc(out, im->info.width, im->info.height, 0, 0, 0));
+    uint8_t *rows = malloc(pitch * (size_t)im->info.height);
+    odl_status st = rows ? ev_sync(p, b->ready, b->ready_recorded) : ODL_ERR(ODL_E_NOMEM, "host image %dx%d", im->info.width, im->info.height);
+    if (st == ODL_OK) st = odl_memcpy_async(rows, odl_cpu(), b->dev + im->off, p->dev, pitch * (size_t)im->info.height, p->ps);
+    if (st == ODL_OK && p->cuda) st = odl_stream_synchronize(p->ps);
+    if (st == ODL_OK)
+        for (int y = 0; y < im->info.height; y++) memcpy(out->data + row * (size_t)y, rows + pitch * (size_t)y, row);
+    free(rows);
+    if (st == ODL_OK) st = odl_image_apply_orientation(out, im->info.orientation);
+    if (st != ODL_OK) odl_image_free(out);
+    return st;
+}
+
+void odl_gpu_prep_release(odl_gpu_prep_batch *b) {
+    if (!b) return;
+    odl_gpu_prep *p = b->p;
+    pthread_mutex_lock(&p->mu);
+    while (!b->fed) pthread_cond_wait(&p->cv, &p->mu);
+    b->busy = 0;
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+}

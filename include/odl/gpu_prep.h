@@ -1,0 +1,97 @@
+/* Detection input on a device: batches of image files read, decoded and letterboxed into the network
+ * input, with the decoding on the GPU where nvJPEG takes the image (odl/nvjpeg.h: its hardware engines,
+ * or the GPU-hybrid backend) and on CPU threads otherwise (libjpeg-turbo, libpng: progressive and
+ * CMYK/YCCK JPEGs, PNGs, files nvJPEG's header check rejects, and every image where nvJPEG is absent
+ * or off), and the letterbox on the device (the backend's letterbox_u8: EXIF orientation, cv2's
+ * INTER_LINEAR resize, pad 114, / 255). Every image rule of the CPU path holds (odl/pipeline.h and
+ * odl/image.h): the same geometry, ratio_pad and errors; a CPU-decoded image gives bitwise the
+ * letterbox of odl_prep_image, a GPU-decoded one differs only by nvJPEG's IDCT and chroma upsampling
+ * (docs/eval.md gives the measured bounds).
+ *
+ * A batch goes through, asynchronously and overlapped with the batch before it:
+ *   odl_gpu_prep_submit   CPU threads read the files and parse the headers (geometry, route);
+ *   (feeder thread)       nvJPEG decodes its images on the prep stream while CPU threads decode the
+ *                         rest into pinned memory, which is then uploaded on the prep stream;
+ *   odl_gpu_prep_wait     the host waits until every image is decoded or queued, and reads the results;
+ *   odl_gpu_prep_letterbox on the caller's stream (the forward's): waits for the prep stream, then the
+ *                         letterbox kernel writes the network input;
+ *   odl_gpu_prep_release  the batch's buffers go back (reused once the caller's stream passes them).
+ * Two batches may be in flight (submitted and not released) at a time; buffers, streams, threads and
+ * the nvJPEG decoder live as long as the odl_gpu_prep, so a program keeps one for a whole run (the
+ * evaluation keeps one across the coordinator's chunks).
+ *
+ * On the CPU device the same path runs with host memory and the CPU backend's letterbox_u8 (the
+ * evaluation's --backend-post, and the tests); nvJPEG is used there only through a stand-in named by
+ * ODL_NVJPEG_LIBRARY. */
+#ifndef ODL_GPU_PREP_H
+#define ODL_GPU_PREP_H
+
+#include <stdint.h>
+
+#include "odl/api.h"
+#include "odl/device.h"
+#include "odl/image.h"
+#include "odl/pipeline.h"
+#include "odl/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum odl_decoder {
+    ODL_DECODER_CPU = 0,           /* libjpeg-turbo / libpng on a CPU thread */
+    ODL_DECODER_NVJPEG_HW = 1,     /* nvJPEG, hardware backend */
+    ODL_DECODER_NVJPEG_HYBRID = 2, /* nvJPEG, GPU-hybrid backend */
+    ODL_DECODER_COUNT
+} odl_decoder;
+/* "cpu", "nvjpeg-hardware", "nvjpeg-gpu-hybrid". */
+ODL_API const char *odl_decoder_name(int decoder);
+
+typedef struct odl_gpu_prep_options {
+    int threads;   /* CPU threads for file reads, headers and CPU decodes (>= 1) */
+    int max_batch; /* images per batch (>= 1) */
+    int nvjpeg;    /* 1: decode on the GPU with nvJPEG where it opens (ODL_NVJPEG and the rest of
+                      odl/nvjpeg.h apply); 0: every image on the CPU */
+    int keep_host; /* 1: odl_gpu_prep_host_image gives each image's decoded pixels on the host */
+} odl_gpu_prep_options;
+
+typedef struct odl_gpu_prep odl_gpu_prep;
+typedef struct odl_gpu_prep_batch odl_gpu_prep_batch;
+
+/* For dev (CUDA: the device must be initialised, odl_cuda_init). When nvJPEG is asked for and cannot be
+ * opened, the prep decodes on the CPU and odl_gpu_prep_nvjpeg_note says why. Errors: ODL_E_INVAL,
+ * ODL_E_NOMEM, ODL_E_CUDA (streams, events). */
+ODL_API odl_status odl_gpu_prep_create(odl_device dev, const odl_gpu_prep_options *o, odl_gpu_prep **out);
+/* Waits for batches in flight; NULL is fine. */
+ODL_API void odl_gpu_prep_free(odl_gpu_prep *p);
+/* The GPU decoder in use (ODL_DECODER_NVJPEG_*), or ODL_DECODER_CPU when every image decodes on the CPU. */
+ODL_API int odl_gpu_prep_decoder(const odl_gpu_prep *p);
+/* One line for the log: "nvJPEG 13.0.1 hardware (/usr/local/cuda/lib64/libnvjpeg.so.13)" or why there is
+ * none ("nvJPEG not available: ..."; "nvJPEG off (--decoder cpu)"). */
+ODL_API const char *odl_gpu_prep_nvjpeg_note(const odl_gpu_prep *p);
+
+/* Queue n (1..max_batch) jobs sharing one letterbox size (every job's out_w and out_h equal; u8 is
+ * ignored): job k's outcome goes to res[k] (status and message, sizes, gain, pad, geometry and the
+ * decoder, as odl_prep_image gives them). jobs and res must stay valid until odl_gpu_prep_release.
+ * Blocks while two batches are in flight. Errors (the batch was not queued): ODL_E_INVAL, ODL_E_NOMEM. */
+ODL_API odl_status odl_gpu_prep_submit(odl_gpu_prep *p, const odl_prep_job *jobs, int n, odl_prep_result *res,
+                                       odl_gpu_prep_batch **out);
+/* Until every image of b is decoded on the CPU or queued on the GPU; then res[] is final. Errors: a
+ * failure of the batch as a whole (a CUDA call, memory), naming it; an image's own failure is in its
+ * res[k].status only. */
+ODL_API odl_status odl_gpu_prep_wait(odl_gpu_prep_batch *b);
+/* Queue on stream s (NULL on the CPU): wait for b's decoding, then letterbox its images idx[0..m)
+ * (ones whose res[k].status is ODL_OK) into y [m, 3, out_h, out_w] float32 on the device. After
+ * odl_gpu_prep_wait. Errors: ODL_E_INVAL (an index out of range or of a failed image), the backend's. */
+ODL_API odl_status odl_gpu_prep_letterbox(odl_gpu_prep_batch *b, const int *idx, int m, float *y, odl_stream s);
+/* With keep_host: image k's decoded pixels (EXIF orientation applied, before any resize) into *out (a
+ * new image; free it). Synchronous. Errors: ODL_E_INVAL (no keep_host, a failed image), ODL_E_NOMEM,
+ * ODL_E_CUDA. */
+ODL_API odl_status odl_gpu_prep_host_image(odl_gpu_prep_batch *b, int k, odl_image *out);
+/* The batch's buffers go back to the prep (after its letterbox, if any, on the caller's stream). */
+ODL_API void odl_gpu_prep_release(odl_gpu_prep_batch *b);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
