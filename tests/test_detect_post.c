@@ -40,7 +40,7 @@ int main(int argc, char **argv) {
     odl_device dev;
     int r = yolo_test_device(argc, argv, &dev);
     if (r) return r;
-    const char *wpath = yolo_weights_path();
+    const char *wpath = yolo_weights_path(argc, argv);
     if (!wpath) return ODL_TEST_SKIP;
     const odl_backend *cpu = odl_backend_cpu(), *be = odl_backend_for(dev);
     TCHECK(be && be->yolo_nms && be->letterbox_u8_to_chw, "backend has the detection entries");
