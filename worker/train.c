@@ -26,6 +26,7 @@
 #include "worker/cli.h"
 #include "worker/coord.h"
 #include "worker/outputs.h"
+#include "worker/sample_record.h"
 #include "worker/tensorboard.h"
 #include "worker/health_monitor.h"
 #include "worker/tasks.h"
@@ -351,6 +352,7 @@ typedef struct train_run {
     FILE *metrics;
     odl_tb_writer *tb; /* --tensorboard; NULL: none */
     odl_worker_health health; /* GPU telemetry and Xid watch (health/), inactive on CPU */
+    odl_sample_record samples; /* test hooks: ODL_SAMPLE_RECORD, ODL_SAMPLE_TEST_LOSE_AT_STEP */
     int have_net, have_opt, have_loader;
     int show_progress;  /* a bar on a terminal (or with progress: on) */
     int progress_lines; /* else, unless progress: off, a line every logging.log_interval steps or 10 s */
@@ -458,6 +460,7 @@ static odl_status run_start_loader(train_run *r) {
     };
     ODL_CHECK(odl_loader_start(&r->loader, &lc));
     r->have_loader = 1;
+    ODL_CHECK(odl_sample_record_open(&r->samples, r->rank, r->batch));
     return ODL_OK;
 }
 
@@ -465,6 +468,7 @@ static odl_status run_start_loader(train_run *r) {
  * loader before the gradients are reduced. */
 static odl_status run_step(train_run *r, odl_batch *b) {
     const uint64_t seed = (uint64_t)r->cfg->seed, offset = odl_net_dropout_offset(r->st.step, r->world, r->rank);
+    odl_sample_record_plant(&r->samples, b, r->st.step + 1);
     ODL_CHECK(odl_net_bind_batch(&r->net, &b->x, &b->y));
     if (b->local > 0) {
         ODL_CHECK(odl_net_forward(&r->net, b->local, 1, seed, offset));
@@ -476,10 +480,12 @@ static odl_status run_step(train_run *r, odl_batch *b) {
     odl_net_unbind_batch(&r->net);
     const int64_t b_cursor = b->cursor;
     const int b_global = b->global;
+    odl_sample_record_keep(&r->samples, b); /* b's indices, before b goes back to the loader */
     ODL_CHECK(odl_loader_release(&r->loader, b)); /* b belongs to the loader again */
     if (r->hooks && r->hooks->reduce_grads) ODL_CHECK(r->hooks->reduce_grads(r->hooks->ctx, &r->net));
     ODL_CHECK(odl_optim_step(&r->opt, &r->net));
     r->st.step++;
+    ODL_CHECK(odl_sample_record_step(&r->samples, r->st.step, r->world));
     r->st.cursor = b_cursor + b_global;
     r->st.epoch_samples += b_global;
     r->run_samples += b_global;
@@ -651,6 +657,7 @@ static odl_status run_teardown(train_run *r, odl_status s) {
         if (s == ODL_OK) s = cs;
     }
     if (r->have_loader) odl_loader_stop(&r->loader);
+    odl_sample_record_close(&r->samples);
     odl_worker_health_stop(&r->health);
     odl_tensor_free(&r->loss_acc);
     if (r->have_opt) odl_optim_free(&r->opt);
@@ -673,6 +680,7 @@ odl_status odl_train_run(const odl_config *cfg, const odl_train_opts *opts, odl_
     r->rank = opts->rank;
     r->world = opts->world_size > 0 ? opts->world_size : 1;
     r->train_loss = r->test_loss = r->test_acc = NAN;
+    r->samples.fd = -1;
     int nothing_to_do = 0;
     odl_status s = run_setup(r, &nothing_to_do);
     if (s == ODL_OK && !nothing_to_do) s = run_start_loader(r);
