@@ -34,13 +34,11 @@ import argparse
 import collections
 import glob
 import json
-import math
 import os
 import random
 import re
 import shutil
 import signal
-import stat
 import subprocess
 import sys
 import time
@@ -483,6 +481,17 @@ class Soak:
             f = [x.strip() for x in ln.split(",")]
             if len(f) == 2 and f[0].isdigit():
                 self.gpu_rows.append((now, "pid", int(f[0]), 0.0, float(f[1])))
+        # rank 0's device pool, from its last epoch record (worker/train.c: pool_peak_mib, pool_reserved_mib)
+        try:
+            with open(os.path.join(self.out, "metrics.jsonl"), "rb") as fh:
+                fh.seek(max(0, os.path.getsize(fh.name) - 4096))
+                tail = fh.read().decode(errors="replace").splitlines()[1:]  # the first may be cut
+                last = [json.loads(x) for x in tail if "pool_peak_mib" in x]
+            if last and last[-1].get("pool_peak_mib") is not None:
+                self.gpu_rows.append((now, "pool", self.cur_gen, last[-1]["pool_reserved_mib"] or 0.0,
+                                      last[-1]["pool_peak_mib"]))
+        except (OSError, ValueError):
+            pass
 
     def poll(self):
         self.read_logs()
@@ -1117,10 +1126,21 @@ class Soak:
                 if r[1] == "pid":
                     per_pid[r[2]].append(r[4])
             mem_growth = max([max(v[1:]) - v[1] for v in per_pid.values() if len(v) >= 3] or [0])
-            self.say("GPU: utilisation mean %.0f%% (%d samples every 10 s), per-process memory growth after its first "
-                     "sample at most %.0f MiB" % (sum(util) / max(1, len(util)), len(util), mem_growth))
+            # the pool's peak: the same model and batch in every generation, so one value all along
+            by_gen = collections.defaultdict(list)
+            for r in self.gpu_rows:
+                if r[1] == "pool":
+                    by_gen[r[2]].append(r[4])
+            peaks = [v for g in by_gen.values() for v in g[1:]]
+            pool_spread = max(peaks) - min(peaks) if peaks else 0.0
+            self.say("GPU: utilisation mean %.0f%% (%d samples every 10 s); per-process GPU memory growth after its "
+                     "first sample at most %.0f MiB; rank 0's pool peak %s MiB over %d samples (spread %.1f MiB)" % (
+                         sum(util) / max(1, len(util)), len(util), mem_growth,
+                         "%.1f-%.1f" % (min(peaks), max(peaks)) if peaks else "n/a", len(peaks), pool_spread))
             if mem_growth > self.a.rss_bound_mib:
                 self.problem("memory", "a worker's GPU memory grew %.0f MiB" % mem_growth)
+            if pool_spread > self.a.rss_bound_mib:
+                self.problem("memory", "rank 0's device pool peak varied by %.1f MiB" % pool_spread)
         errs = []
         for p in glob.glob(os.path.join(self.out, "coord.*.log")):
             errs += [ln.strip() for ln in open(p, errors="replace") if re.search(r"CUDA error|cuda.*failed|NCCL error", ln)]

@@ -520,6 +520,13 @@ static odl_status run_epoch_end(train_run *r, int epoch_end, int stop) {
     }
     char gpu_log[96];
     json_t *gpu = odl_worker_health_epoch(&r->health, gpu_log, sizeof gpu_log);
+    odl_pool_stats ps;
+    if (r->dev.type == ODL_DEV_CUDA && odl_pool_get_stats(r->dev, &ps) == ODL_OK) {
+        /* the device pool (odl/device.h): a leak or fragmentation shows as a peak that keeps growing */
+        if (!gpu) gpu = json_object();
+        json_object_set_new(gpu, "pool_peak_mib", odl_json_num((double)ps.peak / 1048576.0, 1));
+        json_object_set_new(gpu, "pool_reserved_mib", odl_json_num((double)ps.reserved / 1048576.0, 1));
+    }
     /* The epoch's own 1-based number, also for a partial epoch (a stop mid-epoch). */
     ODL_LOG_INFO("epoch %" PRId64 "/%" PRId64 " step %" PRId64 ": lr %g train_loss %.4f test_loss %.4f test_acc %.4f "
                  "%.0f samples/s %.2f s%s%s",
