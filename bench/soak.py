@@ -548,7 +548,9 @@ class Soak:
             f.node = self.nodes[self.rng.randrange(self.a.ranks)]
             f.xid = int(kind[3:])
         if kind == "xid13":
-            recent = [x for x in chain if x.kind == "xid13" and x.node == f.node and x.at > f.at - ESCALATE_WINDOW_S]
+            # the coordinator counts the reports (DIR/xid_history.json): those that acted and those to come
+            recent = [x for x in chain if x.kind == "xid13" and x.node == f.node and x.at > f.at - ESCALATE_WINDOW_S
+                      and (x.injected or x in self.queue)]
             f.escalates = len(recent) + 1 >= ESCALATE_AFTER
         if kind == "slow":
             f.ms = self.rng.randrange(150, 400)
@@ -556,13 +558,14 @@ class Soak:
         return f
 
     def fill_queue(self):
-        """Two faults ahead that have not acted, and one that ends a generation among them: a generation arms
-        its in-worker faults when it starts, up to the first such one (bench/soak_launch.py), so they must
-        be drawn by then. True when it drew."""
+        """Two faults ahead that end a generation (every kind but slow@), among those that have not acted: a
+        generation arms its in-worker faults when it starts, up to the first such one
+        (bench/soak_launch.py), so that one must be drawn by then, whichever fault acts first. True when
+        it drew."""
         drew = False
         while True:
             ahead = [q for q in self.queue if not q.injected]
-            if len(ahead) >= 2 and any(q.kind != "slow" for q in ahead):
+            if sum(q.kind != "slow" for q in ahead) >= 2:
                 return drew
             f = self.draw()
             if f.at > self.t_end:  # none due after the end: the run stops about then
@@ -647,13 +650,16 @@ class Soak:
                         return t, "generation %d failed: %s" % (g, text)
                     return t, "WRONG: generation %d failed: %s" % (g, text)
         elif f.kind in ("xid79", "xid13"):
-            for t, key, mm, life in self.events:
-                if t >= t0 and key == "fence":
-                    return t, "node %s %s (Xid %s)" % (mm.group(1), mm.group(2), mm.group(3))
-            if f.kind == "xid13" and not f.escalates:
-                for t, g, text in self.failures:
-                    if t >= t0 and "application Xid" in text:
-                        return t, "generation %d failed: %s" % (g, text)
+            # a fence (Xid 79, or an escalated Xid 13) or an unfenced restart (Xid 13): what came first
+            seen = [(t, "node %s %s (Xid %s)" % (mm.group(1), mm.group(2), mm.group(3)))
+                    for t, key, mm, life in self.events if t >= t0 and key == "fence"]
+            if f.kind == "xid13":
+                seen += [(t, "generation %d failed: %s" % (g, text)) for t, g, text in self.failures
+                         if t >= t0 and "application Xid" in text]
+            if seen:
+                t, text = min(seen)
+                f.escalates = f.kind == "xid13" and text.startswith("node ")
+                return t, text
         elif f.kind == "coord_kill":
             for t, key, mm, life in self.events:
                 if t >= t0 and key == "prev_coord" and int(mm.group(1)) == f.killed_pid:
@@ -778,6 +784,8 @@ class Soak:
     def inject_external(self, f):
         # the generations this starts arm the faults after it
         f.injected = time.time()
+        if time.time() < self.t_end:
+            self.fill_queue()
         self.write_plan()
         if f.kind == "coord_kill":
             f.killed_pid = self.coord.pid
