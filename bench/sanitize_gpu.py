@@ -106,6 +106,8 @@ def run_one(san, tool, test, logdir, timeout):
     summaries = len(re.findall(r"^=+ ERROR SUMMARY:", text, re.M))
     warnings = sum(int(m) for m in re.findall(r"RACECHECK SUMMARY: \d+ hazards? displayed \(\d+ errors?, (\d+) warnings?\)",
                                               text))
+    # memcheck's leak check: device memory still allocated when a process ended (counted in its errors)
+    leaks = len(re.findall(r"^=+ Leaked \d+ bytes", text, re.M))
     if timed_out:
         status = "timed out"
     elif rc == test["skip_rc"]:
@@ -116,7 +118,7 @@ def run_one(san, tool, test, logdir, timeout):
         status = "no summary (the sanitizer checked no CUDA process)"
     else:
         status = "ok"
-    return {"tool": tool, "test": test["name"], "errors": errors, "warnings": warnings, "status": status,
+    return {"tool": tool, "test": test["name"], "errors": errors, "warnings": warnings, "leaks": leaks, "status": status,
             "rc": rc, "wall_s": round(wall, 1), "log": log}
 
 
@@ -170,9 +172,10 @@ def main():
         for f in concurrent.futures.as_completed(futs):
             r = f.result()
             results.append(r)
-            print("%-9s %-36s %4d error%s%s  %7.1f s  %s" % (
+            print("%-9s %-36s %4d error%s%s%s  %7.1f s  %s" % (
                 r["tool"], r["test"], r["errors"], "" if r["errors"] == 1 else "s",
-                ", %d warnings" % r["warnings"] if r["warnings"] else "", r["wall_s"], r["status"]), flush=True)
+                ", %d warnings" % r["warnings"] if r["warnings"] else "",
+                " (%d leaks)" % r["leaks"] if r["leaks"] else "", r["wall_s"], r["status"]), flush=True)
     lines = []
     total = 0
     broken = []
@@ -180,14 +183,15 @@ def main():
         rs = [r for r in results if r["tool"] == tool]
         n_err = sum(r["errors"] for r in rs)
         n_warn = sum(r["warnings"] for r in rs)
+        n_leak = sum(r["leaks"] for r in rs)
         ran = sum(r["status"] == "ok" for r in rs)
         skipped = sum(r["status"] == "skipped" for r in rs)
         timed = sum(r["status"] == "timed out" for r in rs)
         failed = len(rs) - ran - skipped - timed
         total += n_err
-        lines.append("sanitize_gpu: %s: %d error%s%s (%d tests: %d ran, %d skipped, %d failed, %d timed out)" % (
-            tool, n_err, "" if n_err == 1 else "s", ", %d warnings" % n_warn if n_warn else "", len(rs), ran, skipped,
-            failed, timed))
+        lines.append("sanitize_gpu: %s: %d error%s%s%s (%d tests: %d ran, %d skipped, %d failed, %d timed out)" % (
+            tool, n_err, "" if n_err == 1 else "s", ", %d warnings" % n_warn if n_warn else "",
+            " of which %d device-memory leaks" % n_leak if n_leak else "", len(rs), ran, skipped, failed, timed))
         broken += ["%s %s: %d errors" % (tool, r["test"], r["errors"]) for r in rs if r["errors"]]
         broken += ["%s %s: %s" % (tool, r["test"], r["status"]) for r in rs
                    if r["status"] not in ("ok", "skipped")]
