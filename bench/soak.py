@@ -102,14 +102,12 @@ class Soak:
         self.nodes = ["node" + chr(ord("A") + i) for i in range(a.ranks)]
         self.problems = []      # (check, text)
         self.lines = []         # the report
-        self.t_start = time.time()
         # what the logs said
         self.gens = {}          # G -> dict(start, resume, world, ranks{r: (node, pid)}, life)
         self.commits = []       # (t, step, path)
         self.failures = []      # (t, gen, text)
         self.events = []        # (t, key, match, life)
         self.write_fail = []    # (t, step)
-        self.coord_restarts = []
         self.cur_gen = 0
         # the coordinator
         self.life = 0
@@ -171,6 +169,12 @@ class Soak:
             os.makedirs(os.path.join(self.out, d), exist_ok=True)
         open(os.path.join(self.out, ".soak"), "w").close()
         self.mpirun = mpirun
+        if a.device == "cuda":
+            smi = shutil.which("nvidia-smi")
+            n = len(subprocess.run([smi, "-L"], capture_output=True, text=True).stdout.splitlines()) if smi else 0
+            if n < a.ranks:
+                raise SystemExit("soak: error: --device cuda runs one rank per GPU (NCCL takes no two ranks on one): "
+                                 "%d GPUs for %d ranks" % (n, a.ranks))
         rsh = os.path.join(self.out, "fake_rsh")
         gpu_map = ""
         if a.device == "cuda":
@@ -598,9 +602,6 @@ class Soak:
             f.armed = [r for r in recs if r["id"] == f.id]
 
     # ------------------------------------------------------------------ faults
-    def failures_between(self, t0, t1):
-        return [x for x in self.failures if t0 <= x[0] <= t1]
-
     def commit_after(self, t, gen_min=0):
         for tc, step, path in self.commits:
             if tc > t and self.gen_at(tc) >= gen_min:
