@@ -1241,10 +1241,10 @@ class Soak:
             self.rss_growth)
         if self.problems:
             checks = sorted({c for c, t in self.problems})
-            print("soak: FAILED (%s): %s" % (", ".join(checks), head), flush=True)
+            self.say("FAILED (%s): %s" % (", ".join(checks), head))
             self.exit = 1
         else:
-            print("soak: " + head, flush=True)
+            self.say(head)
             self.exit = 0
 
     def cleanup(self):
