@@ -8,9 +8,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "coordinator/coord.h"
+#include "odl/health.h"
 #include "odl/log.h"
 
 typedef struct text {
@@ -40,6 +42,54 @@ static void put(text *t, const char *fmt, ...) {
 
 static void gauge(text *t, const char *name, const char *help, const char *type) {
     put(t, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* The holding fences of DIR/fence.json, which an operator's `odl_health fence lift` changes behind the
+ * coordinator's back: read again only when the file's modification time changes (the loop rebuilds the
+ * text every tick). The coordinator is one per process, so the cache is too. */
+static void fence_metrics(coord *c, text *t) {
+    static struct timespec seen;
+    static ino_t seen_ino; /* replaced by rename: a new inode even within one mtime tick */
+    static int have, n_fenced;
+    static text cached;
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/fence.json", c->o.job_dir);
+    struct stat sb;
+    struct timespec m = {0, 0};
+    ino_t ino = 0;
+    if (stat(path, &sb) == 0) m = sb.st_mtim, ino = sb.st_ino;
+    if (!have || m.tv_sec != seen.tv_sec || m.tv_nsec != seen.tv_nsec || ino != seen_ino) {
+        odl_fence_list l;
+        cached.len = 0;
+        n_fenced = 0;
+        if (cached.s) cached.s[0] = 0;
+        if (odl_fence_list_load(&l, c->o.job_dir) == ODL_OK) {
+            for (int i = 0; i < l.n; i++) {
+                const odl_fence *f = &l.items[i];
+                if (f->lifted_time) continue;
+                char code[16], node[sizeof f->node * 2];
+                size_t k = 0;
+                for (const char *p = f->node; *p && k + 2 < sizeof node; p++) { /* the text format's escapes */
+                    if (*p == '"' || *p == '\\' || *p == '\n') node[k++] = '\\';
+                    node[k++] = *p == '\n' ? 'n' : *p;
+                }
+                node[k] = 0;
+                put(&cached, "odl_node_fenced{node=\"%s\",xid=\"%s\"} 1\n", node, odl_xid_code_str(f->xid, code));
+                n_fenced++;
+            }
+            odl_fence_list_free(&l);
+        }
+        seen = m;
+        seen_ino = ino;
+        have = 1;
+    }
+    gauge(t, "odl_fenced_nodes", "Nodes fenced in the job's fence list (DIR/fence.json), lifted ones not counted.",
+          "gauge");
+    put(t, "odl_fenced_nodes %d\n", n_fenced);
+    if (n_fenced) {
+        gauge(t, "odl_node_fenced", "1 for each fenced node, with the Xid that fenced it.", "gauge");
+        put(t, "%s", cached.s);
+    }
 }
 
 void coord_metrics_update(coord *c) {
@@ -84,6 +134,7 @@ void coord_metrics_update(coord *c) {
         gauge(&t, "odl_last_checkpoint_write_seconds", "Write time of the last committed checkpoint.", "gauge");
         put(&t, "odl_last_checkpoint_write_seconds %.6f\n", c->ck_write_ms / 1000.0);
     }
+    fence_metrics(c, &t);
     char *gpu;
     size_t gpu_len;
     coord_gpu_metrics(c, &gpu, &gpu_len);

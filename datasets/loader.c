@@ -29,9 +29,9 @@ static odl_status fill_slot(odl_loader *L, odl_batch *b, int64_t epoch, int64_t 
     if (b->used_before && b->consumed) ODL_CHECK(odl_event_synchronize(b->consumed));
     if (L->sampler.epoch != epoch) ODL_CHECK(odl_sampler_set_epoch(&L->sampler, epoch));
     int local, global;
-    ODL_CHECK(odl_sampler_batch(&L->sampler, cursor, c->batch, L->idx, &local, &global));
+    ODL_CHECK(odl_sampler_batch(&L->sampler, cursor, c->batch, b->idx, &local, &global));
     int64_t elems = sample_elems(c);
-    odl_loader_gather(c->images, c->labels, elems, c->mean, c->std, L->idx, local, b->h_x, b->h_y);
+    odl_loader_gather(c->images, c->labels, elems, c->mean, c->std, b->idx, local, b->h_x, b->h_y);
     if (c->device.type == ODL_DEV_CUDA && local > 0) {
         ODL_CHECK(odl_memcpy_async(b->x.data, c->device, b->h_x, odl_cpu(), (size_t)local * (size_t)elems * sizeof(float),
                                    L->copy_stream));
@@ -99,17 +99,17 @@ odl_status odl_loader_start(odl_loader *L, const odl_loader_config *cfg) {
     pthread_cond_init(&L->cv, NULL);
     odl_status s = ODL_OK;
     ODL_CHECK_GOTO(odl_sampler_init(&L->sampler, c->n, c->rank, c->world_size, c->seed, c->shuffle), s, fail);
-    L->idx = malloc((size_t)c->batch * sizeof *L->idx);
-    if (!L->idx) {
-        s = ODL_ERR(ODL_E_NOMEM, "loader index buffer");
-        goto fail;
-    }
     int64_t elems = sample_elems(c);
     int64_t xs[4] = {c->batch, c->sample_shape[0], c->sample_shape[1], c->sample_shape[2]};
     int64_t ys[1] = {c->batch};
     if (c->device.type == ODL_DEV_CUDA) ODL_CHECK_GOTO(odl_stream_create(&L->copy_stream), s, fail);
     for (int i = 0; i < ODL_LOADER_SLOTS; i++) {
         odl_batch *b = &L->slots[i];
+        b->idx = malloc((size_t)c->batch * sizeof *b->idx);
+        if (!b->idx) {
+            s = ODL_ERR(ODL_E_NOMEM, "loader index buffer");
+            goto fail;
+        }
         ODL_CHECK_GOTO(odl_host_alloc_pinned((size_t)(c->batch * elems) * sizeof(float), (void **)&b->h_x), s, fail);
         ODL_CHECK_GOTO(odl_host_alloc_pinned((size_t)c->batch * sizeof(int32_t), (void **)&b->h_y), s, fail);
         if (c->device.type == ODL_DEV_CUDA) {
@@ -191,11 +191,10 @@ void odl_loader_stop(odl_loader *L) {
         }
         odl_host_free_pinned(b->h_y);
         odl_host_free_pinned(b->h_x);
+        free(b->idx);
         memset(b, 0, sizeof *b);
     }
     if (L->copy_stream) odl_stream_destroy(L->copy_stream);
     L->copy_stream = NULL;
-    free(L->idx);
-    L->idx = NULL;
     odl_sampler_free(&L->sampler);
 }

@@ -48,7 +48,10 @@ typedef struct { /* nvmlPciInfo_t (the _v3 layout) */
 #define NVML_MEMORY_ERROR_TYPE_UNCORRECTED 1
 #define NVML_VOLATILE_ECC 0
 #define nvmlEventTypeXidCriticalError 0x0000000000000008ULL
+/* NVML_VALUE_NOT_AVAILABLE is -1 cast to the field's type: a call that succeeds may still give it
+ * (ECC counters and memory of some boards and vGPUs, remapped rows on some drivers). */
 #define NVML_VALUE_NOT_AVAILABLE_UINT 0xFFFFFFFFu
+#define NVML_VALUE_NOT_AVAILABLE_ULL 0xFFFFFFFFFFFFFFFFull
 
 #define ODL_NVML_MAX_DEV 64
 
@@ -226,7 +229,21 @@ static double reading(odl_nvml *n, odl_gpu_telemetry *t, const char *what, nvmlR
     return ODL_HEALTH_NA;
 }
 
-static double u32(unsigned v, double scale) { return v == NVML_VALUE_NOT_AVAILABLE_UINT ? ODL_HEALTH_NA : v * scale; }
+/* A successful reading's value, or ODL_HEALTH_NA (and its bit in t->not_available) for NVML's "not
+ * available" value of the field's width. Applied after reading(), whose NA for a failed call stays. */
+static double u32(odl_gpu_telemetry *t, odl_gpu_reading bit, unsigned v, double scale) {
+    if (v != NVML_VALUE_NOT_AVAILABLE_UINT) return v * scale;
+    t->not_available |= bit;
+    return ODL_HEALTH_NA;
+}
+static double u64(odl_gpu_telemetry *t, odl_gpu_reading bit, unsigned long long v, double scale) {
+    if (v != NVML_VALUE_NOT_AVAILABLE_ULL) return (double)v * scale;
+    t->not_available |= bit;
+    return ODL_HEALTH_NA;
+}
+/* The value of a call that succeeded (r), through u32/u64; otherwise reading()'s verdict on r. */
+#define READ32(what, r, bit, v, scale) ((r) == NVML_SUCCESS ? u32(t, bit, v, scale) : reading(n, t, what, r, 0))
+#define READ64(what, r, bit, v, scale) ((r) == NVML_SUCCESS ? u64(t, bit, v, scale) : reading(n, t, what, r, 0))
 
 odl_status odl_nvml_read(odl_nvml *n, int index, odl_gpu_telemetry *t) {
     memset(t, 0, sizeof *t);
@@ -242,7 +259,7 @@ odl_status odl_nvml_read(odl_nvml *n, int index, odl_gpu_telemetry *t) {
     /* Each call before its value is read (argument evaluation order is unspecified in C). */
     nvmlUtilization_t u = {0, 0};
     nvmlReturn_t r = n->Util ? n->Util(d, &u) : NVML_ERROR_FUNCTION_NOT_FOUND;
-    t->util_gpu_pct = reading(n, t, "nvmlDeviceGetUtilizationRates", r, u32(u.gpu, 1));
+    t->util_gpu_pct = READ32("nvmlDeviceGetUtilizationRates", r, ODL_GPU_READING_UTIL, u.gpu, 1);
     /* v2 as nvidia-smi and dcgm-exporter's FB_USED report it; v1 where the driver has no v2. */
     nvmlMemory_v2_t m2 = {ODL_NVML_MEMORY_V2_VERSION, 0, 0, 0, 0};
     nvmlMemory_t m = {0, 0, 0};
@@ -255,38 +272,40 @@ odl_status odl_nvml_read(odl_nvml *n, int index, odl_gpu_telemetry *t) {
         mem_call = "nvmlDeviceGetMemoryInfo";
         r = n->Mem ? n->Mem(d, &m) : NVML_ERROR_FUNCTION_NOT_FOUND;
     }
-    t->mem_used_mib = reading(n, t, mem_call, r, (double)m.used / (1024.0 * 1024.0));
-    t->mem_total_mib = reading(n, t, mem_call, r, (double)m.total / (1024.0 * 1024.0));
+    t->mem_used_mib = READ64(mem_call, r, ODL_GPU_READING_MEM_USED, m.used, 1.0 / (1024.0 * 1024.0));
+    t->mem_total_mib = READ64(mem_call, r, ODL_GPU_READING_MEM_TOTAL, m.total, 1.0 / (1024.0 * 1024.0));
     unsigned v = 0;
     r = n->Temp ? n->Temp(d, NVML_TEMPERATURE_GPU, &v) : NVML_ERROR_FUNCTION_NOT_FOUND;
-    t->temp_c = reading(n, t, "nvmlDeviceGetTemperature", r, u32(v, 1));
+    t->temp_c = READ32("nvmlDeviceGetTemperature", r, ODL_GPU_READING_TEMP, v, 1);
     v = 0;
     r = n->Power ? n->Power(d, &v) : NVML_ERROR_FUNCTION_NOT_FOUND;
-    t->power_w = reading(n, t, "nvmlDeviceGetPowerUsage", r, u32(v, 1e-3));
+    t->power_w = READ32("nvmlDeviceGetPowerUsage", r, ODL_GPU_READING_POWER, v, 1e-3);
     v = 0;
     r = n->Clock ? n->Clock(d, NVML_CLOCK_SM, &v) : NVML_ERROR_FUNCTION_NOT_FOUND;
-    t->sm_clock_mhz = reading(n, t, "nvmlDeviceGetClockInfo", r, u32(v, 1));
+    t->sm_clock_mhz = READ32("nvmlDeviceGetClockInfo", r, ODL_GPU_READING_SM_CLOCK, v, 1);
     unsigned long long e = 0;
     t->ecc_corrected = ODL_HEALTH_NA;
     t->ecc_uncorrected = ODL_HEALTH_NA;
     if (n->Ecc) {
         r = n->Ecc(d, NVML_MEMORY_ERROR_TYPE_CORRECTED, NVML_VOLATILE_ECC, &e);
-        t->ecc_corrected = reading(n, t, "nvmlDeviceGetTotalEccErrors", r, (double)e);
+        t->ecc_corrected = READ64("nvmlDeviceGetTotalEccErrors", r, ODL_GPU_READING_ECC_CORRECTED, e, 1);
         e = 0;
         r = n->Ecc(d, NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC, &e);
-        t->ecc_uncorrected = reading(n, t, "nvmlDeviceGetTotalEccErrors", r, (double)e);
+        t->ecc_uncorrected = READ64("nvmlDeviceGetTotalEccErrors", r, ODL_GPU_READING_ECC_UNCORRECTED, e, 1);
     }
     t->remap_corrected = t->remap_uncorrected = t->remap_pending = t->remap_failed = ODL_HEALTH_NA;
     if (n->Remap) {
         unsigned c = 0, un = 0, pend = 0, fail = 0;
         r = n->Remap(d, &c, &un, &pend, &fail);
-        t->remap_corrected = reading(n, t, "nvmlDeviceGetRemappedRows", r, c);
-        t->remap_uncorrected = reading(n, t, "nvmlDeviceGetRemappedRows", r, un);
-        t->remap_pending = reading(n, t, "nvmlDeviceGetRemappedRows", r, pend);
-        t->remap_failed = reading(n, t, "nvmlDeviceGetRemappedRows", r, fail);
+        t->remap_corrected = READ32("nvmlDeviceGetRemappedRows", r, ODL_GPU_READING_REMAP_CORRECTED, c, 1);
+        t->remap_uncorrected = READ32("nvmlDeviceGetRemappedRows", r, ODL_GPU_READING_REMAP_UNCORRECTED, un, 1);
+        t->remap_pending = READ32("nvmlDeviceGetRemappedRows", r, ODL_GPU_READING_REMAP_PENDING, pend, 1);
+        t->remap_failed = READ32("nvmlDeviceGetRemappedRows", r, ODL_GPU_READING_REMAP_FAILED, fail, 1);
     }
     return ODL_OK;
 }
+#undef READ32
+#undef READ64
 
 odl_status odl_nvml_events_open(odl_nvml *n, const int *indices, int count, odl_nvml_events **out) {
     *out = NULL;

@@ -14,9 +14,10 @@ pkgs=(build-essential cmake pkg-config git
       dataset-fashion-mnist)
 # Extra packages for the integration tests (local Slurm cluster).
 # clang: libFuzzer targets; python3-prometheus-client: the /metrics parser test.
-# python3-matplotlib: tools/plot_metrics.py's test; python3-venv: the venv below.
+# python3-matplotlib: tools/plot_metrics.py's test; python3-venv: the venv below; prometheus: its
+# promtool checks and unit-tests the alert rules (launch/prometheus/).
 if [ "${ODL_TEST_DEPS:-0}" = 1 ]; then
-  pkgs+=(slurm-wlm munge clang libclang-rt-14-dev python3-prometheus-client python3-matplotlib python3-venv)
+  pkgs+=(slurm-wlm munge clang libclang-rt-14-dev python3-prometheus-client python3-matplotlib python3-venv prometheus)
 fi
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done

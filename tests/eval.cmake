@@ -19,14 +19,15 @@
 odl_add_test(eval_labels SOURCES test_eval_labels.c LABELS unit TIMEOUT 120)
 odl_add_test(eval_metrics SOURCES test_det_metrics.c LABELS unit TIMEOUT 60)
 if(TARGET odl_worker)
-  odl_add_test(eval_coco8 SOURCES test_eval_worker.c LABELS integration TIMEOUT 900)
+  odl_add_test(eval_coco8 SOURCES test_eval_worker.c ARGS cpu --weights=${PROJECT_BINARY_DIR}/yolov5n.h5
+               LABELS integration TIMEOUT 900)
   set_tests_properties(eval_coco8 PROPERTIES FIXTURES_REQUIRED yolov5_weights)
   if(ODL_HAVE_JPEG AND ODL_HAVE_PNG) # the stand-in nvJPEG, defined in tests/image_prep.cmake
     set_tests_properties(eval_coco8 PROPERTIES ENVIRONMENT "${ODL_TEST_ENV};FAKE_NVJPEG_LIB=$<TARGET_FILE:fake_nvjpeg>")
     add_dependencies(eval_coco8 fake_nvjpeg)
   endif()
   add_dependencies(eval_coco8 odl_worker)
-  add_test(NAME eval_coco8_gpu COMMAND eval_coco8 cuda)
+  add_test(NAME eval_coco8_gpu COMMAND eval_coco8 cuda --weights=${PROJECT_BINARY_DIR}/yolov5n.h5)
   set_tests_properties(eval_coco8_gpu PROPERTIES TIMEOUT 600 LABELS gpu SKIP_RETURN_CODE 77
     FIXTURES_REQUIRED yolov5_weights ENVIRONMENT "${ODL_TEST_ENV}")
   if(ODL_HAVE_MPI)
@@ -65,8 +66,9 @@ endif()
 
 # The pipeline's backend entries (letterbox_u8_to_chw, yolo_nms): the CPU ones against the library's
 # reference functions, the CUDA ones against the CPU ones (bitwise).
-odl_add_test(detect_post SOURCES test_detect_post.c ARGS cpu LABELS integration TIMEOUT 600)
+odl_add_test(detect_post SOURCES test_detect_post.c ARGS cpu --weights=${PROJECT_BINARY_DIR}/yolov5n.h5
+             LABELS integration TIMEOUT 600)
 set_tests_properties(detect_post PROPERTIES FIXTURES_REQUIRED yolov5_weights)
-add_test(NAME detect_post_gpu COMMAND detect_post cuda)
+add_test(NAME detect_post_gpu COMMAND detect_post cuda --weights=${PROJECT_BINARY_DIR}/yolov5n.h5)
 set_tests_properties(detect_post_gpu PROPERTIES TIMEOUT 600 LABELS gpu SKIP_RETURN_CODE 77
   FIXTURES_REQUIRED yolov5_weights ENVIRONMENT "${ODL_TEST_ENV}")

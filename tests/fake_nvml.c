@@ -12,7 +12,10 @@
  *       2    00000000:86:00.0  GPU-fake-2  10       100 / 81559          lost  50       1500
  *     (a, b: the reading alternates, first a, so a window's mean (87, 42) is no single reading and its
  *     peak is a; NA: 0xFFFFFFFF, unavailable; lost: nvmlDeviceGetTemperature fails with GPU_IS_LOST, an
- *     unhealthy GPU; ECC and remapped rows not supported). tests/health_telemetry.py holds the numbers. */
+ *     unhealthy GPU; ECC and remapped rows not supported). tests/health_telemetry.py holds the numbers.
+ *   fake_libnvidia-ml-sentinel.so (FAKE_NVML_SENTINEL) 1 GPU (00000000:3B:00.0, GPU-fake-0) every reading
+ *                                of which succeeds with NVML's "not available" value (NVML_VALUE_NOT_AVAILABLE:
+ *                                0xFFFFFFFF, and 0xFFFFFFFFFFFFFFFF in the 64-bit ECC and memory fields). */
 #include <string.h>
 #include <time.h>
 
@@ -24,11 +27,14 @@ typedef int nvmlReturn_t;
 #define TIMEOUT 10
 #define GPU_IS_LOST 15
 #define NA 0xFFFFFFFFu
+#define NA64 0xFFFFFFFFFFFFFFFFull
 #define VERSION_MISMATCH 25
 #define RESERVED (600ULL << 20) /* what the driver reserves: v1 counts it as used, v2 does not */
 
 #ifdef FAKE_NVML_STEADY
 #define NDEV 3
+#elif defined(FAKE_NVML_SENTINEL)
+#define NDEV 1
 #else
 #define NDEV 2
 #endif
@@ -116,6 +122,24 @@ nvmlReturn_t nvmlDeviceGetTotalEccErrors(void *d, int a, int b, unsigned long lo
 nvmlReturn_t nvmlDeviceGetRemappedRows(void *d, unsigned *c, unsigned *u, unsigned *p, unsigned *f) {
     (void)d; (void)c; (void)u; (void)p; (void)f;
     return NOT_SUPPORTED;
+}
+#elif defined(FAKE_NVML_SENTINEL)
+nvmlReturn_t nvmlDeviceGetUtilizationRates(void *d, util_t *u) { (void)d; u->gpu = NA; u->memory = NA; return OK; }
+nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(void *d, mem2_t *m) {
+    (void)d;
+    if (m->version != MEM2_VERSION) return VERSION_MISMATCH;
+    m->total = m->reserved = m->free = m->used = NA64;
+    return OK;
+}
+nvmlReturn_t nvmlDeviceGetMemoryInfo(void *d, mem_t *m) { (void)d; m->total = m->free = m->used = NA64; return OK; }
+nvmlReturn_t nvmlDeviceGetTemperature(void *d, int s, unsigned *t) { (void)d; (void)s; *t = NA; return OK; }
+nvmlReturn_t nvmlDeviceGetPowerUsage(void *d, unsigned *p) { (void)d; *p = NA; return OK; }
+nvmlReturn_t nvmlDeviceGetClockInfo(void *d, int t, unsigned *c) { (void)d; (void)t; *c = NA; return OK; }
+nvmlReturn_t nvmlDeviceGetTotalEccErrors(void *d, int a, int b, unsigned long long *c) { (void)d; (void)a; (void)b; *c = NA64; return OK; }
+nvmlReturn_t nvmlDeviceGetRemappedRows(void *d, unsigned *c, unsigned *u, unsigned *p, unsigned *f) {
+    (void)d;
+    *c = *u = *p = *f = NA;
+    return OK;
 }
 #else
 nvmlReturn_t nvmlDeviceGetUtilizationRates(void *d, util_t *u) { u->gpu = idx(d) ? NA : 37; u->memory = 5; return OK; }

@@ -15,17 +15,26 @@ set_target_properties(fake_nvml PROPERTIES PREFIX "" OUTPUT_NAME "fake_libnvidia
 add_library(fake_nvml_steady MODULE fake_nvml.c)
 target_compile_definitions(fake_nvml_steady PRIVATE FAKE_NVML_STEADY)
 set_target_properties(fake_nvml_steady PROPERTIES PREFIX "" OUTPUT_NAME "fake_libnvidia-ml-steady")
+# and one whose every reading is NVML's "not available" value (0xFFFFFFFF, 0xFFFFFFFFFFFFFFFF)
+add_library(fake_nvml_sentinel MODULE fake_nvml.c)
+target_compile_definitions(fake_nvml_sentinel PRIVATE FAKE_NVML_SENTINEL)
+set_target_properties(fake_nvml_sentinel PROPERTIES PREFIX "" OUTPUT_NAME "fake_libnvidia-ml-sentinel")
 odl_add_test(test_health_nvml_absent SOURCES test_health_nvml.c LABELS unit TIMEOUT 60 ARGS absent)
 odl_add_test(test_health_nvml_fake SOURCES test_health_nvml.c LABELS unit TIMEOUT 60 ARGS fake $<TARGET_FILE:fake_nvml>)
 add_dependencies(test_health_nvml_fake fake_nvml)
+#   test_health_nvml_sentinel  unit: every reading NVML's "not available" value -> unavailable, flagged, no error
+odl_add_test(test_health_nvml_sentinel SOURCES test_health_nvml.c LABELS unit TIMEOUT 60
+             ARGS sentinel $<TARGET_FILE:fake_nvml_sentinel>)
+add_dependencies(test_health_nvml_sentinel fake_nvml_sentinel)
 #   test_health_monitor   fault: the monitor thread following an injection file (lines appended while it runs,
 #                         partial lines, pre-job / other-GPU / other-MIG lines ignored, ODL_FAULT xid injection)
 odl_add_test(test_health_monitor SOURCES test_health_monitor.c LABELS fault TIMEOUT 60)
 #   test_health_tool      unit: odl_health xid exit statuses 0/1/2/4 on logs made by the test, --since-s,
 #                         --table, --drain; fence add/list/exclude/hostfile/drain/lift; gpu without NVML (3)
-#                         and against the stand-in NVML (2)
+#                         and against the stand-in NVML (2); NVML's "not available" values: no sample, no
+#                         "healthy" (1)
 add_test(NAME test_health_tool COMMAND sh ${PROJECT_SOURCE_DIR}/tests/health_tool.sh $<TARGET_FILE:odl_health>
-         $<TARGET_FILE:fake_nvml>)
+         $<TARGET_FILE:fake_nvml> $<TARGET_FILE:fake_nvml_sentinel>)
 set_tests_properties(test_health_tool PROPERTIES TIMEOUT 120 LABELS unit SKIP_RETURN_CODE 77)
 #   test_health_worker    fault: odl_worker on the CPU with ODL_FAULT=xid79@rank=R,step=S and ODL_HEALTH_KMSG:
 #                         stops at that step with the finding (after its checkpoint), 2 MPI ranks end the job

@@ -2,7 +2,8 @@
 """The coordinator's /metrics after a rank reported an injected Xid, read with prometheus_client's
 text-format parser (tests/health_supervised.sh):  health_metrics.py HTTPHOST:PORT NODE XID CLASS
 Asserts odl_gpu_xid_errors_total{Hostname=NODE,xid=XID,class=CLASS} == 1 (a counter per code, with
-dcgm-exporter's labels) and odl_gpu_healthy == 0 for that GPU when the class is node-fatal."""
+dcgm-exporter's labels) and odl_gpu_healthy == 0 for that GPU when the class is node-fatal, and then
+odl_fenced_nodes == 1 with odl_node_fenced{node=NODE,xid=XID} == 1 (none fenced otherwise)."""
 import sys
 import urllib.request
 
@@ -31,6 +32,13 @@ check(all(k in (got[0].labels if got else {}) for k in ("gpu", "UUID", "pci_bus_
 healthy = [s.value for s in fams["odl_gpu_healthy"].samples if s.labels.get("Hostname") == node] \
     if "odl_gpu_healthy" in fams else []
 check(healthy == [0 if cls == "node-fatal" else 1], f"odl_gpu_healthy of {node}'s GPU: {healthy}")
+fenced = [s.value for s in fams["odl_fenced_nodes"].samples] if "odl_fenced_nodes" in fams else []
+node_fenced = [(s.labels, s.value) for s in fams["odl_node_fenced"].samples] if "odl_node_fenced" in fams else []
+if cls == "node-fatal":
+    check(fenced == [1] and node_fenced == [({"node": node, "xid": xid}, 1)],
+          f"odl_fenced_nodes {fenced}, odl_node_fenced {node_fenced}: {node} fenced for Xid {xid}")
+else:
+    check(fenced == [0] and node_fenced == [], f"no fence: odl_fenced_nodes {fenced}, odl_node_fenced {node_fenced}")
 check("odl_generation" in fams, "the coordinator's own families are still there")
 print("health_metrics: " + ("ok" if not fail else f"{len(fail)} failed"))
 sys.exit(1 if fail else 0)

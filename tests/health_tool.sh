@@ -1,11 +1,14 @@
 #!/bin/sh
 # odl_health's exit statuses and output on kernel logs made here, its fence commands, `gpu` and `events`
 # without NVML (3) and against the stand-in NVML (tests/fake_nvml.c: one GPU lost -> 2), and the
-# Prometheus text of `gpu --prometheus` parsed by prometheus_client.
-#   tests/health_tool.sh ODL_HEALTH FAKE_NVML_LIB
+# Prometheus text of `gpu --prometheus` parsed by prometheus_client; against the stand-in whose every
+# reading is NVML's "not available" value (FAKE_NVML_SENTINEL): no number printed or exported for any
+# of them, and no "healthy" verdict on the strength of one (1, needs attention).
+#   tests/health_tool.sh ODL_HEALTH FAKE_NVML_LIB FAKE_NVML_SENTINEL_LIB
 set -u
 bin="$1"
 fake="$2"
+sentinel="$3"
 tmp=$(mktemp -d /tmp/odl_health_tool.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 fail=0
@@ -192,6 +195,23 @@ PY
 else
     echo "note: no prometheus_client for /usr/bin/python3; the parse check is skipped"
 fi
+
+# NVML's "not available" values (0xFFFFFFFF; 0xFFFFFFFFFFFFFFFF in ECC and memory): unavailable readings,
+# no sample, and the verdict that rests on the remap state is unknown, not healthy.
+ODL_NVML_LIBRARY="$sentinel" "$bin" gpu --readings-only >"$tmp/out" 2>&1
+check gpu-sentinel 1 $?
+has gpu-sentinel "$tmp/out" "gpu 0 0000:3b:00.0 GPU-fake-0 Fake H200: util=unavailable mem_used=unavailable mem_total=unavailable temp=unavailable power=unavailable sm_clock=unavailable ecc_corrected=unavailable ecc_uncorrected=unavailable remapped_corrected=unavailable remapped_uncorrected=unavailable remap_pending=unavailable remap_failed=unavailable"
+has gpu-sentinel "$tmp/out" "gpu 0: needs attention: NVML answered its \"not available\" value for remap_pending remap_failed: the row-remap state is unknown"
+has gpu-sentinel "$tmp/out" "odl_health gpu: needs attention"
+if grep -q "4294967295\|18446744073709551615\|e+19\|: healthy" "$tmp/out"; then
+    echo "FAIL: gpu-sentinel: a 'not available' value printed as a number or called healthy:"; cat "$tmp/out"; fail=1
+fi
+ODL_NVML_LIBRARY="$sentinel" "$bin" gpu --prometheus >"$tmp/sentinel.prom" 2>"$tmp/err"
+check gpu-prometheus-sentinel 1 $?
+if grep -q "^DCGM_FI_DEV" "$tmp/sentinel.prom"; then
+    echo "FAIL: gpu-prometheus-sentinel: a 'not available' value exported as a sample:"; cat "$tmp/sentinel.prom"; fail=1
+fi
+has gpu-prometheus-sentinel "$tmp/sentinel.prom" 'odl_gpu_healthy{gpu="0",UUID="GPU-fake-0",pci_bus_id="0000:3b:00.0"'
 
 [ $fail = 0 ] && echo "health_tool: all checks passed"
 exit $fail

@@ -135,7 +135,7 @@ int main(int argc, char **argv) {
     if (!be) return odl_test_finish("detect_post");
     if (!odl_test_have_data("yolov5/images/bus.jpg")) return odl_test_finish_skipped("detect_post");
     letterbox_cases(dev, cpu, be);
-    const char *wpath = yolo_weights_path();
+    const char *wpath = yolo_weights_path(argc, argv);
     if (!wpath) return odl_test_finish_skipped("detect_post");
 
     /* The network input of two images, letterboxed to a 640 square. */

@@ -1,6 +1,8 @@
 /* NVML through dlopen.
  *   test_health_nvml absent          no NVML library: "NVML not available", the monitor still runs
  *                                    and telemetry reads as unavailable
+ *   test_health_nvml sentinel LIB    tests/fake_nvml.c FAKE_NVML_SENTINEL: every reading NVML's "not available"
+ *                                    value (32- and 64-bit) -> ODL_HEALTH_NA, flagged in not_available, healthy
  *   test_health_nvml fake LIB        tests/fake_nvml.c: readings, 0xFFFFFFFF and "not supported" as
  *                                    unavailable, an NVML error marks the GPU unhealthy, Xid events,
  *                                    and the monitor turning them (and a failed reading) into findings
@@ -150,6 +152,23 @@ static void test_fake(void) {
     odl_health_monitor_stop(m);
 }
 
+/* tests/fake_nvml.c FAKE_NVML_SENTINEL: every call succeeds with NVML's "not available" value. */
+static void test_sentinel(void) {
+    odl_nvml *n = NULL;
+    TOK(odl_nvml_open(&n));
+    if (!n) return;
+    odl_gpu_telemetry t;
+    TOK(odl_nvml_read(n, 0, &t));
+    const double v[] = {t.util_gpu_pct, t.mem_used_mib, t.mem_total_mib, t.temp_c, t.power_w, t.sm_clock_mhz,
+                        t.ecc_corrected, t.ecc_uncorrected, t.remap_corrected, t.remap_uncorrected, t.remap_pending,
+                        t.remap_failed};
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+        TCHECK(v[i] == ODL_HEALTH_NA, "reading %zu: NVML's 'not available' value read as %.17g", i, v[i]);
+    TCHECK(t.not_available == 0xFFFu, "every reading is flagged not available: mask 0x%x", t.not_available);
+    TCHECK(t.healthy, "a 'not available' value is no NVML error: %s", t.error);
+    odl_nvml_close(n);
+}
+
 int main(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "absent")) {
         setenv("ODL_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1", 1);
@@ -163,6 +182,12 @@ int main(int argc, char **argv) {
         test_fake();
         return odl_test_finish("test_health_nvml fake");
     }
-    fprintf(stderr, "usage: test_health_nvml absent | fake LIB\n");
+    if (argc >= 3 && !strcmp(argv[1], "sentinel")) {
+        setenv("ODL_NVML_LIBRARY", argv[2], 1);
+        TOK(odl_env_reload());
+        test_sentinel();
+        return odl_test_finish("test_health_nvml sentinel");
+    }
+    fprintf(stderr, "usage: test_health_nvml absent | fake LIB | sentinel LIB\n");
     return 2;
 }

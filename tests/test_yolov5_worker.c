@@ -304,8 +304,8 @@ static void worker_runs(const char *weights) {
     half_matches_float(worker, weights, dir);
 }
 
-int main(void) {
-    const char *w = yolo_weights_path();
+int main(int argc, char **argv) {
+    const char *w = yolo_weights_path(argc, argv);
     if (!w) return ODL_TEST_SKIP;
     char weights[4096];
     snprintf(weights, sizeof weights, "%s", w);

@@ -40,32 +40,34 @@ odl_yolo_py_test(yolov5_convert_reject reject ${PROJECT_BINARY_DIR}/yolov5_conve
 odl_add_test(yolov5_image SOURCES test_yolov5_image.c LABELS unit)
 odl_add_test(yolov5_nms SOURCES test_yolov5_nms.c LABELS unit)
 
+# The tests are given the weights' path (yolov5_test_util.h), so they run the same from any folder.
+set(_w --weights=${PROJECT_BINARY_DIR}/yolov5n.h5)
 # CPU tests (label integration) and the same programs on CUDA (label gpu; exit 77 without a GPU).
 function(odl_yolo_device_tests name source mode)
-  odl_add_test(${name} SOURCES ${source} ARGS cpu ${mode} LABELS integration TIMEOUT 1200)
+  odl_add_test(${name} SOURCES ${source} ARGS cpu ${mode} ${_w} LABELS integration TIMEOUT 1200)
   set_tests_properties(${name} PROPERTIES FIXTURES_REQUIRED yolov5_weights)
-  add_test(NAME ${name}_gpu COMMAND ${name} cuda ${mode})
+  add_test(NAME ${name}_gpu COMMAND ${name} cuda ${mode} ${_w})
   set_tests_properties(${name}_gpu PROPERTIES TIMEOUT 600 LABELS gpu SKIP_RETURN_CODE 77
     FIXTURES_REQUIRED yolov5_weights ENVIRONMENT "${ODL_YOLO_TEST_ENV}")
 endfunction()
 odl_yolo_device_tests(yolov5_forward_bus640 test_yolov5_forward.c bus640)
 # Same program, other mode: reuse the executable.
-add_test(NAME yolov5_layers_zidane320 COMMAND yolov5_forward_bus640 cpu zidane320)
-add_test(NAME yolov5_layers_zidane320_gpu COMMAND yolov5_forward_bus640 cuda zidane320)
+add_test(NAME yolov5_layers_zidane320 COMMAND yolov5_forward_bus640 cpu zidane320 ${_w})
+add_test(NAME yolov5_layers_zidane320_gpu COMMAND yolov5_forward_bus640 cuda zidane320 ${_w})
 set_tests_properties(yolov5_layers_zidane320 PROPERTIES TIMEOUT 600 LABELS integration SKIP_RETURN_CODE 77
   FIXTURES_REQUIRED yolov5_weights ENVIRONMENT "${ODL_YOLO_TEST_ENV}")
 set_tests_properties(yolov5_layers_zidane320_gpu PROPERTIES TIMEOUT 600 LABELS gpu SKIP_RETURN_CODE 77
   FIXTURES_REQUIRED yolov5_weights ENVIRONMENT "${ODL_YOLO_TEST_ENV}")
 
 odl_yolo_device_tests(yolov5_detect_rect640 test_yolov5_detect.c rect)
-add_test(NAME yolov5_detect_square640 COMMAND yolov5_detect_rect640 cpu square)
-add_test(NAME yolov5_detect_square640_gpu COMMAND yolov5_detect_rect640 cuda square)
+add_test(NAME yolov5_detect_square640 COMMAND yolov5_detect_rect640 cpu square ${_w})
+add_test(NAME yolov5_detect_square640_gpu COMMAND yolov5_detect_rect640 cuda square ${_w})
 set_tests_properties(yolov5_detect_square640 PROPERTIES TIMEOUT 1200 LABELS integration SKIP_RETURN_CODE 77
   FIXTURES_REQUIRED yolov5_weights ENVIRONMENT "${ODL_YOLO_TEST_ENV}")
 set_tests_properties(yolov5_detect_square640_gpu PROPERTIES TIMEOUT 600 LABELS gpu SKIP_RETURN_CODE 77
   FIXTURES_REQUIRED yolov5_weights ENVIRONMENT "${ODL_YOLO_TEST_ENV}")
 
-odl_add_test(yolov5_worker SOURCES test_yolov5_worker.c LABELS integration TIMEOUT 900)
+odl_add_test(yolov5_worker SOURCES test_yolov5_worker.c ARGS ${_w} LABELS integration TIMEOUT 900)
 set_tests_properties(yolov5_worker PROPERTIES FIXTURES_REQUIRED yolov5_weights)
 if(TARGET odl_worker)
   add_dependencies(yolov5_worker odl_worker)
@@ -97,10 +99,10 @@ foreach(_dev cpu cuda)
     set(_sfx "_gpu")
     set(_lab gpu)
   endif()
-  add_test(NAME yolov5_half_forward_bus640${_sfx} COMMAND yolov5_forward_bus640 ${_dev} bus640 half)
-  add_test(NAME yolov5_half_layers_zidane320${_sfx} COMMAND yolov5_forward_bus640 ${_dev} zidane320 half)
-  add_test(NAME yolov5_half_detect_rect640${_sfx} COMMAND yolov5_detect_rect640 ${_dev} rect half)
-  add_test(NAME yolov5_half_detect_square640${_sfx} COMMAND yolov5_detect_rect640 ${_dev} square half)
+  add_test(NAME yolov5_half_forward_bus640${_sfx} COMMAND yolov5_forward_bus640 ${_dev} bus640 half ${_w})
+  add_test(NAME yolov5_half_layers_zidane320${_sfx} COMMAND yolov5_forward_bus640 ${_dev} zidane320 half ${_w})
+  add_test(NAME yolov5_half_detect_rect640${_sfx} COMMAND yolov5_detect_rect640 ${_dev} rect half ${_w})
+  add_test(NAME yolov5_half_detect_square640${_sfx} COMMAND yolov5_detect_rect640 ${_dev} square half ${_w})
   set_tests_properties(yolov5_half_forward_bus640${_sfx} yolov5_half_layers_zidane320${_sfx}
     yolov5_half_detect_rect640${_sfx} yolov5_half_detect_square640${_sfx}
     PROPERTIES TIMEOUT 1200 LABELS ${_lab} SKIP_RETURN_CODE 77 FIXTURES_REQUIRED yolov5_weights
@@ -111,12 +113,12 @@ endforeach()
 # nvJPEG (tests/fake_nvjpeg.c, defined in tests/image_prep.cmake) decoding the JPEGs; on CUDA with the
 # real nvJPEG (the official boxes within BOX_TOL_NVJPEG / CONF_TOL_NVJPEG of tests/test_yolov5_detect.c).
 if(ODL_HAVE_JPEG AND ODL_HAVE_PNG)
-  add_test(NAME yolov5_detect_rect640_prep COMMAND yolov5_detect_rect640 cpu rect prep)
+  add_test(NAME yolov5_detect_rect640_prep COMMAND yolov5_detect_rect640 cpu rect prep ${_w})
   set_tests_properties(yolov5_detect_rect640_prep PROPERTIES TIMEOUT 1200 LABELS integration SKIP_RETURN_CODE 77
     FIXTURES_REQUIRED yolov5_weights ENVIRONMENT "${ODL_YOLO_TEST_ENV};ODL_NVJPEG_LIBRARY=$<TARGET_FILE:fake_nvjpeg>")
 endif()
 foreach(_mode rect square)
-  add_test(NAME yolov5_detect_${_mode}640_prep_gpu COMMAND yolov5_detect_rect640 cuda ${_mode} prep)
+  add_test(NAME yolov5_detect_${_mode}640_prep_gpu COMMAND yolov5_detect_rect640 cuda ${_mode} prep ${_w})
   set_tests_properties(yolov5_detect_${_mode}640_prep_gpu PROPERTIES TIMEOUT 600 LABELS gpu SKIP_RETURN_CODE 77
     FIXTURES_REQUIRED yolov5_weights ENVIRONMENT "${ODL_YOLO_TEST_ENV}")
 endforeach()

@@ -64,13 +64,22 @@ static inline float *ref_read_f32(const char *file, const char *name, int64_t *n
     return buf;
 }
 
-/* The converted weights: $ODL_YOLOV5_WEIGHTS, else $ODL_BINARY_DIR/yolov5n.h5 (written by the
- * yolov5_convert fixture). NULL (with a message) when absent. */
-static inline const char *yolo_weights_path(void) {
+/* The converted weights the test is given: its last --weights=PATH argument (the tests/ cmake files pass
+ * BUILD/yolov5n.h5, written by the yolov5_convert fixture), else $ODL_YOLOV5_WEIGHTS; never a file of the
+ * working folder, so that the test runs the same from anywhere (bench/sanitize_gpu.sh). NULL (with a
+ * SKIP line) when none is given or the file is absent. */
+static inline const char *yolo_weights_path(int argc, char **argv) {
     static char buf[4096];
+    buf[0] = 0;
+    for (int i = 1; i < argc; i++)
+        if (!strncmp(argv[i], "--weights=", 10)) snprintf(buf, sizeof buf, "%s", argv[i] + 10);
     const char *e = getenv("ODL_YOLOV5_WEIGHTS");
-    if (e && e[0]) snprintf(buf, sizeof buf, "%s", e);
-    else snprintf(buf, sizeof buf, "%s/yolov5n.h5", getenv("ODL_BINARY_DIR") ? getenv("ODL_BINARY_DIR") : ".");
+    if (!buf[0] && e && e[0]) snprintf(buf, sizeof buf, "%s", e);
+    if (!buf[0]) {
+        printf("SKIP: no weights given (--weights=PATH or ODL_YOLOV5_WEIGHTS; the yolov5_convert test writes "
+               "BUILD/yolov5n.h5)\n");
+        return NULL;
+    }
     struct stat sb;
     if (stat(buf, &sb) != 0) {
         printf("SKIP: no converted weights at %s (the yolov5_convert test writes them; it needs a python3 with h5py)\n", buf);

@@ -257,6 +257,10 @@ static int check_in_child(int index, double timeout_s, char *why, size_t cap) {
     return EXIT_NODE_FATAL;
 }
 
+/* The readings a GPU's verdict rests on: NVML's "not available" value there leaves the row-remap state
+ * unknown, which is not healthy (a remap may be pending or have failed): "needs attention". */
+static const unsigned k_verdict_readings = ODL_GPU_READING_REMAP_PENDING | ODL_GPU_READING_REMAP_FAILED;
+
 /* NVML readings of every GPU as Prometheus text (node_exporter's textfile collector). */
 static int cmd_prometheus(void) {
     odl_nvml *n = NULL;
@@ -275,6 +279,7 @@ static int cmd_prometheus(void) {
             t[i].healthy = 0;
         }
         if (!t[i].healthy) worst = EXIT_NODE_FATAL;
+        else if ((t[i].not_available & k_verdict_readings) && worst < EXIT_APPLICATION) worst = EXIT_APPLICATION;
     }
     odl_nvml_close(n);
     const char *host = odl_health_node_name();
@@ -321,24 +326,40 @@ static int cmd_gpu(int argc, char **argv) {
             worst = EXIT_NODE_FATAL;
             continue;
         }
+        const struct {
+            const char *name;
+            double v;
+            const char *unit;
+            unsigned bit;
+        } rd[] = {
+            {"util", t.util_gpu_pct, "%", ODL_GPU_READING_UTIL},
+            {"mem_used", t.mem_used_mib, "MiB", ODL_GPU_READING_MEM_USED},
+            {"mem_total", t.mem_total_mib, "MiB", ODL_GPU_READING_MEM_TOTAL},
+            {"temp", t.temp_c, "C", ODL_GPU_READING_TEMP},
+            {"power", t.power_w, "W", ODL_GPU_READING_POWER},
+            {"sm_clock", t.sm_clock_mhz, "MHz", ODL_GPU_READING_SM_CLOCK},
+            {"ecc_corrected", t.ecc_corrected, "", ODL_GPU_READING_ECC_CORRECTED},
+            {"ecc_uncorrected", t.ecc_uncorrected, "", ODL_GPU_READING_ECC_UNCORRECTED},
+            {"remapped_corrected", t.remap_corrected, "", ODL_GPU_READING_REMAP_CORRECTED},
+            {"remapped_uncorrected", t.remap_uncorrected, "", ODL_GPU_READING_REMAP_UNCORRECTED},
+            {"remap_pending", t.remap_pending, "", ODL_GPU_READING_REMAP_PENDING},
+            {"remap_failed", t.remap_failed, "", ODL_GPU_READING_REMAP_FAILED},
+        };
+        const size_t n_rd = sizeof rd / sizeof rd[0];
         printf("gpu %d %s %s %s:", i, t.pci, t.uuid, t.name);
-        print_reading("util", t.util_gpu_pct, "%");
-        print_reading("mem_used", t.mem_used_mib, "MiB");
-        print_reading("mem_total", t.mem_total_mib, "MiB");
-        print_reading("temp", t.temp_c, "C");
-        print_reading("power", t.power_w, "W");
-        print_reading("sm_clock", t.sm_clock_mhz, "MHz");
-        print_reading("ecc_corrected", t.ecc_corrected, "");
-        print_reading("ecc_uncorrected", t.ecc_uncorrected, "");
-        print_reading("remapped_corrected", t.remap_corrected, "");
-        print_reading("remapped_uncorrected", t.remap_uncorrected, "");
-        print_reading("remap_pending", t.remap_pending, "");
-        print_reading("remap_failed", t.remap_failed, "");
+        for (size_t k = 0; k < n_rd; k++) print_reading(rd[k].name, rd[k].v, rd[k].unit);
         printf("\n");
         int g = EXIT_HEALTHY;
         if (!t.healthy) {
             printf("gpu %d: unhealthy: %s\n", i, t.error);
             g = EXIT_NODE_FATAL;
+        }
+        if (t.not_available & k_verdict_readings) {
+            printf("gpu %d: needs attention: NVML answered its \"not available\" value for", i);
+            for (size_t k = 0; k < n_rd; k++)
+                if (t.not_available & k_verdict_readings & rd[k].bit) printf(" %s", rd[k].name);
+            printf(": the row-remap state is unknown\n");
+            if (g < EXIT_APPLICATION) g = EXIT_APPLICATION;
         }
         if (t.remap_failed > 0) {
             printf("gpu %d: unhealthy: a row remap failed (replace or repair the GPU)\n", i);

@@ -26,6 +26,7 @@
 #include "worker/cli.h"
 #include "worker/coord.h"
 #include "worker/outputs.h"
+#include "worker/sample_record.h"
 #include "worker/tensorboard.h"
 #include "worker/health_monitor.h"
 #include "worker/tasks.h"
@@ -355,6 +356,7 @@ typedef struct train_run {
     FILE *metrics;
     odl_tb_writer *tb; /* --tensorboard; NULL: none */
     odl_worker_health health; /* GPU telemetry and Xid watch (health/), inactive on CPU */
+    odl_sample_record samples; /* test hooks: ODL_SAMPLE_RECORD, ODL_SAMPLE_TEST_LOSE_AT_STEP */
     int have_net, have_opt, have_loader, have_step;
     int show_progress;  /* a bar on a terminal (or with progress: on) */
     int progress_lines; /* else, unless progress: off, a line every logging.log_interval steps or 10 s */
@@ -467,12 +469,14 @@ static odl_status run_start_loader(train_run *r) {
     };
     ODL_CHECK(odl_loader_start(&r->loader, &lc));
     r->have_loader = 1;
+    ODL_CHECK(odl_sample_record_open(&r->samples, r->rank, r->batch));
     return ODL_OK;
 }
 
 /* One optimiser step on batch b (reading the loader's device buffers directly; worker/train_step.c),
  * queued or replayed from a CUDA graph; b goes back to the loader once its work is queued. */
 static odl_status run_step(train_run *r, odl_batch *b) {
+    odl_sample_record_plant(&r->samples, b, r->st.step + 1); /* a test's planted fault, before the step reads b */
     odl_status s = odl_train_step_run(&r->step, b);
     if (s != ODL_OK) {
         odl_error_prefix("training step %" PRId64 " (epoch %" PRId64 ", %s)", r->st.step + 1, r->st.epoch + 1,
@@ -481,9 +485,11 @@ static odl_status run_step(train_run *r, odl_batch *b) {
     }
     const int64_t b_cursor = b->cursor;
     const int b_global = b->global;
+    odl_sample_record_keep(&r->samples, b); /* b's indices, before b goes back to the loader */
     ODL_CHECK(odl_loader_release(&r->loader, b)); /* b belongs to the loader again */
     r->opt.step++; /* the device's count was advanced by the step itself */
     r->st.step++;
+    ODL_CHECK(odl_sample_record_step(&r->samples, r->st.step, r->world));
     r->st.cursor = b_cursor + b_global;
     r->st.epoch_samples += b_global;
     r->run_samples += b_global;
@@ -528,6 +534,13 @@ static odl_status run_epoch_end(train_run *r, int epoch_end, int stop) {
     }
     char gpu_log[96];
     json_t *gpu = odl_worker_health_epoch(&r->health, gpu_log, sizeof gpu_log);
+    odl_pool_stats ps;
+    if (r->dev.type == ODL_DEV_CUDA && odl_pool_get_stats(r->dev, &ps) == ODL_OK) {
+        /* the device pool (odl/device.h): a leak or fragmentation shows as a peak that keeps growing */
+        if (!gpu) gpu = json_object();
+        json_object_set_new(gpu, "pool_peak_mib", odl_json_num((double)ps.peak / 1048576.0, 1));
+        json_object_set_new(gpu, "pool_reserved_mib", odl_json_num((double)ps.reserved / 1048576.0, 1));
+    }
     /* The epoch's own 1-based number, also for a partial epoch (a stop mid-epoch). */
     ODL_LOG_INFO("epoch %" PRId64 "/%" PRId64 " step %" PRId64 ": lr %g train_loss %.4f test_loss %.4f test_acc %.4f "
                  "%.0f samples/s %.2f s%s%s",
@@ -686,6 +699,7 @@ static odl_status run_teardown(train_run *r, odl_status s) {
     }
     if (r->have_loader) odl_loader_stop(&r->loader);
     if (r->have_step) odl_train_step_free(&r->step);
+    odl_sample_record_close(&r->samples);
     odl_worker_health_stop(&r->health);
     odl_tensor_free(&r->loss_acc);
     if (r->have_opt) odl_optim_free(&r->opt);
@@ -708,6 +722,7 @@ odl_status odl_train_run(const odl_config *cfg, const odl_train_opts *opts, odl_
     r->rank = opts->rank;
     r->world = opts->world_size > 0 ? opts->world_size : 1;
     r->train_loss = r->test_loss = r->test_acc = NAN;
+    r->samples.fd = -1;
     int nothing_to_do = 0;
     odl_status s = run_setup(r, &nothing_to_do);
     if (s == ODL_OK && !nothing_to_do) s = run_start_loader(r);

@@ -35,6 +35,8 @@ extern "C" {
     X(NCCL_BLOCKING, BOOL, "1", 0, 0, "0: a non-blocking NCCL communicator (about 50 us more per collective; the watchdog bounds hangs either way)") \
     X(DUMP_PARAMS, STR, "", 0, 0, "tests: odl_worker --task=train writes each rank's final parameters to PREFIX.rankR.h5") \
     X(CKPT_TEST_PAUSE_AT_STEP, INT, "-1", -1, INT64_MAX, "tests: odl_worker pauses the write of the checkpoint of this step before its commit, for a kill -9 there") \
+    X(SAMPLE_RECORD, STR, "", 0, 0, "tests: odl_worker --task=train appends each step's sample indices to PREFIX.genG.rankR.txt (bench/soak.sh)") \
+    X(SAMPLE_TEST_LOSE_AT_STEP, INT, "-1", -1, INT64_MAX, "tests: a planted bug, rank 0 trains this step without its batch's last sample (bench/soak.sh --plant lose-sample)") \
     X(COORD_ADDR, STR, "", 0, 0, "set by odl_coordinator: HOST:PORT of the job's coordinator, where odl_worker registers (unset: no coordinator)") \
     X(COORD_SECRET_FILE, STR, "", 0, 0, "set by odl_coordinator: the job secret file (0600) whose key proves the worker's membership") \
     X(COORD_GENERATION, INT, "", 0, INT64_MAX, "set by odl_coordinator: the launch generation, bound into the worker's proof (required with ODL_COORD_ADDR)") \

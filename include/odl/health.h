@@ -155,8 +155,25 @@ ODL_API int64_t odl_kmsg_now_us(void);
 
 /* ---- NVML (dlopen) ---- */
 
-/* A reading NVML could not give (not supported, 0xFFFFFFFF, error) is ODL_HEALTH_NA, never a number. */
+/* A reading NVML could not give (not supported, its "not available" value, error) is ODL_HEALTH_NA,
+ * never a number. */
 #define ODL_HEALTH_NA (-1.0)
+
+/* The readings of odl_gpu_telemetry, one bit each in its not_available mask. */
+typedef enum odl_gpu_reading {
+    ODL_GPU_READING_UTIL = 1u << 0,
+    ODL_GPU_READING_MEM_USED = 1u << 1,
+    ODL_GPU_READING_MEM_TOTAL = 1u << 2,
+    ODL_GPU_READING_TEMP = 1u << 3,
+    ODL_GPU_READING_POWER = 1u << 4,
+    ODL_GPU_READING_SM_CLOCK = 1u << 5,
+    ODL_GPU_READING_ECC_CORRECTED = 1u << 6,
+    ODL_GPU_READING_ECC_UNCORRECTED = 1u << 7,
+    ODL_GPU_READING_REMAP_CORRECTED = 1u << 8,
+    ODL_GPU_READING_REMAP_UNCORRECTED = 1u << 9,
+    ODL_GPU_READING_REMAP_PENDING = 1u << 10,
+    ODL_GPU_READING_REMAP_FAILED = 1u << 11,
+} odl_gpu_reading;
 
 typedef struct odl_gpu_telemetry {
     char pci[ODL_PCI_STR_LEN];
@@ -179,6 +196,10 @@ typedef struct odl_gpu_telemetry {
     double remap_pending;    /* 1 when a remap waits for a GPU reset */
     double remap_failed;     /* 1 when a remap failed (node-fatal in practice, Xid 64) */
     int healthy;             /* 0 when an NVML call failed with anything but "not supported" */
+    unsigned not_available;  /* ODL_GPU_READING_* bits: readings whose call succeeded but gave NVML's
+                                "not available" value (NVML_VALUE_NOT_AVAILABLE, -1 in the field's type:
+                                0xFFFFFFFF, 0xFFFFFFFFFFFFFFFF); ODL_HEALTH_NA like the others, but a
+                                verdict that rests on them is unknown, not healthy */
     char error[160];         /* the NVML error that made it unhealthy */
 } odl_gpu_telemetry;
 

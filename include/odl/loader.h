@@ -29,6 +29,8 @@ typedef struct odl_batch {
     int64_t epoch;       /* 0-based */
     int64_t cursor;      /* global sample cursor at the start of this step */
     int local, global;   /* samples on this rank / on all ranks in this step (local may be 0) */
+    int64_t *idx;        /* host [max_batch]: rows 0..local-1's sample indices into the data set (the
+                            sampler's order), valid while the batch is held */
     /* private */
     float *h_x;
     int32_t *h_y;
@@ -60,7 +62,6 @@ typedef struct odl_loader {
     odl_status error;
     char error_msg[1024];
     odl_stream copy_stream;
-    int64_t *idx;
     pthread_t thread;
     int thread_started;
     pthread_mutex_t mu;

@@ -1,0 +1,215 @@
+#!/usr/bin/env python3
+"""Every `ctest -L gpu` test under compute-sanitizer's memcheck, racecheck, initcheck and synccheck
+(bench/sanitize_gpu.sh is the entry point; bench/README.md "Sanitizers on the GPU tests").
+
+Each test runs as ctest would run it -- its command, working folder and ENVIRONMENT from
+`ctest --show-only=json-v1` -- prefixed by
+    compute-sanitizer --tool T --target-processes all --require-cuda-init no [tool options]
+so that the processes a test starts (odl_worker, mpirun's ranks) are checked too and a shell or Python
+parent is not an error. The fixtures the GPU tests require (the converted YOLOv5 weights, the synthetic
+checkpoint) are set up first by ctest itself, without a sanitizer. The error count of a run is the sum
+of its "ERROR SUMMARY: N errors" lines (one per checked process); racecheck's warnings are counted
+apart. A run that times out, or whose test fails under the tool, is reported as such: its count is not
+a clean 0.
+
+Output: one line per (tool, test), then per tool
+    sanitize_gpu: memcheck: 0 errors (20 tests: 20 ran, 0 skipped, 0 failed, 0 timed out)
+and the last line `sanitize_gpu: 0 errors` (exit 0) or what broke (exit 1); exit 2 on a usage error,
+3 where there is nothing to run (no compute-sanitizer, no GPU). Everything is kept in OUT_DIR:
+summary.txt, results.json and one log per run (OUT_DIR/logs/TOOL/TEST.log).
+"""
+import argparse
+import concurrent.futures
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
+# Per tool: what it checks is in the docs; these options make the count complete. memcheck's leak
+# check reports device memory still allocated when a process ends (the pool is given back at exit).
+TOOL_ARGS = {
+    "memcheck": ["--leak-check", "full"],
+    "racecheck": ["--racecheck-report", "all"],
+    "initcheck": [],
+    "synccheck": [],
+}
+SKIP_RC = 77
+
+
+def find_sanitizer(given):
+    for c in ([given] if given else []) + [shutil.which("compute-sanitizer")] + [
+            os.path.join(d, "bin", "compute-sanitizer") for d in
+            (os.environ.get("CUDA_HOME", ""), "/usr/local/cuda", "/usr/local/cuda-13.0", "/opt/nvidia/cuda")]:
+        if c and os.path.isfile(c) and os.access(c, os.X_OK):
+            return c
+    return None
+
+
+def ctest_tests(build, regex, exclude):
+    cmd = ["ctest", "--test-dir", build, "-L", "gpu", "--show-only=json-v1"]
+    if regex:
+        cmd += ["-R", regex]
+    if exclude:
+        cmd += ["-E", exclude]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    tests = []
+    for t in json.loads(out)["tests"]:
+        props = {p["name"]: p["value"] for p in t.get("properties", [])}
+        tests.append({
+            "name": t["name"],
+            "command": t.get("command", []),
+            "cwd": props.get("WORKING_DIRECTORY", build),
+            "env": props.get("ENVIRONMENT", []),
+            "labels": props.get("LABELS", []),
+            "setup": props.get("FIXTURES_SETUP", []),
+            "required": props.get("FIXTURES_REQUIRED", []),
+            "skip_rc": int(props.get("SKIP_RETURN_CODE", SKIP_RC)),
+        })
+    return tests
+
+
+def env_of(test):
+    env = dict(os.environ)
+    for kv in test["env"]:
+        k, _, v = kv.partition("=")
+        env[k] = v
+    return env
+
+
+def run_one(san, tool, test, logdir, timeout):
+    log = os.path.join(logdir, tool, test["name"] + ".log")
+    os.makedirs(os.path.dirname(log), exist_ok=True)
+    cmd = [san, "--tool", tool, "--target-processes", "all", "--require-cuda-init", "no",
+           "--print-limit", "1000"] + TOOL_ARGS[tool] + test["command"]
+    t0 = time.monotonic()
+    with open(log, "w") as f:
+        f.write("# " + " ".join(cmd) + "\n# cwd " + test["cwd"] + "\n")
+        f.flush()
+        # its own session, so that a time-out ends the sanitizer and everything the test started
+        p = subprocess.Popen(cmd, cwd=test["cwd"], env=env_of(test), stdout=f, stderr=subprocess.STDOUT,
+                             start_new_session=True)
+        try:
+            rc = p.wait(timeout=timeout)
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            rc = p.wait()
+            timed_out = True
+    wall = time.monotonic() - t0
+    text = open(log, errors="replace").read()
+    errors = sum(int(m) for m in re.findall(r"^=+ ERROR SUMMARY: (\d+) errors?", text, re.M))
+    summaries = len(re.findall(r"^=+ ERROR SUMMARY:", text, re.M))
+    warnings = sum(int(m) for m in re.findall(r"RACECHECK SUMMARY: \d+ hazards? displayed \(\d+ errors?, (\d+) warnings?\)",
+                                              text))
+    # memcheck's leak check: device memory still allocated when a process ended (counted in its errors)
+    leaks = len(re.findall(r"^=+ Leaked \d+ bytes", text, re.M))
+    if timed_out:
+        status = "timed out"
+    elif rc == test["skip_rc"]:
+        status = "skipped"
+    elif rc != 0:
+        status = "failed (exit %d)" % rc
+    elif summaries == 0:
+        status = "no summary (the sanitizer checked no CUDA process)"
+    else:
+        status = "ok"
+    return {"tool": tool, "test": test["name"], "errors": errors, "warnings": warnings, "leaks": leaks, "status": status,
+            "rc": rc, "wall_s": round(wall, 1), "log": log}
+
+
+def main():
+    ap = argparse.ArgumentParser(prog="bench/sanitize_gpu.sh", description=__doc__.split("\n\n")[0])
+    ap.add_argument("out_dir", nargs="?", default="sanitize_gpu.out", help="results and logs (default ./sanitize_gpu.out)")
+    ap.add_argument("--build", default=os.environ.get("ODL_BUILD", "build"), help="build folder (default $ODL_BUILD or build)")
+    ap.add_argument("--tools", default=",".join(TOOLS), help="comma-separated subset of " + ",".join(TOOLS))
+    ap.add_argument("-R", dest="regex", help="only tests matching this ctest regex")
+    ap.add_argument("-E", dest="exclude", help="leave out tests matching this ctest regex")
+    ap.add_argument("-j", dest="jobs", type=int, default=1,
+                    help="runs at once on the GPU (default 1: some tests take half the GPU's memory for their pool)")
+    ap.add_argument("--timeout", type=float, default=1800, help="seconds per run (default 1800)")
+    ap.add_argument("--sanitizer", default=os.environ.get("COMPUTE_SANITIZER"), help="compute-sanitizer to use")
+    ap.add_argument("--no-fixtures", action="store_true",
+                    help="do not set up the fixtures first (they are there already; the script's own test)")
+    a = ap.parse_args()
+    tools = [t for t in a.tools.split(",") if t]
+    bad = [t for t in tools if t not in TOOLS]
+    if bad:
+        print("sanitize_gpu: error: unknown tool %s (known: %s)" % (",".join(bad), ",".join(TOOLS)), file=sys.stderr)
+        return 2
+    san = find_sanitizer(a.sanitizer)
+    if not san:
+        print("sanitize_gpu: nothing to run: no compute-sanitizer (it comes with the CUDA toolkit; set COMPUTE_SANITIZER)")
+        return 3
+    if not os.path.isfile(os.path.join(a.build, "CTestTestfile.cmake")):
+        print("sanitize_gpu: error: %s is no build folder (configure and build first; --build DIR)" % a.build,
+              file=sys.stderr)
+        return 2
+    all_tests = ctest_tests(a.build, a.regex, a.exclude)
+    setups = sorted({t["name"] for t in all_tests if t["setup"]})
+    tests = [t for t in all_tests if t["name"] not in setups and "gpu" in t["labels"]]
+    if not tests:
+        print("sanitize_gpu: nothing to run: no gpu test matches")
+        return 3
+    os.makedirs(a.out_dir, exist_ok=True)
+    logdir = os.path.join(a.out_dir, "logs")
+    if setups and not a.no_fixtures:  # the fixtures, as ctest runs them (no sanitizer)
+        print("sanitize_gpu: fixtures first: " + ", ".join(setups), flush=True)
+        r = subprocess.run(["ctest", "--test-dir", a.build, "-R", "^(" + "|".join(map(re.escape, setups)) + ")$",
+                            "--output-on-failure"], capture_output=True, text=True)
+        if r.returncode != 0:
+            print(r.stdout[-4000:])
+            print("sanitize_gpu: a fixture failed; the tests that need it will skip or fail")
+    print("sanitize_gpu: %s, %d tests x %s, %s" % (san, len(tests), ",".join(tools), a.build), flush=True)
+    jobs = [(tool, t) for tool in tools for t in tests]
+    results = []
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, a.jobs)) as ex:
+        futs = [ex.submit(run_one, san, tool, t, logdir, a.timeout) for tool, t in jobs]
+        for f in concurrent.futures.as_completed(futs):
+            r = f.result()
+            results.append(r)
+            print("%-9s %-36s %4d error%s%s%s  %7.1f s  %s" % (
+                r["tool"], r["test"], r["errors"], "" if r["errors"] == 1 else "s",
+                ", %d warnings" % r["warnings"] if r["warnings"] else "",
+                " (%d leaks)" % r["leaks"] if r["leaks"] else "", r["wall_s"], r["status"]), flush=True)
+    lines = []
+    total = 0
+    broken = []
+    for tool in tools:
+        rs = [r for r in results if r["tool"] == tool]
+        n_err = sum(r["errors"] for r in rs)
+        n_warn = sum(r["warnings"] for r in rs)
+        n_leak = sum(r["leaks"] for r in rs)
+        ran = sum(r["status"] == "ok" for r in rs)
+        skipped = sum(r["status"] == "skipped" for r in rs)
+        timed = sum(r["status"] == "timed out" for r in rs)
+        failed = len(rs) - ran - skipped - timed
+        total += n_err
+        lines.append("sanitize_gpu: %s: %d error%s%s%s (%d tests: %d ran, %d skipped, %d failed, %d timed out)" % (
+            tool, n_err, "" if n_err == 1 else "s", ", %d warnings" % n_warn if n_warn else "",
+            " of which %d device-memory leaks" % n_leak if n_leak else "", len(rs), ran, skipped, failed, timed))
+        broken += ["%s %s: %d errors" % (tool, r["test"], r["errors"]) for r in rs if r["errors"]]
+        broken += ["%s %s: %s" % (tool, r["test"], r["status"]) for r in rs
+                   if r["status"] not in ("ok", "skipped")]
+    if not any(r["status"] == "ok" for r in results):
+        print("\n".join(lines))
+        print("sanitize_gpu: nothing ran (every test skipped: no GPU, or no reference data?)")
+        return 3
+    last = "sanitize_gpu: %d errors" % total if not broken else "sanitize_gpu: %d errors; %s" % (total, "; ".join(broken))
+    lines.append(last)
+    print("\n".join(lines))
+    with open(os.path.join(a.out_dir, "summary.txt"), "w") as f:
+        f.write("\n".join("%-9s %-36s %4d errors %4d warnings %8.1f s  %s" % (
+            r["tool"], r["test"], r["errors"], r["warnings"], r["wall_s"], r["status"])
+            for r in sorted(results, key=lambda r: (r["tool"], r["test"]))) + "\n" + "\n".join(lines) + "\n")
+    with open(os.path.join(a.out_dir, "results.json"), "w") as f:
+        json.dump({"sanitizer": san, "build": a.build, "tools": tools, "results": results}, f, indent=1)
+    return 1 if broken else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,49 @@
+#!/bin/sh
+# bench/sanitize_gpu.sh's own logic without a GPU: a stand-in compute-sanitizer prints the summaries a
+# real one prints ("========= ERROR SUMMARY: N errors", racecheck's hazard summary) with counts chosen
+# here, after running nothing; the script must add them up per tool, name the test that had errors and
+# exit 1, and exit 0 with `sanitize_gpu: 0 errors` when every count is 0.
+#   tests/sanitize_gpu_selftest.sh SRCDIR BUILDDIR
+set -u
+src="$1"
+build="$2"
+tmp=$(mktemp -d /tmp/odl_sanitize_selftest.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+cat >"$tmp/compute-sanitizer" <<'EOS'
+#!/bin/sh
+# stand-in: --tool T ... COMMAND; errors from $FAKE_ERRORS ("tool:test-regex:count")
+tool=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --tool) tool="$2"; shift 2 ;;
+    --*) shift 2 ;;
+    *) break ;;
+    esac
+done
+n=0
+case "$FAKE_ERRORS" in "$tool:"*) pat=${FAKE_ERRORS#*:}; pat=${pat%:*}; printf '%s\n' "$*" | grep -q -- "$pat" && n=${FAKE_ERRORS##*:} ;; esac
+echo "test output (not run)"
+[ "$tool" = racecheck ] && echo "========= RACECHECK SUMMARY: $n hazards displayed ($n errors, 1 warning)"
+echo "========= ERROR SUMMARY: $n errors"
+EOS
+chmod +x "$tmp/compute-sanitizer"
+run() { FAKE_ERRORS="$1" sh "$src/bench/sanitize_gpu.sh" "$tmp/out" --build "$build" --sanitizer "$tmp/compute-sanitizer" \
+    --no-fixtures -R 'test_ops_gpu|test_gemm_tc_gpu' >"$tmp/log" 2>&1; }
+run "none::0"
+rc=$?
+if [ $rc = 0 ] && tail -1 "$tmp/log" | grep -qx "sanitize_gpu: 0 errors" &&
+    grep -q "sanitize_gpu: racecheck: 0 errors, 2 warnings (2 tests: 2 ran, 0 skipped, 0 failed, 0 timed out)" "$tmp/log"; then
+    echo "ok   clean run: exit 0, 0 errors per tool, racecheck's warnings counted apart"
+else echo "FAIL clean run: exit $rc"; cat "$tmp/log"; fail=1; fi
+run "racecheck:test_gemm_tc:3"
+rc=$?
+if [ $rc = 1 ] && grep -q "sanitize_gpu: racecheck: 3 errors, 2 warnings" "$tmp/log" &&
+    grep -q "sanitize_gpu: memcheck: 0 errors" "$tmp/log" &&
+    tail -1 "$tmp/log" | grep -q "sanitize_gpu: 3 errors; racecheck test_gemm_tc_gpu: 3 errors"; then
+    echo "ok   3 racecheck errors in test_gemm_tc_gpu: counted, named, exit 1"
+else echo "FAIL errors: exit $rc"; cat "$tmp/log"; fail=1; fi
+[ -s "$tmp/out/summary.txt" ] && [ -s "$tmp/out/logs/racecheck/test_gemm_tc_gpu.log" ] && ok=1 || ok=0
+if [ $ok = 1 ]; then echo "ok   summary.txt and one log per run"; else echo "FAIL no summary or logs"; fail=1; fi
+[ $fail = 0 ] && echo "sanitize_gpu_selftest: passed"
+exit $fail
