@@ -51,7 +51,8 @@ typedef struct odl_coord_client_cbs {
 #define ODL_COORD_STOP 2
 
 /* Connect to addr ("host:port"), prove the secret (key file, comm/coord_wire.h), register as h, and
- * start the heartbeat thread. Errors: ODL_E_IO (cannot connect, the connection broke), ODL_E_TIMEOUT
+ * start the heartbeat thread. addr, secret_file and h are read during the call only; *cbs is copied, and
+ * cbs->ctx must stay valid until odl_coord_client_close (the client thread calls back with it). Errors: ODL_E_IO (cannot connect, the connection broke), ODL_E_TIMEOUT
  * (no answer in 10 s), ODL_E_INVAL (refused: the message has the coordinator's reason). */
 ODL_API odl_status odl_coord_client_connect(const char *addr, const char *secret_file, const odl_coord_hello *h,
                                     const odl_coord_client_cbs *cbs, odl_coord_welcome *w, odl_coord_client **out);

@@ -249,15 +249,19 @@ typedef struct odl_health_monitor_opts {
     const char *kmsg_path;   /* kernel log to follow: "/dev/kmsg", an injection file, or NULL = none */
     int use_nvml;            /* 1: NVML telemetry and Xid events for pci_bus_id */
     int64_t since_us;        /* ignore kernel-log lines before this boot-relative time (0: all) */
-    int telemetry_ms;        /* telemetry period, default 5000 */
+    int telemetry_ms;        /* telemetry period; <= 0: ODL_HEALTH_TELEMETRY_MS_DEFAULT */
     const odl_xid_table *table; /* NULL: defaults */
     /* Called on the monitor thread for each finding (may be NULL; findings are also queued). */
     void (*on_finding)(void *ctx, const odl_health_finding *f);
     void *ctx;
 } odl_health_monitor_opts;
 
+#define ODL_HEALTH_TELEMETRY_MS_DEFAULT 5000
+
 typedef struct odl_health_monitor odl_health_monitor;
-/* Start the thread. NVML absent with use_nvml = 1 is not an error: telemetry stays unavailable and
+/* Start the thread. Nothing *o points to is kept (the bus id is parsed, the table copied, the kernel
+ * log opened here), so o and its strings may be on the caller's stack; only ctx is passed back as
+ * given, and must live until odl_health_monitor_stop. NVML absent with use_nvml = 1 is not an error: telemetry stays unavailable and
  * odl_health_monitor_nvml_error says why. Errors: ODL_E_IO (kernel log cannot be opened), ODL_E_NOMEM. */
 ODL_API odl_status odl_health_monitor_start(const odl_health_monitor_opts *o, odl_health_monitor **out);
 /* Stop and join the thread, free everything. NULL is fine. */

@@ -37,6 +37,8 @@ typedef struct odl_batch {
     int state;
 } odl_batch;
 
+/* Copied by odl_loader_start; images and labels are borrowed (read by the loader's thread): they must
+ * outlive the loader. */
 typedef struct odl_loader_config {
     const uint8_t *images;      /* [n, sample_shape] uint8, host */
     const uint8_t *labels;      /* [n] */
