@@ -109,63 +109,6 @@ odl_status odl_ckpt_list(const char *dir, odl_ckpt_entry **out, size_t *n) {
     return ODL_OK;
 }
 
-static odl_status fsync_dir_of(const char *path) {
-    char dir[PATH_MAX];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (!slash) snprintf(dir, sizeof dir, ".");
-    else if (slash == dir) slash[1] = '\0';
-    else *slash = '\0';
-    int fd = open(dir, O_RDONLY | O_DIRECTORY);
-    if (fd < 0) return ODL_ERR(ODL_E_IO, "open(%s) for fsync failed: %s", dir, strerror(errno));
-    if (fsync(fd) != 0) {
-        int e = errno;
-        close(fd);
-        return ODL_ERR(ODL_E_IO, "fsync(%s) failed: %s", dir, strerror(e));
-    }
-    close(fd);
-    return ODL_OK;
-}
-
-odl_status odl_ckpt_write_file_atomic(const char *path, const void *data, size_t n) {
-    char tmp[PATH_MAX];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
-        return ODL_ERR(ODL_E_INVAL, "path too long: %s", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) return ODL_ERR(ODL_E_IO, "open(%s) failed: %s", tmp, strerror(errno));
-    const char *p = data;
-    size_t left = n;
-    while (left > 0) {
-        ssize_t w = write(fd, p, left);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            int e = errno;
-            close(fd);
-            unlink(tmp);
-            return ODL_ERR(ODL_E_IO, "write(%s) failed: %s", tmp, strerror(e));
-        }
-        p += w;
-        left -= (size_t)w;
-    }
-    if (fsync(fd) != 0) {
-        int e = errno;
-        close(fd);
-        unlink(tmp);
-        return ODL_ERR(ODL_E_IO, "fsync(%s) failed: %s", tmp, strerror(e));
-    }
-    if (close(fd) != 0) {
-        int e = errno;
-        unlink(tmp);
-        return ODL_ERR(ODL_E_IO, "close(%s) failed: %s", tmp, strerror(e));
-    }
-    if (rename(tmp, path) != 0) {
-        int e = errno;
-        unlink(tmp);
-        return ODL_ERR(ODL_E_IO, "rename(%s, %s) failed: %s", tmp, path, strerror(e));
-    }
-    return fsync_dir_of(path);
-}
-
 odl_status odl_ckpt_manifest_write(const char *dir, const odl_ckpt_entry *kept, size_t n, int64_t epochs_done,
                                    int64_t cursor) {
     if (n == 0) return ODL_ERR(ODL_E_INVAL, "manifest of %s without checkpoints", dir);
@@ -175,15 +118,10 @@ odl_status odl_ckpt_manifest_write(const char *dir, const odl_ckpt_entry *kept, 
                           ODL_CKPT_FORMAT_VERSION, "latest", kept[0].name, "step", (json_int_t)kept[0].step, "epoch",
                           (json_int_t)odl_ckpt_epoch_label(epochs_done, cursor), "epochs_completed",
                           (json_int_t)epochs_done, "cursor", (json_int_t)cursor, "checkpoints", names);
-    char *text = m ? json_dumps(m, ODL_JSON_FLAGS | JSON_INDENT(2)) : NULL;
-    json_decref(m);
-    if (!text) return ODL_ERR(ODL_E_NOMEM, "manifest of %s", dir);
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/%s", dir, ODL_CKPT_MANIFEST);
-    size_t len = strlen(text);
-    text[len] = '\n'; /* json_dumps leaves no newline; the NUL's place takes it */
-    odl_status s = odl_ckpt_write_file_atomic(path, text, len + 1);
-    free(text);
+    odl_status s = odl_json_save_file(path, m, ODL_JSON_FLAGS | JSON_INDENT(2));
+    json_decref(m);
     return s;
 }
 

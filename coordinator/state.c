@@ -19,45 +19,21 @@
 
 #include "coordinator/coord.h"
 #include "odl/ckpt.h"
+#include "odl/file.h"
+#include "odl/json.h"
 #include "odl/log.h"
 
 static void path_of(const coord *c, const char *name, char *buf, size_t cap) {
     snprintf(buf, cap, "%s/%s", c->o.job_dir, name);
 }
 
-static odl_status fsync_dir(const char *dir) {
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) return ODL_ERR(ODL_E_IO, "%s: %s", dir, strerror(errno));
-    int r = fsync(fd);
-    int e = errno;
-    close(fd);
-    if (r != 0) return ODL_ERR(ODL_E_IO, "fsync %s: %s", dir, strerror(e));
-    return ODL_OK;
-}
-
-/* Write j to DIR/name atomically; takes the reference of j. */
+/* Write j to DIR/name durably; takes the reference of j. */
 static odl_status write_json(const coord *c, const char *name, json_t *j) {
-    char path[PATH_MAX + 64], tmp[PATH_MAX + 80];
+    char path[PATH_MAX + 64];
     path_of(c, name, path, sizeof path);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    if (!j) return ODL_ERR(ODL_E_NOMEM, "%s", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        json_decref(j);
-        return ODL_ERR(ODL_E_IO, "%s: %s", tmp, strerror(errno));
-    }
-    int r = json_dumpfd(j, fd, JSON_INDENT(2) | JSON_SORT_KEYS);
+    odl_status s = odl_json_save_file(path, j, JSON_INDENT(2) | JSON_SORT_KEYS);
     json_decref(j);
-    if (r == 0 && write(fd, "\n", 1) != 1) r = -1;
-    if (r == 0 && fsync(fd) != 0) r = -1;
-    int e = errno;
-    if (close(fd) != 0 && r == 0) r = -1, e = errno;
-    if (r != 0 || rename(tmp, path) != 0) {
-        if (r == 0) e = errno;
-        unlink(tmp);
-        return ODL_ERR(ODL_E_IO, "writing %s: %s", path, strerror(e));
-    }
-    return fsync_dir(c->o.job_dir);
+    return s;
 }
 
 /* NULL when the file does not exist; an error for a file that is there but unreadable. */
@@ -156,25 +132,21 @@ odl_status coord_secret_prepare(coord *c) {
     if (!c->o.token_file[0]) {
         snprintf(c->o.token_file, sizeof c->o.token_file, "%s/secret", c->o.job_dir);
         if (sodium_init() < 0) return ODL_ERR(ODL_E_INTERNAL, "libsodium could not be initialised");
-        int fd = open(c->o.token_file, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-        if (fd >= 0) {
-            uint8_t raw[32];
-            char hex[65];
-            randombytes_buf(raw, sizeof raw);
-            sodium_bin2hex(hex, sizeof hex, raw, sizeof raw);
-            hex[64] = '\n';
-            ssize_t w = write(fd, hex, sizeof hex);
-            int e = errno;
-            if (fsync(fd) != 0 || w != (ssize_t)sizeof hex) {
-                close(fd);
-                unlink(c->o.token_file);
-                return ODL_ERR(ODL_E_IO, "writing the job secret %s: %s", c->o.token_file, strerror(e));
-            }
-            close(fd);
-            ODL_LOG_INFO("created the job secret %s (mode 0600)", c->o.token_file);
-        } else if (errno != EEXIST) {
-            return ODL_ERR(ODL_E_IO, "creating the job secret %s: %s", c->o.token_file, strerror(errno));
+        uint8_t raw[32];
+        char hex[65];
+        randombytes_buf(raw, sizeof raw);
+        sodium_bin2hex(hex, sizeof hex, raw, sizeof raw);
+        hex[64] = '\n';
+        int created = 0; /* a secret already there (a restarted coordinator) is kept: its workers hold it */
+        odl_status s = odl_file_write_atomic(c->o.token_file, hex, sizeof hex, ODL_FILE_NO_REPLACE | ODL_FILE_PRIVATE,
+                                             &created);
+        sodium_memzero(raw, sizeof raw);
+        sodium_memzero(hex, sizeof hex);
+        if (s != ODL_OK) {
+            odl_error_prefix("the job secret %s", c->o.token_file);
+            return s;
         }
+        if (created) ODL_LOG_INFO("created the job secret %s (mode 0600)", c->o.token_file);
     }
     return odl_wire_key_load(c->o.token_file, c->key);
 }

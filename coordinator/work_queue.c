@@ -27,7 +27,6 @@
 #include <unistd.h>
 
 #include "coordinator/coord.h"
-#include "odl/ckpt.h"
 #include "odl/coord_client.h"
 #include "odl/json.h"
 #include "odl/log.h"
@@ -139,15 +138,10 @@ static odl_status wq_save(const struct coord_wq *q) {
     json_object_set_new(j, "n_chunks", json_integer(q->n_chunks));
     json_object_set_new(j, "n_done", json_integer(q->n_done));
     json_object_set_new(j, "done", done);
-    char *text = json_dumps(j, JSON_INDENT(1) | JSON_SORT_KEYS);
-    json_decref(j);
-    if (!text) return ODL_ERR(ODL_E_NOMEM, "%s/queue.json", q->dir);
     char path[PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/queue.json", q->dir);
-    size_t len = strlen(text);
-    text[len] = '\n'; /* the NUL's byte becomes the file's final newline */
-    odl_status s = odl_ckpt_write_file_atomic(path, text, len + 1);
-    free(text);
+    odl_status s = odl_json_save_file(path, j, JSON_INDENT(1) | JSON_SORT_KEYS);
+    json_decref(j);
     return s;
 }
 

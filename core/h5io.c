@@ -2,6 +2,7 @@
  * docs/checkpoint_format.md. Every HDF5 call is checked; a failure becomes ODL_E_HDF5 naming the call,
  * the file and the object, with the innermost message of HDF5's error stack. */
 #include "odl/h5io.h"
+#include "odl/file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -513,18 +514,6 @@ odl_status odl_h5_writer_attr_str(odl_h5_writer *w, const char *obj, const char 
     return st;
 }
 
-static odl_status fsync_path(const char *path, int directory) {
-    int fd = open(path, O_RDONLY | (directory ? O_DIRECTORY : 0));
-    if (fd < 0) return ODL_ERR(ODL_E_IO, "open(%s) for fsync failed: %s", path, strerror(errno));
-    if (fsync(fd) != 0) {
-        int e = errno;
-        close(fd);
-        return ODL_ERR(ODL_E_IO, "fsync(%s) failed: %s", path, strerror(e));
-    }
-    if (close(fd) != 0) return ODL_ERR(ODL_E_IO, "close(%s) after fsync failed: %s", path, strerror(errno));
-    return ODL_OK;
-}
-
 static odl_status writer_commit(odl_h5_writer *w) {
     odl_status st = ODL_OK;
     if (H5Fflush(w->file, H5F_SCOPE_GLOBAL) < 0) {
@@ -539,28 +528,7 @@ static odl_status writer_commit(odl_h5_writer *w) {
         st = H5FAIL("H5Fclose", w->tmp, NULL);
         goto fail;
     }
-    ODL_CHECK_GOTO(fsync_path(w->tmp, 0), st, fail);
-    if (rename(w->tmp, w->path) != 0) {
-        st = ODL_ERR(ODL_E_IO, "rename(%s, %s) failed: %s", w->tmp, w->path, strerror(errno));
-        goto fail;
-    }
-    {
-        char *dir = strdup(w->path);
-        if (!dir) return ODL_ERR(ODL_E_NOMEM, "%s: out of memory", w->path);
-        char *slash = strrchr(dir, '/');
-        const char *d = ".";
-        if (slash) {
-            if (slash == dir) slash[1] = '\0';
-            else *slash = '\0';
-            d = dir;
-        }
-        st = fsync_path(d, 1);
-        free(dir);
-        if (st != ODL_OK)
-            odl_error_prefix("%s is in place but the directory was not synced; the rename may not survive a power loss",
-                             w->path);
-        return st;
-    }
+    return odl_file_publish(w->tmp, w->path, 0, NULL); /* fsync, rename, fsync of the directory */
 fail:
     if (w->file >= 0) {
         H5Fclose(w->file);

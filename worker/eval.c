@@ -632,10 +632,7 @@ static odl_status report(const odl_yolov5 *net, const odl_det_dataset *ds, const
     json_object_set_new(root, "settings", set);
     char path[4096];
     snprintf(path, sizeof path, "%s/metrics.json", o->output);
-    if (json_dump_file(root, path, JSON_INDENT(1) | JSON_SORT_KEYS) != 0) {
-        st = ODL_ERR(ODL_E_IO, "%s: cannot write", path);
-        goto out;
-    }
+    if ((st = odl_json_save_file(path, root, JSON_INDENT(1) | JSON_SORT_KEYS)) != ODL_OK) goto out;
     fprintf(stderr, "odl_worker: metrics in %s\n", path);
     if (preds) {
         char stem[1024];
@@ -643,10 +640,7 @@ static odl_status report(const odl_yolov5 *net, const odl_det_dataset *ds, const
         char *dot = strrchr(stem, '.');
         if (dot) *dot = 0;
         snprintf(path, sizeof path, "%s/%s_predictions.json", o->output, stem);
-        if (json_dump_file(preds, path, JSON_REAL_PRECISION(10)) != 0) {
-            st = ODL_ERR(ODL_E_IO, "%s: cannot write", path);
-            goto out;
-        }
+        if ((st = odl_json_save_file(path, preds, JSON_REAL_PRECISION(10))) != ODL_OK) goto out;
         fprintf(stderr, "odl_worker: %lld COCO-format predictions in %s (pycocotools)\n", (long long)n_pred, path);
     }
 out:

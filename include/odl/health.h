@@ -304,7 +304,7 @@ typedef struct odl_fence_list {
  *     "generation": 3, "reason": "...", "drained": true, "lifted_time": 0, "lifted_by": ""}]}
  * Errors: ODL_E_IO, ODL_E_FORMAT (names the file and the bad field). */
 ODL_API odl_status odl_fence_list_load(odl_fence_list *l, const char *job_dir);
-/* Write it atomically (temporary file, fsync, rename, fsync of the folder). */
+/* Write it durably (odl_json_save_file: temporary file, fsync, rename, fsync of the folder). */
 ODL_API odl_status odl_fence_list_save(const odl_fence_list *l);
 ODL_API void odl_fence_list_free(odl_fence_list *l);
 /* The holding fence of a node, or NULL. */
@@ -314,7 +314,8 @@ ODL_API odl_status odl_fence_add(odl_fence_list *l, const odl_fence *f, int *add
 /* An operator lifts a node's fence (the only way one ends). ODL_E_NOTFOUND when it is not fenced. Saves. */
 ODL_API odl_status odl_fence_lift(odl_fence_list *l, const char *node, const char *by);
 /* Copy an Open MPI hostfile ("host slots=N ...", comments, blank lines) to out_path without the
- * fenced hosts. *kept = hosts left. Errors: ODL_E_IO; ODL_E_INVAL when no host is left. */
+ * fenced hosts, durably (odl/file.h). *kept = hosts left. Errors: ODL_E_IO; ODL_E_INVAL when no host is left
+ * (out_path is then untouched). */
 ODL_API odl_status odl_fence_write_hostfile(const odl_fence_list *l, const char *in_path, const char *out_path, int *kept);
 /* "--exclude=n2,n3" for srun (buf = "" when nothing is fenced). ODL_E_INVAL when cap is too small. */
 ODL_API odl_status odl_fence_srun_exclude(const odl_fence_list *l, char *buf, size_t cap);
