@@ -41,6 +41,7 @@
 #include "odl/ckpt.h"
 #include "odl/config.h"
 #include "odl/device.h"
+#include "odl/file.h"
 #include "odl/h5io.h"
 #include "odl/log.h"
 
@@ -88,6 +89,8 @@ struct odl_ckpt_session {
     char *yaml; /* effective config, written into every checkpoint */
     odl_ckpt_before_commit_fn before_commit;
     void *before_commit_ctx;
+    odl_ckpt_write_observer observer; /* odl_ckpt_session_opts.observer: set before the writer starts */
+    void *observer_ctx;
 
     pthread_t thread;
     int thread_started, stop;
@@ -181,14 +184,6 @@ fail:
     return st;
 }
 
-static odl_ckpt_write_observer g_observer;
-static void *g_observer_ctx;
-
-void odl_ckpt_set_write_observer(odl_ckpt_write_observer fn, void *ctx) {
-    g_observer = fn;
-    g_observer_ctx = ctx;
-}
-
 static void *writer_main(void *arg) {
     odl_ckpt_session *s = arg;
     pthread_mutex_lock(&s->mu);
@@ -210,7 +205,7 @@ static void *writer_main(void *arg) {
         double t0 = now_ms();
         char name[64];
         odl_ckpt_file_name(j->st.step, name, sizeof name);
-        if (!skip && g_observer) g_observer(g_observer_ctx, 1, &j->st, NULL, 0, 0, ODL_OK, NULL);
+        if (!skip && s->observer) s->observer(s->observer_ctx, 1, &j->st, NULL, 0, 0, ODL_OK, NULL);
         if (!skip) {
             st = write_job(s, j, &bytes);
             /* Supervised: the coordinator commits once the observer has reported the write. */
@@ -219,10 +214,10 @@ static void *writer_main(void *arg) {
             if (st != ODL_OK) odl_error_prefix("checkpoint %s/%s", s->dir, name);
         }
         double ms = now_ms() - t0;
-        if (!skip && g_observer) {
+        if (!skip && s->observer) {
             char path[PATH_MAX + 64];
             path_in_dir(s, name, path, sizeof path);
-            g_observer(g_observer_ctx, 0, &j->st, path, bytes, ms, st, st == ODL_OK ? NULL : odl_error_msg());
+            s->observer(s->observer_ctx, 0, &j->st, path, bytes, ms, st, st == ODL_OK ? NULL : odl_error_msg());
         }
         if (!skip && st == ODL_OK && s->commit_elsewhere)
             ODL_LOG_INFO("checkpoint %s/%s written: %.1f MB in %.1f ms (reported; the coordinator commits it)", s->dir,
@@ -332,6 +327,8 @@ odl_status odl_ckpt_session_start(odl_ckpt_session **out, const odl_ckpt_session
     s->every = o->every;
     s->keep = o->keep > 0 ? o->keep : 1;
     s->commit_elsewhere = o->commit_elsewhere != 0;
+    s->observer = o->observer;
+    s->observer_ctx = o->observer_ctx;
     snprintf(s->dir, sizeof s->dir, "%s", dir);
     snprintf(s->resume, sizeof s->resume, "%s", resume);
     s->seed = o->seed;
@@ -557,10 +554,14 @@ static void move_aside_newer(odl_ckpt_session *s, int64_t step) {
         char from[PATH_MAX + 64], to[PATH_MAX + 96];
         path_in_dir(s, e[i].name, from, sizeof from);
         snprintf(to, sizeof to, "%s.superseded", from);
-        if (rename(from, to) == 0)
+        if (rename(from, to) == 0) {
             ODL_LOG_WARN("moved %s aside to %s: it is newer than step %" PRId64 " where training resumes (damaged, or "
                          "from a run that is not continued)", from, to, step);
-        else ODL_LOG_WARN("could not move %s aside: %s", from, strerror(errno));
+            /* durable: after a power cut it must not come back under its checkpoint name */
+            if (odl_file_fsync_dir_of(to) != ODL_OK) ODL_LOG_WARN("%s", odl_error_msg());
+        } else {
+            ODL_LOG_WARN("could not move %s aside: %s", from, strerror(errno));
+        }
     }
     free(e);
 }

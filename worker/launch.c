@@ -252,3 +252,20 @@ int odl_train_launch(const odl_config *cfg_in, odl_train_opts *opts) {
     }
     return 0;
 }
+
+/* odl_worker --task=train: the flags, then the launch (worker/tasks.h). */
+int odl_task_train_main(int argc, char **argv) {
+    static odl_config cfg;
+    odl_train_opts opts;
+    int r = odl_train_parse_args(argc, argv, &cfg, &opts);
+    if (r) return r > 0 ? 0 : 2;
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--weights") || !strncmp(argv[i], "--weights=", 10)) {
+            fprintf(stderr, "odl_worker: error: --weights is for --task=eval and --task=infer; to start training from "
+                            "saved weights use --init-from\n");
+            return 2;
+        }
+    odl_log_set_level(cfg.logging.level);
+    int rc = odl_train_launch(&cfg, &opts);
+    return rc;
+}

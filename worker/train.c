@@ -198,15 +198,26 @@ static odl_status pause_before_commit(void *ctx, int64_t step, const char *path)
 }
 
 /* The checkpoint session of this run, from the config's checkpoint.* keys (NULL when off). */
-static odl_status start_checkpoints(const odl_config *cfg, int rank, int world, odl_ckpt_session **out) {
+static odl_status start_checkpoints(const odl_config *cfg, const odl_train_opts *opts, int rank, int world,
+                                    odl_ckpt_session **out) {
     char *yaml = malloc(ODL_CONFIG_YAML_MAX);
     if (!yaml) return ODL_ERR(ODL_E_NOMEM, "config text for checkpoints");
     odl_status s = odl_config_to_yaml(cfg, yaml, ODL_CONFIG_YAML_MAX);
-    odl_ckpt_session_opts o = {cfg->checkpoint.dir, cfg->checkpoint.every, cfg->checkpoint.keep,
-                               cfg->checkpoint.resume, odl_model_names()[cfg->model], cfg->seed,
-                               cfg->train.max_train_samples, cfg->train.batch_size, (int)cfg->train.optimizer, yaml,
-                               /* supervised: odl_coordinator commits, writes the manifest and retains */
-                               odl_worker_coord_client() != NULL};
+    odl_ckpt_session_opts o = {
+        .dir = cfg->checkpoint.dir,
+        .every = cfg->checkpoint.every,
+        .keep = cfg->checkpoint.keep,
+        .resume = cfg->checkpoint.resume,
+        .model = odl_model_names()[cfg->model],
+        .seed = cfg->seed,
+        .max_train_samples = cfg->train.max_train_samples,
+        .batch = cfg->train.batch_size,
+        .optimizer = (int)cfg->train.optimizer,
+        .config_yaml = yaml,
+        .commit_elsewhere = opts->coord != NULL, /* supervised: odl_coordinator commits, writes the manifest, retains */
+        .observer = opts->ckpt_observer,
+        .observer_ctx = opts->ckpt_observer_ctx,
+    };
     if (s == ODL_OK) s = odl_ckpt_session_start(out, &o, rank, world);
     free(yaml);
     if (s == ODL_OK && *out && odl_env_int(ODL_ENV_CKPT_TEST_PAUSE_AT_STEP) >= 0)
@@ -377,7 +388,7 @@ static odl_status run_setup(train_run *r, int *nothing_to_do) {
      * would synchronise the stream twice a step. ODL_CUDA_LABEL_CHECK=1 in the environment keeps it. */
     odl_backend_set_label_check(0);
     ODL_CHECK(pick_device(cfg, r->opts->local_rank, &r->dev));
-    ODL_CHECK(odl_worker_health_start(&r->health, r->dev, r->rank, r->opts->local_rank));
+    ODL_CHECK(odl_worker_health_start(&r->health, r->dev, r->rank, r->opts->local_rank, r->opts->coord));
     ODL_CHECK(odl_model_parse(odl_model_names()[cfg->model], &r->kind));
     ODL_CHECK(odl_mnist_load(cfg->data_dir, "train", &r->train));
     ODL_CHECK(odl_mnist_load(cfg->data_dir, "t10k", &r->test));
@@ -409,7 +420,7 @@ static odl_status run_setup(train_run *r, int *nothing_to_do) {
     r->have_opt = 1;
     ODL_LOG_INFO("%s: %" PRId64 " parameters", odl_model_name(r->kind), odl_net_num_params(&r->net));
 
-    ODL_CHECK(start_checkpoints(cfg, r->rank, r->world, &r->ckpt));
+    ODL_CHECK(start_checkpoints(cfg, r->opts, r->rank, r->world, &r->ckpt));
     if (r->ckpt) {
         int resumed = 0;
         ODL_CHECK(odl_ckpt_session_restore(r->ckpt, &r->net, &r->opt, &r->st, &resumed));
@@ -507,9 +518,9 @@ static odl_status run_epoch_end(train_run *r, int epoch_end, int stop) {
     if (r->show_progress) fputc('\n', stderr);
     r->epoch_lr = cfg->train.lr * pow(cfg->train.gamma, (double)st->epoch); /* this epoch's StepLR rate, unrounded */
     if (r->rank == 0 && (cfg->train.eval_every_epoch || stop || st->epoch + 1 == cfg->train.epochs)) {
-        odl_coord_client_evaluating(odl_worker_coord_client(), 1); /* the coordinator: not a hang */
+        odl_coord_client_evaluating(r->opts->coord, 1); /* the coordinator: not a hang */
         odl_status es = odl_train_evaluate(&r->net, &r->test, r->test_batch, &r->test_loss, &r->test_acc, NULL, NULL);
-        odl_coord_client_evaluating(odl_worker_coord_client(), 0);
+        odl_coord_client_evaluating(r->opts->coord, 0);
         ODL_CHECK(es);
     }
     char gpu_log[96];
@@ -682,20 +693,4 @@ odl_status odl_train_run(const odl_config *cfg, const odl_train_opts *opts, odl_
     s = run_teardown(r, s);
     free(r);
     return s;
-}
-
-int odl_task_train_main(int argc, char **argv) {
-    static odl_config cfg;
-    odl_train_opts opts;
-    int r = odl_train_parse_args(argc, argv, &cfg, &opts);
-    if (r) return r > 0 ? 0 : 2;
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--weights") || !strncmp(argv[i], "--weights=", 10)) {
-            fprintf(stderr, "odl_worker: error: --weights is for --task=eval and --task=infer; to start training from "
-                            "saved weights use --init-from\n");
-            return 2;
-        }
-    odl_log_set_level(cfg.logging.level);
-    int rc = odl_train_launch(&cfg, &opts);
-    return rc;
 }
