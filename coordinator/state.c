@@ -37,59 +37,114 @@ static odl_status write_json(const coord *c, const char *name, json_t *j) {
 }
 
 /* NULL when the file does not exist; an error for a file that is there but unreadable. */
-static odl_status read_json(const coord *c, const char *name, json_t **out) {
-    char path[PATH_MAX + 64];
-    path_of(c, name, path, sizeof path);
+static odl_status read_json(const char *path, json_t **out) {
     *out = NULL;
-    if (access(path, F_OK) != 0) return ODL_OK;
-    json_error_t err;
-    json_t *j = json_load_file(path, 0, &err);
-    if (!j || !json_is_object(j)) {
-        json_decref(j);
-        return ODL_ERR(ODL_E_FORMAT, "%s:%d: %s", path, err.line, j ? "not a JSON object" : err.text);
+    odl_status s = odl_json_load_file(path, out);
+    if (s == ODL_E_NOTFOUND) {
+        odl_error_clear();
+        return ODL_OK;
     }
-    *out = j;
+    ODL_CHECK(s);
+    if (!json_is_object(*out)) {
+        json_decref(*out);
+        *out = NULL;
+        return ODL_ERR(ODL_E_FORMAT, "%s: not a JSON object", path);
+    }
+    return ODL_OK;
+}
+
+/* A damaged job file is an error naming the field, never a zero: a generation read as 0 would let the
+ * workers of an older launch back in (the work queue validates queue.json the same way). */
+static odl_status damaged(const char *path, const char *key, const char *want) {
+    return ODL_ERR(ODL_E_FORMAT, "%s: \"%s\" is missing or not %s (the file is damaged: repair it, or use a new "
+                   "--job-dir)", path, key, want);
+}
+
+/* Integer member key >= lo. Absent: *out untouched when !required. */
+static odl_status get_int(const json_t *j, const char *path, const char *key, int required, json_int_t lo, json_int_t *out) {
+    const json_t *v = json_object_get(j, key);
+    if (!v && !required) return ODL_OK;
+    if (!json_is_integer(v) || json_integer_value(v) < lo) {
+        char want[64];
+        snprintf(want, sizeof want, "an integer >= %lld", (long long)lo);
+        return damaged(path, key, want);
+    }
+    *out = json_integer_value(v);
+    return ODL_OK;
+}
+
+static odl_status get_real(const json_t *j, const char *path, const char *key, double *out) {
+    const json_t *v = json_object_get(j, key);
+    if (!v) return ODL_OK;
+    if (!json_is_number(v)) return damaged(path, key, "a number");
+    *out = json_number_value(v);
+    return ODL_OK;
+}
+
+static odl_status load_state(coord *c, const char *path, const json_t *j) {
+    json_int_t gen = 0, restarts = 0, pid = 0;
+    ODL_CHECK(get_int(j, path, "generation", 1, 0, &gen)); /* the rule that keeps old workers out */
+    ODL_CHECK(get_int(j, path, "restarts", 1, 0, &restarts));
+    ODL_CHECK(get_int(j, path, "coordinator_pid", 0, 0, &pid));
+    const json_t *status = json_object_get(j, "status");
+    if (status && !json_is_string(status)) return damaged(path, "status", "a string");
+    c->generation = (uint64_t)gen;
+    c->restarts = (int)restarts;
+    const char *st = json_string_value(status);
+    /* The lock is ours, so the coordinator that wrote this is gone: say how it left the job. */
+    if (st && strcmp(st, "done") != 0)
+        ODL_LOG_WARN("the previous coordinator (pid %lld) ended without finishing the job: generation %llu was "
+                     "%s; carrying on from the last committed checkpoint", (long long)pid,
+                     (unsigned long long)c->generation, st);
+    return ODL_OK;
+}
+
+static odl_status load_commit(coord *c, const char *path, const json_t *j) {
+    json_int_t step = 0, epochs = 0, cursor = 0, bytes = 0;
+    ODL_CHECK(get_int(j, path, "step", 1, 0, &step));
+    /* epochs_completed (the count the dataset plan needs); "epoch" is the 1-based label, as in the
+     * checkpoint folder's manifest.json, and stands in only in files written before the count was */
+    ODL_CHECK(get_int(j, path, json_object_get(j, "epochs_completed") ? "epochs_completed" : "epoch", 1, 0, &epochs));
+    ODL_CHECK(get_int(j, path, "cursor", 1, 0, &cursor));
+    ODL_CHECK(get_int(j, path, "bytes", 0, 0, &bytes));
+    const char *p = json_string_value(json_object_get(j, "path"));
+    if (!p) return damaged(path, "path", "a string");
+    double write_ms = 0, when = 0;
+    ODL_CHECK(get_real(j, path, "write_ms", &write_ms));
+    ODL_CHECK(get_real(j, path, "time", &when));
+    c->ck_step = step;
+    c->ck_epoch = epochs;
+    c->ck_cursor = cursor;
+    c->ck_bytes = (uint64_t)bytes;
+    c->ck_write_ms = write_ms;
+    c->ck_time = when;
+    snprintf(c->ck_path, sizeof c->ck_path, "%s", p);
+    return ODL_OK;
+}
+
+static odl_status load_plan(coord *c, const char *path, const json_t *j) {
+    json_int_t seed = 0;
+    if (!json_object_get(j, "seed")) return ODL_OK; /* no rank registered yet when it was written */
+    ODL_CHECK(get_int(j, path, "seed", 1, LLONG_MIN, &seed)); /* the Hello's uint64 seed, stored as JSON's int64 */
+    c->seed = (uint64_t)seed;
+    c->have_plan = 1;
     return ODL_OK;
 }
 
 odl_status coord_state_load(coord *c) {
-    json_t *j;
-    ODL_CHECK(read_json(c, "state.json", &j));
-    if (j) {
-        c->generation = (uint64_t)json_integer_value(json_object_get(j, "generation"));
-        c->restarts = (int)json_integer_value(json_object_get(j, "restarts"));
-        const char *st = json_string_value(json_object_get(j, "status"));
-        json_int_t pid = json_integer_value(json_object_get(j, "coordinator_pid"));
-        /* The lock is ours, so the coordinator that wrote this is gone: say how it left the job. */
-        if (st && strcmp(st, "done") != 0)
-            ODL_LOG_WARN("the previous coordinator (pid %lld) ended without finishing the job: generation %llu was "
-                         "%s; carrying on from the last committed checkpoint", (long long)pid,
-                         (unsigned long long)c->generation, st);
+    static const struct {
+        const char *name;
+        odl_status (*load)(coord *, const char *, const json_t *);
+    } files[] = {{"state.json", load_state}, {"committed.json", load_commit}, {"plan.json", load_plan}};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        char path[PATH_MAX + 64];
+        path_of(c, files[i].name, path, sizeof path);
+        json_t *j;
+        ODL_CHECK(read_json(path, &j));
+        if (!j) continue;
+        odl_status s = files[i].load(c, path, j);
         json_decref(j);
-    }
-    ODL_CHECK(read_json(c, "committed.json", &j));
-    if (j) {
-        c->ck_step = json_integer_value(json_object_get(j, "step"));
-        /* epochs_completed (the count the dataset plan needs); "epoch" is the 1-based label, as in the
-         * checkpoint folder's manifest.json */
-        json_t *done = json_object_get(j, "epochs_completed");
-        c->ck_epoch = json_integer_value(done ? done : json_object_get(j, "epoch"));
-        c->ck_cursor = json_integer_value(json_object_get(j, "cursor"));
-        c->ck_bytes = (uint64_t)json_integer_value(json_object_get(j, "bytes"));
-        c->ck_write_ms = json_number_value(json_object_get(j, "write_ms"));
-        c->ck_time = json_number_value(json_object_get(j, "time"));
-        const char *p = json_string_value(json_object_get(j, "path"));
-        snprintf(c->ck_path, sizeof c->ck_path, "%s", p ? p : "");
-        json_decref(j);
-    }
-    ODL_CHECK(read_json(c, "plan.json", &j));
-    if (j) {
-        json_t *s = json_object_get(j, "seed");
-        if (json_is_integer(s)) {
-            c->seed = (uint64_t)json_integer_value(s);
-            c->have_plan = 1;
-        }
-        json_decref(j);
+        ODL_CHECK(s);
     }
     return ODL_OK;
 }

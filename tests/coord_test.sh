@@ -23,6 +23,8 @@
 #   checkpoint_now       SIGUSR1: a checkpoint at one step on every rank, committed; the job goes on unaffected
 #   give_up              a command that always fails: --max-restarts relaunches, then the job's exit status
 #   serve_preempt        a serving coordinator whose only rank finished ends at once on SIGTERM (exit 75)
+#   damaged_state        a damaged state.json, committed.json or plan.json is an error naming the field (exit 1),
+#                        nothing is launched; a sound state.json's generation goes on
 #   preempt              SIGTERM: every rank stops at the same step after a committed checkpoint, exit 75; started
 #                        again on DIR the job finishes with the same parameters
 #   retain               checkpoint.keep 2: the coordinator commits and applies retention: exactly the newest 2
@@ -474,6 +476,37 @@ give_up)
     expect_line "$tmp/coord.log" "giving up after 2 restarts (--max-restarts 2): the job's command exited with status 3" "gave up"
     [ "$(json_field "$job/state.json" generation)" = 3 ] && ok "state.json: generation 3" || bad "state.json: $(cat "$job/state.json")"
     loop_closed "$tmp/coord.log" 3
+    ;;
+damaged_state)
+    # A damaged job file is an error naming the field, never generation 0 (which would let an older
+    # launch's workers back in) and never a silent default; nothing is launched.
+    check_damaged() { # file, content, field, what
+        rm -rf "$job" && mkdir -p "$job"
+        printf '%s\n' "$2" >"$job/$1"
+        ASAN_OPTIONS=detect_leaks=1 "$coord" --job-dir "$job" --listen 127.0.0.1:0 --http off --max-restarts 0 \
+            -- sh -c 'echo launched >"$ODL_JOB_DIR/launched"' >"$tmp/coord.log" 2>&1
+        rc=$?
+        if [ $rc = 1 ] && grep -q "error: .*$1: \"$3\" is missing or not" "$tmp/coord.log" && [ ! -e "$job/launched" ]; then
+            ok "$4: exit 1 naming $1's \"$3\", nothing launched"
+        else
+            bad "$4: exit $rc, launched: $([ -e "$job/launched" ] && echo yes || echo no): $(tail -1 "$tmp/coord.log")"
+        fi
+    }
+    check_damaged state.json '{"generation": "7", "restarts": 0}' generation "a generation that is a string"
+    check_damaged state.json '{"restarts": 0, "status": "running"}' generation "no generation"
+    check_damaged state.json '{"generation": -3, "restarts": 0}' generation "a negative generation"
+    check_damaged state.json '{"generation": 4}' restarts "no restart count"
+    check_damaged committed.json '{"step": 10, "epochs_completed": 0, "cursor": "x", "path": "a.h5"}' cursor \
+        "a committed checkpoint's cursor that is not a number"
+    check_damaged committed.json '{"step": 10, "epochs_completed": 0, "cursor": 640}' path "a committed checkpoint without a path"
+    check_damaged plan.json '{"generation": 1, "seed": 1.5}' seed "a plan's seed that is not an integer"
+    rm -rf "$job" && mkdir -p "$job"
+    printf '{"generation": 4, "restarts": 1, "status": "done"}\n' >"$job/state.json"
+    ASAN_OPTIONS=detect_leaks=1 "$coord" --job-dir "$job" --listen 127.0.0.1:0 --http off --max-restarts 0 \
+        -- sh -c 'exit 0' >"$tmp/coord.log" 2>&1
+    rc=$?
+    expect_rc 0 "a sound state.json"
+    expect_line "$tmp/coord.log" "generation 5: started" "the generation goes on from the file's 4"
     ;;
 serve_preempt)
     # A serving coordinator (no command) whose only rank finished: SIGTERM has nothing to checkpoint
