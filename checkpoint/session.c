@@ -21,6 +21,7 @@
  * optimiser, another seed or epoch size) is an error, never skipped. Nothing of the network, the
  * optimiser or the state is changed until the whole file has been read and checked.
  */
+#include "odl/clock.h"
 #include "odl/ckpt_session.h"
 
 #include <dirent.h>
@@ -48,12 +49,6 @@
 #define MAX_RECS (ODL_MAX_PARAMS * 3)
 #define NJOBS 2
 #define CONFIG_TEXT_MAX (1 << 20) /* the stored config attribute, at most */
-
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-}
 
 /* One tensor of a job: where it goes in the file and where its bytes are in the job's buffer. */
 typedef struct rec {
@@ -202,7 +197,7 @@ static void *writer_main(void *arg) {
 
         odl_status st = ODL_OK;
         size_t bytes = 0;
-        double t0 = now_ms();
+        double t0 = odl_mono_ms();
         char name[64];
         odl_ckpt_file_name(j->st.step, name, sizeof name);
         if (!skip && s->observer) s->observer(s->observer_ctx, 1, &j->st, NULL, 0, 0, ODL_OK, NULL);
@@ -213,7 +208,7 @@ static void *writer_main(void *arg) {
                 st = odl_ckpt_commit(s->dir, j->st.step, j->st.epoch, j->st.cursor, s->keep, NULL);
             if (st != ODL_OK) odl_error_prefix("checkpoint %s/%s", s->dir, name);
         }
-        double ms = now_ms() - t0;
+        double ms = odl_mono_ms() - t0;
         if (!skip && s->observer) {
             char path[PATH_MAX + 64];
             path_in_dir(s, name, path, sizeof path);
@@ -655,7 +650,7 @@ int odl_ckpt_session_due(const odl_ckpt_session *s, const odl_train_state *st) {
 odl_status odl_ckpt_session_save(odl_ckpt_session *s, const odl_net *net, const odl_optim *opt,
                                  const odl_train_state *st) {
     if (!s || !s->writes) return ODL_OK;
-    double t0 = now_ms();
+    double t0 = odl_mono_ms();
     pthread_mutex_lock(&s->mu);
     job *j = NULL;
     for (;;) {
@@ -674,7 +669,7 @@ odl_status odl_ckpt_session_save(odl_ckpt_session *s, const odl_net *net, const 
         pthread_cond_wait(&s->cv, &s->mu);
     }
     pthread_mutex_unlock(&s->mu);
-    double t_wait = now_ms() - t0;
+    double t_wait = odl_mono_ms() - t0;
 
     /* Layout and buffer (allocated on the first checkpoint, then reused). */
     int nstate = 0;
@@ -738,7 +733,7 @@ odl_status odl_ckpt_session_save(odl_ckpt_session *s, const odl_net *net, const 
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
 
-    double stall = now_ms() - t0;
+    double stall = odl_mono_ms() - t0;
     s->n_saved++;
     s->stall_sum += stall;
     if (stall > s->stall_max) s->stall_max = stall;

@@ -10,16 +10,11 @@
 #include <unistd.h>
 
 #include "comm/comm_internal.h"
+#include "odl/clock.h"
 #include "odl/fault.h"
 #include "odl/log.h"
 
 #define MPI_CHUNK ((int64_t)1 << 30) /* elements per MPI call: counts are int */
-
-double odl__comm_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 const char *odl_comm_backend_name(odl_comm_backend b) {
     switch (b) {
@@ -78,7 +73,7 @@ void odl__comm_host_begin(odl_comm *c, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(c->host_what, sizeof c->host_what, fmt, ap);
     va_end(ap);
-    c->host_t0 = odl__comm_now();
+    c->host_t0 = odl_mono_s();
     c->host_busy = 1;
     pthread_mutex_unlock(&c->wd_mu);
 }
@@ -119,7 +114,7 @@ static void *watchdog_main(void *arg) {
         }
         pthread_cond_timedwait(&c->wd_cv, &c->wd_mu, &until);
         if (c->wd_stop) break;
-        double now = odl__comm_now();
+        double now = odl_mono_s();
         int fire = 0;
         if (c->host_busy && now - c->host_t0 > c->timeout_s) {
             snprintf(msg, sizeof msg,

@@ -1,6 +1,6 @@
-/* Read-only HTTP (libmicrohttpd, its own thread): /healthz and /metrics in the Prometheus text
- * exposition format 0.0.4. The loop rebuilds the metrics text on every tick; the HTTP thread only
- * copies it, so a slow or trickling client never touches the coordinator's state. */
+/* Read-only HTTP (libmicrohttpd, its own thread): /healthz and /metrics. The loop rebuilds the metrics
+ * text on every tick (metrics.c); the HTTP thread only copies it, so a slow or trickling client never
+ * touches the coordinator's state. */
 #include <arpa/inet.h>
 #include <inttypes.h>
 #include <microhttpd.h>
@@ -12,88 +12,6 @@
 
 #include "coordinator/coord.h"
 #include "odl/log.h"
-
-typedef struct text {
-    char *s;
-    size_t len, cap;
-} text;
-
-static void put(text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void put(text *t, const char *fmt, ...) {
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vsnprintf(t->s ? t->s + t->len : NULL, t->s ? t->cap - t->len : 0, fmt, ap);
-        va_end(ap);
-        if (n < 0) return;
-        if (t->s && t->len + (size_t)n < t->cap) {
-            t->len += (size_t)n;
-            return;
-        }
-        size_t nc = (t->cap ? t->cap * 2 : 4096) + (size_t)n;
-        char *ns = realloc(t->s, nc);
-        if (!ns) return;
-        t->s = ns;
-        t->cap = nc;
-    }
-}
-
-static void gauge(text *t, const char *name, const char *help, const char *type) {
-    put(t, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
-}
-
-void coord_metrics_update(coord *c) {
-    text t = {0};
-    double now = coord_now(c);
-    int alive = 0;
-    for (int r = 0; r < c->world_size; r++) alive += c->ranks[r].conn != NULL;
-    gauge(&t, "odl_generation", "Job generation (increases on every launch).", "gauge");
-    put(&t, "odl_generation %" PRIu64 "\n", c->generation);
-    gauge(&t, "odl_world_size", "Ranks of this generation (0 until the first registers).", "gauge");
-    put(&t, "odl_world_size %d\n", c->world_size);
-    gauge(&t, "odl_ranks_alive", "Ranks registered and connected.", "gauge");
-    put(&t, "odl_ranks_alive %d\n", alive);
-    gauge(&t, "odl_rank_step", "Optimiser steps done, per rank.", "gauge");
-    for (int r = 0; r < c->world_size; r++)
-        if (c->ranks[r].t_join) put(&t, "odl_rank_step{rank=\"%d\"} %" PRId64 "\n", r, c->ranks[r].step);
-    gauge(&t, "odl_rank_samples_per_second", "Training samples per second, per rank.", "gauge");
-    for (int r = 0; r < c->world_size; r++)
-        if (c->ranks[r].t_join) put(&t, "odl_rank_samples_per_second{rank=\"%d\"} %.3f\n", r, c->ranks[r].samples_per_s);
-    gauge(&t, "odl_rank_heartbeat_age_seconds", "Seconds since the rank's last heartbeat (coordinator clock).", "gauge");
-    for (int r = 0; r < c->world_size; r++)
-        if (c->ranks[r].conn) put(&t, "odl_rank_heartbeat_age_seconds{rank=\"%d\"} %.3f\n", r, now - c->ranks[r].t_heartbeat);
-    gauge(&t, "odl_restarts_total", "Relaunches of the job after a failure.", "counter");
-    put(&t, "odl_restarts_total %d\n", c->restarts);
-    gauge(&t, "odl_refused_connections_total", "Connections refused, by reason.", "counter");
-    put(&t, "odl_refused_connections_total{reason=\"auth\"} %" PRIu64 "\n", c->refused_auth);
-    put(&t, "odl_refused_connections_total{reason=\"generation\"} %" PRIu64 "\n", c->refused_generation);
-    put(&t, "odl_refused_connections_total{reason=\"duplicate_rank\"} %" PRIu64 "\n", c->refused_duplicate);
-    put(&t, "odl_refused_connections_total{reason=\"protocol\"} %" PRIu64 "\n", c->refused_protocol);
-    put(&t, "odl_refused_connections_total{reason=\"capacity\"} %" PRIu64 "\n", c->refused_full);
-    gauge(&t, "odl_connections", "Open connections on the coordinator's port.", "gauge");
-    put(&t, "odl_connections %d\n", c->n_conns);
-    gauge(&t, "odl_last_checkpoint_step", "Step of the last committed checkpoint (-1: none).", "gauge");
-    put(&t, "odl_last_checkpoint_step %" PRId64 "\n", c->ck_path[0] ? c->ck_step : -1);
-    if (c->ck_path[0]) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        gauge(&t, "odl_last_checkpoint_age_seconds", "Seconds since the last checkpoint was committed.", "gauge");
-        put(&t, "odl_last_checkpoint_age_seconds %.3f\n", (double)ts.tv_sec + ts.tv_nsec * 1e-9 - c->ck_time);
-        gauge(&t, "odl_last_checkpoint_bytes", "Size of the last committed checkpoint.", "gauge");
-        put(&t, "odl_last_checkpoint_bytes %" PRIu64 "\n", c->ck_bytes);
-        gauge(&t, "odl_last_checkpoint_write_seconds", "Write time of the last committed checkpoint.", "gauge");
-        put(&t, "odl_last_checkpoint_write_seconds %.6f\n", c->ck_write_ms / 1000.0);
-    }
-    char *gpu;
-    size_t gpu_len;
-    coord_gpu_metrics(c, &gpu, &gpu_len);
-    if (gpu) put(&t, "%s", gpu);
-    free(gpu);
-    pthread_mutex_lock(&c->metrics_mu);
-    free(c->metrics);
-    c->metrics = t.s;
-    pthread_mutex_unlock(&c->metrics_mu);
-}
 
 static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                               const char *version, const char *upload, size_t *upload_size, void **con_cls) {

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "coordinator/coord.h"
+#include "odl/clock.h"
 #include "odl/log.h"
 
 static void usage(FILE *f) {
@@ -139,41 +140,30 @@ static void on_tick(uv_timer_t *t) {
     coord *c = t->data;
     coord_server_tick(c);
     coord_work_tick(c);
-    if (c->state == JOB_STOPPING && coord_now(c) - c->t_stop > 6 * c->o.timeout_s + 30) {
-        ODL_LOG_ERROR("preemption: the ranks did not stop within %.0f s; killing the job", 6 * c->o.timeout_s + 30);
-        c->state = JOB_FAILING;
-        if (c->child_alive) kill(-(pid_t)c->child_pid, SIGKILL);
-    }
+    coord_job_tick(c);
     coord_metrics_update(c);
-}
-
-/* A rank is registered and has not said it finished: there is training to checkpoint. */
-static int ranks_training(const coord *c) {
-    for (int r = 0; r < c->world_size; r++)
-        if (c->ranks[r].conn && !c->ranks[r].finished) return 1;
-    return 0;
 }
 
 static void on_signal(uv_signal_t *h, int sig) {
     coord *c = h->data;
     if (sig == SIGUSR1) {
-        if (c->state == JOB_RUNNING && ranks_training(c)) coord_request_checkpoint(c, 0);
+        if (c->state == JOB_RUNNING && coord_ranks_training(c)) coord_request_checkpoint(c, 0);
         else ODL_LOG_WARN("SIGUSR1: no training is running to checkpoint");
         return;
     }
     ODL_LOG_WARN("%s: preemption", strsignal(sig));
-    if (c->req_stop) { /* a second signal: do not wait any longer */
-        if (c->child_alive) kill(-(pid_t)c->child_pid, SIGKILL);
+    if (c->req.stop) { /* a second signal: do not wait any longer */
+        if (c->child.alive) kill(-(pid_t)c->child.pid, SIGKILL);
         else coord_finish(c, COORD_EXIT_PREEMPTED);
         return;
     }
-    c->req_stop = 1;
-    c->t_stop = coord_now(c);
-    if (c->state == JOB_RUNNING && ranks_training(c)) {
+    c->req.stop = 1;
+    c->req.t_stop = odl_mono_s();
+    if (c->state == JOB_RUNNING && coord_ranks_training(c)) {
         c->state = JOB_STOPPING;
         coord_request_checkpoint(c, 1);
-    } else if (c->child_alive) {
-        kill(-(pid_t)c->child_pid, SIGTERM); /* no rank registered yet, or all finished: nothing to checkpoint */
+    } else if (c->child.alive) {
+        kill(-(pid_t)c->child.pid, SIGTERM); /* no rank registered yet, or all finished: nothing to checkpoint */
     } else {
         coord_finish(c, COORD_EXIT_PREEMPTED);
     }
@@ -184,88 +174,103 @@ static void close_walk(uv_handle_t *h, void *arg) {
     if (!uv_is_closing(h)) uv_close(h, NULL);
 }
 
-int main(int argc, char **argv) {
-    static coord c;
-    int r = parse_args(argc, argv, &c.o);
-    if (r) return r > 0 ? 0 : COORD_EXIT_USAGE;
+/* Phase 1, the process: SIGPIPE ignored, the log tag, room for many connections, the job directory
+ * (created, made absolute, locked). Returns 0 or the exit status. */
+static int prepare(coord *c) {
     signal(SIGPIPE, SIG_IGN);
     odl_log_set_tag("coordinator"); /* not a rank: its lines interleave with the ranks' in one log */
-    struct rlimit rl; /* room for many connections */
+    struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
         rl.rlim_cur = rl.rlim_max;
         setrlimit(RLIMIT_NOFILE, &rl);
     }
-    if (mkdir(c.o.job_dir, 0700) != 0 && errno != EEXIST) {
-        fprintf(stderr, "odl_coordinator: error: cannot create the job directory %s: %s\n", c.o.job_dir, strerror(errno));
+    if (mkdir(c->o.job_dir, 0700) != 0 && errno != EEXIST) {
+        fprintf(stderr, "odl_coordinator: error: cannot create the job directory %s: %s\n", c->o.job_dir, strerror(errno));
         return COORD_EXIT_USAGE;
     }
     /* Absolute: the job's processes carry it in ODL_JOB_DIR, and a later coordinator started from
      * another folder must recognise them (leftovers.c). */
     char abs_dir[PATH_MAX];
-    if (!realpath(c.o.job_dir, abs_dir)) {
-        fprintf(stderr, "odl_coordinator: error: the job directory %s: %s\n", c.o.job_dir, strerror(errno));
+    if (!realpath(c->o.job_dir, abs_dir)) {
+        fprintf(stderr, "odl_coordinator: error: the job directory %s: %s\n", c->o.job_dir, strerror(errno));
         return COORD_EXIT_USAGE;
     }
-    snprintf(c.o.job_dir, sizeof c.o.job_dir, "%s", abs_dir);
-    c.lock_fd = -1;
-    if (coord_job_dir_lock(&c) != ODL_OK) {
+    snprintf(c->o.job_dir, sizeof c->o.job_dir, "%s", abs_dir);
+    c->lock_fd = -1;
+    if (coord_job_dir_lock(c) != ODL_OK) {
         fprintf(stderr, "odl_coordinator: error: %s\n", odl_error_msg_user());
         return COORD_EXIT_USAGE;
     }
-    pthread_mutex_init(&c.metrics_mu, NULL);
-    c.exit_code = COORD_EXIT_INTERNAL;
-    odl_status s = uv_loop_init(&c.loop) == 0 ? ODL_OK : ODL_ERR(ODL_E_INTERNAL, "uv_loop_init failed");
-    int loop_ok = s == ODL_OK;
-    if (s == ODL_OK) s = coord_secret_prepare(&c);
-    if (s == ODL_OK) s = coord_state_load(&c);
-    if (s == ODL_OK && c.o.cmd) coord_end_leftovers(&c); /* before the next generation starts beside them */
-    if (s == ODL_OK) {
-        ODL_LOG_INFO("job directory %s: generation %" PRIu64 " so far, %d restart%s, last committed checkpoint %s",
-                     c.o.job_dir, c.generation, c.restarts, c.restarts == 1 ? "" : "s", c.ck_path[0] ? c.ck_path : "none");
-        s = coord_server_start(&c);
+    return 0;
+}
+
+/* Phase 2, after the loop exists: the job directory's state, the port, HTTP, the tick and the signals,
+ * then the first generation. */
+static odl_status start(coord *c) {
+    ODL_CHECK(coord_secret_prepare(c));
+    ODL_CHECK(coord_state_load(c));
+    if (c->o.cmd) coord_end_leftovers(c); /* before the next generation starts beside them */
+    ODL_LOG_INFO("job directory %s: generation %" PRIu64 " so far, %d restart%s, last committed checkpoint %s",
+                 c->o.job_dir, c->generation, c->restarts, c->restarts == 1 ? "" : "s", c->ck.path[0] ? c->ck.path : "none");
+    coord_supervise_init(c);
+    ODL_CHECK(coord_server_start(c));
+    ODL_CHECK(coord_http_start(c));
+    uv_timer_init(&c->loop, &c->tick);
+    c->tick.data = c;
+    uv_timer_init(&c->loop, &c->backoff);
+    c->backoff.data = c;
+    uv_signal_t *sigs[3] = {&c->sig_term, &c->sig_int, &c->sig_usr1};
+    int nums[3] = {SIGTERM, SIGINT, SIGUSR1};
+    for (int i = 0; i < 3; i++) {
+        uv_signal_init(&c->loop, sigs[i]);
+        sigs[i]->data = c;
+        uv_signal_start(sigs[i], on_signal, nums[i]);
     }
-    if (s == ODL_OK) s = coord_http_start(&c);
-    if (s == ODL_OK) {
-        uv_timer_init(&c.loop, &c.tick);
-        c.tick.data = &c;
-        uv_timer_init(&c.loop, &c.backoff);
-        c.backoff.data = &c;
-        uv_signal_t *sigs[3] = {&c.sig_term, &c.sig_int, &c.sig_usr1};
-        int nums[3] = {SIGTERM, SIGINT, SIGUSR1};
-        for (int i = 0; i < 3; i++) {
-            uv_signal_init(&c.loop, sigs[i]);
-            sigs[i]->data = &c;
-            uv_signal_start(sigs[i], on_signal, nums[i]);
-        }
-        uint64_t tick_ms = (uint64_t)(c.o.heartbeat_s * 500);
-        uv_timer_start(&c.tick, on_tick, tick_ms ? tick_ms : 1, tick_ms ? tick_ms : 1);
-        coord_metrics_update(&c);
-        s = coord_job_launch(&c);
-    }
-    if (s == ODL_OK) {
-        uv_run(&c.loop, UV_RUN_DEFAULT);
-    } else {
-        fprintf(stderr, "odl_coordinator: error: %s\n", odl_error_msg());
-        c.exit_code = c.exit_code == COORD_EXIT_INTERNAL ? COORD_EXIT_FAILED : c.exit_code;
-    }
-    if (c.child_alive) kill(-(pid_t)c.child_pid, SIGKILL);
-    coord_http_stop(&c);
+    uint64_t tick_ms = (uint64_t)(c->o.heartbeat_s * 500); /* two ticks a heartbeat */
+    uv_timer_start(&c->tick, on_tick, tick_ms ? tick_ms : 1, tick_ms ? tick_ms : 1);
+    coord_metrics_update(c);
+    return coord_job_launch(c);
+}
+
+/* Phase 4: nothing of the job outlives the coordinator; the loop must close cleanly (uv_loop_close),
+ * or the exit status says it did not. */
+static void shut_down(coord *c, int loop_ok) {
+    if (c->child.alive) kill(-(pid_t)c->child.pid, SIGKILL);
+    coord_http_stop(c);
     if (loop_ok) {
-        coord_conns_close_all(&c);
-        uv_walk(&c.loop, close_walk, NULL);
-        uv_run(&c.loop, UV_RUN_DEFAULT);
-        int lc = uv_loop_close(&c.loop);
+        coord_conn_close_all(c);
+        uv_walk(&c->loop, close_walk, NULL);
+        uv_run(&c->loop, UV_RUN_DEFAULT);
+        int lc = uv_loop_close(&c->loop);
         if (lc != 0) {
             ODL_LOG_ERROR("the event loop did not close cleanly: %s", uv_strerror(lc));
-            c.exit_code = COORD_EXIT_INTERNAL;
+            c->exit_code = COORD_EXIT_INTERNAL;
         } else {
-            ODL_LOG_INFO("event loop closed cleanly; exit status %d", c.exit_code);
+            ODL_LOG_INFO("event loop closed cleanly; exit status %d", c->exit_code);
         }
     }
-    if (c.lock_fd >= 0) close(c.lock_fd);
-    coord_work_free(&c);
-    free(c.ranks);
-    free(c.metrics);
-    pthread_mutex_destroy(&c.metrics_mu);
+    if (c->lock_fd >= 0) close(c->lock_fd);
+    coord_work_free(c);
+    free(c->ranks);
+    free(c->metrics);
+    pthread_mutex_destroy(&c->metrics_mu);
+}
+
+int main(int argc, char **argv) {
+    static coord c;
+    int r = parse_args(argc, argv, &c.o);
+    if (r) return r > 0 ? 0 : COORD_EXIT_USAGE;
+    if ((r = prepare(&c)) != 0) return r;
+    pthread_mutex_init(&c.metrics_mu, NULL);
+    c.exit_code = COORD_EXIT_INTERNAL;
+    int loop_ok = uv_loop_init(&c.loop) == 0;
+    odl_status s = loop_ok ? start(&c) : ODL_ERR(ODL_E_INTERNAL, "uv_loop_init failed");
+    if (s == ODL_OK) { /* phase 3: the job, until coord_finish stops the loop */
+        uv_run(&c.loop, UV_RUN_DEFAULT);
+    } else {
+        fprintf(stderr, "odl_coordinator: error: %s\n", odl_error_msg_user());
+        c.exit_code = c.exit_code == COORD_EXIT_INTERNAL ? COORD_EXIT_FAILED : c.exit_code;
+    }
+    shut_down(&c, loop_ok);
     return c.exit_code;
 }

@@ -112,13 +112,13 @@ static odl_status load_commit(coord *c, const char *path, const json_t *j) {
     double write_ms = 0, when = 0;
     ODL_CHECK(get_real(j, path, "write_ms", &write_ms));
     ODL_CHECK(get_real(j, path, "time", &when));
-    c->ck_step = step;
-    c->ck_epoch = epochs;
-    c->ck_cursor = cursor;
-    c->ck_bytes = (uint64_t)bytes;
-    c->ck_write_ms = write_ms;
-    c->ck_time = when;
-    snprintf(c->ck_path, sizeof c->ck_path, "%s", p);
+    c->ck.step = step;
+    c->ck.epoch = epochs;
+    c->ck.cursor = cursor;
+    c->ck.bytes = (uint64_t)bytes;
+    c->ck.write_ms = write_ms;
+    c->ck.time = when;
+    snprintf(c->ck.path, sizeof c->ck.path, "%s", p);
     return ODL_OK;
 }
 
@@ -150,28 +150,28 @@ odl_status coord_state_load(coord *c) {
 }
 
 odl_status coord_state_save(coord *c) {
-    const char *st = c->state == JOB_DONE ? "done" : c->child_alive ? "running" : "stopped";
+    const char *st = c->state == JOB_DONE ? "done" : c->child.alive ? "running" : "stopped";
     return write_json(c, "state.json",
                       json_pack("{s:I, s:i, s:I, s:s, s:i}", "generation", (json_int_t)c->generation, "restarts",
-                                c->restarts, "process_group", (json_int_t)(c->child_alive ? c->child_pid : 0), "status",
+                                c->restarts, "process_group", (json_int_t)(c->child.alive ? c->child.pid : 0), "status",
                                 st, "coordinator_pid", (int)getpid()));
 }
 
 odl_status coord_commit_save(coord *c) {
-    json_t *j = json_pack("{s:I, s:I, s:I, s:I, s:s, s:I, s:f, s:f, s:I}", "step", (json_int_t)c->ck_step, "epoch",
-                          (json_int_t)odl_ckpt_epoch_label(c->ck_epoch, c->ck_cursor), "epochs_completed",
-                          (json_int_t)c->ck_epoch, "cursor", (json_int_t)c->ck_cursor, "path", c->ck_path, "bytes",
-                          (json_int_t)c->ck_bytes, "write_ms", c->ck_write_ms, "time", c->ck_time, "generation",
+    json_t *j = json_pack("{s:I, s:I, s:I, s:I, s:s, s:I, s:f, s:f, s:I}", "step", (json_int_t)c->ck.step, "epoch",
+                          (json_int_t)odl_ckpt_epoch_label(c->ck.epoch, c->ck.cursor), "epochs_completed",
+                          (json_int_t)c->ck.epoch, "cursor", (json_int_t)c->ck.cursor, "path", c->ck.path, "bytes",
+                          (json_int_t)c->ck.bytes, "write_ms", c->ck.write_ms, "time", c->ck.time, "generation",
                           (json_int_t)c->generation);
     return write_json(c, "committed.json", j);
 }
 
 odl_status coord_plan_save(coord *c) {
-    int64_t done = c->ck_path[0] ? c->ck_epoch : 0, cursor = c->ck_path[0] ? c->ck_cursor : 0;
+    int64_t done = c->ck.path[0] ? c->ck.epoch : 0, cursor = c->ck.path[0] ? c->ck.cursor : 0;
     json_t *j = json_pack("{s:I, s:I, s:I, s:I, s:I, s:s}", "generation", (json_int_t)c->generation, "epoch",
                           (json_int_t)odl_ckpt_epoch_label(done, cursor), "epochs_completed", (json_int_t)done, "cursor",
-                          (json_int_t)(c->ck_path[0] ? c->ck_cursor : 0), "step",
-                          (json_int_t)(c->ck_path[0] ? c->ck_step : 0), "from_checkpoint", c->ck_path);
+                          (json_int_t)(c->ck.path[0] ? c->ck.cursor : 0), "step",
+                          (json_int_t)(c->ck.path[0] ? c->ck.step : 0), "from_checkpoint", c->ck.path);
     if (j && c->have_plan) json_object_set_new(j, "seed", json_integer((json_int_t)c->seed));
     if (j && c->world_size) json_object_set_new(j, "world_size", json_integer(c->world_size));
     return write_json(c, "plan.json", j);

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "odl/clock.h"
 #include "odl/device.h"
 #include "odl/env.h"
 #include "odl/health.h"
@@ -229,8 +230,7 @@ static int check_in_child(int index, double timeout_s, char *why, size_t cap) {
         snprintf(why, cap, "fork: %s", strerror(errno));
         return EXIT_NODE_FATAL;
     }
-    struct timespec t0, now;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    double t0 = odl_mono_s();
     int st = 0, done = 0;
     for (;;) {
         pid_t w = waitpid(pid, &st, WNOHANG);
@@ -238,8 +238,7 @@ static int check_in_child(int index, double timeout_s, char *why, size_t cap) {
             done = 1;
             break;
         }
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        if ((now.tv_sec - t0.tv_sec) + (now.tv_nsec - t0.tv_nsec) * 1e-9 > timeout_s) break;
+        if (odl_mono_s() - t0 > timeout_s) break;
         struct timespec ts = {0, 20 * 1000000L};
         nanosleep(&ts, NULL);
     }

@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "odl/clock.h"
 #include "odl/ckpt_session.h"
 #include "odl/coord_client.h"
 #include "odl/env.h"
@@ -78,12 +79,6 @@ static odl_status read_env(coord_env *e) {
     return ODL_OK;
 }
 
-static double mono(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* ------------------------------------------------------------------ callbacks of the client */
 
 static void on_activity(void *ctx, uint64_t *seq, char *what, size_t cap) {
@@ -121,7 +116,7 @@ static odl_status h_on_start(void *ctx, const odl_config *cfg, odl_net *net, odl
                        "plan (from %s) is step %" PRId64 ", epoch %" PRId64 ", cursor %" PRId64,
                        w->rank, st->step, st->epoch, st->cursor, w->w.resume_path, w->w.step, w->w.epoch, w->w.cursor);
     odl_coord_client_progress(w->client, st->step, st->epoch, st->cursor, 0);
-    w->t_rate = mono();
+    w->t_rate = odl_mono_s();
     w->step_rate = st->step;
     return ODL_OK;
 }
@@ -130,7 +125,7 @@ static odl_status h_after_step(void *ctx, const odl_config *cfg, odl_net *net, o
     odl_worker_coord *w = ctx;
     (void)cfg, (void)net, (void)opt;
     if (w->client) {
-        double now = mono();
+        double now = odl_mono_s();
         if (now - w->t_rate >= 0.5) { /* a rate over half a second at least: no clock read per sample */
             w->sps = (double)(st->step - w->step_rate) * (double)w->global_batch / (now - w->t_rate);
             w->t_rate = now;

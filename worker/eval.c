@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "odl/clock.h"
 #include "odl/json.h"
 #include "odl/backend.h"
 #include "odl/comm.h"
@@ -66,12 +67,6 @@ static void eval_usage(FILE *f) {
             "                      of the others (default 0: wait; mpirun ends the job when a rank dies)\n"
             "  --backend-post      on the CPU too, letterbox and NMS through the backend entries, as CUDA does\n"
             "                      (a check of that path; the metrics are the same)\n");
-}
-
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
 /* Returns 0 ok, 2 usage error (message printed), 3 for --help. */
@@ -425,12 +420,12 @@ static odl_status eval_shard(odl_yolov5 *net, const odl_det_dataset *ds, const e
     if (next < hi) ODL_CHECK_GOTO(submit_group(pool, &g[0], ds, o, order, shape, &next, hi, gb.be != NULL), st, done);
     while (g[cur].pending) {
         group *q = &g[cur];
-        double t0 = now_ms();
+        double t0 = odl_mono_ms();
         if (next < hi)
             ODL_CHECK_GOTO(submit_group(pool, &g[cur ^ 1], ds, o, order, shape, &next, hi, gb.be != NULL), st, done);
         odl_prep_wait(q->pending);
         q->pending = NULL;
-        double t1 = now_ms();
+        double t1 = odl_mono_ms();
         t[0] += t1 - t0;
         for (int b = 0; b < q->n; b++)
             if (q->res[b].status != ODL_OK) {
@@ -462,7 +457,7 @@ static odl_status eval_shard(odl_yolov5 *net, const odl_det_dataset *ds, const e
                                             o->max_det, &nd[b]),
                                st, done);
         }
-        double t2 = now_ms();
+        double t2 = odl_mono_ms();
         t[1] += t2 - t1;
         for (int b = 0; b < q->n; b++) {
             int idx = order[q->first + b];
@@ -470,7 +465,7 @@ static odl_status eval_shard(odl_yolov5 *net, const odl_det_dataset *ds, const e
                                        correct, out),
                            st, done);
         }
-        t[2] += now_ms() - t2;
+        t[2] += odl_mono_ms() - t2;
         odl_fault_after_step(faults, rank, ++*batches);
         cur ^= 1;
     }
@@ -779,7 +774,7 @@ int odl_task_eval_yolov5_main(int argc, char **argv) {
     bytes stats = {0};
     uint8_t *all = NULL;
     size_t all_n = 0;
-    double t[3] = {0, 0, 0}, t_start = now_ms();
+    double t[3] = {0, 0, 0}, t_start = odl_mono_ms();
     odl_status st = ODL_OK;
     const char *stage = "setup";
 
@@ -839,7 +834,7 @@ int odl_task_eval_yolov5_main(int argc, char **argv) {
     }
     if (rank == 0) {
         st = report(net, &ds, &o, all, all_n);
-        double wall = now_ms() - t_start;
+        double wall = odl_mono_ms() - t_start;
         /* val.py: "Speed: %.1fms pre-process, %.1fms inference, %.1fms NMS per image" (rank 0's shard) */
         if (n_mine > 0)
             fprintf(stderr,

@@ -134,10 +134,8 @@ odl_status odl_worker_health_start(odl_worker_health *h, odl_device dev, int ran
 static void send_telemetry(odl_worker_health *h, odl_coord_client *cc) {
     odl_gpu_telemetry t;
     if (!cc || !h->nvml || !odl_health_monitor_telemetry(h->mon, &t)) return;
-    odl_coord_gpu g = {1, t.util_gpu_pct, t.mem_used_mib, t.mem_total_mib, t.temp_c, t.power_w, t.sm_clock_mhz};
-    double *v[] = {&g.util_pct, &g.mem_used_mib, &g.mem_total_mib, &g.temp_c, &g.power_w, &g.sm_clock_mhz};
-    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
-        if (*v[i] == ODL_HEALTH_NA) *v[i] = NAN;
+    odl_gpu_sample g;
+    odl_gpu_sample_of(&t, &g);
     odl_coord_client_gpu(cc, &g);
 }
 

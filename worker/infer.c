@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "odl/clock.h"
 #include "odl/json.h"
 #include "odl/device.h"
 #include "odl/image.h"
@@ -57,12 +58,6 @@ static void infer_usage(FILE *f) {
             "  --save-txt          YOLO label files DIR/labels/NAME.txt (class cx cy w h, normalised)\n"
             "  --save-conf         with --save-txt, the confidence as a sixth column\n"
             "Weights: convert an official YOLOv5 .pt with tools/convert_yolov5.py.\n");
-}
-
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
 /* --classes 0 2 3 (detect.py's nargs='+') or --classes=0,2,3. Returns the index of the last argument
@@ -297,7 +292,7 @@ static odl_status run_group(odl_yolov5 *net, item *items, const int *idx, int n,
     }
     for (int b = 0; b < n; b++) odl_image_to_chw(&items[idx[b]].lb, *host_in + per * b);
     odl_tensor *x;
-    double t0 = now_ms();
+    double t0 = odl_mono_ms();
     ODL_CHECK(odl_yolov5_input(net, n, H, W, &x));
     ODL_CHECK(odl_tensor_copy_from_host(x, *host_in, sizeof(float) * per * n));
     const odl_tensor *y;
@@ -311,7 +306,7 @@ static odl_status run_group(odl_yolov5 *net, item *items, const int *idx, int n,
         if (!*host_out) return ODL_ERR(ODL_E_NOMEM, "output batch of %zu floats", outn);
     }
     ODL_CHECK(odl_tensor_copy_to_host(y, *host_out, sizeof(float) * outn)); /* synchronises */
-    double t1 = now_ms();
+    double t1 = odl_mono_ms();
     odl_nms_params p = odl_nms_defaults();
     p.conf_thres = o->conf;
     p.iou_thres = o->iou;
@@ -344,7 +339,7 @@ static odl_status run_group(odl_yolov5 *net, item *items, const int *idx, int n,
         it->fwd_ms = (t1 - t0) / n;
     }
     *t_fwd += t1 - t0;
-    *t_nms += now_ms() - t1;
+    *t_nms += odl_mono_ms() - t1;
     return ODL_OK;
 }
 
@@ -521,13 +516,13 @@ int odl_task_infer_main(int argc, char **argv) {
     }
     for (int start = 0; start < files.n; start += B) {
         int end = start + B < files.n ? start + B : files.n;
-        double t0 = now_ms();
+        double t0 = odl_mono_ms();
         decode_ctx dc = {items, files.v, start, &o, stride};
         if (odl_prep_pool_for(pool, end - start, decode_one, &dc) != ODL_OK) { /* decoding on a thread pool */
             fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
             goto out;
         }
-        t_pre += now_ms() - t0;
+        t_pre += odl_mono_ms() - t0;
         /* Group images of one letterboxed size into one forward (rectangular letterboxes differ). */
         int *idx = malloc(sizeof(int) * (size_t)(end - start));
         char *used = calloc((size_t)(end - start), 1);

@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "odl/clock.h"
 #include "odl/backend.h"
 #include "odl/ckpt_session.h"
 #include "odl/coord_client.h"
@@ -33,12 +34,6 @@
 
 #define MNIST_MEAN 0.1307f
 #define MNIST_STD 0.3081f
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* Short flags of the command line, mapped onto config keys. */
 static const struct { const char *flag, *key; } k_flag_keys[] = {
@@ -514,7 +509,7 @@ static odl_status run_epoch_end(train_run *r, int epoch_end, int stop) {
     double loss_sum;
     ODL_CHECK(epoch_loss_sum(r, &loss_sum));
     r->train_loss = (st->epoch_loss_sum + loss_sum) / (double)st->epoch_samples;
-    double wall = now_s() - r->t_epoch, sps = r->run_samples / wall;
+    double wall = odl_mono_s() - r->t_epoch, sps = r->run_samples / wall;
     if (r->show_progress) fputc('\n', stderr);
     r->epoch_lr = cfg->train.lr * pow(cfg->train.gamma, (double)st->epoch); /* this epoch's StepLR rate, unrounded */
     if (r->rank == 0 && (cfg->train.eval_every_epoch || stop || st->epoch + 1 == cfg->train.epochs)) {
@@ -555,7 +550,7 @@ static odl_status run_epoch_end(train_run *r, int epoch_end, int stop) {
     }
     r->epoch_steps = 0;
     r->run_samples = 0;
-    r->t_epoch = now_s();
+    r->t_epoch = odl_mono_s();
     return ODL_OK;
 }
 
@@ -578,13 +573,13 @@ static odl_status run_progress(train_run *r) {
     const odl_config *cfg = r->cfg;
     const odl_train_state *st = &r->st;
     int bar = r->show_progress && (r->epoch_steps % 20 == 0 || st->cursor >= r->n_epoch);
-    int line = r->progress_lines && (st->step % cfg->logging.log_interval == 0 || now_s() - r->t_last_line >= 10.0);
+    int line = r->progress_lines && (st->step % cfg->logging.log_interval == 0 || odl_mono_s() - r->t_last_line >= 10.0);
     int tb = r->tb && st->step % cfg->logging.log_interval == 0;
     if (!bar && !line && !tb) return ODL_OK;
     float l = NAN;
     ODL_CHECK(odl_tensor_copy_to_host(&r->net.loss, &l, sizeof l));
     if (bar || line) {
-        double t = now_s(), rate = r->run_samples / (t - r->t_epoch);
+        double t = odl_mono_s(), rate = r->run_samples / (t - r->t_epoch);
         double eta = (double)(r->total_steps - st->step) * (t - r->t_start) / (double)(st->step - r->start_step);
         progress_report(bar, st->cursor, r->n_epoch, st->epoch + 1, cfg->train.epochs, l, rate, eta, st->step);
         r->t_last_line = t;
@@ -603,7 +598,7 @@ static odl_status run_loop(train_run *r) {
     r->total_steps = r->steps_per_epoch * cfg->train.epochs;
     if (cfg->train.max_steps > 0 && cfg->train.max_steps < r->total_steps) r->total_steps = cfg->train.max_steps;
     r->start_step = st->step;
-    r->t_start = r->t_epoch = r->t_last_line = now_s();
+    r->t_start = r->t_epoch = r->t_last_line = odl_mono_s();
     r->epoch_lr = cfg->train.lr * pow(cfg->train.gamma, (double)st->epoch);
     r->opt.lr = (float)(cfg->train.lr * pow(cfg->train.gamma, (double)st->epoch));
     for (;;) {
@@ -627,7 +622,7 @@ static odl_status run_loop(train_run *r) {
             break;
         }
     }
-    double wall = now_s() - r->t_start;
+    double wall = odl_mono_s() - r->t_start;
     metrics_record(r->metrics, "done", odl_ckpt_epoch_label(st->epoch, st->cursor), st->cursor != 0, st->step,
                    r->train_loss, r->test_loss, r->test_acc, r->result->samples_per_s, wall, r->world, r->epoch_lr,
                    NULL);

@@ -182,6 +182,23 @@ typedef struct odl_gpu_telemetry {
     char error[160];         /* the NVML error that made it unhealthy */
 } odl_gpu_telemetry;
 
+/* Every reading of t ODL_HEALTH_NA, healthy, no names (the start of a reading, or of a GPU only known by
+ * name). */
+ODL_API void odl_gpu_telemetry_clear(odl_gpu_telemetry *t);
+
+/* One GPU's readings as a rank sends them with its heartbeats (odl/coord_client.h) and the coordinator
+ * keeps them per rank: the first six of odl_gpu_telemetry, with its one encoding of "not available",
+ * ODL_HEALTH_NA, on the wire too. */
+typedef struct odl_gpu_sample {
+    double util_pct, mem_used_mib, mem_total_mib, temp_c, power_w, sm_clock_mhz;
+} odl_gpu_sample;
+/* The sample of a reading. */
+ODL_API void odl_gpu_sample_of(const odl_gpu_telemetry *t, odl_gpu_sample *s);
+/* Put s's readings into t's six fields (the rest of t as it is). */
+ODL_API void odl_gpu_sample_apply(const odl_gpu_sample *s, odl_gpu_telemetry *t);
+/* What came from a peer: a value that is no reading (NaN, infinite, negative) becomes ODL_HEALTH_NA. */
+ODL_API void odl_gpu_sample_clean(odl_gpu_sample *s);
+
 typedef struct odl_nvml odl_nvml;
 /* dlopen libnvidia-ml.so.1 (or ODL_NVML_LIBRARY) and nvmlInit_v2. Errors: ODL_E_UNSUPPORTED with
  * "NVML not available: <dlerror>" where no driver is installed; ODL_E_NODEV when nvmlInit fails. */
