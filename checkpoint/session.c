@@ -370,13 +370,6 @@ typedef struct staged {
     size_t nfloats;
 } staged;
 
-static const char *shape_text(int ndim, const int64_t *shape, char *buf, size_t cap) {
-    size_t off = (size_t)snprintf(buf, cap, "[");
-    for (int i = 0; i < ndim && off < cap; i++) off += (size_t)snprintf(buf + off, cap - off, "%s%" PRId64, i ? ", " : "", shape[i]);
-    if (off < cap) snprintf(buf + off, cap - off, "]");
-    return buf;
-}
-
 /* Read `path` for net/opt into *sg. *mismatch = 1 when the file is whole but does not fit this run
  * (another model, optimiser, seed, epoch size, or a weights file): such an error is never skipped. */
 static odl_status load_file(odl_ckpt_session *s, const char *path, const odl_net *net, const odl_optim *opt, staged *sg,
@@ -423,8 +416,8 @@ static odl_status load_file(odl_ckpt_session *s, const char *path, const odl_net
         if (!same) {
             *mismatch = 1;
             st = ODL_ERR(ODL_E_INVAL, "%s does not fit this model (%s): %s is %s in the file, %s in the model (the file "
-                                      "holds model '%s')", path, s->model, dset, shape_text(info.ndim, info.shape, a, sizeof a),
-                         shape_text(p->value.ndim, p->value.shape, b, sizeof b), m->model);
+                                      "holds model '%s')", path, s->model, dset, odl_dims_str(info.ndim, info.shape, a, sizeof a),
+                         odl_dims_str(p->value.ndim, p->value.shape, b, sizeof b), m->model);
             goto out;
         }
     }

@@ -2,6 +2,7 @@
  * command with {hostfile} (DIR/hosts.GEN: --hostfile without the fenced nodes), {np} (its slot count) and
  * {exclude} (srun's --exclude= of the fenced nodes, which --slurm also drains once with scontrol) filled
  * from DIR/fence.json (health/fence_list.c). */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,20 +11,27 @@
 #include "coordinator/coord.h"
 #include "odl/health.h"
 #include "odl/log.h"
+#include "odl/parse.h"
+#include "odl/strbuf.h"
 
-static int hostfile_slots(const char *path) {
+/* The slots of an Open MPI hostfile ("host slots=N": N, a host without slots= counts 1): {np}. */
+static odl_status hostfile_slots(const char *path, int64_t *n) {
+    *n = 0;
     FILE *f = fopen(path, "r");
-    if (!f) return 0;
+    if (!f) return ODL_ERR(ODL_E_IO, "cannot read %s: %s", path, strerror(errno));
     char line[1024];
-    int n = 0;
-    while (fgets(line, sizeof line, f)) {
+    odl_status st = ODL_OK;
+    for (int no = 1; st == ODL_OK && fgets(line, sizeof line, f); no++) {
         char *p = line + strspn(line, " \t");
         if (*p == '#' || *p == '\n' || !*p) continue;
-        const char *s = strstr(p, "slots=");
-        n += s ? atoi(s + 6) : 1;
+        char *s = strstr(p, "slots="), word[32] = "";
+        int64_t k = 1;
+        if (s && (sscanf(s + 6, "%31[^ \t\n#]", word) != 1 || odl_parse_i64(word, 1, INT32_MAX, &k) != ODL_PARSE_OK))
+            st = ODL_ERR(ODL_E_FORMAT, "%s:%d: slots=%s is not a positive integer", path, no, word);
+        *n += k;
     }
     fclose(f);
-    return n;
+    return st;
 }
 
 /* arg with every {name} replaced by its value (malloc'd). */
@@ -56,19 +64,22 @@ odl_status coord_launch_argv(coord *c, char ***argv_out) {
     if (c->o.hostfile[0] || c->o.slurm) {
         odl_fence_list l;
         ODL_CHECK(odl_fence_list_load(&l, c->o.job_dir));
-        char fenced[1024] = "";
-        size_t fl = 0;
-        for (int i = 0; i < l.n && fl < sizeof fenced - 140; i++)
-            if (!l.items[i].lifted_time) fl += (size_t)snprintf(fenced + fl, sizeof fenced - fl, " %s", l.items[i].node);
+        char fenced[1024];
+        odl_strbuf fb;
+        odl_strbuf_fixed(&fb, fenced, sizeof fenced);
+        for (int i = 0; i < l.n; i++)
+            if (!l.items[i].lifted_time) odl_strbuf_printf(&fb, " %s", l.items[i].node);
         odl_status s = ODL_OK;
         if (c->o.hostfile[0]) {
             int kept = 0;
             snprintf(hostfile, sizeof hostfile, "%s/hosts.%" PRIu64, c->o.job_dir, c->generation);
+            int64_t slots = 0;
             s = odl_fence_write_hostfile(&l, c->o.hostfile, hostfile, &kept);
+            if (s == ODL_OK) s = hostfile_slots(hostfile, &slots);
             if (s == ODL_OK) {
-                snprintf(np, sizeof np, "%d", hostfile_slots(hostfile));
+                snprintf(np, sizeof np, "%" PRId64, slots);
                 ODL_LOG_INFO("generation %" PRIu64 ": hostfile %s: %d host%s, %s slot%s%s%s", c->generation, hostfile,
-                             kept, kept == 1 ? "" : "s", np, strcmp(np, "1") ? "s" : "", fl ? "; fenced:" : "", fenced);
+                             kept, kept == 1 ? "" : "s", np, strcmp(np, "1") ? "s" : "", fb.len ? "; fenced:" : "", fenced);
             }
         }
         if (s == ODL_OK && c->o.slurm) {

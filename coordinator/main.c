@@ -18,6 +18,7 @@
 #include "coordinator/coord.h"
 #include "odl/clock.h"
 #include "odl/log.h"
+#include "odl/parse.h"
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -40,25 +41,24 @@ static void usage(FILE *f) {
 
 static int parse_hostport(const char *s, char *host, size_t cap, int *port) {
     const char *colon = strrchr(s, ':');
-    char *end = NULL;
-    if (!colon || colon == s || (size_t)(colon - s) >= cap) return -1;
-    long p = strtol(colon + 1, &end, 10);
-    if (end == colon + 1 || *end || p < 0 || p > 65535) return -1;
+    int64_t p;
+    if (!colon || colon == s || (size_t)(colon - s) >= cap || odl_parse_i64(colon + 1, 0, 65535, &p) != ODL_PARSE_OK)
+        return -1;
     snprintf(host, cap, "%.*s", (int)(colon - s), s);
     *port = (int)p;
     return 0;
 }
 
-static int parse_num(const char *flag, const char *v, double lo, double *out) {
-    char *end = NULL;
-    errno = 0;
-    double x = strtod(v, &end);
-    if (errno || end == v || *end || !(x >= lo)) {
-        fprintf(stderr, "odl_coordinator: error: %s %s: expected a number >= %g\n", flag, v, lo);
-        return -1;
-    }
-    *out = x;
-    return 0;
+/* A number option in [lo, hi] (odl/parse.h: "abc" or "1.5" for a count is an error, never 0). */
+static int parse_real(const char *flag, const char *v, double lo, double hi, double *out) {
+    if (odl_parse_f64(v, lo, hi, out) == ODL_PARSE_OK) return 0;
+    fprintf(stderr, "odl_coordinator: error: %s %s: expected a number in [%g, %g]\n", flag, v, lo, hi);
+    return -1;
+}
+static int parse_count(const char *flag, const char *v, int64_t lo, int64_t hi, int64_t *out) {
+    if (odl_parse_i64(v, lo, hi, out) == ODL_PARSE_OK) return 0;
+    fprintf(stderr, "odl_coordinator: error: %s %s: expected an integer in [%" PRId64 ", %" PRId64 "]\n", flag, v, lo, hi);
+    return -1;
 }
 
 static int parse_args(int argc, char **argv, coord_opts *o) {
@@ -66,7 +66,7 @@ static int parse_args(int argc, char **argv, coord_opts *o) {
     snprintf(o->listen_host, sizeof o->listen_host, "0.0.0.0");
     snprintf(o->http_host, sizeof o->http_host, "127.0.0.1");
     o->max_restarts = 3;
-    o->heartbeat_s = 0.2;
+    o->heartbeat_s = ODL_WIRE_HEARTBEAT_S_DEFAULT;
     o->timeout_s = 10;
     o->backoff_s = 1;
     for (int i = 1; i < argc; i++) {
@@ -89,6 +89,7 @@ static int parse_args(int argc, char **argv, coord_opts *o) {
         }
         const char *v = argv[++i];
         double x;
+        int64_t n;
         if (!strcmp(a, "--job-dir")) snprintf(o->job_dir, sizeof o->job_dir, "%s", v);
         else if (!strcmp(a, "--token-file")) snprintf(o->token_file, sizeof o->token_file, "%s", v);
         else if (!strcmp(a, "--hostfile")) snprintf(o->hostfile, sizeof o->hostfile, "%s", v);
@@ -98,23 +99,21 @@ static int parse_args(int argc, char **argv, coord_opts *o) {
             if (!strcmp(v, "off")) o->http_port = -1;
             else if (parse_hostport(v, o->http_host, sizeof o->http_host, &o->http_port)) goto bad_addr;
         } else if (!strcmp(a, "--max-restarts")) {
-            if (parse_num(a, v, 0, &x)) return -1;
-            o->max_restarts = (int)x;
+            if (parse_count(a, v, 0, INT_MAX, &n)) return -1;
+            o->max_restarts = (int)n;
         } else if (!strcmp(a, "--heartbeat-ms")) {
-            if (parse_num(a, v, 10, &x)) return -1;
+            if (parse_real(a, v, 10, 3600e3, &x)) return -1;
             o->heartbeat_s = x / 1000;
         } else if (!strcmp(a, "--timeout")) {
-            if (parse_num(a, v, 0.1, &x)) return -1;
+            if (parse_real(a, v, 0.1, 86400, &x)) return -1;
             o->timeout_s = x;
         } else if (!strcmp(a, "--backoff")) {
-            if (parse_num(a, v, 0, &x)) return -1;
+            if (parse_real(a, v, 0, 3600, &x)) return -1;
             o->backoff_s = x;
         } else if (!strcmp(a, "--checkpoint-every")) {
-            if (parse_num(a, v, 0, &x)) return -1;
-            o->checkpoint_every = (int64_t)x;
+            if (parse_count(a, v, 0, INT64_MAX, &o->checkpoint_every)) return -1;
         } else if (!strcmp(a, "--keep")) {
-            if (parse_num(a, v, 0, &x)) return -1;
-            o->keep = (int64_t)x;
+            if (parse_count(a, v, 0, INT64_MAX, &o->keep)) return -1;
         } else {
             fprintf(stderr, "odl_coordinator: error: unknown option %s (see --help)\n", a);
             return -1;

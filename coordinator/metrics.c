@@ -52,15 +52,7 @@ static void gpu_metrics(const coord *c, odl_strbuf *b) {
         x[i].count = e->count;
         if (e->cls == ODL_XID_NODE_FATAL) t[x[i].gpu].healthy = 0;
     }
-    size_t need = odl_health_prometheus(NULL, 0, t, n, NULL, x, c->n_xids) + 1;
-    char *text = malloc(need);
-    if (text) {
-        odl_health_prometheus(text, need, t, n, NULL, x, c->n_xids);
-        odl_strbuf_printf(b, "%s", text);
-    } else {
-        b->oom = 1;
-    }
-    free(text);
+    odl_health_prometheus_append(b, t, n, NULL, x, c->n_xids);
 out:
     free(t);
     free(x);

@@ -14,6 +14,7 @@
 #include "odl/ckpt.h"
 #include "odl/clock.h"
 #include "odl/log.h"
+#include "odl/strbuf.h"
 
 /* ------------------------------------------------------------------ membership */
 
@@ -411,13 +412,13 @@ void coord_server_tick(coord *c) {
         if (x->step < min_step) min_step = x->step;
     }
     if (!all || !progressing || writing || now - last <= c->o.timeout_s) return;
-    char blame[256] = "";
-    size_t bl = 0;
-    for (int pass = 0; pass < 2 && !bl; pass++)
-        for (int r = 0; r < c->world_size && bl < sizeof blame - 16; r++) {
+    char blame[256];
+    odl_strbuf b;
+    odl_strbuf_fixed(&b, blame, sizeof blame);
+    for (int pass = 0; pass < 2 && !b.len; pass++)
+        for (int r = 0; r < c->world_size; r++) {
             coord_rank *x = &c->ranks[r];
-            if (x->step == min_step && (pass == 1 || !x->waiting_in[0]))
-                bl += (size_t)snprintf(blame + bl, sizeof blame - bl, "%s%d", bl ? ", " : "", r);
+            if (x->step == min_step && (pass == 1 || !x->waiting_in[0])) odl_strbuf_printf(&b, "%s%d", b.len ? ", " : "", r);
         }
     fail(c, "no rank made progress for %.1f s (timeout %.3g s): rank %s hangs at step %" PRId64 " while the others wait",
          now - last, c->o.timeout_s, blame, min_step);

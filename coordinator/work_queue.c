@@ -31,6 +31,7 @@
 #include "odl/coord_client.h"
 #include "odl/json.h"
 #include "odl/log.h"
+#include "odl/strbuf.h"
 
 #define COORD_WQ_MAX_CHUNKS (1 << 24)
 #define COORD_WQ_MAX_KEY 4096
@@ -89,16 +90,15 @@ static void prune(const coord *c, wq_chunk *x, int rank) {
 /* "3, 5-9, 12" of the chunks where pick() holds, into buf. */
 static void ranges(const struct coord_wq *q, int (*pick)(const struct coord_wq *, int64_t, uint64_t), uint64_t gen,
                    char *buf, size_t cap) {
-    size_t n = 0;
-    buf[0] = 0;
-    for (int64_t k = 0; k < q->n_chunks && n + 40 < cap; k++) {
+    odl_strbuf b;
+    odl_strbuf_fixed(&b, buf, cap);
+    for (int64_t k = 0; k < q->n_chunks && !b.truncated; k++) {
         if (!pick(q, k, gen)) continue;
         int64_t e = k;
         while (e + 1 < q->n_chunks && pick(q, e + 1, gen)) e++;
-        n += (size_t)snprintf(buf + n, cap - n, e > k ? "%s%" PRId64 "-%" PRId64 : "%s%" PRId64, n ? ", " : "", k, e);
+        odl_strbuf_printf(&b, e > k ? "%s%" PRId64 "-%" PRId64 : "%s%" PRId64, b.len ? ", " : "", k, e);
         k = e;
     }
-    if (n + 40 >= cap) snprintf(buf + n, cap - n, ", ...");
 }
 static int pick_requeued(const struct coord_wq *q, int64_t k, uint64_t gen) {
     return !q->ch[k].done && q->ch[k].given_generation && q->ch[k].given_generation < gen;

@@ -156,13 +156,6 @@ static int64_t numel_of(int ndim, const int64_t *shape) {
     return n;
 }
 
-static void shape_str(int ndim, const int64_t *shape, char *buf, size_t cap) {
-    size_t pos = (size_t)snprintf(buf, cap, "[");
-    for (int i = 0; i < ndim && pos < cap; i++)
-        pos += (size_t)snprintf(buf + pos, cap - pos, "%s%" PRId64, i ? ", " : "", shape[i]);
-    if (pos < cap) snprintf(buf + pos, cap - pos, "]");
-}
-
 /* "/a/b" from "a/b" or "/a/b"; rejects empty names, "//", a trailing '/', "." and ".." parts. */
 static odl_status norm_path(const char *in, int allow_root, char *out, size_t cap, const char *what) {
     if (!in) return ODL_ERR(ODL_E_INVAL, "%s path is NULL", what);
@@ -358,7 +351,7 @@ static odl_status writer_write(odl_h5_writer *w, const char *dset_in, odl_dtype 
     for (int i = 0; i < ndim; i++) {
         if (shape[i] < 0) {
             char s[160];
-            shape_str(ndim, shape, s, sizeof s);
+            odl_dims_str(ndim, shape, s, sizeof s);
             return ODL_ERR(ODL_E_INVAL, "%s:%s: negative dimension in shape %s", w->path, dset, s);
         }
         dims[i] = (hsize_t)shape[i];
@@ -858,8 +851,8 @@ static odl_status reader_read(odl_h5_reader *r, const char *dset_in, odl_dtype d
     for (int i = 0; same && i < ndim; i++) same = info.shape[i] == shape[i];
     if (!same) {
         char a[160], b[160];
-        shape_str(info.ndim, info.shape, a, sizeof a);
-        shape_str(ndim, shape, b, sizeof b);
+        odl_dims_str(info.ndim, info.shape, a, sizeof a);
+        odl_dims_str(ndim, shape, b, sizeof b);
         st = ODL_ERR(ODL_E_INVAL, "%s:%s: shape %s in the file, %s expected", r->path, dset, a, b);
         goto out;
     }

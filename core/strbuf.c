@@ -14,7 +14,7 @@ void odl_strbuf_fixed(odl_strbuf *b, char *buf, size_t cap) {
 }
 
 void odl_strbuf_vprintf(odl_strbuf *b, const char *fmt, va_list ap) {
-    if (b->oom) return;
+    if (b->oom || b->truncated) return;
     va_list ap2;
     va_copy(ap2, ap);
     size_t room = b->s && b->cap > b->len ? b->cap - b->len : 0;
@@ -25,8 +25,9 @@ void odl_strbuf_vprintf(odl_strbuf *b, const char *fmt, va_list ap) {
         b->len += (size_t)n;
         return;
     }
-    if (b->fixed) { /* vsnprintf wrote what fit, NUL-terminated */
+    if (b->fixed) { /* vsnprintf wrote what fit, NUL-terminated; the cut is shown */
         if (room) b->len = b->cap - 1;
+        if (b->cap >= 4) memcpy(b->s + b->cap - 4, "...", 4);
         b->truncated = 1;
         return;
     }

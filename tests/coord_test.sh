@@ -23,6 +23,7 @@
 #   checkpoint_now       SIGUSR1: a checkpoint at one step on every rank, committed; the job goes on unaffected
 #   give_up              a command that always fails: --max-restarts relaunches, then the job's exit status
 #   serve_preempt        a serving coordinator whose only rank finished ends at once on SIGTERM (exit 75)
+#   bad_options          a number option that is not all a number of its kind is a usage error naming it
 #   damaged_state        a damaged state.json, committed.json or plan.json is an error naming the field (exit 1),
 #                        nothing is launched; a sound state.json's generation goes on
 #   preempt              SIGTERM: every rank stops at the same step after a committed checkpoint, exit 75; started
@@ -476,6 +477,19 @@ give_up)
     expect_line "$tmp/coord.log" "giving up after 2 restarts (--max-restarts 2): the job's command exited with status 3" "gave up"
     [ "$(json_field "$job/state.json" generation)" = 3 ] && ok "state.json: generation 3" || bad "state.json: $(cat "$job/state.json")"
     loop_closed "$tmp/coord.log" 3
+    ;;
+bad_options)
+    # Numbers are checked whole: a count that is not an integer, or any value with trailing text, is a
+    # usage error (exit 2) naming the option, never 0 and never truncated.
+    for opt in "--max-restarts abc" "--max-restarts 1.5" "--keep -1" "--checkpoint-every 10x" "--timeout 2s" \
+               "--heartbeat-ms 5" "--backoff nan" "--listen 127.0.0.1:80x"; do
+        # shellcheck disable=SC2086
+        "$coord" --job-dir "$job" $opt -- true >"$tmp/coord.log" 2>&1
+        rc=$?
+        name=${opt%% *}
+        if [ $rc = 2 ] && grep -q "error: $name " "$tmp/coord.log"; then ok "$opt: exit 2 naming $name"
+        else bad "$opt: exit $rc: $(cat "$tmp/coord.log")"; fi
+    done
     ;;
 damaged_state)
     # A damaged job file is an error naming the field, never generation 0 (which would let an older

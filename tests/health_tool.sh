@@ -193,5 +193,15 @@ else
     echo "note: no prometheus_client for /usr/bin/python3; the parse check is skipped"
 fi
 
+# numbers are checked whole: "abc" or "12x" is a usage error naming the flag, never 0
+for bad in "xid --kmsg $tmp/empty.log --since-s abc" "gpu --timeout-s 5s" "events --seconds -1" \
+           "fence add --job-dir $job --node n9 --xid 79x" "fence add --job-dir $job --node n9 --generation abc"; do
+    : >"$tmp/empty.log"
+    # shellcheck disable=SC2086
+    "$bin" $bad >"$tmp/out" 2>&1
+    check "bad number: $bad" 4 $?
+    has "bad number: $bad" "$tmp/out" "expected a"
+done
+
 [ $fail = 0 ] && echo "health_tool: all checks passed"
 exit $fail

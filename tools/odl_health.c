@@ -3,6 +3,7 @@
  *   0 healthy, 1 only application errors / needs attention, 2 node-fatal, 3 nothing to check (no GPU),
  *   4 usage or input error. */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -19,6 +20,7 @@
 #include "odl/models.h"
 #include "odl/nn.h"
 #include "odl/ops.h"
+#include "odl/parse.h"
 #include "worker/cli_flags.h"
 
 enum { EXIT_HEALTHY = 0, EXIT_APPLICATION = 1, EXIT_NODE_FATAL = 2, EXIT_NOTHING = 3, EXIT_USAGE = 4 };
@@ -56,6 +58,19 @@ static int unexpected(const char *cmd, const char *arg, int missing) {
     return EXIT_USAGE;
 }
 
+/* A number flag's value (odl/parse.h), or a usage error naming it: "abc" is never 0. */
+static int flag_f64(const char *cmd, const char *flag, const char *v, double lo, double hi, double *out) {
+    if (odl_parse_f64(v, lo, hi, out) == ODL_PARSE_OK) return 0;
+    fprintf(stderr, "odl_health %s: error: %s %s: expected a number in [%g, %g]\n", cmd, flag, v, lo, hi);
+    return -1;
+}
+static int flag_int(const char *cmd, const char *flag, const char *v, int lo, int hi, int *out) {
+    int64_t x;
+    if (odl_parse_i64(v, lo, hi, &x) == ODL_PARSE_OK) return *out = (int)x, 0;
+    fprintf(stderr, "odl_health %s: error: %s %s: expected an integer in [%d, %d]\n", cmd, flag, v, lo, hi);
+    return -1;
+}
+
 /* ---- xid ---- */
 
 static int cmd_xid(int argc, char **argv) {
@@ -67,7 +82,9 @@ static int cmd_xid(int argc, char **argv) {
         int missing = 0;
         if ((v = opt(argc, argv, &i, "--kmsg", &missing))) kmsg = v;
         else if ((v = opt(argc, argv, &i, "--table", &missing))) table_path = v;
-        else if ((v = opt(argc, argv, &i, "--since-s", &missing))) since_s = atof(v);
+        else if ((v = opt(argc, argv, &i, "--since-s", &missing))) {
+            if (flag_f64("xid", "--since-s", v, 0, 1e12, &since_s)) return EXIT_USAGE;
+        }
         else if (!strcmp(argv[i], "--drain")) drain = 1;
         else return unexpected("xid", argv[i], missing);
     }
@@ -292,7 +309,9 @@ static int cmd_gpu(int argc, char **argv) {
     for (int i = 0; i < argc; i++) {
         const char *v;
         int missing = 0;
-        if ((v = opt(argc, argv, &i, "--timeout-s", &missing))) timeout_s = atof(v);
+        if ((v = opt(argc, argv, &i, "--timeout-s", &missing))) {
+            if (flag_f64("gpu", "--timeout-s", v, 0, 1e6, &timeout_s)) return EXIT_USAGE;
+        }
         else if (!strcmp(argv[i], "--readings-only")) readings_only = 1;
         else if (!strcmp(argv[i], "--prometheus")) return cmd_prometheus();
         else return unexpected("gpu", argv[i], missing);
@@ -374,7 +393,9 @@ static int cmd_events(int argc, char **argv) {
     for (int i = 0; i < argc; i++) {
         const char *v;
         int missing = 0;
-        if ((v = opt(argc, argv, &i, "--seconds", &missing))) seconds = atof(v);
+        if ((v = opt(argc, argv, &i, "--seconds", &missing))) {
+            if (flag_f64("events", "--seconds", v, 0, 1e6, &seconds)) return EXIT_USAGE;
+        }
         else return unexpected("events", argv[i], missing);
     }
     odl_nvml *n = NULL;
@@ -445,8 +466,12 @@ static int cmd_fence(int argc, char **argv) {
         else if ((v = opt(argc, argv, &i, "--by", &missing))) by = v;
         else if ((v = opt(argc, argv, &i, "--in", &missing))) in = v;
         else if ((v = opt(argc, argv, &i, "--out", &missing))) out = v;
-        else if ((v = opt(argc, argv, &i, "--xid", &missing))) xid = !strcmp(v, "bus_lost") ? ODL_XID_BUS_LOST : atoi(v);
-        else if ((v = opt(argc, argv, &i, "--generation", &missing))) gen = atoi(v);
+        else if ((v = opt(argc, argv, &i, "--xid", &missing))) {
+            if (!strcmp(v, "bus_lost")) xid = ODL_XID_BUS_LOST;
+            else if (flag_int("fence", "--xid", v, 0, 65535, &xid)) return EXIT_USAGE;
+        } else if ((v = opt(argc, argv, &i, "--generation", &missing))) {
+            if (flag_int("fence", "--generation", v, 0, INT_MAX, &gen)) return EXIT_USAGE;
+        }
         else return unexpected("fence", argv[i], missing);
     }
     if (!dir) {

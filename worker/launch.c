@@ -20,6 +20,7 @@
 #include "odl/device.h"
 #include "odl/env.h"
 #include "odl/log.h"
+#include "odl/strbuf.h"
 #include "worker/coord.h"
 #include "worker/hook_chain.h"
 #include "worker/train.h"
@@ -70,11 +71,11 @@ static odl_status dp_on_start(void *ctx, const odl_config *cfg, odl_net *net, od
     net->on_grad_ready_ctx = d->buckets;
     if (odl_log_enabled(ODL_LOG_LEVEL_INFO)) {
         char sizes[512];
-        size_t len = 0;
+        odl_strbuf b;
+        odl_strbuf_fixed(&b, sizes, sizeof sizes);
         int nb = odl_grad_buckets_count(d->buckets);
-        for (int k = 0; k < nb && len < sizeof sizes - 32; k++)
-            len += (size_t)snprintf(sizes + len, sizeof sizes - len, "%s%.2f", k ? ", " : "",
-                                    (double)odl_grad_buckets_bytes(d->buckets, k) / (1024.0 * 1024.0));
+        for (int k = 0; k < nb; k++)
+            odl_strbuf_printf(&b, "%s%.2f", k ? ", " : "", (double)odl_grad_buckets_bytes(d->buckets, k) / (1024.0 * 1024.0));
         ODL_LOG_INFO("data parallel: %d ranks, %s, %d gradient bucket%s of [%s] MiB (dist.bucket_mb %g), timeout %g s",
                      odl_comm_size(c), odl_comm_backend_name(odl_comm_get_backend(c)), nb, nb == 1 ? "" : "s", sizes,
                      cfg->dist.bucket_mb, cfg->dist.timeout_s);

@@ -240,6 +240,10 @@ typedef struct odl_xid_count {
  * counter per code, odl_gpu_xid_errors_total{...,xid="79",class="node-fatal"}, not dcgm-exporter's
  * "last Xid" gauge; odl_gpu_healthy is 1/0. An unavailable reading has no sample. Returns the length
  * the whole text needs (as snprintf), so a caller can retry with a larger buffer. */
+struct odl_strbuf;
+/* The same text appended to b (odl/strbuf.h), for a caller that builds more around it. */
+ODL_API void odl_health_prometheus_append(struct odl_strbuf *b, const odl_gpu_telemetry *t, int n, const char *hostname,
+                                          const odl_xid_count *xids, int n_xids);
 ODL_API size_t odl_health_prometheus(char *buf, size_t cap, const odl_gpu_telemetry *t, int n, const char *hostname,
                              const odl_xid_count *xids, int n_xids);
 

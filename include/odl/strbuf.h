@@ -2,8 +2,9 @@
  * text of /metrics): appends never overflow, never leave the text unterminated, and a caller does not
  * keep its own length (the `len += snprintf(buf + len, cap - len, ...)` pattern, whose length runs past
  * cap on truncation). Two kinds, one struct:
- *   fixed: odl_strbuf_fixed(b, buf, cap) writes into the caller's buf; what does not fit is cut (the
- *          text stays a prefix, NUL-terminated) and b->truncated says so;
+ *   fixed: odl_strbuf_fixed(b, buf, cap) writes into the caller's buf; what does not fit is cut: the
+ *          text ends in "..." (cap >= 4), stays NUL-terminated, b->truncated says so and later appends
+ *          add nothing;
  *   grown: ODL_STRBUF_INIT (or zeroed) grows on the heap; odl_strbuf_take hands the text over, NULL when
  *          memory ran out (b->oom). */
 #ifndef ODL_STRBUF_H
