@@ -327,7 +327,7 @@ odl_status odl_comm_init(const odl_launch_info *li, const odl_comm_options *opt,
             ODL_CHECK_GOTO(odl__comm_nccl_init(c), st, fail);
             c->backend = ODL_COMM_NCCL;
 #else
-            st = ODL_ERR(ODL_E_UNSUPPORTED,
+            st = ODL_ERR(ODL_E_NCCL, /* not UNSUPPORTED: that one means MPI is not even there (odl/comm.h) */
                          "rank %d: a CUDA job of %d ranks needs NCCL, and this build has none (set NCCL_HOME and "
                          "rebuild, or train with --device cpu)",
                          c->rank, c->size);
