@@ -10,7 +10,10 @@
    odl_cuda_* or odl_cpu_* kernel); HDF5 (H5*) and zlib's crc32 are called from core/h5io.c only.
 3. Exports: nm -D of the installed libodl.so lists only odl_* functions declared with ODL_API in a header
    of include/odl.
-4. Programs: inside each program folder given with --program FOLDER=OBJDIR (worker/, coordinator/), no
+4. The control plane: the objects of odl_control (CMakeLists.txt's ODL_CONTROL_SOURCES, built as
+   odl_control_objects), which odl_coordinator and odl_health link instead of libodl, call no function of
+   libodl's other objects and nothing of CUDA, NCCL, MPI or HDF5.
+5. Programs: inside each program folder given with --program FOLDER=OBJDIR (worker/, coordinator/), no
    files call each other in a circle (nm of the program's objects): each file is a layer of its own
    program, and a callback, not a call, goes the other way.
 
@@ -138,10 +141,11 @@ def main():
     if len(args) < 2:
         sys.exit(__doc__)
     src, build = args[0], args[1]
-    objdir = os.path.join(build, "CMakeFiles", "odl_objects.dir")
+    objdirs = [os.path.join(build, "CMakeFiles", d) for d in ("odl_control_objects.dir", "odl_objects.dir")]
+    control_dir = objdirs[0]
     lib = None
     if "--objects" in args:
-        objdir = args[args.index("--objects") + 1]
+        objdirs = [args[args.index("--objects") + 1]]
     if "--lib" in args:
         lib = args[args.index("--lib") + 1]
     programs = [args[i + 1].split("=", 1) for i, a in enumerate(args) if a == "--program"]
@@ -149,9 +153,15 @@ def main():
     errors = []
 
     # Who defines what.
-    objs = objects(objdir, src)
+    objs, seen = [], set()
+    for d in objdirs:  # a source moved into the control plane may leave a stale object in odl_objects.dir
+        for o in objects(d, src) if os.path.isdir(d) else []:
+            if o[1] not in seen:
+                seen.add(o[1])
+                objs.append(o)
     if not objs:
-        sys.exit("layering.py: no object files under %s (build the odl target first)" % objdir)
+        sys.exit("layering.py: no object files under %s (build the odl target first)" % " or ".join(objdirs))
+    control = {rel for _, rel, path in objs if path.startswith(control_dir + os.sep)}
     owner = {}  # symbol -> (folder, source)
     undef = {}
     for folder, rel, path in objs:
@@ -237,7 +247,19 @@ def main():
             elif folder in ("models", "nn") and to == "kernels" and s.startswith(("odl_cuda_", "odl_cpu_")):
                 errors.append("%s: calls the backend function %s" % (rel, s))
 
-    # 4. no circles among a program's files
+    # 4. the control plane is closed
+    foreign = re.compile(r"^(H5|cuda|cu[A-Z]|nccl|MPI_|ompi_)")
+    for rel in sorted(control):
+        _, u = undef[rel]
+        for sym in sorted(u):
+            if sym in owner and owner[sym][1] not in control:
+                errors.append("%s: the control plane (odl_control) calls %s of %s, which is not in it" %
+                              (rel, sym, owner[sym][1]))
+            elif foreign.match(sym):
+                errors.append("%s: the control plane (odl_control) calls %s: no CUDA, NCCL, MPI or HDF5 there" %
+                              (rel, sym))
+
+    # 5. no circles among a program's files
     for folder, pdir in programs:
         errors.extend(circles(folder, pdir, src))
 
@@ -274,8 +296,9 @@ def main():
 
     for e in errors:
         print("FAIL " + e)
-    print("test_layering: %d folders, %d objects, %d public headers, %d exported functions, %d programs, %d violations"
-          % (len(level), len(objs), len(header_folder), len(exported), len(programs), len(errors)))
+    print("test_layering: %d folders, %d objects (%d of the control plane), %d public headers, %d exported functions, "
+          "%d programs, %d violations" % (len(level), len(objs), len(control), len(header_folder), len(exported),
+                                          len(programs), len(errors)))
     return 1 if errors else 0
 
 
