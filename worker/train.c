@@ -257,7 +257,8 @@ odl_status odl_train_evaluate(odl_net *net, const odl_mnist *test, int batch, do
     for (int64_t start = 0; start < test->n; start += batch) {
         int B = (int)((test->n - start < batch) ? test->n - start : batch);
         for (int b = 0; b < B; b++) idx[b] = start + b;
-        odl_loader_gather(test->images, test->labels, elems, MNIST_MEAN, MNIST_STD, idx, B, hx, hy);
+        ODL_CHECK_GOTO(odl_loader_gather(test->images, test->labels, test->n, elems, MNIST_MEAN, MNIST_STD, idx, B, hx, hy),
+                       s, out);
         odl_tensor xin, yin, pred;
         int64_t xs[4] = {B, 1, test->rows, test->cols};
         ODL_CHECK_GOTO(odl_tensor_view_rows(&net->input, 0, B, &xin), s, out);
