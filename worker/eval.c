@@ -35,6 +35,7 @@
 #include "odl/yolov5.h"
 #include "worker/cli.h"
 #include "worker/coord.h"
+#include "worker/detect.h"
 #include "worker/eval_queue.h"
 #include "worker/outputs.h"
 #include "worker/tasks.h"
@@ -219,120 +220,6 @@ typedef struct group {
     odl_prep_batch *pending;
 } group;
 
-/* CUDA: device buffers of the GPU letterbox and NMS, grown on demand. */
-typedef struct gpu_bufs {
-    odl_device dev;
-    const odl_backend *be;
-    uint8_t *src;
-    size_t src_cap;
-    int64_t *off, *h_off;
-    int32_t *geo, *h_geo, *cnt, *h_cnt;
-    float *out, *h_out, *h_pred;
-    int cap_n;
-    size_t h_pred_cap;
-} gpu_bufs;
-
-static void gpu_bufs_free(gpu_bufs *g) {
-    if (!g->be) return;
-    odl_mem_free(g->dev, g->src);
-    odl_mem_free(g->dev, g->off);
-    odl_mem_free(g->dev, g->geo);
-    odl_mem_free(g->dev, g->cnt);
-    odl_mem_free(g->dev, g->out);
-    odl_host_free_pinned(g->h_off);
-    odl_host_free_pinned(g->h_geo);
-    odl_host_free_pinned(g->h_cnt);
-    odl_host_free_pinned(g->h_out);
-    free(g->h_pred);
-}
-
-static odl_status gpu_bufs_reserve(gpu_bufs *g, int n, size_t src_bytes, int max_det) {
-    if (src_bytes > g->src_cap) {
-        odl_mem_free(g->dev, g->src);
-        g->src = NULL;
-        g->src_cap = 0;
-        ODL_CHECK(odl_mem_alloc(g->dev, src_bytes, (void **)&g->src));
-        g->src_cap = src_bytes;
-    }
-    if (n > g->cap_n) {
-        gpu_bufs keep = *g;
-        keep.src = NULL;
-        keep.h_pred = NULL;
-        gpu_bufs_free(&keep);
-        g->off = g->h_off = NULL;
-        g->geo = g->h_geo = g->cnt = g->h_cnt = NULL;
-        g->out = g->h_out = NULL;
-        g->cap_n = 0;
-        ODL_CHECK(odl_mem_alloc(g->dev, sizeof(int64_t) * (size_t)n, (void **)&g->off));
-        ODL_CHECK(odl_mem_alloc(g->dev, sizeof(int32_t) * 4 * (size_t)n, (void **)&g->geo));
-        ODL_CHECK(odl_mem_alloc(g->dev, sizeof(int32_t) * (size_t)n, (void **)&g->cnt));
-        ODL_CHECK(odl_mem_alloc(g->dev, sizeof(float) * 6 * (size_t)max_det * n, (void **)&g->out));
-        ODL_CHECK(odl_host_alloc_pinned(sizeof(int64_t) * (size_t)n, (void **)&g->h_off));
-        ODL_CHECK(odl_host_alloc_pinned(sizeof(int32_t) * 4 * (size_t)n, (void **)&g->h_geo));
-        ODL_CHECK(odl_host_alloc_pinned(sizeof(int32_t) * (size_t)n, (void **)&g->h_cnt));
-        ODL_CHECK(odl_host_alloc_pinned(sizeof(float) * 6 * (size_t)max_det * n, (void **)&g->h_out));
-        g->cap_n = n;
-    }
-    return ODL_OK;
-}
-
-/* CUDA: upload the group's uint8 images, letterbox and normalise into x on the GPU, forward, NMS on
- * the GPU, and copy back only the kept boxes: det[b * max_det ...], nd[b]. An image with more
- * candidates than the GPU NMS buffer holds falls back to odl_yolo_nms on its copied rows. */
-static odl_status gpu_group(odl_yolov5 *net, gpu_bufs *g, group *q, const odl_nms_params *np_, odl_detection *det,
-                            int *nd) {
-    const odl_stream st = odl_stream_current();
-    const size_t per = (size_t)3 * q->H * q->W;
-    ODL_CHECK(gpu_bufs_reserve(g, q->n, per * q->n, np_->max_det));
-    for (int b = 0; b < q->n; b++) {
-        g->h_off[b] = (int64_t)(per * b);
-        g->h_geo[4 * b] = q->res[b].geo.unpad_w;
-        g->h_geo[4 * b + 1] = q->res[b].geo.unpad_h;
-        g->h_geo[4 * b + 2] = q->res[b].geo.left;
-        g->h_geo[4 * b + 3] = q->res[b].geo.top;
-    }
-    ODL_CHECK(odl_memcpy_async(g->src, g->dev, q->u8, odl_cpu(), per * q->n, st));
-    ODL_CHECK(odl_memcpy_async(g->off, g->dev, g->h_off, odl_cpu(), sizeof(int64_t) * q->n, st));
-    ODL_CHECK(odl_memcpy_async(g->geo, g->dev, g->h_geo, odl_cpu(), sizeof(int32_t) * 4 * q->n, st));
-    odl_tensor *x;
-    const odl_tensor *y;
-    ODL_CHECK(odl_yolov5_input(net, q->n, q->H, q->W, &x));
-    ODL_CHECK(g->be->letterbox_u8_to_chw(q->n, q->H, q->W, g->src, g->off, g->geo, 114, (float *)x->data));
-    ODL_CHECK(odl_yolov5_forward(net, x, &y));
-    const int64_t rows = y->shape[1];
-    const int nc = (int)y->shape[2] - 5;
-    odl_yolo_nms_args a = {.N = q->n, .rows = rows, .nc = nc, .pred = (const float *)y->data,
-                           .conf_thres = np_->conf_thres, .iou_thres = np_->iou_thres, .max_wh = np_->max_wh,
-                           .multi_label = np_->multi_label, .agnostic = np_->agnostic, .max_nms = np_->max_nms,
-                           .max_det = np_->max_det, .cand_cap = 1 << 16, .out = g->out, .count = g->cnt};
-    ODL_CHECK(g->be->yolo_nms(&a));
-    ODL_CHECK(odl_memcpy_async(g->h_cnt, odl_cpu(), g->cnt, g->dev, sizeof(int32_t) * q->n, st));
-    ODL_CHECK(odl_memcpy_async(g->h_out, odl_cpu(), g->out, g->dev, sizeof(float) * 6 * np_->max_det * q->n, st));
-    ODL_CHECK(odl_stream_synchronize(st));
-    for (int b = 0; b < q->n; b++) {
-        odl_detection *d = det + (size_t)b * np_->max_det;
-        if (g->h_cnt[b] < 0) { /* too many candidates for the GPU buffer: the CPU reference */
-            size_t rn = (size_t)rows * (5 + nc);
-            if (g->h_pred_cap < rn) {
-                free(g->h_pred);
-                g->h_pred_cap = 0;
-                if (!(g->h_pred = malloc(sizeof(float) * rn))) return ODL_ERR(ODL_E_NOMEM, "prediction rows");
-                g->h_pred_cap = rn;
-            }
-            ODL_CHECK(odl_memcpy_async(g->h_pred, odl_cpu(), (const float *)y->data + rn * b, g->dev, sizeof(float) * rn, st));
-            ODL_CHECK(odl_stream_synchronize(st));
-            ODL_CHECK(odl_yolo_nms(g->h_pred, rows, nc, np_, d, np_->max_det, &nd[b]));
-            continue;
-        }
-        nd[b] = g->h_cnt[b];
-        for (int k = 0; k < nd[b]; k++) {
-            const float *o = g->h_out + ((size_t)b * np_->max_det + k) * 6;
-            d[k] = (odl_detection){o[0], o[1], o[2], o[3], o[4], (int)o[5]};
-        }
-    }
-    return ODL_OK;
-}
-
 /* The group's input buffer: CHW floats on the CPU, pinned uint8 images (pointed to by its jobs) on CUDA. */
 static odl_status group_buffers(group *q, int gpu) {
     const size_t per = (size_t)3 * q->H * q->W;
@@ -375,18 +262,18 @@ static odl_status eval_shard(odl_yolov5 *net, const odl_det_dataset *ds, const e
                              const int *shape, int lo, int hi, int rank, const odl_fault_plan *faults, int64_t *batches,
                              bytes *out, double t[3]) {
     odl_status st = ODL_OK;
-    const int nc = odl_yolov5_num_classes(net);
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     int threads = o->workers;
     if (cores > 0 && threads > cores) threads = (int)cores;
-    gpu_bufs gb;
-    memset(&gb, 0, sizeof gb);
-    if (odl_yolov5_device(net).type == ODL_DEV_CUDA || o->backend_post) {
-        gb.dev = odl_yolov5_device(net);
-        if (!(gb.be = odl_backend_for(gb.dev))) return ODL_ERR(ODL_E_NODEV, "%s", odl_error_msg_user());
-    }
+    odl_detector dt;
+    ODL_CHECK(odl_detector_init(&dt, net, o->backend_post));
+    const int gpu = dt.be != NULL; /* the backend letterboxes the decoded uint8 images */
     odl_prep_pool *pool = NULL;
-    ODL_CHECK(odl_prep_pool_create(threads, &pool));
+    odl_status ps = odl_prep_pool_create(threads, &pool);
+    if (ps != ODL_OK) {
+        odl_detector_free(&dt);
+        return ps;
+    }
     odl_nms_params np_ = odl_nms_defaults();
     np_.conf_thres = o->conf;
     np_.iou_thres = o->iou;
@@ -398,9 +285,8 @@ static odl_status eval_shard(odl_yolov5 *net, const odl_det_dataset *ds, const e
     int *nd = malloc(sizeof(int) * (size_t)o->batch);
     odl_detection *det = malloc(sizeof *det * (size_t)o->max_det * o->batch);
     uint8_t *correct = malloc((size_t)o->max_det * ODL_DET_NIOU);
-    float *lbox = malloc(sizeof(float) * 4 * (size_t)max_labels), *hout = NULL;
+    float *lbox = malloc(sizeof(float) * 4 * (size_t)max_labels);
     int *lcls = malloc(sizeof(int) * (size_t)max_labels);
-    size_t hout_cap = 0;
     group g[2];
     memset(g, 0, sizeof g);
     if (!det || !nd || !correct || !lbox || !lcls) {
@@ -417,12 +303,12 @@ static odl_status eval_shard(odl_yolov5 *net, const odl_det_dataset *ds, const e
     }
     /* Double buffering: the group after the current one decodes on the pool during its forward. */
     int next = lo, cur = 0;
-    if (next < hi) ODL_CHECK_GOTO(submit_group(pool, &g[0], ds, o, order, shape, &next, hi, gb.be != NULL), st, done);
+    if (next < hi) ODL_CHECK_GOTO(submit_group(pool, &g[0], ds, o, order, shape, &next, hi, gpu), st, done);
     while (g[cur].pending) {
         group *q = &g[cur];
         double t0 = odl_mono_ms();
         if (next < hi)
-            ODL_CHECK_GOTO(submit_group(pool, &g[cur ^ 1], ds, o, order, shape, &next, hi, gb.be != NULL), st, done);
+            ODL_CHECK_GOTO(submit_group(pool, &g[cur ^ 1], ds, o, order, shape, &next, hi, gpu), st, done);
         odl_prep_wait(q->pending);
         q->pending = NULL;
         double t1 = odl_mono_ms();
@@ -432,31 +318,8 @@ static odl_status eval_shard(odl_yolov5 *net, const odl_det_dataset *ds, const e
                 st = ODL_ERR(q->res[b].status, "%s", q->res[b].err);
                 goto done;
             }
-        if (gb.be) {
-            ODL_CHECK_GOTO(gpu_group(net, &gb, q, &np_, det, nd), st, done);
-        } else {
-            odl_tensor *x;
-            const odl_tensor *y;
-            ODL_CHECK_GOTO(odl_yolov5_input(net, q->n, q->H, q->W, &x), st, done);
-            ODL_CHECK_GOTO(odl_tensor_copy_from_host(x, q->in, sizeof(float) * 3 * (size_t)q->H * q->W * q->n), st, done);
-            ODL_CHECK_GOTO(odl_yolov5_forward(net, x, &y), st, done);
-            const int64_t rows = y->shape[1], no = y->shape[2];
-            size_t outn = (size_t)(q->n * rows * no);
-            if (hout_cap < outn) {
-                free(hout);
-                hout_cap = 0;
-                if (!(hout = malloc(sizeof(float) * outn))) {
-                    st = ODL_ERR(ODL_E_NOMEM, "output batch of %zu floats", outn);
-                    goto done;
-                }
-                hout_cap = outn;
-            }
-            ODL_CHECK_GOTO(odl_tensor_copy_to_host(y, hout, sizeof(float) * outn), st, done);
-            for (int b = 0; b < q->n; b++)
-                ODL_CHECK_GOTO(odl_yolo_nms(hout + (size_t)b * rows * no, rows, nc, &np_, det + (size_t)b * o->max_det,
-                                            o->max_det, &nd[b]),
-                               st, done);
-        }
+        const odl_detect_batch batch = {q->n, q->H, q->W, gpu ? NULL : q->in, gpu ? q->u8 : NULL, q->res};
+        ODL_CHECK_GOTO(odl_detector_run(&dt, &batch, &np_, det, nd, NULL, NULL), st, done);
         double t2 = odl_mono_ms();
         t[1] += t2 - t1;
         for (int b = 0; b < q->n; b++) {
@@ -478,13 +341,12 @@ done:
         odl_host_free_pinned(g[k].u8);
     }
     odl_prep_pool_free(pool);
-    gpu_bufs_free(&gb);
+    odl_detector_free(&dt);
     free(nd);
     free(det);
     free(correct);
     free(lbox);
     free(lcls);
-    free(hout);
     return st;
 }
 

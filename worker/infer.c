@@ -27,6 +27,7 @@
 #include "odl/yolov5.h"
 #include "odl/strbuf.h"
 #include "worker/cli.h"
+#include "worker/detect.h"
 #include "worker/outputs.h"
 #include "worker/tasks.h"
 
@@ -280,9 +281,12 @@ static void decode_one(void *ctx, int k) {
     it->ok = 1;
 }
 
-/* Run the network on items[idx[0..n)] which share one letterboxed size. */
-static odl_status run_group(odl_yolov5 *net, item *items, const int *idx, int n, const infer_opts *o, float **host_in,
-                            size_t *host_in_cap, float **host_out, size_t *host_out_cap, double *t_fwd, double *t_nms) {
+/* Run the network on items[idx[0..n)] which share one letterboxed size (worker/detect.h), and map the
+ * kept boxes back to each original image. host_in: the batch's CHW input, grown on demand; det, nd, bad:
+ * room for n images. */
+static odl_status run_group(odl_detector *dt, item *items, const int *idx, int n, const infer_opts *o, float **host_in,
+                            size_t *host_in_cap, odl_detection *det, int *nd, int64_t *bad, double *t_fwd,
+                            double *t_nms) {
     const int H = items[idx[0]].lb.height, W = items[idx[0]].lb.width;
     const size_t per = (size_t)3 * H * W;
     if (*host_in_cap < per * n) {
@@ -292,22 +296,6 @@ static odl_status run_group(odl_yolov5 *net, item *items, const int *idx, int n,
         if (!*host_in) return ODL_ERR(ODL_E_NOMEM, "input batch of %d x %zu floats", n, per);
     }
     for (int b = 0; b < n; b++) odl_image_to_chw(&items[idx[b]].lb, *host_in + per * b);
-    odl_tensor *x;
-    double t0 = odl_mono_ms();
-    ODL_CHECK(odl_yolov5_input(net, n, H, W, &x));
-    ODL_CHECK(odl_tensor_copy_from_host(x, *host_in, sizeof(float) * per * n));
-    const odl_tensor *y;
-    ODL_CHECK(odl_yolov5_forward(net, x, &y));
-    const int64_t rows = y->shape[1], no = y->shape[2];
-    size_t outn = (size_t)(n * rows * no);
-    if (*host_out_cap < outn) {
-        free(*host_out);
-        *host_out = malloc(sizeof(float) * outn);
-        *host_out_cap = *host_out ? outn : 0;
-        if (!*host_out) return ODL_ERR(ODL_E_NOMEM, "output batch of %zu floats", outn);
-    }
-    ODL_CHECK(odl_tensor_copy_to_host(y, *host_out, sizeof(float) * outn)); /* synchronises */
-    double t1 = odl_mono_ms();
     odl_nms_params p = odl_nms_defaults();
     p.conf_thres = o->conf;
     p.iou_thres = o->iou;
@@ -315,32 +303,35 @@ static odl_status run_group(odl_yolov5 *net, item *items, const int *idx, int n,
     p.agnostic = o->agnostic;
     p.classes = o->n_classes ? o->classes : NULL;
     p.n_classes = o->n_classes;
+    const odl_detect_batch batch = {n, H, W, *host_in, NULL, NULL};
+    double t0 = odl_mono_ms(), fwd = 0;
+    ODL_CHECK(odl_detector_run(dt, &batch, &p, det, nd, bad, &fwd));
     for (int b = 0; b < n; b++) {
         item *it = &items[idx[b]];
-        it->det = malloc(sizeof(odl_detection) * (size_t)o->max_det);
-        if (!it->det) return ODL_ERR(ODL_E_NOMEM, "detections");
-        const float *pred = *host_out + (size_t)b * rows * no;
-        int64_t bad = odl_yolo_nonfinite_rows(pred, rows, (int)no - 5);
-        if (bad) { /* broken weights or input: the image fails (exit status 1), its boxes are not written */
+        if (bad[b]) { /* broken weights or input: the image fails (exit status 1), its boxes are not written */
             snprintf(it->err, sizeof it->err, "%s: the model output has NaN or Inf in %lld of %lld rows (broken weights or "
-                     "input); the image is left out of detections.json", it->path, (long long)bad, (long long)rows);
+                     "input); the image is left out of detections.json", it->path, (long long)bad[b], (long long)dt->rows);
             it->ok = 0;
             continue;
         }
-        ODL_CHECK(odl_yolo_nms(pred, rows, (int)no - 5, &p, it->det, o->max_det, &it->ndet));
+        it->det = malloc(sizeof(odl_detection) * (size_t)(nd[b] ? nd[b] : 1));
+        if (!it->det) return ODL_ERR(ODL_E_NOMEM, "detections");
+        it->ndet = nd[b];
         for (int k = 0; k < it->ndet; k++) {
-            float bx[4] = {it->det[k].x1, it->det[k].y1, it->det[k].x2, it->det[k].y2};
+            odl_detection d = det[(size_t)b * o->max_det + k];
+            float bx[4] = {d.x1, d.y1, d.x2, d.y2};
             odl_letterbox_unmap(&it->geo, bx);
-            it->det[k].x1 = bx[0];
-            it->det[k].y1 = bx[1];
-            it->det[k].x2 = bx[2];
-            it->det[k].y2 = bx[3];
+            d.x1 = bx[0];
+            d.y1 = bx[1];
+            d.x2 = bx[2];
+            d.y2 = bx[3];
+            it->det[k] = d;
         }
         it->done = 1;
-        it->fwd_ms = (t1 - t0) / n;
+        it->fwd_ms = fwd / n;
     }
-    *t_fwd += t1 - t0;
-    *t_nms += odl_mono_ms() - t1;
+    *t_fwd += fwd;
+    *t_nms += odl_mono_ms() - t0 - fwd;
     return ODL_OK;
 }
 
@@ -447,162 +438,189 @@ static odl_status write_detections(const char *path, const odl_yolov5 *net, cons
     return s;
 }
 
-int odl_task_infer_main(int argc, char **argv) {
+/* One run of --task=infer, for its phases below. */
+typedef struct infer_run {
     infer_opts o;
-    int pr = parse_opts(argc, argv, &o);
+    odl_device dev;
+    odl_yolov5 *net;
+    path_list files;
+    int is_dir, stride, batch;
+    item *items;
+    odl_prep_pool *pool;
+    odl_detector dt;
+    int have_dt;
+    float *hin;
+    size_t hin_cap;
+    odl_detection *det; /* room for a batch: batch x max_det */
+    int *nd;
+    int64_t *bad;
+    int n_fail;
+    double t_pre, t_fwd, t_nms;
+} infer_run;
+
+/* Phase 1: outputs checked, device, weights, the inputs listed, folders made, buffers. Each failure
+ * prints its one line; returns 0 or 1. */
+static int infer_setup(infer_run *r) {
+    infer_opts *o = &r->o;
+    if (odl_output_check_dir("--output", o->output) != ODL_OK || odl_cli_pick_device(o->device, &r->dev) != ODL_OK) {
+        fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
+        return 1;
+    }
+    if (odl_yolov5_load(o->weights, r->dev, &r->net) != ODL_OK) {
+        fprintf(stderr, "odl_worker: error: --weights %s\n", odl_error_msg_user());
+        return 1;
+    }
+    if (o->half && odl_yolov5_set_half(r->net, 1) != ODL_OK) {
+        fprintf(stderr, "odl_worker: error: --half: %s\n", odl_error_msg_user());
+        return 1;
+    }
+    char labels_dir[4096];
+    snprintf(labels_dir, sizeof labels_dir, "%s/labels", o->output);
+    if (list_inputs(o->input, &r->files, &r->is_dir) != ODL_OK || odl_output_mkdir_p("--output", o->output) != ODL_OK ||
+        (o->save_txt && odl_output_mkdir_p("--output", labels_dir) != ODL_OK)) {
+        fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
+        return 1;
+    }
+    r->stride = odl_yolov5_max_stride(r->net);
+    if (o->img_size % r->stride) { /* detect.py's check_img_size */
+        int up = (o->img_size + r->stride - 1) / r->stride * r->stride;
+        ODL_LOG_WARN("--img-size %d must be multiple of max stride %d, updating to %d", o->img_size, r->stride, up);
+        o->img_size = up;
+    }
+    for (int c = 0; c < o->n_classes; c++)
+        if (o->classes[c] >= odl_yolov5_num_classes(r->net))
+            ODL_LOG_WARN("--classes %d: the model has classes 0..%d", o->classes[c], odl_yolov5_num_classes(r->net) - 1);
+    ODL_LOG_INFO("yolov5 %s on %s, %s: %d classes, %lld parameters; %d image(s), %s letterbox %d",
+            o->weights, odl_device_name(r->dev), o->half ? "float16" : "float32", odl_yolov5_num_classes(r->net),
+            (long long)odl_yolov5_num_params(r->net), r->files.n, o->square ? "square" : "rectangular", o->img_size);
+    r->batch = r->is_dir ? o->batch : 1;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    r->items = calloc((size_t)r->files.n, sizeof(item));
+    r->det = malloc(sizeof *r->det * (size_t)o->max_det * r->batch);
+    r->nd = malloc(sizeof *r->nd * (size_t)r->batch);
+    r->bad = malloc(sizeof *r->bad * (size_t)r->batch);
+    if (!r->items || !r->det || !r->nd || !r->bad) {
+        fprintf(stderr, "odl_worker: error: out of memory for %d images\n", r->files.n);
+        return 1;
+    }
+    if (odl_prep_pool_create(r->batch > 1 ? (int)(cores < 1 ? 1 : cores > 8 ? 8 : cores) : 0, &r->pool) != ODL_OK ||
+        odl_detector_init(&r->dt, r->net, 0) != ODL_OK) { /* NMS on the host, as detect.py */
+        fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
+        return 1;
+    }
+    r->have_dt = 1;
+    return 0;
+}
+
+/* Phase 2, for images [start, end): decode and letterbox them on the pool, detect in groups of one
+ * letterboxed size (rectangular letterboxes differ), then detect.py's line and the files of each. */
+static int infer_chunk(infer_run *r, int start, int end) {
+    item *items = r->items;
+    double t0 = odl_mono_ms();
+    decode_ctx dc = {items, r->files.v, start, &r->o, r->stride};
+    if (odl_prep_pool_for(r->pool, end - start, decode_one, &dc) != ODL_OK) { /* decoding on a thread pool */
+        fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
+        return 1;
+    }
+    r->t_pre += odl_mono_ms() - t0;
+    int *idx = malloc(sizeof(int) * (size_t)(end - start)), rc = 0;
+    char *used = calloc((size_t)(end - start), 1);
+    if (!idx || !used) {
+        free(idx);
+        free(used);
+        fprintf(stderr, "odl_worker: error: out of memory\n");
+        return 1;
+    }
+    for (int i = start; i < end && !rc; i++) {
+        if (!items[i].ok || used[i - start]) continue;
+        int n = 0;
+        for (int j = i; j < end; j++)
+            if (items[j].ok && !used[j - start] && items[j].lb.width == items[i].lb.width &&
+                items[j].lb.height == items[i].lb.height) {
+                idx[n++] = j;
+                used[j - start] = 1;
+            }
+        if (run_group(&r->dt, items, idx, n, &r->o, &r->hin, &r->hin_cap, r->det, r->nd, r->bad, &r->t_fwd, &r->t_nms) !=
+            ODL_OK) { /* a failed forward is not an image's fault: stop */
+            fprintf(stderr, "odl_worker: error: inference on %s: %s\n", items[i].path, odl_error_msg_user());
+            rc = 1;
+        }
+    }
+    free(idx);
+    free(used);
+    if (rc) return rc;
+    for (int i = start; i < end; i++) {
+        item *it = &items[i];
+        if (!it->ok) {
+            fprintf(stderr, "odl_worker: error: %s\n", it->err);
+            r->n_fail++;
+            continue;
+        }
+        log_image_line(r->net, it, i, r->files.n);
+        if ((r->o.save_txt && save_txt(it, r->o.output, r->o.save_conf) != ODL_OK) ||
+            (r->o.save_images && save_drawn(r->net, it, r->o.output) != ODL_OK)) {
+            snprintf(it->err, sizeof it->err, "%s", odl_error_msg_user());
+            fprintf(stderr, "odl_worker: error: %s\n", it->err);
+            r->n_fail++;
+        }
+        odl_image_free(&it->lb);
+        odl_image_free(&it->img);
+    }
+    return 0;
+}
+
+/* Phase 3: detections.json, the summary, and every failed image named. Returns the exit status. */
+static int infer_report(infer_run *r) {
+    char jpath[4096];
+    snprintf(jpath, sizeof jpath, "%s/detections.json", r->o.output);
+    if (write_detections(jpath, r->net, r->items, r->files.n) != ODL_OK) {
+        fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
+        return 1;
+    }
+    ODL_LOG_INFO("%d image(s) done, %d failed; %.1f ms decode+letterbox, %.1f ms forward, %.1f ms NMS in all; results "
+                 "in %s%s", r->files.n - r->n_fail, r->n_fail, r->t_pre, r->t_fwd, r->t_nms, jpath,
+                 r->o.save_txt ? " and labels/" : "");
+    if (!r->n_fail) return 0;
+    fprintf(stderr, "odl_worker: error: %d of %d image(s) failed:\n", r->n_fail, r->files.n);
+    for (int i = 0; i < r->files.n; i++)
+        if (r->items[i].err[0]) fprintf(stderr, "  %s\n", r->items[i].err);
+    return 1;
+}
+
+/* Phase 4, in reverse order of set-up. */
+static void infer_teardown(infer_run *r) {
+    odl_prep_pool_free(r->pool);
+    if (r->have_dt) odl_detector_free(&r->dt);
+    if (r->items) {
+        for (int i = 0; i < r->files.n; i++) {
+            item_release(&r->items[i]);
+            free(r->items[i].det);
+        }
+        free(r->items);
+    }
+    free(r->hin);
+    free(r->det);
+    free(r->nd);
+    free(r->bad);
+    list_free(&r->files);
+    odl_yolov5_free(r->net);
+    if (r->dev.type == ODL_DEV_CUDA) odl_cuda_shutdown();
+}
+
+int odl_task_infer_main(int argc, char **argv) {
+    static infer_run r; /* large: not on the stack */
+    memset(&r, 0, sizeof r);
+    int pr = parse_opts(argc, argv, &r.o);
     if (pr == 3) {
         infer_usage(stdout);
         return 0;
     }
     if (pr) return 2;
-
-    odl_device dev;
-    odl_yolov5 *net = NULL;
-    path_list files = {0};
-    item *items = NULL;
-    float *hin = NULL, *hout = NULL;
-    size_t hin_cap = 0, hout_cap = 0;
-    odl_prep_pool *pool = NULL;
-    int rc = 1, is_dir = 0, n_fail = 0;
-    double t_pre = 0, t_fwd = 0, t_nms = 0;
-
-    if (odl_output_check_dir("--output", o.output) != ODL_OK) {
-        fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
-        return 1;
-    }
-    if (odl_cli_pick_device(o.device, &dev) != ODL_OK) {
-        fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
-        return 1;
-    }
-    if (odl_yolov5_load(o.weights, dev, &net) != ODL_OK) {
-        fprintf(stderr, "odl_worker: error: --weights %s\n", odl_error_msg_user());
-        goto out;
-    }
-    if (o.half && odl_yolov5_set_half(net, 1) != ODL_OK) {
-        fprintf(stderr, "odl_worker: error: --half: %s\n", odl_error_msg_user());
-        goto out;
-    }
-    if (list_inputs(o.input, &files, &is_dir) != ODL_OK) {
-        fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
-        goto out;
-    }
-    char labels_dir[4096];
-    snprintf(labels_dir, sizeof labels_dir, "%s/labels", o.output);
-    if (odl_output_mkdir_p("--output", o.output) != ODL_OK ||
-        (o.save_txt && odl_output_mkdir_p("--output", labels_dir) != ODL_OK)) {
-        fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
-        goto out;
-    }
-    items = calloc((size_t)files.n, sizeof(item));
-    if (!items) {
-        fprintf(stderr, "odl_worker: error: out of memory for %d images\n", files.n);
-        goto out;
-    }
-    const int stride = odl_yolov5_max_stride(net);
-    if (o.img_size % stride) { /* detect.py's check_img_size */
-        int up = (o.img_size + stride - 1) / stride * stride;
-        ODL_LOG_WARN("--img-size %d must be multiple of max stride %d, updating to %d", o.img_size, stride, up);
-        o.img_size = up;
-    }
-    for (int c = 0; c < o.n_classes; c++)
-        if (o.classes[c] >= odl_yolov5_num_classes(net))
-            ODL_LOG_WARN("--classes %d: the model has classes 0..%d", o.classes[c], odl_yolov5_num_classes(net) - 1);
-    ODL_LOG_INFO("yolov5 %s on %s, %s: %d classes, %lld parameters; %d image(s), %s letterbox %d",
-            o.weights, odl_device_name(dev), o.half ? "float16" : "float32", odl_yolov5_num_classes(net),
-            (long long)odl_yolov5_num_params(net), files.n, o.square ? "square" : "rectangular", o.img_size);
-
-    int B = is_dir ? o.batch : 1;
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    if (odl_prep_pool_create(B > 1 ? (int)(cores < 1 ? 1 : cores > 8 ? 8 : cores) : 0, &pool) != ODL_OK) {
-        fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
-        goto out;
-    }
-    for (int start = 0; start < files.n; start += B) {
-        int end = start + B < files.n ? start + B : files.n;
-        double t0 = odl_mono_ms();
-        decode_ctx dc = {items, files.v, start, &o, stride};
-        if (odl_prep_pool_for(pool, end - start, decode_one, &dc) != ODL_OK) { /* decoding on a thread pool */
-            fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
-            goto out;
-        }
-        t_pre += odl_mono_ms() - t0;
-        /* Group images of one letterboxed size into one forward (rectangular letterboxes differ). */
-        int *idx = malloc(sizeof(int) * (size_t)(end - start));
-        char *used = calloc((size_t)(end - start), 1);
-        if (!idx || !used) {
-            free(idx);
-            free(used);
-            fprintf(stderr, "odl_worker: error: out of memory\n");
-            goto out;
-        }
-        for (int i = start; i < end; i++) {
-            if (!items[i].ok || used[i - start]) continue;
-            int n = 0;
-            for (int j = i; j < end; j++)
-                if (items[j].ok && !used[j - start] && items[j].lb.width == items[i].lb.width &&
-                    items[j].lb.height == items[i].lb.height) {
-                    idx[n++] = j;
-                    used[j - start] = 1;
-                }
-            if (run_group(net, items, idx, n, &o, &hin, &hin_cap, &hout, &hout_cap, &t_fwd, &t_nms) != ODL_OK) {
-                /* A failed forward is not an image's fault: stop. */
-                fprintf(stderr, "odl_worker: error: inference on %s: %s\n", items[i].path, odl_error_msg_user());
-                free(idx);
-                free(used);
-                goto out;
-            }
-        }
-        free(idx);
-        free(used);
-        for (int i = start; i < end; i++) {
-            item *it = &items[i];
-            if (!it->ok) {
-                fprintf(stderr, "odl_worker: error: %s\n", it->err);
-                n_fail++;
-                continue;
-            }
-            log_image_line(net, it, i, files.n);
-            if ((o.save_txt && save_txt(it, o.output, o.save_conf) != ODL_OK) ||
-                (o.save_images && save_drawn(net, it, o.output) != ODL_OK)) {
-                snprintf(it->err, sizeof it->err, "%s", odl_error_msg_user());
-                fprintf(stderr, "odl_worker: error: %s\n", it->err);
-                n_fail++;
-            }
-            odl_image_free(&it->lb);
-            odl_image_free(&it->img);
-        }
-    }
-
-    char jpath[4096];
-    snprintf(jpath, sizeof jpath, "%s/detections.json", o.output);
-    if (write_detections(jpath, net, items, files.n) != ODL_OK) {
-        fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
-        goto out;
-    }
-    int n_ok = files.n - n_fail;
-    ODL_LOG_INFO("%d image(s) done, %d failed; %.1f ms decode+letterbox, %.1f ms forward, %.1f ms NMS in all; results "
-                 "in %s%s", n_ok, n_fail, t_pre, t_fwd, t_nms, jpath, o.save_txt ? " and labels/" : "");
-    if (n_fail) {
-        fprintf(stderr, "odl_worker: error: %d of %d image(s) failed:\n", n_fail, files.n);
-        for (int i = 0; i < files.n; i++)
-            if (items[i].err[0]) fprintf(stderr, "  %s\n", items[i].err);
-        rc = 1;
-    } else {
-        rc = 0;
-    }
-out:
-    odl_prep_pool_free(pool);
-    if (items) {
-        for (int i = 0; i < files.n; i++) {
-            item_release(&items[i]);
-            free(items[i].det);
-        }
-        free(items);
-    }
-    free(hin);
-    free(hout);
-    list_free(&files);
-    odl_yolov5_free(net);
-    if (dev.type == ODL_DEV_CUDA) odl_cuda_shutdown();
+    r.dev = odl_cpu();
+    int rc = infer_setup(&r);
+    for (int start = 0; !rc && start < r.files.n; start += r.batch)
+        rc = infer_chunk(&r, start, start + r.batch < r.files.n ? start + r.batch : r.files.n);
+    if (!rc) rc = infer_report(&r);
+    infer_teardown(&r);
     return rc;
 }
