@@ -390,30 +390,40 @@ static const char *class_name(const odl_det_dataset *ds, const odl_yolov5 *net, 
     return odl_yolov5_class_name(net, c);
 }
 
-/* Rank 0: metrics from every image's record, the table, metrics.json and the predictions. */
-static odl_status report(const odl_yolov5 *net, const odl_det_dataset *ds, const eval_opts *o, const uint8_t *all,
-                         size_t nbytes) {
-    const int nc = odl_yolov5_num_classes(net);
-    odl_status st = ODL_OK;
-    int64_t n_pred = 0, n_target = 0, seen = 0;
+/* Every image's records, unpacked into the arrays of val.py's ap_per_class. */
+typedef struct eval_stats {
+    int64_t n_pred, n_target, seen;
+    uint8_t *tp; /* [n_pred][ODL_DET_NIOU] */
+    float *conf;
+    int *pcls, *tcls;
+} eval_stats;
+
+static void stats_free(eval_stats *e) {
+    free(e->tp);
+    free(e->conf);
+    free(e->pcls);
+    free(e->tcls);
+}
+
+/* Unpack the records of all[0, nbytes) (and, when preds, each image's boxes in COCO's JSON). */
+static odl_status stats_unpack(const odl_det_dataset *ds, int nc, const uint8_t *all, size_t nbytes, json_t *preds,
+                               eval_stats *e) {
+    memset(e, 0, sizeof *e);
     for (size_t off = 0; off < nbytes;) { /* count */
         rec_hdr h;
         memcpy(&h, all + off, sizeof h);
-        n_pred += h.n_det;
-        n_target += h.n_labels;
-        seen++;
+        e->n_pred += h.n_det;
+        e->n_target += h.n_labels;
+        e->seen++;
         off += sizeof h + sizeof(rec_det) * (size_t)h.n_det + sizeof(int32_t) * (size_t)h.n_labels;
     }
-    uint8_t *tp = malloc((size_t)(n_pred ? n_pred : 1) * ODL_DET_NIOU);
-    float *conf = malloc(sizeof(float) * (size_t)(n_pred ? n_pred : 1));
-    int *pcls = malloc(sizeof(int) * (size_t)(n_pred ? n_pred : 1)), *tcls = malloc(sizeof(int) * (size_t)(n_target ? n_target : 1));
-    json_t *preds = o->save_json ? json_array() : NULL, *root = NULL;
-    odl_det_metrics m;
-    memset(&m, 0, sizeof m);
-    if (!tp || !conf || !pcls || !tcls) {
-        st = ODL_ERR(ODL_E_NOMEM, "statistics of %lld predictions", (long long)n_pred);
-        goto out;
-    }
+    size_t np = (size_t)(e->n_pred ? e->n_pred : 1), nt = (size_t)(e->n_target ? e->n_target : 1);
+    e->tp = malloc(np * ODL_DET_NIOU);
+    e->conf = malloc(sizeof(float) * np);
+    e->pcls = malloc(sizeof(int) * np);
+    e->tcls = malloc(sizeof(int) * nt);
+    if (!e->tp || !e->conf || !e->pcls || !e->tcls)
+        return ODL_ERR(ODL_E_NOMEM, "statistics of %lld predictions", (long long)e->n_pred);
     int64_t kp = 0, kt = 0;
     for (size_t off = 0; off < nbytes;) {
         rec_hdr h;
@@ -423,59 +433,67 @@ static odl_status report(const odl_yolov5 *net, const odl_det_dataset *ds, const
         for (int k = 0; k < h.n_det; k++, kp++) {
             rec_det r;
             memcpy(&r, all + off + sizeof r * (size_t)k, sizeof r);
-            memcpy(tp + kp * ODL_DET_NIOU, r.correct, ODL_DET_NIOU);
-            conf[kp] = r.conf;
-            pcls[kp] = r.cls;
+            memcpy(e->tp + kp * ODL_DET_NIOU, r.correct, ODL_DET_NIOU);
+            e->conf[kp] = r.conf;
+            e->pcls[kp] = r.cls;
         }
-        if (preds) ODL_CHECK_GOTO(add_json_preds(preds, ds->samples[h.index].image, d, h.n_det, nc), st, out);
+        if (preds) ODL_CHECK(add_json_preds(preds, ds->samples[h.index].image, d, h.n_det, nc));
         off += sizeof(rec_det) * (size_t)h.n_det;
-        memcpy(tcls + kt, all + off, sizeof(int32_t) * (size_t)h.n_labels);
+        memcpy(e->tcls + kt, all + off, sizeof(int32_t) * (size_t)h.n_labels);
         kt += h.n_labels;
         off += sizeof(int32_t) * (size_t)h.n_labels;
     }
-    ODL_CHECK_GOTO(odl_det_ap_per_class(tp, conf, pcls, n_pred, tcls, n_target, nc, &m), st, out);
+    return ODL_OK;
+}
 
-    /* val.py's table */
+/* val.py's table: all, then each class with labels (up to 50 classes, or --verbose). */
+static void print_table(const odl_yolov5 *net, const odl_det_dataset *ds, const eval_opts *o, const eval_stats *e,
+                        const odl_det_metrics *m) {
+    const int nc = odl_yolov5_num_classes(net);
     printf("%22s%11s%11s%11s%11s%11s%11s\n", "Class", "Images", "Instances", "P", "R", "mAP50", "mAP50-95");
-    printf("%22s%11lld%11lld%11.3g%11.3g%11.3g%11.3g\n", "all", (long long)seen, (long long)n_target, m.mp, m.mr, m.map50,
-           m.map50_95);
-    if (n_target == 0)
+    printf("%22s%11lld%11lld%11.3g%11.3g%11.3g%11.3g\n", "all", (long long)e->seen, (long long)e->n_target, m->mp, m->mr,
+           m->map50, m->map50_95);
+    if (e->n_target == 0)
         fprintf(stderr, "odl_worker: warning: no labels found in %s, can not compute metrics without labels\n", o->data);
-    if ((o->verbose || nc < 50) && nc > 1 && m.n_classes_with_labels > 0 && n_pred > 0)
+    if ((o->verbose || nc < 50) && nc > 1 && m->n_classes_with_labels > 0 && e->n_pred > 0)
         for (int c = 0; c < nc; c++) {
-            const odl_det_class_metrics *pc = &m.per_class[c];
+            const odl_det_class_metrics *pc = &m->per_class[c];
             if (!pc->n_labels) continue;
-            printf("%22s%11lld%11lld%11.3g%11.3g%11.3g%11.3g\n", class_name(ds, net, c), (long long)seen,
+            printf("%22s%11lld%11lld%11.3g%11.3g%11.3g%11.3g\n", class_name(ds, net, c), (long long)e->seen,
                    (long long)pc->n_labels, pc->p, pc->r, pc->ap50, pc->ap50_95);
         }
     fflush(stdout);
+}
 
-    root = json_object();
-    json_t *per = json_object(), *classes = json_array();
-    json_object_set_new(root, "mp", odl_json_num(m.mp, -1));
-    json_object_set_new(root, "mr", odl_json_num(m.mr, -1));
-    json_object_set_new(root, "map50", odl_json_num(m.map50, -1));
-    json_object_set_new(root, "map50_95", odl_json_num(m.map50_95, -1));
+/* metrics.json (docs/eval.md): the totals, each class with labels, the counts and the settings. */
+static json_t *metrics_json(const odl_yolov5 *net, const odl_det_dataset *ds, const eval_opts *o, const eval_stats *e,
+                            const odl_det_metrics *m) {
+    const int nc = odl_yolov5_num_classes(net);
+    json_t *root = json_object(), *per = json_object(), *classes = json_array();
+    json_object_set_new(root, "mp", odl_json_num(m->mp, -1));
+    json_object_set_new(root, "mr", odl_json_num(m->mr, -1));
+    json_object_set_new(root, "map50", odl_json_num(m->map50, -1));
+    json_object_set_new(root, "map50_95", odl_json_num(m->map50_95, -1));
     for (int c = 0; c < nc; c++) {
-        const odl_det_class_metrics *pc = &m.per_class[c];
+        const odl_det_class_metrics *pc = &m->per_class[c];
         if (!pc->n_labels) continue;
         json_object_set_new(per, class_name(ds, net, c), odl_json_num(pc->ap50_95, -1));
-        json_t *e = json_object();
-        json_object_set_new(e, "class_id", json_integer(c));
-        json_object_set_new(e, "name", json_string(class_name(ds, net, c)));
-        json_object_set_new(e, "instances", json_integer(pc->n_labels));
-        json_object_set_new(e, "predictions", json_integer(pc->n_pred));
-        json_object_set_new(e, "p", odl_json_num(pc->p, -1));
-        json_object_set_new(e, "r", odl_json_num(pc->r, -1));
-        json_object_set_new(e, "map50", odl_json_num(pc->ap50, -1));
-        json_object_set_new(e, "map50_95", odl_json_num(pc->ap50_95, -1));
-        json_array_append_new(classes, e);
+        json_t *x = json_object();
+        json_object_set_new(x, "class_id", json_integer(c));
+        json_object_set_new(x, "name", json_string(class_name(ds, net, c)));
+        json_object_set_new(x, "instances", json_integer(pc->n_labels));
+        json_object_set_new(x, "predictions", json_integer(pc->n_pred));
+        json_object_set_new(x, "p", odl_json_num(pc->p, -1));
+        json_object_set_new(x, "r", odl_json_num(pc->r, -1));
+        json_object_set_new(x, "map50", odl_json_num(pc->ap50, -1));
+        json_object_set_new(x, "map50_95", odl_json_num(pc->ap50_95, -1));
+        json_array_append_new(classes, x);
     }
     json_object_set_new(root, "per_class", per);
     json_object_set_new(root, "classes", classes);
-    json_object_set_new(root, "images", json_integer(seen));
-    json_object_set_new(root, "instances", json_integer(n_target));
-    json_object_set_new(root, "predictions", json_integer(n_pred));
+    json_object_set_new(root, "images", json_integer(e->seen));
+    json_object_set_new(root, "instances", json_integer(e->n_target));
+    json_object_set_new(root, "predictions", json_integer(e->n_pred));
     json_t *set = json_object();
     json_object_set_new(set, "weights", json_string(o->weights));
     json_object_set_new(set, "data", json_string(o->data));
@@ -487,27 +505,45 @@ static odl_status report(const odl_yolov5 *net, const odl_det_dataset *ds, const
     json_object_set_new(set, "rect", json_boolean(!o->square));
     json_object_set_new(set, "half", json_boolean(o->half));
     json_object_set_new(root, "settings", set);
+    return root;
+}
+
+/* OUTPUT/metrics.json and, with --save-json, OUTPUT/<weights stem>_predictions.json (pycocotools). */
+static odl_status write_results(const eval_opts *o, const json_t *root, const json_t *preds, int64_t n_pred) {
     char path[4096];
     snprintf(path, sizeof path, "%s/metrics.json", o->output);
-    if ((st = odl_json_save_file(path, root, JSON_INDENT(1) | JSON_SORT_KEYS)) != ODL_OK) goto out;
+    ODL_CHECK(odl_json_save_file(path, root, JSON_INDENT(1) | JSON_SORT_KEYS));
     fprintf(stderr, "odl_worker: metrics in %s\n", path);
-    if (preds) {
-        char stem[1024];
-        snprintf(stem, sizeof stem, "%s", base_name(o->weights));
-        char *dot = strrchr(stem, '.');
-        if (dot) *dot = 0;
-        snprintf(path, sizeof path, "%s/%s_predictions.json", o->output, stem);
-        if ((st = odl_json_save_file(path, preds, JSON_REAL_PRECISION(10))) != ODL_OK) goto out;
-        fprintf(stderr, "odl_worker: %lld COCO-format predictions in %s (pycocotools)\n", (long long)n_pred, path);
+    if (!preds) return ODL_OK;
+    char stem[1024];
+    snprintf(stem, sizeof stem, "%s", base_name(o->weights));
+    char *dot = strrchr(stem, '.');
+    if (dot) *dot = 0;
+    snprintf(path, sizeof path, "%s/%s_predictions.json", o->output, stem);
+    ODL_CHECK(odl_json_save_file(path, preds, JSON_REAL_PRECISION(10)));
+    fprintf(stderr, "odl_worker: %lld COCO-format predictions in %s (pycocotools)\n", (long long)n_pred, path);
+    return ODL_OK;
+}
+
+/* Rank 0: metrics from every image's record, the table, metrics.json and the predictions. */
+static odl_status report(const odl_yolov5 *net, const odl_det_dataset *ds, const eval_opts *o, const uint8_t *all,
+                         size_t nbytes) {
+    const int nc = odl_yolov5_num_classes(net);
+    eval_stats e;
+    json_t *preds = o->save_json ? json_array() : NULL, *root = NULL;
+    odl_det_metrics m;
+    memset(&m, 0, sizeof m);
+    odl_status st = stats_unpack(ds, nc, all, nbytes, preds, &e);
+    if (st == ODL_OK) st = odl_det_ap_per_class(e.tp, e.conf, e.pcls, e.n_pred, e.tcls, e.n_target, nc, &m);
+    if (st == ODL_OK) {
+        print_table(net, ds, o, &e, &m);
+        root = metrics_json(net, ds, o, &e, &m);
+        st = write_results(o, root, preds, e.n_pred);
     }
-out:
     odl_det_metrics_free(&m);
     json_decref(root);
     json_decref(preds);
-    free(tp);
-    free(conf);
-    free(pcls);
-    free(tcls);
+    stats_free(&e);
     return st;
 }
 
@@ -580,28 +616,39 @@ static void queue_key(const eval_opts *o, odl_device dev, int n, char *key, size
              !o->square, o->half, o->backend_post, dev.type == ODL_DEV_CUDA ? "cuda" : "cpu");
 }
 
-int odl_task_eval_yolov5_main(int argc, char **argv) {
+/* One run of --task=eval --model=yolov5, for its phases below. */
+typedef struct eval_run {
     eval_opts o;
-    int pr = parse_opts(argc, argv, &o);
-    if (pr == 3) {
-        eval_usage(stdout);
-        return 0;
-    }
-    if (pr) return 2;
+    odl_comm *comm;   /* NULL: one process */
+    odl_device dev;
+    int rank, world;
+    odl_worker_coord *wc;
+    odl_coord_client *coord; /* under odl_coordinator: chunks from its work queue */
+    odl_yolov5 *net;
+    odl_det_dataset ds;
+    int *order, *shape;      /* val.py's batch plan */
+    uint8_t *all;            /* every image's statistics, in evaluation order (rank 0) */
+    size_t all_n;
+    int64_t batches, n_mine;
+    double t[3], t_start;
+} eval_run;
 
+/* Phase 1: the launcher, the process group and the device, then ODL_FAULT and the coordinator's
+ * registration. Returns -1 to go on, else the exit status (a usage error is 2). */
+static int eval_launch(eval_run *r) {
     odl_launch_info li;
     if (odl_launch_detect(&li) != ODL_OK) {
         fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
         return 2;
     }
-    odl_comm *comm = NULL;
-    odl_device dev = odl_cpu();
-    int rank = 0, world = 1, rc = 1;
+    r->dev = odl_cpu();
+    r->world = 1;
     if (li.launched) {
-        int want_cuda = !strncmp(o.device, "cuda", 4) || (!strcmp(o.device, "auto") && odl_cuda_device_count() > 0);
+        const eval_opts *o = &r->o;
+        int want_cuda = !strncmp(o->device, "cuda", 4) || (!strcmp(o->device, "auto") && odl_cuda_device_count() > 0);
         odl_comm_options co = {.device_type = want_cuda ? ODL_DEV_CUDA : ODL_DEV_CPU, .cuda_index = -1,
-                               .timeout_s = o.timeout_s};
-        odl_status cs = odl_comm_init(&li, &co, &comm);
+                               .timeout_s = o->timeout_s};
+        odl_status cs = odl_comm_init(&li, &co, &r->comm);
         if (cs != ODL_OK) {
             if (cs == ODL_E_UNSUPPORTED) { /* no MPI in this build: nothing to abort, a usage error */
                 fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
@@ -609,125 +656,146 @@ int odl_task_eval_yolov5_main(int argc, char **argv) {
             }
             odl_comm_abort_job(NULL, ODL_COMM_EXIT_ERROR, "%s", odl_error_msg_user());
         }
-        rank = odl_comm_rank(comm);
-        world = odl_comm_size(comm);
-        odl_log_set_rank(rank, world);
-        dev = odl_comm_device(comm);
-        if (dev.type == ODL_DEV_CUDA && odl_cuda_init(dev.index, 0.5) != ODL_OK)
-            odl_comm_abort_job(comm, ODL_COMM_EXIT_ERROR, "rank %d: %s", rank, odl_error_msg_user());
-    } else if (odl_cli_pick_device(o.device, &dev) != ODL_OK) {
+        r->rank = odl_comm_rank(r->comm);
+        r->world = odl_comm_size(r->comm);
+        odl_log_set_rank(r->rank, r->world);
+        r->dev = odl_comm_device(r->comm);
+        if (r->dev.type == ODL_DEV_CUDA && odl_cuda_init(r->dev.index, 0.5) != ODL_OK)
+            odl_comm_abort_job(r->comm, ODL_COMM_EXIT_ERROR, "rank %d: %s", r->rank, odl_error_msg_user());
+    } else if (odl_cli_pick_device(r->o.device, &r->dev) != ODL_OK) {
         fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
         return 1;
     }
     /* ODL_FAULT and, under odl_coordinator, the registration (a bad value is a usage error, exit 2) */
-    odl_worker_coord *wc = NULL;
-    if (odl_worker_coord_start_eval(&wc, rank, world, comm) != ODL_OK) {
-        if (comm) odl_comm_abort_job(comm, 2, "rank %d: %s", rank, odl_error_msg_user());
+    if (odl_worker_coord_start_eval(&r->wc, r->rank, r->world, r->comm) != ODL_OK) {
+        if (r->comm) odl_comm_abort_job(r->comm, 2, "rank %d: %s", r->rank, odl_error_msg_user());
         fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
-        if (dev.type == ODL_DEV_CUDA) odl_cuda_shutdown();
+        if (r->dev.type == ODL_DEV_CUDA) odl_cuda_shutdown();
         return 2;
     }
-    odl_coord_client *coord = odl_worker_coord_client_of(wc);
-    int64_t batches = 0, n_mine = 0;
+    r->coord = odl_worker_coord_client_of(r->wc);
+    return -1;
+}
 
-    odl_yolov5 *net = NULL;
-    odl_det_dataset ds;
-    memset(&ds, 0, sizeof ds);
-    int *order = NULL, *shape = NULL;
-    bytes stats = {0};
-    uint8_t *all = NULL;
-    size_t all_n = 0;
-    double t[3] = {0, 0, 0}, t_start = odl_mono_ms();
-    odl_status st = ODL_OK;
-    const char *stage = "setup";
-
-    /* Every step before the gather is agreed on, so that no rank waits for one that has failed. */
-    st = odl_yolov5_load(o.weights, dev, &net);
-    if (st != ODL_OK) odl_error_prefix("--weights %s", o.weights);
-    if (st == ODL_OK && o.half && (st = odl_yolov5_set_half(net, 1)) != ODL_OK) odl_error_prefix("--half");
-    if (st == ODL_OK) st = odl_det_dataset_open(o.data, odl_yolov5_num_classes(net), &ds);
-    if (st == ODL_OK && rank == 0) st = odl_output_mkdir_p("--output", o.output);
+/* Phase 2: weights, data set, output folder and val.py's batch plan, agreed on by every rank so that
+ * none waits for one that has failed. */
+static odl_status eval_prepare(eval_run *r) {
+    const eval_opts *o = &r->o;
+    odl_status st = odl_yolov5_load(o->weights, r->dev, &r->net);
+    if (st != ODL_OK) odl_error_prefix("--weights %s", o->weights);
+    if (st == ODL_OK && o->half && (st = odl_yolov5_set_half(r->net, 1)) != ODL_OK) odl_error_prefix("--half");
+    if (st == ODL_OK) st = odl_det_dataset_open(o->data, odl_yolov5_num_classes(r->net), &r->ds);
+    if (st == ODL_OK && r->rank == 0) st = odl_output_mkdir_p("--output", o->output);
     if (st == ODL_OK) {
-        order = malloc(sizeof(int) * (size_t)ds.n);
-        shape = malloc(sizeof(int) * 2 * (size_t)ds.n);
-        st = order && shape ? odl_det_dataset_plan(&ds, o.img_size, o.batch, odl_yolov5_max_stride(net), 0.5, !o.square,
-                                                   order, shape)
-                            : ODL_ERR(ODL_E_NOMEM, "batch plan");
+        r->order = malloc(sizeof(int) * (size_t)r->ds.n);
+        r->shape = malloc(sizeof(int) * 2 * (size_t)r->ds.n);
+        st = r->order && r->shape ? odl_det_dataset_plan(&r->ds, o->img_size, o->batch, odl_yolov5_max_stride(r->net), 0.5,
+                                                         !o->square, r->order, r->shape)
+                                  : ODL_ERR(ODL_E_NOMEM, "batch plan");
     }
-    if (comm) st = odl_comm_agree(comm, st, stage);
-    if (st != ODL_OK) goto out;
-    const int lo = coord ? 0 : (int)((int64_t)ds.n * rank / world), hi = coord ? 0 : (int)((int64_t)ds.n * (rank + 1) / world);
-    if (rank == 0)
-        fprintf(stderr,
-                "odl_worker: eval yolov5 %s on %s, %s; %s: %d images (%d backgrounds: %d missing and %d empty label files, "
-                "%d duplicate labels removed); %s letterbox %d, batch %d, conf %g, IoU %g, max_det %d; %d rank(s)\n",
-                o.weights, odl_device_name(dev), o.half ? "float16" : "float32", o.data, ds.n, ds.n_missing + ds.n_empty,
-                ds.n_missing, ds.n_empty, ds.n_duplicates, o.square ? "square" : "rectangular", o.img_size, o.batch,
-                o.conf, o.iou, o.max_det, world);
-    stage = "evaluation";
-    if (coord) {
-        /* No collective from here on: a rank that dies or lags holds up no other; the coordinator
-         * relaunches the job on a death, and re-hands a straggler's chunk. */
-        char key[8192];
-        queue_key(&o, dev, ds.n, key, sizeof key);
-        queue_ctx qc = {net, &ds, &o, order, shape, rank, odl_worker_coord_faults(wc), &batches, t};
-        odl_eval_queue_ops ops = {&qc, queue_eval, queue_check};
-        st = odl_eval_queue_run(coord, key, ds.n, o.batch, rank, &ops, &all, &all_n, &n_mine);
-        if (st != ODL_OK) {
-            odl_error_prefix("rank %d", rank);
-            fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
-            rc = 1;
-            goto out_free;
-        }
-    } else {
-        st = eval_shard(net, &ds, &o, order, shape, lo, hi, rank, odl_worker_coord_faults(wc), &batches, &stats, t);
-        n_mine = hi - lo;
-        if (st != ODL_OK) odl_error_prefix("rank %d", rank);
-        if (comm) st = odl_comm_agree(comm, st, stage);
-        if (st != ODL_OK) goto out;
-        if (comm) {
-            stage = "gathering statistics";
-            st = odl_comm_gather_host_bytes(comm, stats.p, stats.n, 0, (void **)&all, &all_n);
-            if (st != ODL_OK) odl_comm_abort_job(comm, ODL_COMM_EXIT_ERROR, "%s", odl_error_msg_user());
-        } else {
-            all = stats.p;
-            all_n = stats.n;
-            stats.p = NULL;
-        }
+    if (r->comm) st = odl_comm_agree(r->comm, st, "setup");
+    if (st != ODL_OK || r->rank) return st;
+    const odl_det_dataset *ds = &r->ds;
+    fprintf(stderr,
+            "odl_worker: eval yolov5 %s on %s, %s; %s: %d images (%d backgrounds: %d missing and %d empty label files, "
+            "%d duplicate labels removed); %s letterbox %d, batch %d, conf %g, IoU %g, max_det %d; %d rank(s)\n",
+            o->weights, odl_device_name(r->dev), o->half ? "float16" : "float32", o->data, ds->n,
+            ds->n_missing + ds->n_empty, ds->n_missing, ds->n_empty, ds->n_duplicates, o->square ? "square" : "rectangular",
+            o->img_size, o->batch, o->conf, o->iou, o->max_det, r->world);
+    return ODL_OK;
+}
+
+/* Phase 3a, under the coordinator: chunks from its work queue. No collective from here on: a rank that
+ * dies or lags holds up no other; the coordinator relaunches the job on a death, and re-hands a
+ * straggler's chunk. */
+static odl_status eval_from_queue(eval_run *r) {
+    char key[8192];
+    queue_key(&r->o, r->dev, r->ds.n, key, sizeof key);
+    queue_ctx qc = {r->net, &r->ds, &r->o, r->order, r->shape, r->rank, odl_worker_coord_faults(r->wc), &r->batches, r->t};
+    odl_eval_queue_ops ops = {&qc, queue_eval, queue_check};
+    odl_status st = odl_eval_queue_run(r->coord, key, r->ds.n, r->o.batch, r->rank, &ops, &r->all, &r->all_n, &r->n_mine);
+    if (st != ODL_OK) odl_error_prefix("rank %d", r->rank);
+    return st;
+}
+
+/* Phase 3b, without it: this rank's contiguous shard, the statistics gathered to rank 0. */
+static odl_status eval_shard_gather(eval_run *r) {
+    const int lo = (int)((int64_t)r->ds.n * r->rank / r->world), hi = (int)((int64_t)r->ds.n * (r->rank + 1) / r->world);
+    bytes stats = {0};
+    odl_status st = eval_shard(r->net, &r->ds, &r->o, r->order, r->shape, lo, hi, r->rank, odl_worker_coord_faults(r->wc),
+                               &r->batches, &stats, r->t);
+    r->n_mine = hi - lo;
+    if (st != ODL_OK) odl_error_prefix("rank %d", r->rank);
+    if (r->comm) st = odl_comm_agree(r->comm, st, "evaluation");
+    if (st == ODL_OK && r->comm) {
+        st = odl_comm_gather_host_bytes(r->comm, stats.p, stats.n, 0, (void **)&r->all, &r->all_n);
+        if (st != ODL_OK) odl_comm_abort_job(r->comm, ODL_COMM_EXIT_ERROR, "%s", odl_error_msg_user());
+    } else if (st == ODL_OK) {
+        r->all = stats.p;
+        r->all_n = stats.n;
+        stats.p = NULL;
     }
-    if (rank == 0) {
-        st = report(net, &ds, &o, all, all_n);
-        double wall = odl_mono_ms() - t_start;
-        /* val.py: "Speed: %.1fms pre-process, %.1fms inference, %.1fms NMS per image" (rank 0's shard) */
-        if (n_mine > 0)
-            fprintf(stderr,
-                    "odl_worker: speed on rank 0: %.1f ms waiting for decode+letterbox, %.1f ms forward+NMS, "
-                    "%.1f ms matching per image; pipeline %.1f images/s on rank 0; %d images in %.2f s wall (%.1f "
-                    "images/s over %d rank(s))\n",
-                    t[0] / n_mine, t[1] / n_mine, t[2] / n_mine, n_mine / ((t[0] + t[1] + t[2]) / 1e3), ds.n, wall / 1e3,
-                    ds.n / (wall / 1e3), world);
-    }
-    if (comm && !coord) st = odl_comm_agree(comm, st, "writing the results");
-out:
-    if (st != ODL_OK) {
-        if (rank == 0 || !comm) fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
-        rc = 1;
-    } else {
-        rc = 0;
-    }
-out_free:
-    if (rc) odl_worker_coord_fail(wc, odl_error_msg_user());
-    odl_worker_coord_finish(wc, NULL, rc);
-    free(all);
     free(stats.p);
-    free(order);
-    free(shape);
-    odl_det_dataset_free(&ds);
-    odl_yolov5_free(net);
-    if (comm && odl_comm_finalize(comm) != ODL_OK && rc == 0) {
+    return st;
+}
+
+/* Phase 4, rank 0: the metrics and val.py's speed line. */
+static odl_status eval_report(eval_run *r) {
+    odl_status st = report(r->net, &r->ds, &r->o, r->all, r->all_n);
+    double wall = odl_mono_ms() - r->t_start, *t = r->t;
+    /* val.py: "Speed: %.1fms pre-process, %.1fms inference, %.1fms NMS per image" (rank 0's shard) */
+    if (r->n_mine > 0)
+        fprintf(stderr,
+                "odl_worker: speed on rank 0: %.1f ms waiting for decode+letterbox, %.1f ms forward+NMS, "
+                "%.1f ms matching per image; pipeline %.1f images/s on rank 0; %d images in %.2f s wall (%.1f "
+                "images/s over %d rank(s))\n",
+                t[0] / r->n_mine, t[1] / r->n_mine, t[2] / r->n_mine, r->n_mine / ((t[0] + t[1] + t[2]) / 1e3), r->ds.n,
+                wall / 1e3, r->ds.n / (wall / 1e3), r->world);
+    return st;
+}
+
+/* Phase 5: goodbye to the coordinator (with the error), free, finalize. Returns the exit status. */
+static int eval_teardown(eval_run *r, int rc) {
+    if (rc) odl_worker_coord_fail(r->wc, odl_error_msg_user());
+    odl_worker_coord_finish(r->wc, NULL, rc);
+    free(r->all);
+    free(r->order);
+    free(r->shape);
+    odl_det_dataset_free(&r->ds);
+    odl_yolov5_free(r->net);
+    if (r->comm && odl_comm_finalize(r->comm) != ODL_OK && rc == 0) {
         fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
         rc = 1;
     }
-    if (dev.type == ODL_DEV_CUDA) odl_cuda_shutdown();
+    if (r->dev.type == ODL_DEV_CUDA) odl_cuda_shutdown();
     return rc;
+}
+
+int odl_task_eval_yolov5_main(int argc, char **argv) {
+    static eval_run r; /* large: not on the stack */
+    memset(&r, 0, sizeof r);
+    int pr = parse_opts(argc, argv, &r.o);
+    if (pr == 3) {
+        eval_usage(stdout);
+        return 0;
+    }
+    if (pr) return 2;
+    int rc = eval_launch(&r);
+    if (rc >= 0) return rc;
+    r.t_start = odl_mono_ms();
+    odl_status st = eval_prepare(&r);
+    if (st == ODL_OK && r.coord) {
+        if ((st = eval_from_queue(&r)) != ODL_OK) { /* every rank says its own error: no collective here */
+            fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
+            return eval_teardown(&r, 1);
+        }
+    } else if (st == ODL_OK) {
+        st = eval_shard_gather(&r);
+    }
+    if (st == ODL_OK) { /* every rank got here: rank 0's report is agreed on, whatever it gave */
+        if (r.rank == 0) st = eval_report(&r);
+        if (r.comm && !r.coord) st = odl_comm_agree(r.comm, st, "writing the results");
+    }
+    if (st != ODL_OK && (r.rank == 0 || !r.comm)) fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
+    return eval_teardown(&r, st != ODL_OK);
 }
