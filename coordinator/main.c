@@ -1,7 +1,8 @@
 /* odl_coordinator: one per job (docs/coordinator.md).
  *   odl_coordinator --job-dir DIR [--listen HOST:PORT] [--http HOST:PORT|off] [--max-restarts N]
  *                   [--heartbeat-ms MS] [--timeout S] [--backoff S] [--checkpoint-every N] [--keep N]
- *                   [--token-file PATH] [-- CMD ARGS...]
+ *                   [--token-file PATH] [--hostfile FILE] [--slurm] [-- CMD ARGS...]
+ * (usage() below says what each does.)
  * It starts CMD (e.g. mpirun -np 8 odl_worker --task=train ...) with the coordinator's address, the
  * job secret and the generation in its environment, watches the ranks that register, relaunches the
  * job from the last committed checkpoint when it fails, and exits with the job's status. */
