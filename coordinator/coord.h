@@ -246,11 +246,13 @@ typedef enum coord_xid_decision {
     COORD_XID_NONE,     /* counted only (an ignored class, or the job is not running) */
     COORD_XID_RESTART,  /* an application Xid: restart the job without fencing */
     COORD_XID_FENCED,   /* the node is in fence.json: checkpoint, stop, relaunch without it */
+    COORD_XID_FENCED_ALSO, /* the node is in fence.json; the job was stopping or failing already */
     COORD_XID_UNRECORDED, /* node-fatal, but fence.json could not be written: fail the job */
 } coord_xid_decision;
-/* Count the report for /metrics and, while the job runs, decide; why says it for the job's failure
- * line (RESTART, UNRECORDED). A node-fatal Xid, or application ones reaching escalate_after on one
- * node, fence the node (fence.json) before this returns. */
+/* Count the report for /metrics and decide; why says it for the job's failure line (RESTART,
+ * UNRECORDED). A node-fatal Xid fences its node (fence.json) whatever the job's state, as application
+ * ones reaching escalate_after on one node while it runs; an application Xid of a job already stopping
+ * or failing is only counted. */
 coord_xid_decision coord_xid_decide(coord *c, int rank, const Odl__XidReport *x, char *why, size_t cap);
 /* xid_history.c: record an application Xid of `node` in JOB_DIR/xid_history.json, dropping entries older
  * than t->escalate_window_s; *n = the node's application Xids now within the window, codes = them

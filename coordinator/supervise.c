@@ -130,7 +130,8 @@ static void on_member_done(coord *c) {
 static void on_xid(coord *c, int rank, const Odl__XidReport *x) {
     char why[400];
     switch (coord_xid_decide(c, rank, x, why, sizeof why)) {
-    case COORD_XID_NONE: return;
+    case COORD_XID_NONE:
+    case COORD_XID_FENCED_ALSO: return; /* launch_args.c reads fence.json at the relaunch */
     case COORD_XID_RESTART:
     case COORD_XID_UNRECORDED: coord_job_fail(c, "%s", why); return;
     case COORD_XID_FENCED: break;

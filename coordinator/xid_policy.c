@@ -89,20 +89,32 @@ coord_xid_decision coord_xid_decide(coord *c, int rank, const Odl__XidReport *x,
     char code[16];
     odl_xid_code_str((int)x->xid, code); /* "bus_lost" for a lost GPU or a failing NVML call */
     ODL_LOG_WARN("rank %d (node %s) reports %s Xid %s on %s: %s", rank, r->node, cls, code, x->pci_bus_id, x->detail);
-    if (c->state != JOB_RUNNING) return COORD_XID_NONE; /* already stopping or failing: that decision stands */
+    const int running = c->state == JOB_RUNNING;
     char reason[160] = "";
-    if (x->xid_class == ODL_XID_APPLICATION && !escalates(c, r, x, reason, sizeof reason)) {
-        snprintf(why, cap, "rank %d (node %s) saw application Xid %s on %s: restarting the job without fencing", rank,
-                 r->node, code, x->pci_bus_id);
-        return COORD_XID_RESTART;
+    if (x->xid_class == ODL_XID_APPLICATION) {
+        if (!running) return COORD_XID_NONE; /* already stopping or failing: that restart is under way */
+        if (!escalates(c, r, x, reason, sizeof reason)) {
+            snprintf(why, cap, "rank %d (node %s) saw application Xid %s on %s: restarting the job without fencing", rank,
+                     r->node, code, x->pci_bus_id);
+            return COORD_XID_RESTART;
+        }
+    } else if (x->xid_class != ODL_XID_NODE_FATAL) {
+        return COORD_XID_NONE;
     }
-    if (x->xid_class != ODL_XID_NODE_FATAL && !reason[0]) return COORD_XID_NONE;
+    /* A node-fatal finding fences its node whatever the job's state: a second node that fails while the
+     * first one's stop is under way must not be relaunched onto. */
     int added = 0;
     if (fence_node(c, r, x, reason[0] ? reason : NULL, &added) != ODL_OK) {
         /* Without a record the relaunch could land on the node again: fail loudly, keep the job's state. */
         ODL_LOG_ERROR("cannot fence node %s: %s", r->node, odl_error_msg());
         snprintf(why, cap, "node-fatal Xid %s on node %s could not be recorded in the fence list", code, r->node);
         return COORD_XID_UNRECORDED;
+    }
+    if (!running) {
+        ODL_LOG_WARN("node %s %s (Xid %s on %s, generation %" PRIu64 "): the job is already %s; its relaunch leaves "
+                     "the node out", r->node, added ? "fenced" : "was fenced already", code, x->pci_bus_id, c->generation,
+                     c->state == JOB_STOPPING ? "stopping" : "failing");
+        return COORD_XID_FENCED_ALSO;
     }
     ODL_LOG_WARN("node %s %s (Xid %s on %s, generation %" PRIu64 "): checkpointing at the next step boundary, then "
                  "relaunching without it", r->node, added ? "fenced" : "was fenced already", code, x->pci_bus_id,

@@ -23,6 +23,7 @@
 #   checkpoint_now       SIGUSR1: a checkpoint at one step on every rank, committed; the job goes on unaffected
 #   give_up              a command that always fails: --max-restarts relaunches, then the job's exit status
 #   serve_preempt        a serving coordinator whose only rank finished ends at once on SIGTERM (exit 75)
+#   two_fenced           Xid 79 on two nodes of one generation (coord_peer): both fenced, the relaunch on the third
 #   bad_options          a number option that is not all a number of its kind is a usage error naming it
 #   damaged_state        a damaged state.json, committed.json or plan.json is an error naming the field (exit 1),
 #                        nothing is launched; a sound state.json's generation goes on
@@ -477,6 +478,36 @@ give_up)
     expect_line "$tmp/coord.log" "giving up after 2 restarts (--max-restarts 2): the job's command exited with status 3" "gave up"
     [ "$(json_field "$job/state.json" generation)" = 3 ] && ok "state.json: generation 3" || bad "state.json: $(cat "$job/state.json")"
     loop_closed "$tmp/coord.log" 3
+    ;;
+two_fenced)
+    # Xid 79 on two nodes of one generation, the second while the first one's stop is under way: both
+    # are fenced (the second was once only counted, and the relaunch landed on it). Three peers on three
+    # nodes; the generation ends (exit 1) and is relaunched from a hostfile without nodeB and nodeC.
+    printf 'nodeA slots=1\nnodeB slots=1\nnodeC slots=1\n' >"$tmp/hosts"
+    cat >"$tmp/job.sh" <<EOS
+#!/bin/sh
+[ "\$ODL_COORD_GENERATION" = 1 ] || exit 0
+ODL_PEER_NODE=nodeA "$peer" "\$ODL_COORD_ADDR" "\$ODL_COORD_SECRET_FILE" 0 3 1 3 &
+ODL_PEER_NODE=nodeB ODL_PEER_XID=79@0.5 "$peer" "\$ODL_COORD_ADDR" "\$ODL_COORD_SECRET_FILE" 1 3 1 3 &
+ODL_PEER_NODE=nodeC ODL_PEER_XID=79@1.5 "$peer" "\$ODL_COORD_ADDR" "\$ODL_COORD_SECRET_FILE" 2 3 1 3 &
+wait
+exit 1
+EOS
+    ASAN_OPTIONS=detect_leaks=1 "$coord" --job-dir "$job" --listen 127.0.0.1:0 --http off --max-restarts 1 --backoff 0 \
+        --hostfile "$tmp/hosts" -- sh "$tmp/job.sh" {hostfile} >"$tmp/coord.log" 2>&1
+    rc=$?
+    expect_rc 0 "the relaunch finished"
+    expect_line "$tmp/coord.log" "node nodeB fenced (Xid 79 .*checkpointing at the next step boundary" "the first fence stops the job"
+    expect_line "$tmp/coord.log" "node nodeC fenced (Xid 79 .*the job is already stopping; its relaunch leaves the node out" \
+        "the second node is fenced while the stop is under way"
+    if grep -q '"node": "nodeB"' "$job/fence.json" && grep -q '"node": "nodeC"' "$job/fence.json"; then
+        ok "fence.json holds nodeB and nodeC"
+    else
+        bad "fence.json: $(cat "$job/fence.json")"
+    fi
+    if [ "$(grep -v '^#' "$job/hosts.2")" = "nodeA slots=1" ]; then ok "generation 2's hostfile: nodeA only"
+    else bad "generation 2's hostfile: $(cat "$job/hosts.2")"; fi
+    loop_closed "$tmp/coord.log" 0
     ;;
 bad_options)
     # Numbers are checked whole: a count that is not an integer, or any value with trailing text, is a

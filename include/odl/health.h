@@ -81,15 +81,18 @@ typedef struct odl_xid_table {
     uint8_t follows[ODL_XID_TABLE_SIZE]; /* 1: the code follows another error on the same GPU and is
                                           * attributed to it (Xid 45: channels torn down after it) */
     uint8_t unknown_cls;                 /* class of codes not in the table and >= ODL_XID_TABLE_SIZE */
-    int escalate_after;                  /* application findings on one node that escalate; 0 = never */
+    int escalate_after;                  /* application incidents on one node that escalate; 0 = never */
     double escalate_window_s;            /* ... counted within this window (log time); <= 0: all */
+    double incident_window_s;            /* one process's application findings within this many seconds of
+                                          * its incident's first are that incident (a crash prints Xid 13
+                                          * twice and then 43): counted once; <= 0: every finding counts */
 } odl_xid_table;
 
 /* The project's defaults (docs/health.md, with the source of each choice). */
 ODL_API void odl_xid_table_defaults(odl_xid_table *t);
 /* Override entries from a YAML file (libyaml):
  *   node_fatal: [48, 62, 79, "144-150", bus_lost]   application: [13, 31]   ignore: [63, 92]
- *   follows: [45]   unknown: application   escalate_after: 3   escalate_window_s: 3600
+ *   follows: [45]   unknown: application   escalate_after: 3   escalate_window_s: 3600   incident_window_s: 10
  * Codes may be numbers, "A-B" ranges or bus_lost; a key replaces nothing but the codes it lists.
  * Errors: ODL_E_IO (cannot open), ODL_E_FORMAT (malformed YAML, unknown key, bad code, with line). */
 ODL_API odl_status odl_xid_table_load_yaml(odl_xid_table *t, const char *path);
@@ -123,7 +126,9 @@ typedef struct odl_xid_classifier {
         int xid;
     } last[16]; /* last non-'follows' code per GPU */
     int n_last;
-    int64_t app_ts[ODL_XID_HISTORY]; /* times of application findings (-1 unknown), a ring */
+    int64_t app_ts[ODL_XID_HISTORY]; /* times of application incidents (-1 unknown), a ring */
+    int64_t app_pid[ODL_XID_HISTORY]; /* ... the process of each (-1 unknown) */
+    int app_xid[ODL_XID_HISTORY];     /* ... and its first code */
     int n_app;
 } odl_xid_classifier;
 
@@ -132,8 +137,11 @@ ODL_API void odl_xid_classifier_init(odl_xid_classifier *c, const odl_xid_table 
  * MIG instance, older than since_us). A 'follows' code (45) with a predecessor on that GPU, and a
  * bus-lost line after Xid 79, take the predecessor's class and name it in attributed_to: they belong to
  * an error already reported, so a consumer acts on findings with attributed_to < 0 only. Without a
- * predecessor a 'follows' code is classified by its own entry. Only application findings count
- * toward escalation (escalate_after within escalate_window_s of log time; unknown times always count). */
+ * predecessor a 'follows' code is classified by its own entry. Only application incidents count
+ * toward escalation (escalate_after within escalate_window_s of log time; unknown times always count):
+ * an application finding of the process (pid) of a counted incident within incident_window_s of that
+ * incident's first line is part of it, attributed to its first code (attributed_to) and not counted;
+ * a line without pid is an incident of its own. */
 ODL_API int odl_xid_classify(odl_xid_classifier *c, const odl_xid_record *rec, odl_health_finding *out);
 /* One line "xid=79 pci=0000:3b:00.0 class=node-fatal ..." (no newline) into buf. Returns buf. */
 ODL_API char *odl_health_finding_format(const odl_health_finding *f, char *buf, size_t cap);
