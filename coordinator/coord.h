@@ -164,7 +164,7 @@ struct coord {
     int n_registered; /* registrations in this generation (0: its command failed before any worker spoke) */
     coord_rank *ranks;
     double t_generation;
-    char failure[512];
+    char failure[1024];
 
     /* the dataset plan of this generation (from the committed checkpoint) */
     int have_plan;
@@ -182,6 +182,10 @@ struct coord {
     coord_conn *conns;
     int n_conns;
     coord_refusals refused;
+    struct {
+        uint64_t generation; /* the generation it claimed (0: none yet) */
+        char text[512];      /* "rank R was refused before it registered, from PEER: REASON" */
+    } refusal;               /* the last refusal of a rank claiming the current generation (server.c) */
 
     pthread_mutex_t metrics_mu;
     char *metrics; /* Prometheus text, rebuilt on every tick */

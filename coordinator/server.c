@@ -129,6 +129,25 @@ static void on_hello(coord *c, coord_conn *k, Odl__Envelope *e) {
     coord_conn_send(k, &out);
 }
 
+/* Refuse a connection that proved or claimed a rank: when it claims this generation, the refusal is
+ * remembered, so that the generation's failure line names the rank and why (its own stderr may never get
+ * through its launcher, and the rank killed with it looks merely dead). */
+static void refuse_rank(coord *c, coord_conn *k, uint64_t *counter, const Odl__Hello *h, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static void refuse_rank(coord *c, coord_conn *k, uint64_t *counter, const Odl__Hello *h, const char *fmt, ...) {
+    char why[300];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    if (h->generation == c->generation) {
+        c->refusal.generation = c->generation;
+        snprintf(c->refusal.text, sizeof c->refusal.text, "rank %u was refused before it registered, from %s: %s", h->rank,
+                 k->peer, why);
+    }
+    coord_conn_refuse(k, counter, "%s", why);
+}
+
 static void on_proof(coord *c, coord_conn *k, Odl__Envelope *e) {
     if (e->msg_case != ODL__ENVELOPE__MSG_PROOF) {
         coord_conn_refuse(k, &c->refused.protocol, "expected proof, got %s", odl_wire_msg_name(e->msg_case));
@@ -136,7 +155,7 @@ static void on_proof(coord *c, coord_conn *k, Odl__Envelope *e) {
     }
     const Odl__Hello *h = k->hello;
     if (!odl_wire_mac_ok(c->key, k->nonce, h->rank, h->generation, e->proof->mac.data, e->proof->mac.len)) {
-        coord_conn_refuse(k, &c->refused.auth, "wrong job secret (claimed rank %u, generation %" PRIu64 ")", h->rank, h->generation);
+        refuse_rank(c, k, &c->refused.auth, h, "wrong job secret (claimed rank %u, generation %" PRIu64 ")", h->rank, h->generation);
         return;
     }
     if (h->generation != c->generation) {
@@ -145,11 +164,11 @@ static void on_proof(coord *c, coord_conn *k, Odl__Envelope *e) {
         return;
     }
     if (c->state != JOB_RUNNING) {
-        coord_conn_refuse(k, &c->refused.generation, "rank %u: generation %" PRIu64 " is ending", h->rank, c->generation);
+        refuse_rank(c, k, &c->refused.generation, h, "rank %u: generation %" PRIu64 " is ending", h->rank, c->generation);
         return;
     }
     if (h->world_size == 0 || h->world_size > COORD_MAX_RANKS || h->rank >= h->world_size) {
-        coord_conn_refuse(k, &c->refused.protocol, "rank %u of world size %u", h->rank, h->world_size);
+        refuse_rank(c, k, &c->refused.protocol, h, "rank %u of world size %u", h->rank, h->world_size);
         return;
     }
     if (!c->world_size) {
@@ -165,13 +184,13 @@ static void on_proof(coord *c, coord_conn *k, Odl__Envelope *e) {
         }
         if (coord_plan_save(c) != ODL_OK) ODL_LOG_ERROR("%s", odl_error_msg());
     } else if ((int)h->world_size != c->world_size) {
-        coord_conn_refuse(k, &c->refused.protocol, "rank %u says world size %u, generation %" PRIu64 " has %d", h->rank,
+        refuse_rank(c, k, &c->refused.protocol, h, "rank %u says world size %u, generation %" PRIu64 " has %d", h->rank,
                h->world_size, c->generation, c->world_size);
         return;
     }
     coord_rank *r = &c->ranks[h->rank];
     if (r->conn || r->finished) {
-        coord_conn_refuse(k, &c->refused.duplicate, "duplicate rank %u (already registered from node %s, pid %u)", h->rank, r->node,
+        refuse_rank(c, k, &c->refused.duplicate, h, "duplicate rank %u (already registered from node %s, pid %u)", h->rank, r->node,
                r->pid);
         return;
     }

@@ -100,12 +100,21 @@ odl_status coord_job_launch(coord *c) {
     return ODL_OK;
 }
 
+/* A rank of this generation refused before it registered explains a failure that only looks like a
+ * death: say it in the failure line (and the give-up line, which repeats it). */
+static void append_refusal(coord *c) {
+    if (c->refusal.generation != c->generation || !c->refusal.text[0]) return;
+    size_t n = strlen(c->failure);
+    snprintf(c->failure + n, sizeof c->failure - n, "; earlier, %s", c->refusal.text);
+}
+
 void coord_job_fail(coord *c, const char *fmt, ...) {
     if (c->state != JOB_RUNNING && c->state != JOB_STOPPING) return;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(c->failure, sizeof c->failure, fmt, ap);
     va_end(ap);
+    append_refusal(c);
     ODL_LOG_ERROR("generation %" PRIu64 " failed: %s; killing the job's process group", c->generation, c->failure);
     c->state = JOB_FAILING;
     kill_group(c, SIGKILL);
@@ -208,10 +217,12 @@ static void on_child_exit(uv_process_t *p, int64_t status, int term_signal) {
         return;
     }
     if (c->state == JOB_RUNNING) {
+        const int refused = c->refusal.generation == c->generation && c->refusal.text[0];
         snprintf(c->failure, sizeof c->failure, "the job's command exited with %s %d%s", term_signal ? "signal" : "status",
                  term_signal ? term_signal : (int)status,
-                 c->n_registered ? "" : " before any rank registered (the launch itself failed: see the command's "
+                 c->n_registered || refused ? "" : " before any rank registered (the launch itself failed: see the command's "
                                         "output above, e.g. mpirun refusing to run as root without --allow-run-as-root)");
+        append_refusal(c);
         ODL_LOG_ERROR("generation %" PRIu64 " failed: %s", c->generation, c->failure);
     }
     coord_members_reset(c);

@@ -23,6 +23,7 @@
 #   checkpoint_now       SIGUSR1: a checkpoint at one step on every rank, committed; the job goes on unaffected
 #   give_up              a command that always fails: --max-restarts relaunches, then the job's exit status
 #   serve_preempt        a serving coordinator whose only rank finished ends at once on SIGTERM (exit 75)
+#   refused_rank         a rank refused before it registers (wrong secret) is named with the reason when the job fails
 #   two_fenced           Xid 79 on two nodes of one generation (coord_peer): both fenced, the relaunch on the third
 #   bad_options          a number option that is not all a number of its kind is a usage error naming it
 #   damaged_state        a damaged state.json, committed.json or plan.json is an error naming the field (exit 1),
@@ -478,6 +479,45 @@ give_up)
     expect_line "$tmp/coord.log" "giving up after 2 restarts (--max-restarts 2): the job's command exited with status 3" "gave up"
     [ "$(json_field "$job/state.json" generation)" = 3 ] && ok "state.json: generation 3" || bad "state.json: $(cat "$job/state.json")"
     loop_closed "$tmp/coord.log" 3
+    ;;
+refused_rank)
+    # A rank refused before it registers (its node has another secret file) is named with the reason in
+    # the failure and give-up lines, not only in an earlier warning: the rank its launcher then kills
+    # merely looks dead. The worker's own error says why without "[at file:line]".
+    head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$tmp/other_secret"
+    chmod 600 "$tmp/other_secret"
+    cat >"$tmp/job.sh" <<EOS
+#!/bin/sh
+"$peer" "\$ODL_COORD_ADDR" "\$ODL_COORD_SECRET_FILE" 0 2 1 30 &
+p0=\$!
+"$peer" "\$ODL_COORD_ADDR" "$tmp/other_secret" 1 2 1 30 >"$tmp/peer1.txt" 2>&1
+kill -9 \$p0   # as mpirun ends the job when one rank fails
+exit 1
+EOS
+    ASAN_OPTIONS=detect_leaks=1 "$coord" --job-dir "$job" --listen 127.0.0.1:0 --http off --max-restarts 0 \
+        -- sh "$tmp/job.sh" >"$tmp/coord.log" 2>&1
+    rc=$?
+    expect_rc 1 "the job failed"
+    expect_line "$tmp/coord.log" "generation 1 failed: .*; earlier, rank 1 was refused before it registered, from .*: wrong job secret (claimed rank 1, generation 1)" \
+        "the failure line names the refused rank and why"
+    expect_line "$tmp/coord.log" "giving up after 0 restarts .*rank 1 was refused before it registered.*wrong job secret" \
+        "so does the give-up line"
+    grep -q "refused: .*wrong job secret" "$tmp/peer1.txt" && ok "rank 1 was told why" || bad "rank 1: $(cat "$tmp/peer1.txt")"
+    loop_closed "$tmp/coord.log" 1
+    # A real worker refused (the job's only rank): the failure names it instead of "the launch itself
+    # failed", and the worker's own error is one line without a source location (no --verbose).
+    rm -rf "$job"
+    ASAN_OPTIONS=detect_leaks=1 "$coord" --job-dir "$job" --listen 127.0.0.1:0 --http off --max-restarts 0 \
+        -- env ODL_COORD_SECRET_FILE="$tmp/other_secret" ASAN_OPTIONS=detect_leaks=0 "$worker" --task=train \
+        --model=mnist_mlp --data_dir "$data" --device cpu --max-steps 1 >"$tmp/coord2.log" 2>&1
+    expect_line "$tmp/coord2.log" "generation 1 failed: the job's command exited with status 1; earlier, rank 0 was refused before it registered.*wrong job secret" \
+        "a refused worker named instead of a failed launch"
+    if grep -q "odl_worker: error: .*refused rank 0: wrong job secret" "$tmp/coord2.log" && ! grep "odl_worker: error" "$tmp/coord2.log" | grep -q "\[at "; then
+        ok "the worker's error has no [at file:line]: $(grep -m1 'odl_worker: error' "$tmp/coord2.log")"
+    else
+        bad "the worker's error: $(grep 'odl_worker: error' "$tmp/coord2.log")"
+    fi
+    loop_closed "$tmp/coord2.log" 1
     ;;
 two_fenced)
     # Xid 79 on two nodes of one generation, the second while the first one's stop is under way: both

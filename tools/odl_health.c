@@ -34,7 +34,7 @@ static void usage(FILE *f) {
 }
 
 static int fail(const char *what) {
-    fprintf(stderr, "odl_health: error: %s%s%s\n", what, odl_error_msg()[0] ? ": " : "", odl_error_msg());
+    fprintf(stderr, "odl_health: error: %s%s%s\n", what, odl_error_msg()[0] ? ": " : "", odl_error_msg_user());
     return EXIT_USAGE;
 }
 
@@ -490,7 +490,7 @@ static int cmd_fence(int argc, char **argv) {
 int main(int argc, char **argv) {
     setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID", 0);
     if (odl_env_load() != ODL_OK) {
-        fprintf(stderr, "odl_health: error: %s\n", odl_error_msg());
+        fprintf(stderr, "odl_health: error: %s\n", odl_error_msg_user());
         return EXIT_USAGE;
     }
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {

@@ -166,7 +166,7 @@ static int run_single(odl_config *cfg, odl_train_opts *opts, const char *dump) {
     odl_log_set_rank(0, 1);
     odl_worker_coord *wc = NULL; /* a coordinator, or ODL_FAULT, named in the environment */
     if (odl_worker_coord_start(&wc, cfg, 0, 1, NULL) != ODL_OK) {
-        fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg());
+        fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
         return 1;
     }
     odl_worker_coord_install(wc, opts);
@@ -223,7 +223,7 @@ int odl_train_launch(const odl_config *cfg_in, odl_train_opts *opts) {
     odl_log_set_rank(opts->rank, opts->world_size);
     odl_worker_coord *wc = NULL;
     if (odl_worker_coord_start(&wc, &eff, opts->rank, opts->world_size, comm) != ODL_OK)
-        odl_comm_abort_job(comm, ODL_COMM_EXIT_ERROR, "%s", odl_error_msg());
+        odl_comm_abort_job(comm, ODL_COMM_EXIT_ERROR, "%s", odl_error_msg_user());
     ODL_LOG_INFO("rank %d of %d (local %d of %d on %s), launcher %s, %s collectives on %s", opts->rank,
                  opts->world_size, opts->local_rank, odl_comm_local_size(comm), odl_comm_host(comm), li.launcher,
                  odl_comm_backend_name(odl_comm_get_backend(comm)), odl_device_name(odl_comm_device(comm)));
