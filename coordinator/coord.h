@@ -190,6 +190,7 @@ struct coord {
     pthread_mutex_t metrics_mu;
     char *metrics; /* Prometheus text, rebuilt on every tick */
     void *http;    /* struct MHD_Daemon * */
+    void *http_ctx; /* http.c's slot accounting */
 };
 
 /* conn.c: the port. Frames are decoded by odl_wire_decode, which refuses a bad length from the header
