@@ -221,7 +221,7 @@ static int check_in_child(int index, double timeout_s, char *why, size_t cap) {
 static int cmd_prometheus(void) {
     odl_nvml *n = NULL;
     if (odl_nvml_open(&n) != ODL_OK) {
-        fprintf(stderr, "odl_health gpu: no GPU to check: %s\n", odl_error_msg());
+        fprintf(stderr, "odl_health gpu: no GPU to check: %s\n", odl_error_msg_user());
         return EXIT_NOTHING;
     }
     int count = 0;
@@ -262,7 +262,7 @@ static int cmd_gpu(int argc, char **argv) {
     }
     odl_nvml *n = NULL;
     if (odl_nvml_open(&n) != ODL_OK) {
-        printf("odl_health gpu: no GPU to check: %s\n", odl_error_msg());
+        printf("odl_health gpu: no GPU to check: %s\n", odl_error_msg_user());
         return EXIT_NOTHING;
     }
     int count = 0;
@@ -345,7 +345,7 @@ static int cmd_events(int argc, char **argv) {
     }
     odl_nvml *n = NULL;
     if (odl_nvml_open(&n) != ODL_OK) {
-        printf("odl_health events: no GPU to check: %s\n", odl_error_msg());
+        printf("odl_health events: no GPU to check: %s\n", odl_error_msg_user());
         return EXIT_NOTHING;
     }
     int count = 0;
