@@ -403,6 +403,12 @@ int coord_ranks_training(const coord *c) {
 
 /* ------------------------------------------------------------------ liveness (every tick) */
 
+static void fail_no_heartbeat(coord *c, int r, double now) {
+    const coord_rank *x = &c->ranks[r];
+    fail(c, "rank %d (node %s, pid %u) sent no heartbeat for %.1f s (timeout %.3g s): stopped or stuck at step %" PRId64,
+         r, x->node, x->pid, now - x->t_heartbeat, c->o.timeout_s, x->step);
+}
+
 void coord_server_tick(coord *c) {
     coord_conn_tick(c);
     double now = odl_mono_s();
@@ -412,8 +418,7 @@ void coord_server_tick(coord *c) {
     for (int r = 0; r < c->world_size; r++) {
         coord_rank *x = &c->ranks[r];
         if (x->conn && !x->finished && now - x->t_heartbeat > c->o.timeout_s) {
-            fail(c, "rank %d (node %s, pid %u) sent no heartbeat for %.1f s (timeout %.3g s): stopped or stuck at step "
-                 "%" PRId64, r, x->node, x->pid, now - x->t_heartbeat, c->o.timeout_s, x->step);
+            fail_no_heartbeat(c, r, now);
             return;
         }
     }
@@ -431,6 +436,17 @@ void coord_server_tick(coord *c) {
         if (x->step < min_step) min_step = x->step;
     }
     if (!all || !progressing || writing || now - last <= c->o.timeout_s) return;
+    /* A rank whose heartbeats stopped too (more than 3 intervals ago, the least --timeout allows) is the
+     * cause, whichever clock ran out first in this tick: name it as above. */
+    int stale = -1;
+    for (int r = 0; r < c->world_size; r++)
+        if (now - c->ranks[r].t_heartbeat > 3 * c->o.heartbeat_s &&
+            (stale < 0 || c->ranks[r].t_heartbeat < c->ranks[stale].t_heartbeat))
+            stale = r;
+    if (stale >= 0) {
+        fail_no_heartbeat(c, stale, now);
+        return;
+    }
     char blame[256];
     odl_strbuf b;
     odl_strbuf_fixed(&b, blame, sizeof blame);
