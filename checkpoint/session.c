@@ -21,6 +21,7 @@
  * optimiser, another seed or epoch size) is an error, never skipped. Nothing of the network, the
  * optimiser or the state is changed until the whole file has been read and checked.
  */
+#include "odl/clock.h"
 #include "odl/ckpt_session.h"
 
 #include <dirent.h>
@@ -41,18 +42,14 @@
 #include "odl/ckpt.h"
 #include "odl/config.h"
 #include "odl/device.h"
+#include "odl/file.h"
 #include "odl/h5io.h"
 #include "odl/log.h"
+#include "odl/parse.h"
 
 #define MAX_RECS (ODL_MAX_PARAMS * 3)
 #define NJOBS 2
 #define CONFIG_TEXT_MAX (1 << 20) /* the stored config attribute, at most */
-
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-}
 
 /* One tensor of a job: where it goes in the file and where its bytes are in the job's buffer. */
 typedef struct rec {
@@ -88,6 +85,8 @@ struct odl_ckpt_session {
     char *yaml; /* effective config, written into every checkpoint */
     odl_ckpt_before_commit_fn before_commit;
     void *before_commit_ctx;
+    odl_ckpt_write_observer observer; /* odl_ckpt_session_opts.observer: set before the writer starts */
+    void *observer_ctx;
 
     pthread_t thread;
     int thread_started, stop;
@@ -181,14 +180,6 @@ fail:
     return st;
 }
 
-static odl_ckpt_write_observer g_observer;
-static void *g_observer_ctx;
-
-void odl_ckpt_set_write_observer(odl_ckpt_write_observer fn, void *ctx) {
-    g_observer = fn;
-    g_observer_ctx = ctx;
-}
-
 static void *writer_main(void *arg) {
     odl_ckpt_session *s = arg;
     pthread_mutex_lock(&s->mu);
@@ -207,10 +198,10 @@ static void *writer_main(void *arg) {
 
         odl_status st = ODL_OK;
         size_t bytes = 0;
-        double t0 = now_ms();
+        double t0 = odl_mono_ms();
         char name[64];
         odl_ckpt_file_name(j->st.step, name, sizeof name);
-        if (!skip && g_observer) g_observer(g_observer_ctx, 1, &j->st, NULL, 0, 0, ODL_OK, NULL);
+        if (!skip && s->observer) s->observer(s->observer_ctx, 1, &j->st, NULL, 0, 0, ODL_OK, NULL);
         if (!skip) {
             st = write_job(s, j, &bytes);
             /* Supervised: the coordinator commits once the observer has reported the write. */
@@ -218,11 +209,11 @@ static void *writer_main(void *arg) {
                 st = odl_ckpt_commit(s->dir, j->st.step, j->st.epoch, j->st.cursor, s->keep, NULL);
             if (st != ODL_OK) odl_error_prefix("checkpoint %s/%s", s->dir, name);
         }
-        double ms = now_ms() - t0;
-        if (!skip && g_observer) {
+        double ms = odl_mono_ms() - t0;
+        if (!skip && s->observer) {
             char path[PATH_MAX + 64];
             path_in_dir(s, name, path, sizeof path);
-            g_observer(g_observer_ctx, 0, &j->st, path, bytes, ms, st, st == ODL_OK ? NULL : odl_error_msg());
+            s->observer(s->observer_ctx, 0, &j->st, path, bytes, ms, st, st == ODL_OK ? NULL : odl_error_msg());
         }
         if (!skip && st == ODL_OK && s->commit_elsewhere)
             ODL_LOG_INFO("checkpoint %s/%s written: %.1f MB in %.1f ms (reported; the coordinator commits it)", s->dir,
@@ -332,6 +323,8 @@ odl_status odl_ckpt_session_start(odl_ckpt_session **out, const odl_ckpt_session
     s->every = o->every;
     s->keep = o->keep > 0 ? o->keep : 1;
     s->commit_elsewhere = o->commit_elsewhere != 0;
+    s->observer = o->observer;
+    s->observer_ctx = o->observer_ctx;
     snprintf(s->dir, sizeof s->dir, "%s", dir);
     snprintf(s->resume, sizeof s->resume, "%s", resume);
     s->seed = o->seed;
@@ -378,11 +371,120 @@ typedef struct staged {
     size_t nfloats;
 } staged;
 
-static const char *shape_text(int ndim, const int64_t *shape, char *buf, size_t cap) {
-    size_t off = (size_t)snprintf(buf, cap, "[");
-    for (int i = 0; i < ndim && off < cap; i++) off += (size_t)snprintf(buf + off, cap - off, "%s%" PRId64, i ? ", " : "", shape[i]);
-    if (off < cap) snprintf(buf + off, cap - off, "]");
-    return buf;
+/* Load phase 1: a checkpoint (not a weights file) of this run's optimiser. *mismatch: the file is fine
+ * but not this run's. */
+static odl_status check_kind(const char *path, const odl_ckpt_meta *m, const odl_optim *opt, int *mismatch) {
+    if (!m->is_checkpoint) {
+        *mismatch = 1;
+        return ODL_ERR(ODL_E_INVAL, "%s is a weights file (format %s, from --save) without training state; a resume needs "
+                                    "a checkpoint (format %s)", path, m->format, ODL_CKPT_FORMAT);
+    }
+    const char *opt_name = odl_ckpt_optim_name((int)opt->type);
+    if (strcmp(m->optimizer, opt_name) != 0) {
+        *mismatch = 1;
+        return ODL_ERR(ODL_E_CONFIG, "%s was trained with the %s optimiser, this run uses %s (--optimizer %s to resume it)",
+                       path, m->optimizer, opt_name, m->optimizer);
+    }
+    return ODL_OK;
+}
+
+/* Phase 2: the model's parameters, the same names and shapes, and nothing else. */
+static odl_status check_params(odl_ckpt_session *s, odl_h5_reader *r, const char *path, const odl_ckpt_meta *m,
+                               const odl_net *net, int *mismatch) {
+    for (int i = 0; i < net->n_params; i++) {
+        const odl_param *p = &net->params[i];
+        char dset[ODL_CKPT_DSET_MAX], a[96], b[96];
+        ODL_CHECK(odl_ckpt_param_path(p->name, dset, sizeof dset));
+        odl_h5_info info;
+        if (!odl_h5_reader_has(r, dset)) {
+            *mismatch = 1;
+            return ODL_ERR(ODL_E_INVAL, "%s does not fit this model (%s): it has no tensor %s (it holds model '%s', %" PRId64
+                                        " tensors)", path, s->model, dset, m->model, m->n_model_tensors);
+        }
+        ODL_CHECK(odl_h5_reader_info(r, dset, &info));
+        int same = info.ndim == p->value.ndim;
+        for (int d = 0; same && d < info.ndim; d++) same = info.shape[d] == p->value.shape[d];
+        if (!same) {
+            *mismatch = 1;
+            return ODL_ERR(ODL_E_INVAL, "%s does not fit this model (%s): %s is %s in the file, %s in the model (the file "
+                                        "holds model '%s')", path, s->model, dset, odl_dims_str(info.ndim, info.shape, a, sizeof a),
+                           odl_dims_str(p->value.ndim, p->value.shape, b, sizeof b), m->model);
+        }
+    }
+    if (m->n_model_tensors == net->n_params) return ODL_OK;
+    /* The file has a tensor the model lacks: name it. */
+    for (size_t i = 0; i < odl_h5_reader_count(r); i++) {
+        const char *name = odl_h5_reader_name(r, i);
+        if (strncmp(name, "/model/", 7) != 0) continue;
+        int found = 0;
+        for (int k = 0; k < net->n_params && !found; k++) {
+            char dset[ODL_CKPT_DSET_MAX];
+            found = odl_ckpt_param_path(net->params[k].name, dset, sizeof dset) == ODL_OK && !strcmp(dset, name);
+        }
+        if (!found) {
+            *mismatch = 1;
+            return ODL_ERR(ODL_E_INVAL, "%s does not fit this model (%s): it has tensor %s, which the model lacks (the "
+                                        "file holds model '%s')", path, s->model, name, m->model);
+        }
+    }
+    return ODL_OK;
+}
+
+/* Phase 3: the random streams and the epoch's sample set are the ones the checkpoint continues (the
+ * seed; the stored effective config's train.max_train_samples). */
+static odl_status check_run(odl_ckpt_session *s, odl_h5_reader *r, const char *path, const odl_ckpt_meta *m,
+                            int *mismatch) {
+    if (m->seed != s->seed) {
+        *mismatch = 1;
+        return ODL_ERR(ODL_E_CONFIG, "%s was trained with seed %" PRId64 ", this run has seed %" PRId64 "; shuffling and "
+                                     "dropout derive from the seed: resume with --seed %" PRId64, path, m->seed, s->seed, m->seed);
+    }
+    char *yaml = malloc(CONFIG_TEXT_MAX);
+    if (!yaml) return ODL_ERR(ODL_E_NOMEM, "reading the config of %s", path);
+    odl_status st = ODL_OK;
+    if (odl_h5_reader_attr_str(r, "/", "config", yaml, CONFIG_TEXT_MAX) == ODL_OK) {
+        char v[64];
+        int64_t old_max = 0;
+        if (odl_config_yaml_value(yaml, "train.max_train_samples", v, sizeof v) != ODL_OK ||
+            odl_parse_i64(v, INT64_MIN, INT64_MAX, &old_max) != ODL_PARSE_OK) {
+            ODL_LOG_WARN("%s: its config does not say train.max_train_samples (%s); not comparing it with this run's",
+                         path, odl_error_msg_user());
+        } else if (old_max != s->max_train_samples) {
+            *mismatch = 1;
+            st = ODL_ERR(ODL_E_CONFIG, "%s was trained with train.max_train_samples = %" PRId64 ", this run has %" PRId64
+                                       ": the epoch's samples differ, so its sample cursor does not apply",
+                         path, old_max, s->max_train_samples);
+        }
+    }
+    free(yaml);
+    return st;
+}
+
+/* Phase 4: the parameters and optimiser state into sg->buf, every checksum verified. */
+static odl_status read_tensors(odl_h5_reader *r, const char *path, const odl_net *net, const odl_optim *opt, staged *sg) {
+    const char *opt_name = odl_ckpt_optim_name((int)opt->type);
+    int nstate = odl_ckpt_optim_nstate(opt_name);
+    size_t total = 0;
+    for (int i = 0; i < net->n_params; i++) total += (size_t)odl_tensor_numel(&net->params[i].value) * (size_t)(1 + nstate);
+    sg->nfloats = total;
+    sg->buf = malloc((total ? total : 1) * sizeof(float));
+    if (!sg->buf) return ODL_ERR(ODL_E_NOMEM, "%s: %zu bytes of tensors", path, total * sizeof(float));
+    size_t off = 0;
+    for (int i = 0; i < net->n_params; i++) {
+        const odl_param *p = &net->params[i];
+        char dset[ODL_CKPT_DSET_MAX];
+        ODL_CHECK(odl_ckpt_param_path(p->name, dset, sizeof dset));
+        ODL_CHECK(odl_h5_reader_read(r, dset, ODL_F32, p->value.ndim, p->value.shape, sg->buf + off));
+        off += (size_t)odl_tensor_numel(&p->value);
+        for (int j = 0; j < nstate; j++) {
+            ODL_CHECK(odl_ckpt_optim_path(p->name, odl_ckpt_optim_state(opt_name, j), dset, sizeof dset));
+            odl_status st = odl_h5_reader_read(r, dset, ODL_F32, p->value.ndim, p->value.shape, sg->buf + off);
+            if (st == ODL_E_NOTFOUND || st == ODL_E_INVAL) return ODL_ERR(ODL_E_FORMAT, "%s: damaged: %s", path, odl_error_msg_user());
+            ODL_CHECK(st);
+            off += (size_t)odl_tensor_numel(&p->value);
+        }
+    }
+    return ODL_OK;
 }
 
 /* Read `path` for net/opt into *sg. *mismatch = 1 when the file is whole but does not fit this run
@@ -390,128 +492,18 @@ static const char *shape_text(int ndim, const int64_t *shape, char *buf, size_t 
 static odl_status load_file(odl_ckpt_session *s, const char *path, const odl_net *net, const odl_optim *opt, staged *sg,
                             int *mismatch) {
     odl_h5_reader *r = NULL;
-    odl_status st = ODL_OK;
-    char *yaml = NULL;
     *mismatch = 0;
     memset(sg, 0, sizeof *sg);
     ODL_CHECK(odl_h5_reader_open(path, &r));
-    ODL_CHECK_GOTO(odl_ckpt_read_meta(r, &sg->meta), st, out);
     const odl_ckpt_meta *m = &sg->meta;
-    if (!m->is_checkpoint) {
-        *mismatch = 1;
-        st = ODL_ERR(ODL_E_INVAL, "%s is a weights file (format %s, from --save) without training state; a resume needs "
-                                  "a checkpoint (format %s)", path, m->format, ODL_CKPT_FORMAT);
-        goto out;
-    }
-    /* Parameters: the same names and shapes, and nothing else. */
-    const char *opt_name = odl_ckpt_optim_name((int)opt->type);
-    if (strcmp(m->optimizer, opt_name) != 0) {
-        *mismatch = 1;
-        st = ODL_ERR(ODL_E_CONFIG, "%s was trained with the %s optimiser, this run uses %s (--optimizer %s to resume it)",
-                     path, m->optimizer, opt_name, m->optimizer);
-        goto out;
-    }
-    int nstate = odl_ckpt_optim_nstate(opt_name);
-    size_t total = 0;
-    for (int i = 0; i < net->n_params; i++) total += (size_t)odl_tensor_numel(&net->params[i].value) * (size_t)(1 + nstate);
-    for (int i = 0; i < net->n_params; i++) {
-        const odl_param *p = &net->params[i];
-        char dset[ODL_CKPT_DSET_MAX], a[96], b[96];
-        ODL_CHECK_GOTO(odl_ckpt_param_path(p->name, dset, sizeof dset), st, out);
-        odl_h5_info info;
-        if (!odl_h5_reader_has(r, dset)) {
-            *mismatch = 1;
-            st = ODL_ERR(ODL_E_INVAL, "%s does not fit this model (%s): it has no tensor %s (it holds model '%s', %" PRId64
-                                      " tensors)", path, s->model, dset, m->model, m->n_model_tensors);
-            goto out;
-        }
-        ODL_CHECK_GOTO(odl_h5_reader_info(r, dset, &info), st, out);
-        int same = info.ndim == p->value.ndim;
-        for (int d = 0; same && d < info.ndim; d++) same = info.shape[d] == p->value.shape[d];
-        if (!same) {
-            *mismatch = 1;
-            st = ODL_ERR(ODL_E_INVAL, "%s does not fit this model (%s): %s is %s in the file, %s in the model (the file "
-                                      "holds model '%s')", path, s->model, dset, shape_text(info.ndim, info.shape, a, sizeof a),
-                         shape_text(p->value.ndim, p->value.shape, b, sizeof b), m->model);
-            goto out;
-        }
-    }
-    if (m->n_model_tensors != net->n_params) {
-        /* The file has a tensor the model lacks: name it. */
-        for (size_t i = 0; i < odl_h5_reader_count(r); i++) {
-            const char *name = odl_h5_reader_name(r, i);
-            if (strncmp(name, "/model/", 7) != 0) continue;
-            int found = 0;
-            for (int k = 0; k < net->n_params && !found; k++) {
-                char dset[ODL_CKPT_DSET_MAX];
-                found = odl_ckpt_param_path(net->params[k].name, dset, sizeof dset) == ODL_OK && !strcmp(dset, name);
-            }
-            if (!found) {
-                *mismatch = 1;
-                st = ODL_ERR(ODL_E_INVAL, "%s does not fit this model (%s): it has tensor %s, which the model lacks (the "
-                                          "file holds model '%s')", path, s->model, name, m->model);
-                goto out;
-            }
-        }
-    }
-    /* The random streams and the epoch's sample set must be the ones the checkpoint continues. */
-    if (m->seed != s->seed) {
-        *mismatch = 1;
-        st = ODL_ERR(ODL_E_CONFIG, "%s was trained with seed %" PRId64 ", this run has seed %" PRId64 "; shuffling and "
-                                   "dropout derive from the seed: resume with --seed %" PRId64, path, m->seed, s->seed, m->seed);
-        goto out;
-    }
-    yaml = malloc(CONFIG_TEXT_MAX);
-    if (!yaml) {
-        st = ODL_ERR(ODL_E_NOMEM, "reading the config of %s", path);
-        goto out;
-    }
-    if (odl_h5_reader_attr_str(r, "/", "config", yaml, CONFIG_TEXT_MAX) == ODL_OK) {
-        /* The stored effective config (the program's YAML): only the key that fixes the epoch's samples. */
-        char v[64];
-        char *end = NULL;
-        long long old_max = 0;
-        if (odl_config_yaml_value(yaml, "train.max_train_samples", v, sizeof v) != ODL_OK ||
-            (old_max = strtoll(v, &end, 10), !end || *end)) {
-            ODL_LOG_WARN("%s: its config does not say train.max_train_samples (%s); not comparing it with this run's",
-                         path, odl_error_msg_user());
-        } else if (old_max != s->max_train_samples) {
-            *mismatch = 1;
-            st = ODL_ERR(ODL_E_CONFIG, "%s was trained with train.max_train_samples = %lld, this run has %" PRId64
-                                       ": the epoch's samples differ, so its sample cursor does not apply",
-                         path, old_max, s->max_train_samples);
-            goto out;
-        }
-    }
-    /* The data, every checksum verified. */
-    sg->nfloats = total;
-    sg->buf = malloc((total ? total : 1) * sizeof(float));
-    if (!sg->buf) {
-        st = ODL_ERR(ODL_E_NOMEM, "%s: %zu bytes of tensors", path, total * sizeof(float));
-        goto out;
-    }
-    size_t off = 0;
-    for (int i = 0; i < net->n_params; i++) {
-        const odl_param *p = &net->params[i];
-        char dset[ODL_CKPT_DSET_MAX];
-        ODL_CHECK_GOTO(odl_ckpt_param_path(p->name, dset, sizeof dset), st, out);
-        ODL_CHECK_GOTO(odl_h5_reader_read(r, dset, ODL_F32, p->value.ndim, p->value.shape, sg->buf + off), st, out);
-        off += (size_t)odl_tensor_numel(&p->value);
-        for (int j = 0; j < nstate; j++) {
-            ODL_CHECK_GOTO(odl_ckpt_optim_path(p->name, odl_ckpt_optim_state(opt_name, j), dset, sizeof dset), st, out);
-            st = odl_h5_reader_read(r, dset, ODL_F32, p->value.ndim, p->value.shape, sg->buf + off);
-            if (st == ODL_E_NOTFOUND || st == ODL_E_INVAL) st = ODL_ERR(ODL_E_FORMAT, "%s: damaged: %s", path, odl_error_msg_user());
-            if (st != ODL_OK) goto out;
-            off += (size_t)odl_tensor_numel(&p->value);
-        }
-    }
-    if (s->max_train_samples > 0 && m->cursor >= s->max_train_samples) {
+    odl_status st = odl_ckpt_read_meta(r, &sg->meta);
+    if (st == ODL_OK) st = check_kind(path, m, opt, mismatch);
+    if (st == ODL_OK) st = check_params(s, r, path, m, net, mismatch);
+    if (st == ODL_OK) st = check_run(s, r, path, m, mismatch);
+    if (st == ODL_OK) st = read_tensors(r, path, net, opt, sg);
+    if (st == ODL_OK && s->max_train_samples > 0 && m->cursor >= s->max_train_samples)
         st = ODL_ERR(ODL_E_FORMAT, "%s: sample cursor %" PRId64 " is outside the epoch of %" PRId64 " samples", path, m->cursor,
                      s->max_train_samples);
-        goto out;
-    }
-out:
-    free(yaml);
     odl_h5_reader_close(r);
     if (st != ODL_OK) {
         free(sg->buf);
@@ -557,10 +549,14 @@ static void move_aside_newer(odl_ckpt_session *s, int64_t step) {
         char from[PATH_MAX + 64], to[PATH_MAX + 96];
         path_in_dir(s, e[i].name, from, sizeof from);
         snprintf(to, sizeof to, "%s.superseded", from);
-        if (rename(from, to) == 0)
+        if (rename(from, to) == 0) {
             ODL_LOG_WARN("moved %s aside to %s: it is newer than step %" PRId64 " where training resumes (damaged, or "
                          "from a run that is not continued)", from, to, step);
-        else ODL_LOG_WARN("could not move %s aside: %s", from, strerror(errno));
+            /* durable: after a power cut it must not come back under its checkpoint name */
+            if (odl_file_fsync_dir_of(to) != ODL_OK) ODL_LOG_WARN("%s", odl_error_msg());
+        } else {
+            ODL_LOG_WARN("could not move %s aside: %s", from, strerror(errno));
+        }
     }
     free(e);
 }
@@ -654,7 +650,7 @@ int odl_ckpt_session_due(const odl_ckpt_session *s, const odl_train_state *st) {
 odl_status odl_ckpt_session_save(odl_ckpt_session *s, const odl_net *net, const odl_optim *opt,
                                  const odl_train_state *st) {
     if (!s || !s->writes) return ODL_OK;
-    double t0 = now_ms();
+    double t0 = odl_mono_ms();
     pthread_mutex_lock(&s->mu);
     job *j = NULL;
     for (;;) {
@@ -673,7 +669,7 @@ odl_status odl_ckpt_session_save(odl_ckpt_session *s, const odl_net *net, const 
         pthread_cond_wait(&s->cv, &s->mu);
     }
     pthread_mutex_unlock(&s->mu);
-    double t_wait = now_ms() - t0;
+    double t_wait = odl_mono_ms() - t0;
 
     /* Layout and buffer (allocated on the first checkpoint, then reused). */
     int nstate = 0;
@@ -737,7 +733,7 @@ odl_status odl_ckpt_session_save(odl_ckpt_session *s, const odl_net *net, const 
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
 
-    double stall = now_ms() - t0;
+    double stall = odl_mono_ms() - t0;
     s->n_saved++;
     s->stall_sum += stall;
     if (stall > s->stall_max) s->stall_max = stall;

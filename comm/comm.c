@@ -10,16 +10,11 @@
 #include <unistd.h>
 
 #include "comm/comm_internal.h"
+#include "odl/clock.h"
 #include "odl/fault.h"
 #include "odl/log.h"
 
 #define MPI_CHUNK ((int64_t)1 << 30) /* elements per MPI call: counts are int */
-
-double odl__comm_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 const char *odl_comm_backend_name(odl_comm_backend b) {
     switch (b) {
@@ -78,7 +73,7 @@ void odl__comm_host_begin(odl_comm *c, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(c->host_what, sizeof c->host_what, fmt, ap);
     va_end(ap);
-    c->host_t0 = odl__comm_now();
+    c->host_t0 = odl_mono_s();
     c->host_busy = 1;
     pthread_mutex_unlock(&c->wd_mu);
 }
@@ -119,7 +114,7 @@ static void *watchdog_main(void *arg) {
         }
         pthread_cond_timedwait(&c->wd_cv, &c->wd_mu, &until);
         if (c->wd_stop) break;
-        double now = odl__comm_now();
+        double now = odl_mono_s();
         int fire = 0;
         if (c->host_busy && now - c->host_t0 > c->timeout_s) {
             snprintf(msg, sizeof msg,
@@ -220,6 +215,92 @@ static odl_status check_gpus_distinct(odl_comm *c) {
 }
 #endif
 
+#ifdef ODL_HAVE_MPI
+/* Set-up phase 1: MPI (initialised here unless the program did), this job's communicator, rank, size
+ * and the node's local rank, checked against what the launcher's environment said. */
+static odl_status mpi_start(odl_comm *c, const odl_launch_info *li, const odl_comm_options *opt) {
+    int init = 0;
+    MPI_Initialized(&init);
+    if (!init) {
+        int provided = 0;
+        int rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided);
+        if (rc != MPI_SUCCESS)
+            return ODL_ERR(ODL_E_MPI, "MPI_Init_thread failed (launcher %s, rank %d of %d) with code %d", li->launcher,
+                           li->rank, li->world_size, rc);
+        c->mpi_owned = 1;
+        c->mpi_thread_level = provided;
+    } else {
+        MPI_Query_thread(&c->mpi_thread_level);
+    }
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    int rc = MPI_Comm_dup(MPI_COMM_WORLD, &c->world);
+    if (rc != MPI_SUCCESS) return mpi_fail(c, rc, "MPI_Comm_dup(MPI_COMM_WORLD)");
+    c->have_world = 1;
+    MPI_Comm_set_errhandler(c->world, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(c->world, &c->rank);
+    MPI_Comm_size(c->world, &c->size);
+    if ((li->world_size > 0 && li->world_size != c->size) || (li->world_size > 0 && li->rank != c->rank))
+        return ODL_ERR(ODL_E_CONFIG,
+                       "the launcher's environment (%s) says rank %d of %d but MPI started rank %d of %d: the "
+                       "processes were not wired into one job (with srun use --mpi=pmix, see `srun --mpi=list`; or "
+                       "start them with mpirun)",
+                       li->launcher, li->rank, li->world_size, c->rank, c->size);
+    MPI_Comm node;
+    rc = MPI_Comm_split_type(c->world, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &node);
+    if (rc != MPI_SUCCESS) return mpi_fail(c, rc, "MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)");
+    MPI_Comm_rank(node, &c->local_rank);
+    MPI_Comm_size(node, &c->local_size);
+    MPI_Comm_free(&node);
+    odl_log_set_rank(c->rank, c->size);
+    if (li->local_rank >= 0 && li->local_rank != c->local_rank)
+        ODL_LOG_WARN("launcher says local rank %d, MPI says %d on host %s; using MPI's", li->local_rank, c->local_rank,
+                     c->host);
+    if (c->mpi_thread_level < MPI_THREAD_MULTIPLE && opt->timeout_s > 0)
+        ODL_LOG_DEBUG("MPI provides thread level %d < MPI_THREAD_MULTIPLE; the watchdog calls MPI_Abort anyway",
+                      c->mpi_thread_level);
+    return ODL_OK;
+}
+
+/* Phase 2: every rank uses the same kind of device. */
+static odl_status agree_device_type(odl_comm *c, const odl_comm_options *opt) {
+    int64_t mine = opt->device_type, *all = calloc((size_t)c->size, sizeof *all);
+    if (!all) return ODL_ERR(ODL_E_NOMEM, "rank %d: device agreement", c->rank);
+    odl_status st = odl_comm_allgather_host_i64(c, &mine, 1, all);
+    for (int r = 1; st == ODL_OK && r < c->size; r++)
+        if (all[r] != all[0])
+            st = ODL_ERR(ODL_E_CONFIG,
+                         "ranks disagree on the device: rank 0 uses %s, rank %d uses %s (set device: cuda or cpu "
+                         "explicitly, or give every node GPUs)",
+                         all[0] == ODL_DEV_CUDA ? "cuda" : "cpu", r, all[r] == ODL_DEV_CUDA ? "cuda" : "cpu");
+    free(all);
+    return st;
+}
+
+/* Phase 3: the backend -- on CUDA each rank's GPU, one per rank, and the NCCL communicator; on the CPU
+ * MPI's collectives. */
+static odl_status backend_start(odl_comm *c, const odl_comm_options *opt) {
+    if (opt->device_type != ODL_DEV_CUDA) {
+        if (c->size > 1) c->backend = ODL_COMM_MPI;
+        return ODL_OK;
+    }
+    odl_status ds = odl__comm_cuda_select(c, opt->cuda_index);
+    if (ds != ODL_OK) odl_error_prefix("rank %d (host %s, local rank %d) cannot use its GPU", c->rank, c->host, c->local_rank);
+    ODL_CHECK(odl_comm_agree(c, ds, "GPU selection"));
+    if (c->size == 1) return ODL_OK;
+    ODL_CHECK(check_gpus_distinct(c));
+#ifdef ODL_HAVE_NCCL
+    ODL_CHECK(odl__comm_nccl_init(c));
+    c->backend = ODL_COMM_NCCL;
+    return ODL_OK;
+#else
+    return ODL_ERR(ODL_E_NCCL, /* not UNSUPPORTED: that one means MPI is not even there (odl/comm.h) */
+                   "rank %d: a CUDA job of %d ranks needs NCCL, and this build has none (set NCCL_HOME and "
+                   "rebuild, or train with --device cpu)",
+                   c->rank, c->size);
+#endif
+}
+#endif
+
 odl_status odl_comm_init(const odl_launch_info *li, const odl_comm_options *opt, odl_comm **out) {
     if (!li || !opt || !out) return ODL_ERR(ODL_E_INVAL, "odl_comm_init: NULL argument");
     *out = NULL;
@@ -247,104 +328,18 @@ odl_status odl_comm_init(const odl_launch_info *li, const odl_comm_options *opt,
                    "libopenmpi-dev), rebuild, or run odl_worker without mpirun/srun for a single process",
                    li->launcher, li->rank, li->world_size);
 #else
-    odl_status st = ODL_OK;
-    int init = 0;
-    MPI_Initialized(&init);
-    if (!init) {
-        int provided = 0;
-        int rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided);
-        if (rc != MPI_SUCCESS) {
-            st = ODL_ERR(ODL_E_MPI, "MPI_Init_thread failed (launcher %s, rank %d of %d) with code %d", li->launcher,
-                         li->rank, li->world_size, rc);
-            comm_delete(c);
-            return st;
-        }
-        c->mpi_owned = 1;
-        c->mpi_thread_level = provided;
-    } else {
-        MPI_Query_thread(&c->mpi_thread_level);
+    odl_status st = mpi_start(c, li, opt);
+    if (st == ODL_OK) {
+        if (opt->device_type == ODL_DEV_CUDA) c->device = odl_cuda(opt->cuda_index >= 0 ? opt->cuda_index : 0);
+        st = watchdog_start(c); /* covers every collective from here on */
     }
-    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-    int rc = MPI_Comm_dup(MPI_COMM_WORLD, &c->world);
-    if (rc != MPI_SUCCESS) {
-        st = mpi_fail(c, rc, "MPI_Comm_dup(MPI_COMM_WORLD)");
-        goto fail;
+    if (st == ODL_OK) st = agree_device_type(c, opt);
+    if (st == ODL_OK) st = backend_start(c, opt);
+    if (st == ODL_OK) {
+        *out = c;
+        return ODL_OK;
     }
-    c->have_world = 1;
-    MPI_Comm_set_errhandler(c->world, MPI_ERRORS_RETURN);
-    MPI_Comm_rank(c->world, &c->rank);
-    MPI_Comm_size(c->world, &c->size);
-    if ((li->world_size > 0 && li->world_size != c->size) || (li->world_size > 0 && li->rank != c->rank)) {
-        st = ODL_ERR(ODL_E_CONFIG,
-                     "the launcher's environment (%s) says rank %d of %d but MPI started rank %d of %d: the "
-                     "processes were not wired into one job (with srun use --mpi=pmix, see `srun --mpi=list`; or "
-                     "start them with mpirun)",
-                     li->launcher, li->rank, li->world_size, c->rank, c->size);
-        goto fail;
-    }
-    {
-        MPI_Comm node;
-        rc = MPI_Comm_split_type(c->world, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &node);
-        if (rc != MPI_SUCCESS) {
-            st = mpi_fail(c, rc, "MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)");
-            goto fail;
-        }
-        MPI_Comm_rank(node, &c->local_rank);
-        MPI_Comm_size(node, &c->local_size);
-        MPI_Comm_free(&node);
-    }
-    odl_log_set_rank(c->rank, c->size);
-    if (li->local_rank >= 0 && li->local_rank != c->local_rank)
-        ODL_LOG_WARN("launcher says local rank %d, MPI says %d on host %s; using MPI's", li->local_rank, c->local_rank,
-                     c->host);
-    if (c->mpi_thread_level < MPI_THREAD_MULTIPLE && opt->timeout_s > 0)
-        ODL_LOG_DEBUG("MPI provides thread level %d < MPI_THREAD_MULTIPLE; the watchdog calls MPI_Abort anyway",
-                      c->mpi_thread_level);
-
-    if (opt->device_type == ODL_DEV_CUDA) c->device = odl_cuda(opt->cuda_index >= 0 ? opt->cuda_index : 0);
-    ODL_CHECK_GOTO(watchdog_start(c), st, fail); /* covers every collective from here on */
-
-    /* Every rank must use the same kind of device. */
-    {
-        int64_t mine = opt->device_type, *all = calloc((size_t)c->size, sizeof *all);
-        if (!all) {
-            st = ODL_ERR(ODL_E_NOMEM, "rank %d: device agreement", c->rank);
-            goto fail;
-        }
-        st = odl_comm_allgather_host_i64(c, &mine, 1, all);
-        for (int r = 1; st == ODL_OK && r < c->size; r++)
-            if (all[r] != all[0])
-                st = ODL_ERR(ODL_E_CONFIG,
-                             "ranks disagree on the device: rank 0 uses %s, rank %d uses %s (set device: cuda or cpu "
-                             "explicitly, or give every node GPUs)",
-                             all[0] == ODL_DEV_CUDA ? "cuda" : "cpu", r, all[r] == ODL_DEV_CUDA ? "cuda" : "cpu");
-        free(all);
-        if (st != ODL_OK) goto fail;
-    }
-
-    if (opt->device_type == ODL_DEV_CUDA) {
-        odl_status ds = odl__comm_cuda_select(c, opt->cuda_index);
-        if (ds != ODL_OK) odl_error_prefix("rank %d (host %s, local rank %d) cannot use its GPU", c->rank, c->host, c->local_rank);
-        ODL_CHECK_GOTO(odl_comm_agree(c, ds, "GPU selection"), st, fail);
-        if (c->size > 1) {
-            ODL_CHECK_GOTO(check_gpus_distinct(c), st, fail);
-#ifdef ODL_HAVE_NCCL
-            ODL_CHECK_GOTO(odl__comm_nccl_init(c), st, fail);
-            c->backend = ODL_COMM_NCCL;
-#else
-            st = ODL_ERR(ODL_E_UNSUPPORTED,
-                         "rank %d: a CUDA job of %d ranks needs NCCL, and this build has none (set NCCL_HOME and "
-                         "rebuild, or train with --device cpu)",
-                         c->rank, c->size);
-            goto fail;
-#endif
-        }
-    } else if (c->size > 1) {
-        c->backend = ODL_COMM_MPI;
-    }
-    *out = c;
-    return ODL_OK;
-fail:
+    odl_error_trace(__FILE__, __LINE__);
     watchdog_stop(c);
     if (c->have_world) MPI_Comm_free(&c->world);
     /* MPI stays initialised: the caller decides between odl_comm_finalize(NULL) and aborting. */

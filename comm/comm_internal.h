@@ -63,7 +63,6 @@ struct odl_comm {
 #endif
 };
 
-double odl__comm_now(void);
 
 /* Watchdog bookkeeping of blocking host calls (MPI): begin stores the description, end clears it. */
 void odl__comm_host_begin(odl_comm *c, const char *fmt, ...)

@@ -1,6 +1,7 @@
 /* The worker's coordinator client (odl/coord_client.h): a blocking socket, a thread that polls it
  * for commands and sends a heartbeat every heartbeat interval. */
 #ifdef ODL_HAVE_COORDINATOR
+#include "odl/clock.h"
 #include "odl/coord_client.h"
 
 #include <errno.h>
@@ -20,7 +21,13 @@
 #include <unistd.h>
 
 #include "comm/coord_wire.h"
+#include "odl/health.h"
 #include "odl/log.h"
+
+/* odl/coord_client.h's promises: an answer to each registration message within 10 s, to a work request
+ * within 60 s. */
+#define REGISTER_TIMEOUT_MS 10000
+#define WORK_ANSWER_TIMEOUT_S 60
 
 struct odl_coord_client {
     int fd, wake[2];
@@ -34,7 +41,8 @@ struct odl_coord_client {
     int64_t step, epoch, cursor, seen_step;
     double sps;
     int writing, evaluating;
-    odl_coord_gpu gpu; /* the latest GPU telemetry (under mu) */
+    int have_gpu;       /* GPU telemetry to send (under mu) */
+    odl_gpu_sample gpu; /* the latest */
     /* the armed checkpoint request (under mu) */
     uint64_t req_id;
     int64_t req_step;
@@ -179,7 +187,7 @@ static odl_status heartbeat(odl_coord_client *c) {
     hb.samples_per_s = c->sps;
     hb.checkpoint_writing = c->writing;
     hb.evaluating = c->evaluating;
-    if (c->gpu.have) {
+    if (c->have_gpu) {
         hb.has_telemetry = 1;
         hb.gpu_util_pct = c->gpu.util_pct;
         hb.mem_used_mib = c->gpu.mem_used_mib;
@@ -194,12 +202,6 @@ static odl_status heartbeat(odl_coord_client *c) {
     e.msg_case = ODL__ENVELOPE__MSG_HEARTBEAT;
     e.heartbeat = &hb;
     return send_env(c, &e);
-}
-
-static double mono(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 /* Handle every complete frame buffered. Returns 0 to go on, -1 with why set to stop. */
@@ -226,11 +228,11 @@ static int drain(odl_coord_client *c, char *why, size_t cap) {
 
 static void *client_main(void *arg) {
     odl_coord_client *c = arg;
-    double next = mono();
+    double next = odl_mono_s();
     char why[512] = "";
     if (drain(c, why, sizeof why) != 0) goto out; /* frames that came with the welcome */
     for (;;) {
-        double now = mono();
+        double now = odl_mono_s();
         if (now >= next) {
             if (heartbeat(c) != ODL_OK) {
                 snprintf(why, sizeof why, "%s", odl_error_msg());
@@ -308,7 +310,7 @@ odl_status odl_coord_client_connect(const char *addr, const char *secret_file, c
     e.msg_case = ODL__ENVELOPE__MSG_HELLO;
     e.hello = &hello;
     ODL_CHECK_GOTO(send_env(c, &e), s, fail);
-    ODL_CHECK_GOTO(recv_env(c, 10000, &in), s, fail);
+    ODL_CHECK_GOTO(recv_env(c, REGISTER_TIMEOUT_MS, &in), s, fail);
     if (in->msg_case == ODL__ENVELOPE__MSG_CHALLENGE && in->challenge->nonce.len == ODL_WIRE_NONCE_BYTES) {
         uint8_t mac[ODL_WIRE_MAC_BYTES];
         odl_wire_mac(key, in->challenge->nonce.data, (uint32_t)h->rank, h->generation, mac);
@@ -321,7 +323,7 @@ odl_status odl_coord_client_connect(const char *addr, const char *secret_file, c
         odl_wire_free(in);
         in = NULL;
         ODL_CHECK_GOTO(send_env(c, &pe), s, fail);
-        ODL_CHECK_GOTO(recv_env(c, 10000, &in), s, fail);
+        ODL_CHECK_GOTO(recv_env(c, REGISTER_TIMEOUT_MS, &in), s, fail);
     }
     if (in->msg_case == ODL__ENVELOPE__MSG_REFUSED) {
         s = ODL_ERR(ODL_E_INVAL, "the coordinator at %s refused rank %d: %s", addr, h->rank, in->refused->reason);
@@ -335,7 +337,7 @@ odl_status odl_coord_client_connect(const char *addr, const char *secret_file, c
     const Odl__Welcome *wm = in->welcome;
     memset(w, 0, sizeof *w);
     w->generation = wm->generation;
-    w->heartbeat_s = wm->heartbeat_ms > 0 ? wm->heartbeat_ms / 1000.0 : 0.2;
+    w->heartbeat_s = wm->heartbeat_ms > 0 ? wm->heartbeat_ms / 1000.0 : ODL_WIRE_HEARTBEAT_S_DEFAULT;
     w->checkpoint_every = wm->checkpoint_every;
     snprintf(w->checkpoint_dir, sizeof w->checkpoint_dir, "%s", wm->checkpoint_dir);
     snprintf(w->resume_path, sizeof w->resume_path, "%s", wm->resume_path);
@@ -422,10 +424,11 @@ void odl_coord_client_ckpt_written(odl_coord_client *c, int64_t step, int64_t ep
     if (send_env(c, &e) != ODL_OK) ODL_LOG_WARN("%s", odl_error_msg());
 }
 
-void odl_coord_client_gpu(odl_coord_client *c, const odl_coord_gpu *g) {
+void odl_coord_client_gpu(odl_coord_client *c, const odl_gpu_sample *g) {
     if (!c) return;
     pthread_mutex_lock(&c->mu);
-    c->gpu = *g;
+    c->have_gpu = g != NULL;
+    if (g) c->gpu = *g;
     pthread_mutex_unlock(&c->mu);
 }
 
@@ -458,9 +461,8 @@ odl_status odl_coord_client_work_request(odl_coord_client *c, const char *key, i
     e.msg_case = ODL__ENVELOPE__MSG_WORK_REQUEST;
     e.work_request = &r;
     ODL_CHECK(send_env(c, &e));
-    struct timespec until;
-    clock_gettime(CLOCK_MONOTONIC, &until);
-    until.tv_sec += 60;
+    int64_t deadline = odl_mono_ns() + (int64_t)WORK_ANSWER_TIMEOUT_S * 1000000000; /* work_cv's clock */
+    struct timespec until = {(time_t)(deadline / 1000000000), (long)(deadline % 1000000000)};
     int rc = 0;
     pthread_mutex_lock(&c->mu);
     while (!c->work_have && rc != ETIMEDOUT) rc = pthread_cond_timedwait(&c->work_cv, &c->mu, &until);
@@ -468,7 +470,8 @@ odl_status odl_coord_client_work_request(odl_coord_client *c, const char *key, i
     if (have) *out = c->work;
     c->work_have = 0;
     pthread_mutex_unlock(&c->mu);
-    if (!have) return ODL_ERR(ODL_E_TIMEOUT, "rank %d: no answer to a work request from the coordinator in 60 s", c->rank);
+    if (!have) return ODL_ERR(ODL_E_TIMEOUT, "rank %d: no answer to a work request from the coordinator in %d s", c->rank,
+                                   WORK_ANSWER_TIMEOUT_S);
     return ODL_OK;
 }
 
@@ -536,7 +539,7 @@ void odl_coord_client_ckpt_written(odl_coord_client *c, int64_t step, int64_t ep
                                    uint64_t bytes, double write_ms, int ok, const char *error, int64_t keep) {
     (void)c, (void)step, (void)epoch, (void)cursor, (void)path, (void)bytes, (void)write_ms, (void)ok, (void)error, (void)keep;
 }
-void odl_coord_client_gpu(odl_coord_client *c, const odl_coord_gpu *g) {
+void odl_coord_client_gpu(odl_coord_client *c, const odl_gpu_sample *g) {
     (void)c, (void)g;
 }
 void odl_coord_client_xid(odl_coord_client *c, int xid, int xid_class, const char *pci_bus_id, const char *detail) {

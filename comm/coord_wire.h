@@ -19,6 +19,8 @@
 #define ODL_WIRE_NONCE_BYTES 32u
 #define ODL_WIRE_MAC_BYTES 32u /* crypto_auth_BYTES */
 #define ODL_WIRE_KEY_BYTES 32u /* crypto_auth_KEYBYTES */
+/* The heartbeat interval odl_coordinator gives (--heartbeat-ms), and a worker's when a Welcome has none. */
+#define ODL_WIRE_HEARTBEAT_S_DEFAULT 0.2
 
 /* Decode the first frame of buf[0..len). A pure function of its input:
  *   ODL_OK, *out != NULL, *consumed = bytes of the frame: one Envelope (free with odl_wire_free);

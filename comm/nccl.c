@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "comm/comm_internal.h"
+#include "odl/clock.h"
 #include "odl/env.h"
 #include "odl/log.h"
 
@@ -65,13 +66,13 @@ static odl_status nccl_fail(odl_comm *c, ncclResult_t r, const char *call) {
 /* A non-blocking communicator may answer ncclInProgress; poll its state until it settles, for at most
  * timeout_s (then the communicator is aborted). */
 static odl_status nccl_settle(odl_comm *c, ncclResult_t r, const char *call) {
-    double t0 = odl__comm_now();
+    double t0 = odl_mono_s();
     while (r == ncclInProgress) {
         ncclResult_t a = ncclInProgress;
         ncclResult_t q = ncclCommGetAsyncError(c->nccl, &a);
         r = q != ncclSuccess ? q : a;
         if (r != ncclInProgress) break;
-        if (c->timeout_s > 0 && odl__comm_now() - t0 > c->timeout_s) {
+        if (c->timeout_s > 0 && odl_mono_s() - t0 > c->timeout_s) {
             pthread_mutex_lock(&c->wd_mu); /* the watchdog stops looking at the communicator */
             c->nccl_ok = 0;
             pthread_mutex_unlock(&c->wd_mu);
@@ -84,7 +85,7 @@ static odl_status nccl_settle(odl_comm *c, ncclResult_t r, const char *call) {
         }
         /* A non-blocking communicator answers ncclInProgress to most enqueues, and the enqueue settles in
          * microseconds: spin first (a sleep here put a ~250 us floor under every collective), then back off. */
-        if (odl__comm_now() - t0 > 2e-3) usleep(50);
+        if (odl_mono_s() - t0 > 2e-3) usleep(50);
         else sched_yield();
     }
     if (r != ncclSuccess) return nccl_fail(c, r, call);
@@ -281,7 +282,7 @@ static odl_status ring_push(odl_comm *c, cudaStream_t s, const char *what) {
         if (e == cudaSuccess) {
             c->ring_head = (h + 1) % ODL_COMM_RING;
             c->ring_count--;
-            c->last_done_t = odl__comm_now();
+            c->last_done_t = odl_mono_s();
             continue;
         }
         if (e != cudaErrorNotReady) {
@@ -300,7 +301,7 @@ static odl_status ring_push(odl_comm *c, cudaStream_t s, const char *what) {
         pthread_mutex_unlock(&c->wd_mu);
         return ODL_ERR(ODL_E_CUDA, "rank %d: cudaEventRecord after %s: %s", c->rank, what, cudaGetErrorString(e));
     }
-    double now = odl__comm_now();
+    double now = odl_mono_s();
     if (c->ring_count == 0) c->last_done_t = now;
     c->ring[slot].t0 = now;
     snprintf(c->ring[slot].what, sizeof c->ring[slot].what, "%s", what);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "comm/comm_internal.h"
+#include "odl/strbuf.h"
 
 odl_status odl_comm_broadcast_net(odl_comm *c, odl_net *net, odl_optim *opt, int root) {
     if (!c || !net) return ODL_ERR(ODL_E_INVAL, "odl_comm_broadcast_net: NULL argument");
@@ -69,8 +70,9 @@ odl_status odl_comm_check_net_equal(odl_comm *c, const odl_net *net) {
     }
     ODL_CHECK_GOTO(odl_comm_allgather_host_i64(c, mine, n, all), st, out);
     {
-        char ranks[256] = "";
-        size_t len = 0;
+        char ranks[256];
+        odl_strbuf b;
+        odl_strbuf_fixed(&b, ranks, sizeof ranks);
         int ndiff = 0, first_param = -1;
         for (int r = 1; r < c->size; r++) {
             int differs = -1;
@@ -78,7 +80,7 @@ odl_status odl_comm_check_net_equal(odl_comm *c, const odl_net *net) {
                 if (all[(size_t)r * n + i] != all[i]) differs = i;
             if (differs < 0) continue;
             if (first_param < 0) first_param = differs;
-            if (ndiff < 16 && len < sizeof ranks - 16) len += (size_t)snprintf(ranks + len, sizeof ranks - len, "%s%d", ndiff ? ", " : "", r);
+            if (ndiff < 16) odl_strbuf_printf(&b, "%s%d", ndiff ? ", " : "", r);
             ndiff++;
         }
         if (ndiff)

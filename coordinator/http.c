@@ -1,6 +1,13 @@
-/* Read-only HTTP (libmicrohttpd, its own thread): /healthz and /metrics in the Prometheus text
- * exposition format 0.0.4. The loop rebuilds the metrics text on every tick; the HTTP thread only
- * copies it, so a slow or trickling client never touches the coordinator's state. */
+/* Read-only HTTP (libmicrohttpd, its own thread): /healthz and /metrics. The loop rebuilds the metrics
+ * text on every tick (metrics.c); the HTTP thread only copies it, so a slow or trickling client never
+ * touches the coordinator's state.
+ *
+ * Slots: a connection is *pending* until its request has arrived whole. A slow client holds a pending
+ * slot; a scrape's request arrives at once and is answered (then the connection is closed). At most
+ * HTTP_PENDING_MAX connections are pending: a new one past that evicts the oldest pending one (its
+ * socket shut down; libmicrohttpd then closes it). So no number of slow clients, from any address --
+ * a Prometheus on the coordinator's own host shares its address with whatever else runs there --
+ * keeps a scrape out: it is always the newest, and is served before it can become the oldest. */
 #include <arpa/inet.h>
 #include <inttypes.h>
 #include <microhttpd.h>
@@ -11,144 +18,79 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include <sys/socket.h>
+
 #include "coordinator/coord.h"
 #include "odl/health.h"
 #include "odl/log.h"
 
-typedef struct text {
-    char *s;
-    size_t len, cap;
-} text;
+#define HTTP_PENDING_MAX 256
+#define HTTP_CONNECTIONS_MAX 1024 /* libmicrohttpd's own limit, above the pending ones */
+#define HTTP_IDLE_TIMEOUT_S 5
 
-static void put(text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void put(text *t, const char *fmt, ...) {
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vsnprintf(t->s ? t->s + t->len : NULL, t->s ? t->cap - t->len : 0, fmt, ap);
-        va_end(ap);
-        if (n < 0) return;
-        if (t->s && t->len + (size_t)n < t->cap) {
-            t->len += (size_t)n;
-            return;
-        }
-        size_t nc = (t->cap ? t->cap * 2 : 4096) + (size_t)n;
-        char *ns = realloc(t->s, nc);
-        if (!ns) return;
-        t->s = ns;
-        t->cap = nc;
-    }
+/* Pending connections, oldest first; touched by libmicrohttpd's one polling thread only. */
+typedef struct pending {
+    int fd;
+    int listed;
+    struct pending *prev, *next;
+} pending;
+
+typedef struct http_ctx {
+    coord *c;
+    pending *head, *tail;
+    int n;
+    uint64_t evicted;
+} http_ctx;
+
+static void unlist(http_ctx *h, pending *p) {
+    if (!p->listed) return;
+    if (p->prev) p->prev->next = p->next;
+    else h->head = p->next;
+    if (p->next) p->next->prev = p->prev;
+    else h->tail = p->prev;
+    p->prev = p->next = NULL;
+    p->listed = 0;
+    h->n--;
 }
 
-static void gauge(text *t, const char *name, const char *help, const char *type) {
-    put(t, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
-}
-
-/* The holding fences of DIR/fence.json, which an operator's `odl_health fence lift` changes behind the
- * coordinator's back: read again only when the file's modification time changes (the loop rebuilds the
- * text every tick). The coordinator is one per process, so the cache is too. */
-static void fence_metrics(coord *c, text *t) {
-    static struct timespec seen;
-    static ino_t seen_ino; /* replaced by rename: a new inode even within one mtime tick */
-    static int have, n_fenced;
-    static text cached;
-    char path[PATH_MAX + 32];
-    snprintf(path, sizeof path, "%s/fence.json", c->o.job_dir);
-    struct stat sb;
-    struct timespec m = {0, 0};
-    ino_t ino = 0;
-    if (stat(path, &sb) == 0) m = sb.st_mtim, ino = sb.st_ino;
-    if (!have || m.tv_sec != seen.tv_sec || m.tv_nsec != seen.tv_nsec || ino != seen_ino) {
-        odl_fence_list l;
-        cached.len = 0;
-        n_fenced = 0;
-        if (cached.s) cached.s[0] = 0;
-        if (odl_fence_list_load(&l, c->o.job_dir) == ODL_OK) {
-            for (int i = 0; i < l.n; i++) {
-                const odl_fence *f = &l.items[i];
-                if (f->lifted_time) continue;
-                char code[16], node[sizeof f->node * 2];
-                size_t k = 0;
-                for (const char *p = f->node; *p && k + 2 < sizeof node; p++) { /* the text format's escapes */
-                    if (*p == '"' || *p == '\\' || *p == '\n') node[k++] = '\\';
-                    node[k++] = *p == '\n' ? 'n' : *p;
-                }
-                node[k] = 0;
-                put(&cached, "odl_node_fenced{node=\"%s\",xid=\"%s\"} 1\n", node, odl_xid_code_str(f->xid, code));
-                n_fenced++;
-            }
-            odl_fence_list_free(&l);
-        }
-        seen = m;
-        seen_ino = ino;
-        have = 1;
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code) {
+    http_ctx *h = cls;
+    if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+        pending *p = *socket_context;
+        if (p) unlist(h, p);
+        free(p);
+        *socket_context = NULL;
+        return;
     }
-    gauge(t, "odl_fenced_nodes", "Nodes fenced in the job's fence list (DIR/fence.json), lifted ones not counted.",
-          "gauge");
-    put(t, "odl_fenced_nodes %d\n", n_fenced);
-    if (n_fenced) {
-        gauge(t, "odl_node_fenced", "1 for each fenced node, with the Xid that fenced it.", "gauge");
-        put(t, "%s", cached.s);
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    pending *p = calloc(1, sizeof *p);
+    if (!p || !ci) {
+        free(p);
+        return;
     }
-}
-
-void coord_metrics_update(coord *c) {
-    text t = {0};
-    double now = coord_now(c);
-    int alive = 0;
-    for (int r = 0; r < c->world_size; r++) alive += c->ranks[r].conn != NULL;
-    gauge(&t, "odl_generation", "Job generation (increases on every launch).", "gauge");
-    put(&t, "odl_generation %" PRIu64 "\n", c->generation);
-    gauge(&t, "odl_world_size", "Ranks of this generation (0 until the first registers).", "gauge");
-    put(&t, "odl_world_size %d\n", c->world_size);
-    gauge(&t, "odl_ranks_alive", "Ranks registered and connected.", "gauge");
-    put(&t, "odl_ranks_alive %d\n", alive);
-    gauge(&t, "odl_rank_step", "Optimiser steps done, per rank.", "gauge");
-    for (int r = 0; r < c->world_size; r++)
-        if (c->ranks[r].t_join) put(&t, "odl_rank_step{rank=\"%d\"} %" PRId64 "\n", r, c->ranks[r].step);
-    gauge(&t, "odl_rank_samples_per_second", "Training samples per second, per rank.", "gauge");
-    for (int r = 0; r < c->world_size; r++)
-        if (c->ranks[r].t_join) put(&t, "odl_rank_samples_per_second{rank=\"%d\"} %.3f\n", r, c->ranks[r].samples_per_s);
-    gauge(&t, "odl_rank_heartbeat_age_seconds", "Seconds since the rank's last heartbeat (coordinator clock).", "gauge");
-    for (int r = 0; r < c->world_size; r++)
-        if (c->ranks[r].conn) put(&t, "odl_rank_heartbeat_age_seconds{rank=\"%d\"} %.3f\n", r, now - c->ranks[r].t_heartbeat);
-    gauge(&t, "odl_restarts_total", "Relaunches of the job after a failure.", "counter");
-    put(&t, "odl_restarts_total %d\n", c->restarts);
-    gauge(&t, "odl_refused_connections_total", "Connections refused, by reason.", "counter");
-    put(&t, "odl_refused_connections_total{reason=\"auth\"} %" PRIu64 "\n", c->refused_auth);
-    put(&t, "odl_refused_connections_total{reason=\"generation\"} %" PRIu64 "\n", c->refused_generation);
-    put(&t, "odl_refused_connections_total{reason=\"duplicate_rank\"} %" PRIu64 "\n", c->refused_duplicate);
-    put(&t, "odl_refused_connections_total{reason=\"protocol\"} %" PRIu64 "\n", c->refused_protocol);
-    put(&t, "odl_refused_connections_total{reason=\"capacity\"} %" PRIu64 "\n", c->refused_full);
-    gauge(&t, "odl_connections", "Open connections on the coordinator's port.", "gauge");
-    put(&t, "odl_connections %d\n", c->n_conns);
-    gauge(&t, "odl_last_checkpoint_step", "Step of the last committed checkpoint (-1: none).", "gauge");
-    put(&t, "odl_last_checkpoint_step %" PRId64 "\n", c->ck_path[0] ? c->ck_step : -1);
-    if (c->ck_path[0]) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        gauge(&t, "odl_last_checkpoint_age_seconds", "Seconds since the last checkpoint was committed.", "gauge");
-        put(&t, "odl_last_checkpoint_age_seconds %.3f\n", (double)ts.tv_sec + ts.tv_nsec * 1e-9 - c->ck_time);
-        gauge(&t, "odl_last_checkpoint_bytes", "Size of the last committed checkpoint.", "gauge");
-        put(&t, "odl_last_checkpoint_bytes %" PRIu64 "\n", c->ck_bytes);
-        gauge(&t, "odl_last_checkpoint_write_seconds", "Write time of the last committed checkpoint.", "gauge");
-        put(&t, "odl_last_checkpoint_write_seconds %.6f\n", c->ck_write_ms / 1000.0);
+    p->fd = ci->connect_fd;
+    p->listed = 1;
+    p->prev = h->tail;
+    if (h->tail) h->tail->next = p;
+    else h->head = p;
+    h->tail = p;
+    h->n++;
+    *socket_context = p;
+    if (h->n > HTTP_PENDING_MAX) { /* the oldest pending one goes: libmicrohttpd sees its end and closes it */
+        pending *old = h->head;
+        unlist(h, old);
+        shutdown(old->fd, SHUT_RDWR);
+        h->evicted++;
     }
-    fence_metrics(c, &t);
-    char *gpu;
-    size_t gpu_len;
-    coord_gpu_metrics(c, &gpu, &gpu_len);
-    if (gpu) put(&t, "%s", gpu);
-    free(gpu);
-    pthread_mutex_lock(&c->metrics_mu);
-    free(c->metrics);
-    c->metrics = t.s;
-    pthread_mutex_unlock(&c->metrics_mu);
 }
 
 static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                               const char *version, const char *upload, size_t *upload_size, void **con_cls) {
-    coord *c = cls;
+    http_ctx *h = cls;
+    coord *c = h->c;
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    if (ci && ci->socket_context) unlist(h, ci->socket_context); /* its request is here: no longer pending */
     (void)version;
     (void)upload;
     (void)con_cls;
@@ -177,6 +119,7 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char
         return MHD_NO;
     }
     MHD_add_response_header(r, "Content-Type", type);
+    MHD_add_response_header(r, "Connection", "close"); /* a served client holds no slot idle */
     enum MHD_Result ret = MHD_queue_response(conn, code, r);
     MHD_destroy_response(r);
     return ret;
@@ -191,14 +134,21 @@ odl_status coord_http_start(coord *c) {
     a.sin_port = htons((uint16_t)c->o.http_port);
     if (inet_pton(AF_INET, c->o.http_host, &a.sin_addr) != 1)
         return ODL_ERR(ODL_E_INVAL, "--http %s: not an IPv4 address", c->o.http_host);
-    /* One polling thread (epoll): a client that trickles bytes holds a connection slot until the
-     * timeout, never the thread. */
+    http_ctx *h = calloc(1, sizeof *h);
+    if (!h) return ODL_ERR(ODL_E_NOMEM, "HTTP server");
+    h->c = c;
+    /* One polling thread (epoll): a client that trickles bytes holds a pending slot until the idle
+     * timeout or its eviction, never the thread. No per-address limit: the pending slots are shared. */
     struct MHD_Daemon *d = MHD_start_daemon(
-        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG, 0, NULL, NULL, answer, c,
-        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&a, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)5,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)512, MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)256,
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG, 0, NULL, NULL, answer, h,
+        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&a, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_IDLE_TIMEOUT_S,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_CONNECTIONS_MAX, MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)32768, MHD_OPTION_END);
-    if (!d) return ODL_ERR(ODL_E_IO, "cannot serve HTTP on %s:%d", c->o.http_host, c->o.http_port);
+    if (!d) {
+        free(h);
+        return ODL_ERR(ODL_E_IO, "cannot serve HTTP on %s:%d", c->o.http_host, c->o.http_port);
+    }
+    c->http_ctx = h;
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
     int port = info ? info->port : c->o.http_port;
     snprintf(c->http_addr, sizeof c->http_addr, "%s:%d", c->o.http_host, port);
@@ -208,6 +158,8 @@ odl_status coord_http_start(coord *c) {
 }
 
 void coord_http_stop(coord *c) {
-    if (c->http) MHD_stop_daemon(c->http);
+    if (c->http) MHD_stop_daemon(c->http); /* closes every connection: their contexts are freed */
     c->http = NULL;
+    free(c->http_ctx);
+    c->http_ctx = NULL;
 }

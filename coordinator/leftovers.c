@@ -24,6 +24,7 @@
 
 #include "coordinator/coord.h"
 #include "odl/log.h"
+#include "odl/strbuf.h"
 
 odl_status coord_job_dir_lock(coord *c) {
     char path[PATH_MAX + 32];
@@ -128,10 +129,11 @@ int coord_end_leftovers(coord *c) {
     for (int i = 0; i < n; i++) kill(pids[i], SIGKILL); /* SIGKILL ends stopped (T) processes too */
     if (n) {
         char list[512];
-        size_t l = 0;
-        for (int i = 0; i < n && l < sizeof list - 16; i++) l += (size_t)snprintf(list + l, sizeof list - l, " %d", (int)pids[i]);
-        ODL_LOG_WARN("ended %d process%s of generation %" PRIu64 " that outlived their coordinator (pid%s%s%s)", n,
-                     n == 1 ? "" : "es", newest, n == 1 ? "" : "s", list, l >= sizeof list - 16 ? " ..." : "");
+        odl_strbuf b;
+        odl_strbuf_fixed(&b, list, sizeof list);
+        for (int i = 0; i < n; i++) odl_strbuf_printf(&b, " %d", (int)pids[i]);
+        ODL_LOG_WARN("ended %d process%s of generation %" PRIu64 " that outlived their coordinator (pid%s%s)", n,
+                     n == 1 ? "" : "es", newest, n == 1 ? "" : "s", list);
         /* Wait (at most 10 s) until they are gone: one still writing a checkpoint must not overlap the
          * new generation. A process in D state ends when its I/O returns. */
         struct timespec ts = {0, 20 * 1000 * 1000};

@@ -1,7 +1,8 @@
 /* Supervision (docs/coordinator.md "Supervision"): the job's command runs in its own process group
  * with the coordinator's address, the job secret and the generation in its environment; on a failure
  * the whole group is killed and, after a backoff, the command is started again (a new generation,
- * resuming from the last committed checkpoint), at most --max-restarts times. */
+ * resuming from the last committed checkpoint), at most --max-restarts times. The ranks' failures,
+ * completions and Xid reports arrive as the server's events (coord_job_events, set here). */
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -12,6 +13,7 @@
 #include <string.h>
 
 #include "coordinator/coord.h"
+#include "odl/clock.h"
 #include "odl/log.h"
 
 extern char **environ;
@@ -19,7 +21,7 @@ extern char **environ;
 static void on_child_exit(uv_process_t *p, int64_t status, int term_signal);
 
 static void kill_group(coord *c, int sig) {
-    if (c->child_alive && c->child_pid > 1) kill(-(pid_t)c->child_pid, sig);
+    if (c->child.alive && c->child.pid > 1) kill(-(pid_t)c->child.pid, sig);
 }
 
 void coord_finish(coord *c, int exit_code) {
@@ -32,10 +34,10 @@ void coord_finish(coord *c, int exit_code) {
 odl_status coord_job_launch(coord *c) {
     c->generation++;
     coord_members_reset(c);
-    c->req_active = 0;
+    c->req.active = 0;
     c->failure[0] = 0;
     c->n_registered = 0;
-    c->t_generation = coord_now(c);
+    c->t_generation = odl_mono_s();
     c->state = JOB_RUNNING;
     /* Persisted before any worker hears of it: a coordinator started again on DIR continues from a
      * higher generation and refuses this one's workers. */
@@ -69,7 +71,7 @@ odl_status coord_job_launch(coord *c) {
         stdio[i].data.fd = i;
     }
     char **argv = NULL;
-    odl_status fs = coord_fence_argv(c, &argv);
+    odl_status fs = coord_launch_argv(c, &argv);
     if (fs != ODL_OK) {
         free(env);
         return fs;
@@ -83,19 +85,27 @@ odl_status coord_job_launch(coord *c) {
     po.flags = UV_PROCESS_DETACHED; /* setsid: the job is one process group that can be killed whole */
     po.stdio_count = 3;
     po.stdio = stdio;
-    int r = uv_spawn(&c->loop, &c->child, &po);
+    int r = uv_spawn(&c->loop, &c->child.proc, &po);
     free(env);
-    coord_fence_argv_free(argv);
+    coord_launch_argv_free(argv);
     if (r != 0) {
-        uv_close((uv_handle_t *)&c->child, NULL);
+        uv_close((uv_handle_t *)&c->child.proc, NULL);
         return ODL_ERR(ODL_E_IO, "cannot start %s: %s", c->o.cmd[0], uv_strerror(r));
     }
-    c->child_alive = 1;
-    c->child_pid = c->child.pid;
+    c->child.alive = 1;
+    c->child.pid = c->child.proc.pid;
     ODL_LOG_INFO("generation %" PRIu64 ": started %s (pid %" PRId64 ", its own process group)%s%s", c->generation,
-                 c->o.cmd[0], c->child_pid, c->ck_path[0] ? ", resuming from " : "", c->ck_path);
+                 c->o.cmd[0], c->child.pid, c->ck.path[0] ? ", resuming from " : "", c->ck.path);
     ODL_CHECK(coord_state_save(c));
     return ODL_OK;
+}
+
+/* A rank of this generation refused before it registered explains a failure that only looks like a
+ * death: say it in the failure line (and the give-up line, which repeats it). */
+static void append_refusal(coord *c) {
+    if (c->refusal.generation != c->generation || !c->refusal.text[0]) return;
+    size_t n = strlen(c->failure);
+    snprintf(c->failure + n, sizeof c->failure - n, "; earlier, %s", c->refusal.text);
 }
 
 void coord_job_fail(coord *c, const char *fmt, ...) {
@@ -104,19 +114,59 @@ void coord_job_fail(coord *c, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(c->failure, sizeof c->failure, fmt, ap);
     va_end(ap);
+    append_refusal(c);
     ODL_LOG_ERROR("generation %" PRIu64 " failed: %s; killing the job's process group", c->generation, c->failure);
     c->state = JOB_FAILING;
     kill_group(c, SIGKILL);
-    if (!c->child_alive && !c->o.cmd) { /* serve-only: nothing to relaunch */
+    if (!c->child.alive && !c->o.cmd) { /* serve-only: nothing to relaunch */
         coord_members_reset(c);
         c->state = JOB_RUNNING;
     }
 }
 
-void coord_job_member_done(coord *c) {
+/* ------------------------------------------------------------------ what the server reports */
+
+static void on_failed(coord *c, const char *why) {
+    coord_job_fail(c, "%s", why);
+}
+
+static void on_member_done(coord *c) {
     for (int r = 0; r < c->world_size; r++)
         if (!c->ranks[r].finished) return;
     ODL_LOG_INFO("all %d ranks of generation %" PRIu64 " finished", c->world_size, c->generation);
+}
+
+static void on_xid(coord *c, int rank, const Odl__XidReport *x) {
+    char why[400];
+    switch (coord_xid_decide(c, rank, x, why, sizeof why)) {
+    case COORD_XID_NONE:
+    case COORD_XID_FENCED_ALSO: return; /* launch_args.c reads fence.json at the relaunch */
+    case COORD_XID_RESTART:
+    case COORD_XID_UNRECORDED: coord_job_fail(c, "%s", why); return;
+    case COORD_XID_FENCED: break;
+    }
+    const char *node = c->ranks[rank].node;
+    if (!c->o.cmd) { /* serve-only: the launcher elsewhere relaunches; fence.json tells it what to leave out */
+        ODL_LOG_WARN("serving only (no command): node %s stays in this generation; its launcher must relaunch "
+                     "without it (odl_health fence hostfile|exclude --job-dir %s)", node, c->o.job_dir);
+        return;
+    }
+    c->fence_relaunch = 1;
+    c->state = JOB_STOPPING;
+    c->req.t_stop = odl_mono_s();
+    coord_request_checkpoint(c, 1);
+}
+
+void coord_supervise_init(coord *c) {
+    c->job = (coord_job_events){.failed = on_failed, .member_done = on_member_done, .xid = on_xid};
+}
+
+void coord_job_tick(coord *c) {
+    if (c->state == JOB_STOPPING && odl_mono_s() - c->req.t_stop > COORD_STOP_GRACE_S(c->o.timeout_s)) {
+        ODL_LOG_ERROR("preemption: the ranks did not stop within %.0f s; killing the job", COORD_STOP_GRACE_S(c->o.timeout_s));
+        c->state = JOB_FAILING;
+        kill_group(c, SIGKILL);
+    }
 }
 
 static void on_backoff(uv_timer_t *t) {
@@ -132,33 +182,33 @@ static void on_child_closed(uv_handle_t *h) {
 }
 
 static void on_child_exit(uv_process_t *p, int64_t status, int term_signal) {
-    coord *c = (coord *)((char *)p - offsetof(coord, child));
-    c->child_alive = 0;
+    coord *c = (coord *)((char *)p - offsetof(coord, child.proc));
+    c->child.alive = 0;
     uv_close((uv_handle_t *)p, on_child_closed);
     /* Anything of the group still running (a rank that outlived its launcher) ends with it. */
-    kill(-(pid_t)c->child_pid, SIGKILL);
+    kill(-(pid_t)c->child.pid, SIGKILL);
     int code = term_signal ? 128 + term_signal : (int)status;
     ODL_LOG_INFO("generation %" PRIu64 ": the job's command exited with %s %d", c->generation,
                  term_signal ? "signal" : "status", term_signal ? term_signal : (int)status);
     if (c->fence_relaunch) {
         /* A node was fenced: relaunch without it from the checkpoint the ranks just wrote (or, when they
          * could not, the last committed one) -- unless the job finished its training first. */
-        int finished = code == 0 && c->req_active;
+        int finished = code == 0 && c->req.active;
         c->fence_relaunch = 0;
-        c->req_stop = 0;
-        c->req_active = 0;
+        c->req.stop = 0;
+        c->req.active = 0;
         if (finished) {
             ODL_LOG_INFO("the job finished before the fence's checkpoint step; the fence stays for the next job");
             coord_finish(c, COORD_EXIT_OK);
             return;
         }
         if (!c->failure[0]) snprintf(c->failure, sizeof c->failure, "a node-fatal Xid fenced a node");
-    } else if (c->req_stop) {
-        int ok = c->req_stop && !c->req_active;
-        if (ok) ODL_LOG_INFO("preempted: stopped after the checkpoint of step %" PRId64 " (exit status %d)", c->ck_step,
+    } else if (c->req.stop) {
+        int ok = c->req.stop && !c->req.active;
+        if (ok) ODL_LOG_INFO("preempted: stopped after the checkpoint of step %" PRId64 " (exit status %d)", c->ck.step,
                              COORD_EXIT_PREEMPTED);
         else ODL_LOG_WARN("preempted before a checkpoint was committed; the last committed one is step %" PRId64
-                          " (exit status %d)", c->ck_step, COORD_EXIT_PREEMPTED);
+                          " (exit status %d)", c->ck.step, COORD_EXIT_PREEMPTED);
         coord_finish(c, COORD_EXIT_PREEMPTED);
         return;
     }
@@ -167,10 +217,12 @@ static void on_child_exit(uv_process_t *p, int64_t status, int term_signal) {
         return;
     }
     if (c->state == JOB_RUNNING) {
+        const int refused = c->refusal.generation == c->generation && c->refusal.text[0];
         snprintf(c->failure, sizeof c->failure, "the job's command exited with %s %d%s", term_signal ? "signal" : "status",
                  term_signal ? term_signal : (int)status,
-                 c->n_registered ? "" : " before any rank registered (the launch itself failed: see the command's "
+                 c->n_registered || refused ? "" : " before any rank registered (the launch itself failed: see the command's "
                                         "output above, e.g. mpirun refusing to run as root without --allow-run-as-root)");
+        append_refusal(c);
         ODL_LOG_ERROR("generation %" PRIu64 " failed: %s", c->generation, c->failure);
     }
     coord_members_reset(c);
@@ -180,12 +232,13 @@ static void on_child_exit(uv_process_t *p, int64_t status, int term_signal) {
         coord_finish(c, code ? code : COORD_EXIT_FAILED);
         return;
     }
-    double delay = c->o.backoff_s * (double)(1 << (c->restarts < 5 ? c->restarts : 5));
-    if (delay > 30) delay = 30;
+    int doublings = c->restarts < COORD_BACKOFF_DOUBLINGS ? c->restarts : COORD_BACKOFF_DOUBLINGS;
+    double delay = c->o.backoff_s * (double)(1 << doublings);
+    if (delay > COORD_BACKOFF_MAX_S) delay = COORD_BACKOFF_MAX_S;
     c->restarts++;
     c->state = JOB_IDLE;
     ODL_LOG_INFO("relaunching in %.1f s (restart %d of at most %d) from %s", delay, c->restarts, c->o.max_restarts,
-                 c->ck_path[0] ? c->ck_path
+                 c->ck.path[0] ? c->ck.path
                  : c->wq     ? "the evaluation's work queue (DIR/eval/queue.json: the chunks done stay done)"
                              : "the start (no committed checkpoint)");
     if (coord_state_save(c) != ODL_OK) ODL_LOG_ERROR("%s", odl_error_msg());

@@ -27,10 +27,11 @@
 #include <unistd.h>
 
 #include "coordinator/coord.h"
-#include "odl/ckpt.h"
+#include "odl/clock.h"
 #include "odl/coord_client.h"
 #include "odl/json.h"
 #include "odl/log.h"
+#include "odl/strbuf.h"
 
 #define COORD_WQ_MAX_CHUNKS (1 << 24)
 #define COORD_WQ_MAX_KEY 4096
@@ -89,16 +90,15 @@ static void prune(const coord *c, wq_chunk *x, int rank) {
 /* "3, 5-9, 12" of the chunks where pick() holds, into buf. */
 static void ranges(const struct coord_wq *q, int (*pick)(const struct coord_wq *, int64_t, uint64_t), uint64_t gen,
                    char *buf, size_t cap) {
-    size_t n = 0;
-    buf[0] = 0;
-    for (int64_t k = 0; k < q->n_chunks && n + 40 < cap; k++) {
+    odl_strbuf b;
+    odl_strbuf_fixed(&b, buf, cap);
+    for (int64_t k = 0; k < q->n_chunks && !b.truncated; k++) {
         if (!pick(q, k, gen)) continue;
         int64_t e = k;
         while (e + 1 < q->n_chunks && pick(q, e + 1, gen)) e++;
-        n += (size_t)snprintf(buf + n, cap - n, e > k ? "%s%" PRId64 "-%" PRId64 : "%s%" PRId64, n ? ", " : "", k, e);
+        odl_strbuf_printf(&b, e > k ? "%s%" PRId64 "-%" PRId64 : "%s%" PRId64, b.len ? ", " : "", k, e);
         k = e;
     }
-    if (n + 40 >= cap) snprintf(buf + n, cap - n, ", ...");
 }
 static int pick_requeued(const struct coord_wq *q, int64_t k, uint64_t gen) {
     return !q->ch[k].done && q->ch[k].given_generation && q->ch[k].given_generation < gen;
@@ -139,15 +139,10 @@ static odl_status wq_save(const struct coord_wq *q) {
     json_object_set_new(j, "n_chunks", json_integer(q->n_chunks));
     json_object_set_new(j, "n_done", json_integer(q->n_done));
     json_object_set_new(j, "done", done);
-    char *text = json_dumps(j, JSON_INDENT(1) | JSON_SORT_KEYS);
-    json_decref(j);
-    if (!text) return ODL_ERR(ODL_E_NOMEM, "%s/queue.json", q->dir);
     char path[PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/queue.json", q->dir);
-    size_t len = strlen(text);
-    text[len] = '\n'; /* the NUL's byte becomes the file's final newline */
-    odl_status s = odl_ckpt_write_file_atomic(path, text, len + 1);
-    free(text);
+    odl_status s = odl_json_save_file(path, j, JSON_INDENT(1) | JSON_SORT_KEYS);
+    json_decref(j);
     return s;
 }
 
@@ -259,7 +254,7 @@ static void give(coord *c, struct coord_wq *q, int64_t k, int rank, int backup, 
     h->rank = rank;
     h->generation = c->generation;
     h->t_join = c->ranks[rank].t_join;
-    h->t_given = coord_now(c);
+    h->t_given = odl_mono_s();
     x->given_generation = c->generation;
     x->given_rank = rank;
     w->chunk = k;
@@ -309,7 +304,7 @@ void coord_work_request(coord *c, coord_conn *k, int rank, const Odl__WorkReques
             return;
         }
     /* Nothing free: back up the longest-held straggler, if one is far behind the mean. */
-    double now = coord_now(c), mean = q->n_timed ? q->sum_s / (double)q->n_timed : 0, worst = 0;
+    double now = odl_mono_s(), mean = q->n_timed ? q->sum_s / (double)q->n_timed : 0, worst = 0;
     double limit = COORD_WQ_STRAGGLER_FACTOR * mean;
     if (limit < COORD_WQ_STRAGGLER_MIN_S) limit = COORD_WQ_STRAGGLER_MIN_S;
     int64_t pick = -1;
@@ -350,7 +345,7 @@ void coord_work_done(coord *c, int rank, const Odl__WorkDone *d) {
     }
     double held = -1;
     for (int i = 0; i < x->n_hold; i++)
-        if (x->hold[i].rank == rank && hold_live(c, &x->hold[i])) held = coord_now(c) - x->hold[i].t_given;
+        if (x->hold[i].rank == rank && hold_live(c, &x->hold[i])) held = odl_mono_s() - x->hold[i].t_given;
     prune(c, x, rank);
     if (x->done) {
         if (x->winner >= 0)
@@ -367,7 +362,7 @@ void coord_work_done(coord *c, int rank, const Odl__WorkDone *d) {
         q->sum_s += held;
         q->n_timed++;
     }
-    if (q->n_done == q->n_chunks) q->t_complete = coord_now(c);
+    if (q->n_done == q->n_chunks) q->t_complete = odl_mono_s();
     odl_status s = wq_save(q);
     if (s != ODL_OK) ODL_LOG_ERROR("evaluation queue: %s (a relaunch evaluates chunk %" PRId64 " again)", odl_error_msg(), d->chunk);
     ODL_LOG_INFO("evaluation chunk %" PRId64 " done by rank %d%s (%" PRId64 " of %" PRId64 ")", d->chunk, rank,
@@ -382,7 +377,7 @@ void coord_work_done(coord *c, int rank, const Odl__WorkDone *d) {
 void coord_work_tick(coord *c) {
     struct coord_wq *q = c->wq;
     if (!q || !q->t_complete || q->ended == c->generation || c->state != JOB_RUNNING || !c->world_size) return;
-    if (coord_now(c) - q->t_complete <= c->o.timeout_s) return;
+    if (odl_mono_s() - q->t_complete <= c->o.timeout_s) return;
     int stuck = 0;
     for (int r = 0; r < c->world_size; r++) {
         const coord_rank *x = &c->ranks[r];
@@ -397,7 +392,7 @@ void coord_work_tick(coord *c) {
     q->ended = c->generation;
     char why[256];
     snprintf(why, sizeof why, "the evaluation is complete and this rank still holds a chunk that another rank "
-             "finished, %.1f s after the last one (--timeout)", coord_now(c) - q->t_complete);
+             "finished, %.1f s after the last one (--timeout)", odl_mono_s() - q->t_complete);
     for (int r = 0; r < c->world_size; r++) {
         const coord_rank *x = &c->ranks[r];
         if (!x->conn || x->finished) continue;

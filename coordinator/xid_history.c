@@ -14,12 +14,12 @@
 #include "coordinator/coord.h"
 #include "odl/health.h"
 #include "odl/json.h"
+#include "odl/strbuf.h"
 
 odl_status coord_xid_history_add(const char *job_dir, const char *node, int xid, const odl_xid_table *t, int *n_out,
                                  char *codes, size_t cap) {
     *n_out = 0;
-    if (cap) codes[0] = '\0';
-    char path[PATH_MAX + 32], tmp[PATH_MAX + 48];
+    char path[PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/xid_history.json", job_dir);
     json_t *root = NULL;
     odl_status s = odl_json_load_file(path, &root);
@@ -42,14 +42,10 @@ odl_status coord_xid_history_add(const char *job_dir, const char *node, int xid,
     json_array_append_new(kept, json_pack("{s:i, s:I}", "xid", xid, "time", (json_int_t)now));
     json_object_set_new(nodes, node, kept);
     *n_out = (int)json_array_size(kept);
-    size_t len = 0;
-    json_array_foreach(kept, i, e) {
-        if (len + 16 < cap) len += (size_t)snprintf(codes + len, cap - len, "%s%lld", i ? "," : "", odl_json_int(e, "xid", 0));
-    }
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    int r = json_dump_file(root, tmp, JSON_INDENT(2) | JSON_SORT_KEYS);
+    odl_strbuf b;
+    odl_strbuf_fixed(&b, codes, cap);
+    json_array_foreach(kept, i, e) odl_strbuf_printf(&b, "%s%lld", i ? "," : "", odl_json_int(e, "xid", 0));
+    s = odl_json_save_file(path, root, JSON_INDENT(2) | JSON_SORT_KEYS); /* durable, as fence.json */
     json_decref(root);
-    if (r != 0) return ODL_ERR(ODL_E_IO, "cannot write %s: %s", tmp, strerror(errno));
-    if (rename(tmp, path) != 0) return ODL_ERR(ODL_E_IO, "rename(%s, %s): %s", tmp, path, strerror(errno));
-    return ODL_OK;
+    return s;
 }

@@ -2,6 +2,8 @@
  * strict YAML loading (libyaml's document API), the effective config as YAML, and the generated
  * documentation. See odl/config.h; the training program's table is worker/config.c. */
 #include "odl/config.h"
+#include "odl/parse.h"
+#include "odl/strbuf.h"
 
 #include <errno.h>
 #include <math.h>
@@ -49,9 +51,10 @@ static const char *allowed_sep(const odl_config_key *k, char *buf, size_t cap, c
     case ODL_CFG_BOOL: snprintf(buf, cap, "true or false"); break;
     case ODL_CFG_STRING: snprintf(buf, cap, "a string of at most %d bytes", ODL_CONFIG_STR_MAX - 1); break;
     case ODL_CFG_ENUM: {
-        size_t n = (size_t)snprintf(buf, cap, "one of ");
-        for (int i = 0; k->choices[i] && n < cap; i++)
-            n += (size_t)snprintf(buf + n, cap - n, "%s%s", i ? sep : "", k->choices[i]);
+        odl_strbuf b;
+        odl_strbuf_fixed(&b, buf, cap);
+        odl_strbuf_printf(&b, "one of ");
+        for (int i = 0; k->choices[i]; i++) odl_strbuf_printf(&b, "%s%s", i ? sep : "", k->choices[i]);
         break;
     }
     }
@@ -93,10 +96,8 @@ static odl_status set_value(void *cfg, const odl_config_key *k, const char *text
     void *dst = (char *)cfg + k->offset;
     switch (k->type) {
     case ODL_CFG_INT: {
-        char *end = NULL;
-        errno = 0;
-        long long v = text[0] ? strtoll(text, &end, 10) : 0;
-        if (!text[0] || *end != '\0' || errno == ERANGE)
+        int64_t v = 0;
+        if (odl_parse_i64(text, INT64_MIN, INT64_MAX, &v) != ODL_PARSE_OK)
             return ODL_ERR(ODL_E_CONFIG, "%s%s: value '%s' is not an integer; allowed: %s", where, k->name, shown,
                            odl_config_allowed(k, allowed, sizeof allowed));
         if (!in_bounds(k, (double)v))
@@ -106,10 +107,8 @@ static odl_status set_value(void *cfg, const odl_config_key *k, const char *text
         return ODL_OK;
     }
     case ODL_CFG_FLOAT: {
-        char *end = NULL;
-        errno = 0;
-        double v = text[0] ? strtod(text, &end) : 0;
-        if (!text[0] || *end != '\0' || !isfinite(v) || (errno == ERANGE && fabs(v) > 1))
+        double v = 0;
+        if (odl_parse_f64(text, -INFINITY, INFINITY, &v) != ODL_PARSE_OK)
             return ODL_ERR(ODL_E_CONFIG, "%s%s: value '%s' is not a finite number; allowed: %s", where, k->name,
                            shown, odl_config_allowed(k, allowed, sizeof allowed));
         if (!in_bounds(k, v))
@@ -252,11 +251,12 @@ static int is_section(const odl_config_schema *sc, const char *prefix) {
 
 /* "; keys in train: train.epochs, train.batch_size, ..." */
 static void section_keys(const odl_config_schema *sc, const char *prefix, char *buf, size_t cap) {
-    size_t n = strlen(prefix), pos = 0;
-    buf[0] = '\0';
-    for (size_t i = 0; i < sc->n && pos < cap; i++)
+    size_t n = strlen(prefix);
+    odl_strbuf b;
+    odl_strbuf_fixed(&b, buf, cap);
+    for (size_t i = 0; i < sc->n; i++)
         if (strncmp(sc->keys[i].name, prefix, n) == 0 && sc->keys[i].name[n] == '.')
-            pos += (size_t)snprintf(buf + pos, cap - pos, "%s%s", pos ? ", " : "", sc->keys[i].name + n + 1);
+            odl_strbuf_printf(&b, "%s%s", b.len ? ", " : "", sc->keys[i].name + n + 1);
 }
 
 static odl_status unknown_key(const odl_config_schema *sc, const char *where, const char *name) {

@@ -1,5 +1,6 @@
 /* The environment-variable table (odl/env.h): parsed once, under a mutex, into plain values. */
 #include "odl/env.h"
+#include "odl/parse.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -46,12 +47,11 @@ static const char *parse(const odl_env_var *v, const char *text, int64_t *out) {
         }
         return "not a boolean (0/1, true/false, on/off, yes/no)";
     }
-    char *end = NULL;
-    errno = 0;
-    long long x = strtoll(text, &end, 10);
-    if (end == text || *end != '\0') return "not an integer";
-    if (errno == ERANGE || x < v->min || x > v->max) return "outside the allowed range";
-    *out = (int64_t)x;
+    int64_t x = 0;
+    int r = odl_parse_i64(text, v->min, v->max, &x);
+    if (r == ODL_PARSE_SYNTAX) return "not an integer";
+    if (r == ODL_PARSE_RANGE) return "outside the allowed range";
+    *out = x;
     return NULL;
 }
 

@@ -2,6 +2,7 @@
  * docs/checkpoint_format.md. Every HDF5 call is checked; a failure becomes ODL_E_HDF5 naming the call,
  * the file and the object, with the innermost message of HDF5's error stack. */
 #include "odl/h5io.h"
+#include "odl/file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -153,13 +154,6 @@ static int64_t numel_of(int ndim, const int64_t *shape) {
     int64_t n = 1;
     for (int i = 0; i < ndim; i++) n *= shape[i];
     return n;
-}
-
-static void shape_str(int ndim, const int64_t *shape, char *buf, size_t cap) {
-    size_t pos = (size_t)snprintf(buf, cap, "[");
-    for (int i = 0; i < ndim && pos < cap; i++)
-        pos += (size_t)snprintf(buf + pos, cap - pos, "%s%" PRId64, i ? ", " : "", shape[i]);
-    if (pos < cap) snprintf(buf + pos, cap - pos, "]");
 }
 
 /* "/a/b" from "a/b" or "/a/b"; rejects empty names, "//", a trailing '/', "." and ".." parts. */
@@ -357,7 +351,7 @@ static odl_status writer_write(odl_h5_writer *w, const char *dset_in, odl_dtype 
     for (int i = 0; i < ndim; i++) {
         if (shape[i] < 0) {
             char s[160];
-            shape_str(ndim, shape, s, sizeof s);
+            odl_dims_str(ndim, shape, s, sizeof s);
             return ODL_ERR(ODL_E_INVAL, "%s:%s: negative dimension in shape %s", w->path, dset, s);
         }
         dims[i] = (hsize_t)shape[i];
@@ -513,18 +507,6 @@ odl_status odl_h5_writer_attr_str(odl_h5_writer *w, const char *obj, const char 
     return st;
 }
 
-static odl_status fsync_path(const char *path, int directory) {
-    int fd = open(path, O_RDONLY | (directory ? O_DIRECTORY : 0));
-    if (fd < 0) return ODL_ERR(ODL_E_IO, "open(%s) for fsync failed: %s", path, strerror(errno));
-    if (fsync(fd) != 0) {
-        int e = errno;
-        close(fd);
-        return ODL_ERR(ODL_E_IO, "fsync(%s) failed: %s", path, strerror(e));
-    }
-    if (close(fd) != 0) return ODL_ERR(ODL_E_IO, "close(%s) after fsync failed: %s", path, strerror(errno));
-    return ODL_OK;
-}
-
 static odl_status writer_commit(odl_h5_writer *w) {
     odl_status st = ODL_OK;
     if (H5Fflush(w->file, H5F_SCOPE_GLOBAL) < 0) {
@@ -539,28 +521,7 @@ static odl_status writer_commit(odl_h5_writer *w) {
         st = H5FAIL("H5Fclose", w->tmp, NULL);
         goto fail;
     }
-    ODL_CHECK_GOTO(fsync_path(w->tmp, 0), st, fail);
-    if (rename(w->tmp, w->path) != 0) {
-        st = ODL_ERR(ODL_E_IO, "rename(%s, %s) failed: %s", w->tmp, w->path, strerror(errno));
-        goto fail;
-    }
-    {
-        char *dir = strdup(w->path);
-        if (!dir) return ODL_ERR(ODL_E_NOMEM, "%s: out of memory", w->path);
-        char *slash = strrchr(dir, '/');
-        const char *d = ".";
-        if (slash) {
-            if (slash == dir) slash[1] = '\0';
-            else *slash = '\0';
-            d = dir;
-        }
-        st = fsync_path(d, 1);
-        free(dir);
-        if (st != ODL_OK)
-            odl_error_prefix("%s is in place but the directory was not synced; the rename may not survive a power loss",
-                             w->path);
-        return st;
-    }
+    return odl_file_publish(w->tmp, w->path, 0, NULL); /* fsync, rename, fsync of the directory */
 fail:
     if (w->file >= 0) {
         H5Fclose(w->file);
@@ -890,8 +851,8 @@ static odl_status reader_read(odl_h5_reader *r, const char *dset_in, odl_dtype d
     for (int i = 0; same && i < ndim; i++) same = info.shape[i] == shape[i];
     if (!same) {
         char a[160], b[160];
-        shape_str(info.ndim, info.shape, a, sizeof a);
-        shape_str(ndim, shape, b, sizeof b);
+        odl_dims_str(info.ndim, info.shape, a, sizeof a);
+        odl_dims_str(ndim, shape, b, sizeof b);
         st = ODL_ERR(ODL_E_INVAL, "%s:%s: shape %s in the file, %s expected", r->path, dset, a, b);
         goto out;
     }

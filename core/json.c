@@ -1,9 +1,11 @@
 /* JSON helpers over jansson; see odl/json.h. */
 #include "odl/json.h"
+#include "odl/file.h"
 
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 json_t *odl_json_num(double v, int decimals) {
@@ -41,4 +43,15 @@ odl_status odl_json_load_file(const char *path, json_t **out) {
 long long odl_json_int(const json_t *obj, const char *key, long long dflt) {
     const json_t *v = json_object_get(obj, key);
     return json_is_integer(v) ? (long long)json_integer_value(v) : dflt;
+}
+
+odl_status odl_json_save_file(const char *path, const json_t *v, size_t flags) {
+    if (!v) return ODL_ERR(ODL_E_NOMEM, "%s: no JSON to write", path);
+    char *text = json_dumps(v, flags);
+    if (!text) return ODL_ERR(ODL_E_NOMEM, "%s: the JSON does not encode (not UTF-8?)", path);
+    size_t len = strlen(text);
+    text[len] = '\n'; /* json_dumps leaves no newline; the NUL's place takes it */
+    odl_status s = odl_file_write_atomic(path, text, len + 1, 0, NULL);
+    free(text);
+    return s;
 }

@@ -1,4 +1,5 @@
 #include "odl/tensor.h"
+#include "odl/strbuf.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -147,13 +148,17 @@ odl_status odl_tensor_copy_to_host(const odl_tensor *t, void *host, size_t nbyte
     return ODL_OK;
 }
 
-const char *odl_shape_str(const odl_tensor *t, char *buf, size_t cap) {
-    size_t off = 0;
-    off += (size_t)snprintf(buf + off, cap - off, "[");
-    for (int i = 0; t && i < t->ndim && off < cap; i++)
-        off += (size_t)snprintf(buf + off, cap - off, i ? ", %" PRId64 : "%" PRId64, t->shape[i]);
-    if (off < cap) snprintf(buf + off, cap - off, "]");
+const char *odl_dims_str(int ndim, const int64_t *shape, char *buf, size_t cap) {
+    odl_strbuf b;
+    odl_strbuf_fixed(&b, buf, cap);
+    odl_strbuf_printf(&b, "[");
+    for (int i = 0; i < ndim; i++) odl_strbuf_printf(&b, i ? ", %" PRId64 : "%" PRId64, shape[i]);
+    odl_strbuf_printf(&b, "]");
     return buf;
+}
+
+const char *odl_shape_str(const odl_tensor *t, char *buf, size_t cap) {
+    return odl_dims_str(t ? t->ndim : 0, t ? t->shape : NULL, buf, cap);
 }
 
 odl_status odl_tensor_check(const odl_tensor *t, const char *name, odl_dtype dtype, odl_device dev, int ndim,

@@ -12,15 +12,19 @@ static int64_t sample_elems(const odl_loader_config *c) {
     return n;
 }
 
-void odl_loader_gather(const uint8_t *images, const uint8_t *labels, int64_t elems, float mean, float std,
-                       const int64_t *idx, int count, float *x, int32_t *y) {
+odl_status odl_loader_gather(const uint8_t *images, const uint8_t *labels, int64_t n, int64_t elems, float mean,
+                             float std, const int64_t *idx, int count, float *x, int32_t *y) {
     const float scale = 1.0f / 255.0f, inv_std = 1.0f / std;
     for (int b = 0; b < count; b++) {
+        if (idx[b] < 0 || idx[b] >= n)
+            return ODL_ERR(ODL_E_INVAL, "sample %lld (row %d of the batch) is outside the data set's %lld samples",
+                           (long long)idx[b], b, (long long)n);
         const uint8_t *src = images + idx[b] * elems;
         float *dst = x + (int64_t)b * elems;
         for (int64_t i = 0; i < elems; i++) dst[i] = ((float)src[i] * scale - mean) * inv_std;
         y[b] = labels[idx[b]];
     }
+    return ODL_OK;
 }
 
 /* Fill one slot with the step at (epoch, cursor). Called on the loader thread. */
@@ -31,7 +35,7 @@ static odl_status fill_slot(odl_loader *L, odl_batch *b, int64_t epoch, int64_t 
     int local, global;
     ODL_CHECK(odl_sampler_batch(&L->sampler, cursor, c->batch, b->idx, &local, &global));
     int64_t elems = sample_elems(c);
-    odl_loader_gather(c->images, c->labels, elems, c->mean, c->std, b->idx, local, b->h_x, b->h_y);
+    ODL_CHECK(odl_loader_gather(c->images, c->labels, c->n, elems, c->mean, c->std, b->idx, local, b->h_x, b->h_y));
     if (c->device.type == ODL_DEV_CUDA && local > 0) {
         ODL_CHECK(odl_memcpy_async(b->x.data, c->device, b->h_x, odl_cpu(), (size_t)local * (size_t)elems * sizeof(float),
                                    L->copy_stream));

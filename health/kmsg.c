@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "odl/clock.h"
 #include "odl/health.h"
 
 #define KMSG_BUF 8192
@@ -22,9 +23,7 @@ struct odl_kmsg_reader {
 };
 
 int64_t odl_kmsg_now_us(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+    return odl_mono_ns() / 1000;
 }
 
 odl_status odl_kmsg_open(const char *path, int follow, odl_kmsg_reader **out) {

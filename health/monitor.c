@@ -15,7 +15,12 @@
 #define POLL_MS 100
 
 struct odl_health_monitor {
-    odl_health_monitor_opts o;
+    /* What the thread needs of the options, owned here: the caller's strings and table may be gone
+     * once odl_health_monitor_start returns (worker/health_monitor.c passes a stack buffer). */
+    odl_pci_id pci; /* this rank's GPU, parsed at start; not valid on the CPU */
+    int telemetry_ms;
+    void (*on_finding)(void *ctx, const odl_health_finding *f);
+    void *ctx;
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -49,7 +54,7 @@ static void push(odl_health_monitor *m, const odl_xid_record *rec) {
     m->queue[(m->q_head + m->q_len) % QUEUE_CAP] = f;
     m->q_len++;
     pthread_mutex_unlock(&m->mu);
-    if (m->o.on_finding) m->o.on_finding(m->o.ctx, &f);
+    if (m->on_finding) m->on_finding(m->ctx, &f);
 }
 
 static void handle_line(odl_health_monitor *m, const char *line) {
@@ -65,7 +70,7 @@ static void push_unhealthy(odl_health_monitor *m, const char *why) {
     lost.xid = ODL_XID_BUS_LOST;
     lost.gpu_instance = lost.compute_instance = lost.pid = -1;
     lost.ts_us = odl_kmsg_now_us();
-    odl_pci_parse(m->o.pci_bus_id, &lost.pci);
+    lost.pci = m->pci;
     snprintf(lost.text, sizeof lost.text, "%.150s", why);
     snprintf(m->nvml_error, sizeof m->nvml_error, "%s", lost.text);
     push(m, &lost);
@@ -108,7 +113,7 @@ static void *run(void *arg) {
         }
         if (m->nvml && odl_kmsg_now_us() >= next_tel) {
             read_telemetry(m);
-            next_tel = odl_kmsg_now_us() + (int64_t)m->o.telemetry_ms * 1000;
+            next_tel = odl_kmsg_now_us() + (int64_t)m->telemetry_ms * 1000;
         }
         if (m->events) {
             odl_xid_record rec;
@@ -139,13 +144,15 @@ odl_status odl_health_monitor_start(const odl_health_monitor_opts *o, odl_health
     *out = NULL;
     odl_health_monitor *m = calloc(1, sizeof *m);
     if (!m) return ODL_ERR(ODL_E_NOMEM, "health monitor");
-    m->o = *o;
-    if (m->o.telemetry_ms <= 0) m->o.telemetry_ms = 5000;
-    odl_xid_classifier_init(&m->cls, o->table);
+    m->telemetry_ms = o->telemetry_ms > 0 ? o->telemetry_ms : ODL_HEALTH_TELEMETRY_MS_DEFAULT;
+    m->on_finding = o->on_finding;
+    m->ctx = o->ctx;
+    odl_xid_classifier_init(&m->cls, o->table); /* copies the table */
     m->cls.since_us = o->since_us;
     m->cls.only_gi = o->mig_gpu_instance;
     odl_status s = ODL_OK;
-    if (o->pci_bus_id) ODL_CHECK_GOTO(odl_pci_parse(o->pci_bus_id, &m->cls.only), s, fail);
+    if (o->pci_bus_id) ODL_CHECK_GOTO(odl_pci_parse(o->pci_bus_id, &m->pci), s, fail);
+    m->cls.only = m->pci;
     if (o->kmsg_path) ODL_CHECK_GOTO(odl_kmsg_open(o->kmsg_path, 1, &m->kmsg), s, fail);
     if (o->use_nvml && o->pci_bus_id) {
         if (odl_nvml_open(&m->nvml) != ODL_OK || odl_nvml_find(m->nvml, o->pci_bus_id, &m->nvml_index) != ODL_OK) {

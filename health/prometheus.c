@@ -1,38 +1,24 @@
 /* Prometheus text exposition (format 0.0.4) of GPU telemetry and Xid counters, with dcgm-exporter's
  * metric names and labels where they overlap (NVIDIA dcgm-exporter default-counters.csv). */
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "odl/health.h"
-
-typedef struct out {
-    char *buf;
-    size_t cap, len;
-} out;
-
-static void put(out *o, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    size_t room = o->len < o->cap ? o->cap - o->len : 0;
-    int n = vsnprintf(room ? o->buf + o->len : NULL, room, fmt, ap);
-    va_end(ap);
-    if (n > 0) o->len += (size_t)n;
-}
+#include "odl/strbuf.h"
 
 /* A label value with \, " and newline escaped, as the text format requires. */
-static void put_label(out *o, const char *name, const char *v, int first) {
-    put(o, "%s%s=\"", first ? "" : ",", name);
+static void put_label(odl_strbuf *o, const char *name, const char *v, int first) {
+    odl_strbuf_printf(o, "%s%s=\"", first ? "" : ",", name);
     for (const char *p = v ? v : ""; *p; p++) {
-        if (*p == '\\') put(o, "\\\\");
-        else if (*p == '"') put(o, "\\\"");
-        else if (*p == '\n') put(o, "\\n");
-        else put(o, "%c", *p);
+        if (*p == '\\') odl_strbuf_printf(o, "\\\\");
+        else if (*p == '"') odl_strbuf_printf(o, "\\\"");
+        else if (*p == '\n') odl_strbuf_printf(o, "\\n");
+        else odl_strbuf_printf(o, "%c", *p);
     }
-    put(o, "\"");
+    odl_strbuf_printf(o, "\"");
 }
 
-static void put_labels(out *o, const odl_gpu_telemetry *t, int gpu, const char *host) {
+static void put_labels(odl_strbuf *o, const odl_gpu_telemetry *t, int gpu, const char *host) {
     char idx[16];
     snprintf(idx, sizeof idx, "%d", t->have_index ? t->index : gpu);
     put_label(o, "gpu", idx, 1);
@@ -65,44 +51,55 @@ static const family k_families[] = {
 };
 #undef F
 
-size_t odl_health_prometheus(char *buf, size_t cap, const odl_gpu_telemetry *t, int n, const char *host,
-                             const odl_xid_count *xids, int n_xids) {
-    out o = {buf, cap, 0};
-    if (cap) buf[0] = '\0';
+void odl_health_prometheus_append(odl_strbuf *o, const odl_gpu_telemetry *t, int n, const char *host,
+                                  const odl_xid_count *xids, int n_xids) {
     for (size_t f = 0; f < sizeof k_families / sizeof k_families[0]; f++) {
         const family *fm = &k_families[f];
         int any = 0;
         for (int g = 0; g < n; g++) {
             double v = *(const double *)((const char *)&t[g] + fm->offset);
             if (v == ODL_HEALTH_NA) continue;
-            if (!any) put(&o, "# HELP %s %s\n# TYPE %s %s\n", fm->name, fm->help, fm->name, fm->type);
+            if (!any) odl_strbuf_printf(o, "# HELP %s %s\n# TYPE %s %s\n", fm->name, fm->help, fm->name, fm->type);
             any = 1;
-            put(&o, "%s{", fm->name);
-            put_labels(&o, &t[g], g, host);
-            put(&o, "} %.17g\n", v);
+            odl_strbuf_printf(o, "%s{", fm->name);
+            put_labels(o, &t[g], g, host);
+            odl_strbuf_printf(o, "} %.17g\n", v);
         }
     }
     if (n > 0) {
-        put(&o, "# HELP odl_gpu_healthy 1 while every NVML call on the GPU succeeds.\n# TYPE odl_gpu_healthy gauge\n");
+        odl_strbuf_printf(o, "# HELP odl_gpu_healthy 1 while every NVML call on the GPU succeeds.\n# TYPE odl_gpu_healthy gauge\n");
         for (int g = 0; g < n; g++) {
-            put(&o, "odl_gpu_healthy{");
-            put_labels(&o, &t[g], g, host);
-            put(&o, "} %d\n", t[g].healthy ? 1 : 0);
+            odl_strbuf_printf(o, "odl_gpu_healthy{");
+            put_labels(o, &t[g], g, host);
+            odl_strbuf_printf(o, "} %d\n", t[g].healthy ? 1 : 0);
         }
     }
     if (n_xids > 0) {
-        put(&o, "# HELP odl_gpu_xid_errors_total Xid errors seen, per code.\n# TYPE odl_gpu_xid_errors_total counter\n");
+        odl_strbuf_printf(o, "# HELP odl_gpu_xid_errors_total Xid errors seen, per code.\n# TYPE odl_gpu_xid_errors_total counter\n");
         for (int i = 0; i < n_xids; i++) {
             const odl_xid_count *x = &xids[i];
             if (x->gpu < 0 || x->gpu >= n) continue;
             char code[16];
             odl_xid_code_str(x->xid, code);
-            put(&o, "odl_gpu_xid_errors_total{");
-            put_labels(&o, &t[x->gpu], x->gpu, host);
-            put_label(&o, "xid", code, 0);
-            put_label(&o, "class", odl_xid_class_name(x->cls), 0);
-            put(&o, "} %llu\n", (unsigned long long)x->count);
+            odl_strbuf_printf(o, "odl_gpu_xid_errors_total{");
+            put_labels(o, &t[x->gpu], x->gpu, host);
+            put_label(o, "xid", code, 0);
+            put_label(o, "class", odl_xid_class_name(x->cls), 0);
+            odl_strbuf_printf(o, "} %llu\n", (unsigned long long)x->count);
         }
     }
-    return o.len;
+}
+
+size_t odl_health_prometheus(char *buf, size_t cap, const odl_gpu_telemetry *t, int n, const char *host,
+                             const odl_xid_count *xids, int n_xids) {
+    odl_strbuf o = ODL_STRBUF_INIT;
+    odl_health_prometheus_append(&o, t, n, host, xids, n_xids);
+    size_t len = o.oom ? 0 : o.len;
+    if (cap) {
+        size_t k = len < cap ? len : cap - 1;
+        if (k) memcpy(buf, o.s, k);
+        buf[k] = '\0';
+    }
+    odl_strbuf_free(&o);
+    return len;
 }

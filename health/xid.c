@@ -272,6 +272,7 @@ void odl_xid_table_defaults(odl_xid_table *t) {
     t->follows[45] = 1;
     t->escalate_after = 3;
     t->escalate_window_s = 3600;
+    t->incident_window_s = 5; /* one crash's lines come within a second of each other */
 }
 
 /* ---- classification ---- */
@@ -299,6 +300,19 @@ static odl_xid_class class_of(const odl_xid_table *t, int xid) {
     return (odl_xid_class)t->cls[xid];
 }
 
+/* The ring slot of the counted incident that rec belongs to (the same process, known times within
+ * incident_window_s of the incident's first line), or -1. */
+static int same_incident(const odl_xid_classifier *c, const odl_xid_record *rec) {
+    const double w = c->table.incident_window_s;
+    if (w <= 0 || rec->pid < 0 || rec->ts_us < 0) return -1;
+    int n = c->n_app < ODL_XID_HISTORY ? c->n_app : ODL_XID_HISTORY;
+    for (int i = 0; i < n; i++)
+        if (c->app_pid[i] == rec->pid && c->app_ts[i] >= 0 && rec->ts_us >= c->app_ts[i] &&
+            (double)(rec->ts_us - c->app_ts[i]) <= w * 1e6)
+            return i;
+    return -1;
+}
+
 int odl_xid_classify(odl_xid_classifier *c, const odl_xid_record *rec, odl_health_finding *out) {
     if (rec->ts_us >= 0 && c->since_us > 0 && rec->ts_us < c->since_us) return 0;
     if (c->only.valid && rec->pci.valid && !odl_pci_eq(&c->only, &rec->pci)) return 0;
@@ -324,7 +338,14 @@ int odl_xid_classify(odl_xid_classifier *c, const odl_xid_record *rec, odl_healt
     if (!follows) c->last[slot].xid = rec->xid;
     out->cls = class_of(t, rec->xid);
     if (out->cls == ODL_XID_APPLICATION) {
+        int first = same_incident(c, rec);
+        if (first >= 0) { /* a further line of an incident already counted: acted upon with it */
+            out->attributed_to = c->app_xid[first];
+            return 1;
+        }
         c->app_ts[c->n_app % ODL_XID_HISTORY] = rec->ts_us;
+        c->app_pid[c->n_app % ODL_XID_HISTORY] = rec->pid;
+        c->app_xid[c->n_app % ODL_XID_HISTORY] = rec->xid;
         c->n_app++;
         int n = c->n_app < ODL_XID_HISTORY ? c->n_app : ODL_XID_HISTORY;
         int count = 0;

@@ -6,6 +6,7 @@
 #include <yaml.h>
 
 #include "odl/health.h"
+#include "odl/parse.h"
 
 static int line_of(const yaml_node_t *n) { return (int)n->start_mark.line + 1; }
 
@@ -70,27 +71,26 @@ static odl_status apply(odl_xid_table *t, yaml_document_t *doc, yaml_node_t *roo
         if (v->type != YAML_SCALAR_NODE)
             return ODL_ERR(ODL_E_FORMAT, "%s:%d: %s must be a scalar", name, line_of(v), key);
         const char *val = (const char *)v->data.scalar.value;
-        char *end;
         if (!strcmp(key, "unknown")) {
             if (!parse_class(val, &cls))
                 return ODL_ERR(ODL_E_FORMAT, "%s:%d: unknown: '%s' is not ignore, application or node_fatal", name,
                                line_of(v), val);
             t->unknown_cls = (uint8_t)cls;
         } else if (!strcmp(key, "escalate_after")) {
-            long n = strtol(val, &end, 10);
-            if (end == val || *end || n < 0 || n > ODL_XID_HISTORY)
+            int64_t n;
+            if (odl_parse_i64(val, 0, ODL_XID_HISTORY, &n) != ODL_PARSE_OK)
                 return ODL_ERR(ODL_E_FORMAT, "%s:%d: escalate_after: '%s' is not an integer in 0..%d", name,
                                line_of(v), val, ODL_XID_HISTORY);
             t->escalate_after = (int)n;
-        } else if (!strcmp(key, "escalate_window_s")) {
-            double d = strtod(val, &end);
-            if (end == val || *end)
-                return ODL_ERR(ODL_E_FORMAT, "%s:%d: escalate_window_s: '%s' is not a number", name, line_of(v), val);
-            t->escalate_window_s = d;
+        } else if (!strcmp(key, "escalate_window_s") || !strcmp(key, "incident_window_s")) {
+            double d;
+            if (odl_parse_f64(val, -1e12, 1e12, &d) != ODL_PARSE_OK)
+                return ODL_ERR(ODL_E_FORMAT, "%s:%d: %s: '%s' is not a number", name, line_of(v), key, val);
+            *(key[0] == 'e' ? &t->escalate_window_s : &t->incident_window_s) = d;
         } else {
             return ODL_ERR(ODL_E_FORMAT,
                            "%s:%d: unknown key '%s' (node_fatal, application, ignore, follows, unknown, "
-                           "escalate_after, escalate_window_s)",
+                           "escalate_after, escalate_window_s, incident_window_s)",
                            name, line_of(k), key);
         }
     }

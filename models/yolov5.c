@@ -50,15 +50,6 @@ static odl_status h5_attr_num(odl_h5_reader *r, const char *obj, const char *nam
     return ODL_OK;
 }
 
-static const char *shape_text(int ndim, const int64_t *shape, char *buf, size_t cap) {
-    size_t o = 0;
-    o += (size_t)snprintf(buf + o, cap - o, "[");
-    for (int i = 0; i < ndim && o < cap; i++)
-        o += (size_t)snprintf(buf + o, cap - o, "%s%lld", i ? ", " : "", (long long)shape[i]);
-    if (o < cap) snprintf(buf + o, cap - o, "]");
-    return buf;
-}
-
 /* Read a float dataset as float32 with the expected shape (a -1 matches anything); the reader verifies
  * its crc32 attribute when present. */
 static odl_status h5_read_f32(odl_h5_reader *r, const char *name, int ndim, const int64_t *expect, float **data,
@@ -73,7 +64,7 @@ static odl_status h5_read_f32(odl_h5_reader *r, const char *name, int ndim, cons
     if (!ok) {
         char a[128], b[128];
         return ODL_ERR(ODL_E_FORMAT, "%s: tensor /%s has shape %s but %s implies %s", path, name,
-                       shape_text(info.ndim, info.shape, a, sizeof a), what, shape_text(ndim, expect, b, sizeof b));
+                       odl_dims_str(info.ndim, info.shape, a, sizeof a), what, odl_dims_str(ndim, expect, b, sizeof b));
     }
     if (info.dtype != ODL_F32 && info.dtype != ODL_F64)
         return ODL_ERR(ODL_E_FORMAT, "%s: tensor /%s is not float32 or float64", path, name);

@@ -134,6 +134,167 @@ void odl_det_metrics_free(odl_det_metrics *m) {
 
 #define NPX 1000
 
+/* Phase 1: validate the classes, count labels and predictions per class. *any_tp: some prediction is a
+ * true positive at some IoU threshold. */
+static odl_status count_classes(const uint8_t *tp, const int *pred_cls, int64_t n_pred, const int *target_cls,
+                                int64_t n_target, int nc, odl_det_metrics *out, int *any_tp) {
+    *any_tp = 0;
+    for (int64_t i = 0; i < n_target; i++) {
+        if (target_cls[i] < 0 || target_cls[i] >= nc)
+            return ODL_ERR(ODL_E_INVAL, "odl_det_ap_per_class: label class %d outside 0..%d", target_cls[i], nc - 1);
+        out->per_class[target_cls[i]].n_labels++;
+    }
+    for (int64_t i = 0; i < n_pred; i++) {
+        if (pred_cls[i] < 0 || pred_cls[i] >= nc)
+            return ODL_ERR(ODL_E_INVAL, "odl_det_ap_per_class: predicted class %d outside 0..%d", pred_cls[i], nc - 1);
+        out->per_class[pred_cls[i]].n_pred++;
+        for (int t = 0; t < ODL_DET_NIOU; t++) *any_tp |= tp[i * ODL_DET_NIOU + t];
+    }
+    for (int c = 0; c < nc; c++) out->n_classes_with_labels += out->per_class[c].n_labels > 0;
+    return ODL_OK;
+}
+
+/* The working arrays of one computation (n predictions, nu classes with labels). */
+typedef struct ap_work {
+    conf_idx *ord;        /* predictions by confidence, descending */
+    int64_t *cls_start;   /* [nc + 1]: class c's predictions are by_cls[cls_start[c] .. cls_start[c + 1]) */
+    int64_t *by_cls;      /* prediction indices, grouped by class, by confidence within a class */
+    double *rec, *prec;   /* [ODL_DET_NIOU][n]: one class's cumulative recall and precision */
+    double *xp, *mrec, *mpre;
+    double *pc, *rc;      /* [nu][NPX]: precision and recall curves at NPX confidences */
+    int *ucls;            /* [nu]: the classes with labels */
+} ap_work;
+
+static void ap_work_free(ap_work *w) {
+    free(w->ord);
+    free(w->cls_start);
+    free(w->by_cls);
+    free(w->rec);
+    free(w->prec);
+    free(w->xp);
+    free(w->mrec);
+    free(w->mpre);
+    free(w->pc);
+    free(w->rc);
+    free(w->ucls);
+}
+
+static odl_status ap_work_alloc(ap_work *w, int64_t n_pred, int nc, int nu) {
+    memset(w, 0, sizeof *w);
+    size_t n = (size_t)(n_pred ? n_pred : 1), n2 = (size_t)(n_pred + 2);
+    w->ord = malloc(sizeof *w->ord * n);
+    w->cls_start = calloc((size_t)nc + 1, sizeof(int64_t));
+    w->by_cls = malloc(sizeof(int64_t) * n);
+    w->rec = malloc(sizeof(double) * n2 * ODL_DET_NIOU);
+    w->prec = malloc(sizeof(double) * n2 * ODL_DET_NIOU);
+    w->xp = malloc(sizeof(double) * n2);
+    w->mrec = malloc(sizeof(double) * n2);
+    w->mpre = malloc(sizeof(double) * n2);
+    w->pc = calloc((size_t)nu * NPX, sizeof(double));
+    w->rc = calloc((size_t)nu * NPX, sizeof(double));
+    w->ucls = malloc(sizeof(int) * (size_t)nu);
+    if (w->ord && w->cls_start && w->by_cls && w->rec && w->prec && w->xp && w->mrec && w->mpre && w->pc && w->rc && w->ucls)
+        return ODL_OK;
+    ap_work_free(w);
+    return ODL_ERR(ODL_E_NOMEM, "odl_det_ap_per_class: %lld predictions", (long long)n_pred);
+}
+
+/* Phase 2: the predictions sorted by confidence, then grouped by class (a counting sort keeps the order). */
+static odl_status sort_by_class(ap_work *w, const float *conf, const int *pred_cls, int64_t n_pred, int nc) {
+    for (int64_t i = 0; i < n_pred; i++) {
+        w->ord[i].c = conf[i];
+        w->ord[i].i = i;
+    }
+    qsort(w->ord, (size_t)n_pred, sizeof *w->ord, cmp_conf_desc);
+    for (int64_t k = 0; k < n_pred; k++) w->cls_start[pred_cls[w->ord[k].i] + 1]++;
+    for (int c = 0; c < nc; c++) w->cls_start[c + 1] += w->cls_start[c];
+    int64_t *fill = malloc(sizeof(int64_t) * (size_t)nc);
+    if (!fill) return ODL_ERR(ODL_E_NOMEM, "class index");
+    memcpy(fill, w->cls_start, sizeof(int64_t) * (size_t)nc);
+    for (int64_t k = 0; k < n_pred; k++) w->by_cls[fill[pred_cls[w->ord[k].i]]++] = w->ord[k].i;
+    free(fill);
+    return ODL_OK;
+}
+
+/* Phase 3, one class with labels (row ci of the curves): cumulative recall and precision, their curves
+ * at NPX confidences, AP at each IoU threshold. */
+static void class_curves(ap_work *w, const uint8_t *tp, const float *conf, int c, int ci, odl_det_class_metrics *m) {
+    w->ucls[ci] = c;
+    const int64_t np_ = w->cls_start[c + 1] - w->cls_start[c];
+    const int64_t *idx = w->by_cls + w->cls_start[c];
+    if (np_ == 0) return; /* AP 0, P and R curves 0 */
+    double *rec = w->rec, *prec = w->prec;
+    int64_t tpc[ODL_DET_NIOU] = {0};
+    for (int64_t k = 0; k < np_; k++) {
+        int64_t i = idx[k];
+        for (int t = 0; t < ODL_DET_NIOU; t++) {
+            tpc[t] += tp[i * ODL_DET_NIOU + t];
+            int64_t fpc = (k + 1) - tpc[t];
+            rec[t * np_ + k] = (double)tpc[t] / ((double)m->n_labels + 1e-16);
+            prec[t * np_ + k] = (double)tpc[t] / (double)(tpc[t] + fpc);
+        }
+        w->xp[k] = -(double)conf[i];
+    }
+    for (int k = 0; k < NPX; k++) {
+        double x = -(k == NPX - 1 ? 1.0 : k * (1.0 / (NPX - 1)));
+        w->rc[(size_t)ci * NPX + k] = odl_np_interp(x, w->xp, rec, np_, 0.0, rec[np_ - 1]);
+        w->pc[(size_t)ci * NPX + k] = odl_np_interp(x, w->xp, prec, np_, 1.0, prec[np_ - 1]);
+    }
+    double sum = 0;
+    for (int t = 0; t < ODL_DET_NIOU; t++) {
+        double ap = compute_ap(rec + t * np_, prec + t * np_, np_, w->mrec, w->mpre);
+        if (t == 0) m->ap50 = ap;
+        sum += ap;
+    }
+    m->ap50_95 = sum / ODL_DET_NIOU;
+}
+
+/* Phase 4: the confidence of the best mean F1 over classes, smoothed (smooth(y, 0.1): a box filter of
+ * nf = round(1000 * 0.2) // 2 + 1 = 101 taps over y padded with nf // 2 copies of its end values; its
+ * first maximum), and P, R there with the means. */
+static void best_f1(const ap_work *w, int nu, odl_det_metrics *out) {
+    enum { NF = 101, HALF = NF / 2 };
+    double f1m[NPX], yp[NPX + 2 * HALF];
+    for (int k = 0; k < NPX; k++) {
+        double s = 0;
+        for (int u = 0; u < nu; u++) {
+            double p = w->pc[(size_t)u * NPX + k], r = w->rc[(size_t)u * NPX + k];
+            s += 2 * p * r / (p + r + 1e-16);
+        }
+        f1m[k] = s / nu;
+    }
+    for (int k = 0; k < HALF; k++) {
+        yp[k] = f1m[0];
+        yp[HALF + NPX + k] = f1m[NPX - 1];
+    }
+    memcpy(yp + HALF, f1m, sizeof f1m);
+    int best = 0;
+    double bv = -INFINITY;
+    for (int k = 0; k < NPX; k++) {
+        double s = 0;
+        for (int q = 0; q < NF; q++) s += yp[k + q] * (1.0 / NF);
+        if (s > bv) {
+            bv = s;
+            best = k;
+        }
+    }
+    out->best_conf_index = best;
+    double sp = 0, sr = 0, s50 = 0, sap = 0;
+    for (int u = 0; u < nu; u++) {
+        odl_det_class_metrics *m = &out->per_class[w->ucls[u]];
+        m->p = w->pc[(size_t)u * NPX + best];
+        m->r = w->rc[(size_t)u * NPX + best];
+        sp += m->p;
+        sr += m->r;
+        s50 += m->ap50;
+        sap += m->ap50_95;
+    }
+    out->mp = sp / nu;
+    out->mr = sr / nu;
+    out->map50 = s50 / nu;
+    out->map50_95 = sap / nu;
+}
+
 odl_status odl_det_ap_per_class(const uint8_t *tp, const float *conf, const int *pred_cls, int64_t n_pred,
                                 const int *target_cls, int64_t n_target, int nc, odl_det_metrics *out) {
     if (!out || nc <= 0 || n_pred < 0 || n_target < 0 || (n_pred > 0 && (!tp || !conf || !pred_cls)) ||
@@ -143,152 +304,23 @@ odl_status odl_det_ap_per_class(const uint8_t *tp, const float *conf, const int 
     out->nc = nc;
     out->per_class = calloc((size_t)nc, sizeof *out->per_class);
     if (!out->per_class) return ODL_ERR(ODL_E_NOMEM, "metrics of %d classes", nc);
-    for (int64_t i = 0; i < n_target; i++) {
-        if (target_cls[i] < 0 || target_cls[i] >= nc) {
-            odl_det_metrics_free(out);
-            return ODL_ERR(ODL_E_INVAL, "odl_det_ap_per_class: label class %d outside 0..%d", target_cls[i], nc - 1);
-        }
-        out->per_class[target_cls[i]].n_labels++;
-    }
     int any_tp = 0;
-    for (int64_t i = 0; i < n_pred; i++) {
-        if (pred_cls[i] < 0 || pred_cls[i] >= nc) {
-            odl_det_metrics_free(out);
-            return ODL_ERR(ODL_E_INVAL, "odl_det_ap_per_class: predicted class %d outside 0..%d", pred_cls[i], nc - 1);
-        }
-        out->per_class[pred_cls[i]].n_pred++;
-        for (int t = 0; t < ODL_DET_NIOU; t++) any_tp |= tp[i * ODL_DET_NIOU + t];
+    odl_status st = count_classes(tp, pred_cls, n_pred, target_cls, n_target, nc, out, &any_tp);
+    const int nu = out->n_classes_with_labels;
+    if (st != ODL_OK) {
+        odl_det_metrics_free(out);
+        return st;
     }
-    int nu = 0;
-    for (int c = 0; c < nc; c++) nu += out->per_class[c].n_labels > 0;
-    out->n_classes_with_labels = nu;
     if (!any_tp || nu == 0) return ODL_OK; /* val.py: metrics stay 0 unless stats[0].any() */
-
-    odl_status st = ODL_OK;
-    conf_idx *ord = malloc(sizeof *ord * (size_t)(n_pred ? n_pred : 1));
-    int64_t *cls_start = calloc((size_t)nc + 1, sizeof(int64_t));
-    int64_t *by_cls = malloc(sizeof(int64_t) * (size_t)(n_pred ? n_pred : 1));
-    double *rec = malloc(sizeof(double) * (size_t)(n_pred + 2) * ODL_DET_NIOU);
-    double *prec = malloc(sizeof(double) * (size_t)(n_pred + 2) * ODL_DET_NIOU);
-    double *xp = malloc(sizeof(double) * (size_t)(n_pred + 2));
-    double *mrec = malloc(sizeof(double) * (size_t)(n_pred + 2));
-    double *mpre = malloc(sizeof(double) * (size_t)(n_pred + 2));
-    double *pc = calloc((size_t)nu * NPX, sizeof(double)), *rc = calloc((size_t)nu * NPX, sizeof(double));
-    int *ucls = malloc(sizeof(int) * (size_t)nu);
-    if (!ord || !cls_start || !by_cls || !rec || !prec || !xp || !mrec || !mpre || !pc || !rc || !ucls) {
-        st = ODL_ERR(ODL_E_NOMEM, "odl_det_ap_per_class: %lld predictions", (long long)n_pred);
-        goto done;
-    }
-    for (int64_t i = 0; i < n_pred; i++) {
-        ord[i].c = conf[i];
-        ord[i].i = i;
-    }
-    qsort(ord, (size_t)n_pred, sizeof *ord, cmp_conf_desc);
-    /* Predictions of each class in sorted order (a counting sort keeps the order). */
-    for (int64_t k = 0; k < n_pred; k++) cls_start[pred_cls[ord[k].i] + 1]++;
-    for (int c = 0; c < nc; c++) cls_start[c + 1] += cls_start[c];
-    {
-        int64_t *fill = malloc(sizeof(int64_t) * (size_t)nc);
-        if (!fill) {
-            st = ODL_ERR(ODL_E_NOMEM, "class index");
-            goto done;
-        }
-        memcpy(fill, cls_start, sizeof(int64_t) * (size_t)nc);
-        for (int64_t k = 0; k < n_pred; k++) by_cls[fill[pred_cls[ord[k].i]]++] = ord[k].i;
-        free(fill);
-    }
-    int ci = 0;
-    for (int c = 0; c < nc; c++) {
-        odl_det_class_metrics *m = &out->per_class[c];
-        if (m->n_labels == 0) continue;
-        ucls[ci] = c;
-        const int64_t np_ = cls_start[c + 1] - cls_start[c];
-        const int64_t *idx = by_cls + cls_start[c];
-        if (np_ == 0) { /* AP 0, P and R curves 0 */
-            ci++;
-            continue;
-        }
-        int64_t tpc[ODL_DET_NIOU] = {0};
-        for (int64_t k = 0; k < np_; k++) {
-            int64_t i = idx[k];
-            for (int t = 0; t < ODL_DET_NIOU; t++) {
-                tpc[t] += tp[i * ODL_DET_NIOU + t];
-                int64_t fpc = (k + 1) - tpc[t];
-                rec[t * np_ + k] = (double)tpc[t] / ((double)m->n_labels + 1e-16);
-                prec[t * np_ + k] = (double)tpc[t] / (double)(tpc[t] + fpc);
-            }
-            xp[k] = -(double)conf[i];
-        }
-        for (int k = 0; k < NPX; k++) {
-            double x = -(k == NPX - 1 ? 1.0 : k * (1.0 / (NPX - 1)));
-            rc[(size_t)ci * NPX + k] = odl_np_interp(x, xp, rec, np_, 0.0, rec[np_ - 1]);
-            pc[(size_t)ci * NPX + k] = odl_np_interp(x, xp, prec, np_, 1.0, prec[np_ - 1]);
-        }
-        double sum = 0;
-        for (int t = 0; t < ODL_DET_NIOU; t++) {
-            double ap = compute_ap(rec + t * np_, prec + t * np_, np_, mrec, mpre);
-            if (t == 0) m->ap50 = ap;
-            sum += ap;
-        }
-        m->ap50_95 = sum / ODL_DET_NIOU;
-        ci++;
-    }
-    /* Mean F1 over classes, smoothed (smooth(y, 0.1): a box filter of nf = round(1000 * 0.2) // 2 + 1 =
-     * 101 taps over y padded with nf // 2 copies of its end values), and its first maximum. */
-    {
-        enum { NF = 101, HALF = NF / 2 };
-        double f1m[NPX], yp[NPX + 2 * HALF];
-        for (int k = 0; k < NPX; k++) {
-            double s = 0;
-            for (int u = 0; u < nu; u++) {
-                double p = pc[(size_t)u * NPX + k], r = rc[(size_t)u * NPX + k];
-                s += 2 * p * r / (p + r + 1e-16);
-            }
-            f1m[k] = s / nu;
-        }
-        for (int k = 0; k < HALF; k++) {
-            yp[k] = f1m[0];
-            yp[HALF + NPX + k] = f1m[NPX - 1];
-        }
-        memcpy(yp + HALF, f1m, sizeof f1m);
-        int best = 0;
-        double bv = -INFINITY;
-        for (int k = 0; k < NPX; k++) {
-            double s = 0;
-            for (int q = 0; q < NF; q++) s += yp[k + q] * (1.0 / NF);
-            if (s > bv) {
-                bv = s;
-                best = k;
-            }
-        }
-        out->best_conf_index = best;
-        double sp = 0, sr = 0, s50 = 0, sap = 0;
-        for (int u = 0; u < nu; u++) {
-            odl_det_class_metrics *m = &out->per_class[ucls[u]];
-            m->p = pc[(size_t)u * NPX + best];
-            m->r = rc[(size_t)u * NPX + best];
-            sp += m->p;
-            sr += m->r;
-            s50 += m->ap50;
-            sap += m->ap50_95;
-        }
-        out->mp = sp / nu;
-        out->mr = sr / nu;
-        out->map50 = s50 / nu;
-        out->map50_95 = sap / nu;
-    }
-done:
-    free(ord);
-    free(cls_start);
-    free(by_cls);
-    free(rec);
-    free(prec);
-    free(xp);
-    free(mrec);
-    free(mpre);
-    free(pc);
-    free(rc);
-    free(ucls);
-    if (st != ODL_OK) odl_det_metrics_free(out);
+    ap_work w;
+    ODL_CHECK_GOTO(ap_work_alloc(&w, n_pred, nc, nu), st, fail);
+    st = sort_by_class(&w, conf, pred_cls, n_pred, nc);
+    for (int c = 0, ci = 0; st == ODL_OK && c < nc; c++)
+        if (out->per_class[c].n_labels) class_curves(&w, tp, conf, c, ci++, &out->per_class[c]);
+    if (st == ODL_OK) best_f1(&w, nu, out);
+    ap_work_free(&w);
+    if (st == ODL_OK) return ODL_OK;
+fail:
+    odl_det_metrics_free(out);
     return st;
 }

@@ -2,7 +2,8 @@
  * (a wrong secret, an old generation, a duplicate rank) and reports what the coordinator said.
  *   coord_peer ADDR SECRET_FILE RANK WORLD_SIZE GENERATION [HOLD_S]
  * Exit: 0 welcomed (held HOLD_S seconds with heartbeats, then goodbye), 3 refused (the reason on
- * stdout), 1 any other error. */
+ * stdout), 1 any other error. ODL_PEER_NODE names its node; ODL_PEER_XID=CODE[@S] reports a node-fatal
+ * Xid S seconds after the welcome (within the hold). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +24,8 @@ int main(int argc, char **argv) {
     h.pid = (uint32_t)getpid();
     h.seed = 1;
     h.gpu_index = -1;
-    snprintf(h.node, sizeof h.node, "coord_peer");
+    const char *node = getenv("ODL_PEER_NODE"); /* the node it says it runs on */
+    snprintf(h.node, sizeof h.node, "%s", node && node[0] ? node : "coord_peer");
     odl_coord_welcome w;
     odl_coord_client *c = NULL;
     odl_status s = odl_coord_client_connect(argv[1], argv[2], &h, NULL, &w, &c);
@@ -37,7 +39,17 @@ int main(int argc, char **argv) {
     }
     printf("welcome: generation %llu\n", (unsigned long long)w.generation);
     fflush(stdout);
-    if (argc > 6) usleep((useconds_t)(atof(argv[6]) * 1e6));
+    /* ODL_PEER_XID=CODE[@SECONDS]: report a node-fatal Xid CODE on GPU 0000:3b:00.0, SECONDS after the welcome */
+    const char *xid = getenv("ODL_PEER_XID");
+    double hold = argc > 6 ? atof(argv[6]) : 0;
+    if (xid && xid[0]) {
+        const char *at = strchr(xid, '@');
+        double after = at ? atof(at + 1) : 0;
+        usleep((useconds_t)(after * 1e6));
+        odl_coord_client_xid(c, atoi(xid), 2, "0000:3b:00.0", "coord_peer: injected");
+        hold -= after;
+    }
+    if (hold > 0) usleep((useconds_t)(hold * 1e6));
     odl_coord_client_close(c, 0);
     return 0;
 }

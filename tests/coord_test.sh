@@ -23,6 +23,11 @@
 #   checkpoint_now       SIGUSR1: a checkpoint at one step on every rank, committed; the job goes on unaffected
 #   give_up              a command that always fails: --max-restarts relaunches, then the job's exit status
 #   serve_preempt        a serving coordinator whose only rank finished ends at once on SIGTERM (exit 75)
+#   refused_rank         a rank refused before it registers (wrong secret) is named with the reason when the job fails
+#   two_fenced           Xid 79 on two nodes of one generation (coord_peer): both fenced, the relaunch on the third
+#   bad_options          a number option that is not all a number of its kind is a usage error naming it
+#   damaged_state        a damaged state.json, committed.json or plan.json is an error naming the field (exit 1),
+#                        nothing is launched; a sound state.json's generation goes on
 #   preempt              SIGTERM: every rank stops at the same step after a committed checkpoint, exit 75; started
 #                        again on DIR the job finishes with the same parameters
 #   retain               checkpoint.keep 2: the coordinator commits and applies retention: exactly the newest 2
@@ -474,6 +479,119 @@ give_up)
     expect_line "$tmp/coord.log" "giving up after 2 restarts (--max-restarts 2): the job's command exited with status 3" "gave up"
     [ "$(json_field "$job/state.json" generation)" = 3 ] && ok "state.json: generation 3" || bad "state.json: $(cat "$job/state.json")"
     loop_closed "$tmp/coord.log" 3
+    ;;
+refused_rank)
+    # A rank refused before it registers (its node has another secret file) is named with the reason in
+    # the failure and give-up lines, not only in an earlier warning: the rank its launcher then kills
+    # merely looks dead. The worker's own error says why without "[at file:line]".
+    head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$tmp/other_secret"
+    chmod 600 "$tmp/other_secret"
+    cat >"$tmp/job.sh" <<EOS
+#!/bin/sh
+"$peer" "\$ODL_COORD_ADDR" "\$ODL_COORD_SECRET_FILE" 0 2 1 30 &
+p0=\$!
+"$peer" "\$ODL_COORD_ADDR" "$tmp/other_secret" 1 2 1 30 >"$tmp/peer1.txt" 2>&1
+kill -9 \$p0   # as mpirun ends the job when one rank fails
+exit 1
+EOS
+    ASAN_OPTIONS=detect_leaks=1 "$coord" --job-dir "$job" --listen 127.0.0.1:0 --http off --max-restarts 0 \
+        -- sh "$tmp/job.sh" >"$tmp/coord.log" 2>&1
+    rc=$?
+    expect_rc 1 "the job failed"
+    expect_line "$tmp/coord.log" "generation 1 failed: .*; earlier, rank 1 was refused before it registered, from .*: wrong job secret (claimed rank 1, generation 1)" \
+        "the failure line names the refused rank and why"
+    expect_line "$tmp/coord.log" "giving up after 0 restarts .*rank 1 was refused before it registered.*wrong job secret" \
+        "so does the give-up line"
+    grep -q "refused: .*wrong job secret" "$tmp/peer1.txt" && ok "rank 1 was told why" || bad "rank 1: $(cat "$tmp/peer1.txt")"
+    loop_closed "$tmp/coord.log" 1
+    # A real worker refused (the job's only rank): the failure names it instead of "the launch itself
+    # failed", and the worker's own error is one line without a source location (no --verbose).
+    rm -rf "$job"
+    ASAN_OPTIONS=detect_leaks=1 "$coord" --job-dir "$job" --listen 127.0.0.1:0 --http off --max-restarts 0 \
+        -- env ODL_COORD_SECRET_FILE="$tmp/other_secret" ASAN_OPTIONS=detect_leaks=0 "$worker" --task=train \
+        --model=mnist_mlp --data_dir "$data" --device cpu --max-steps 1 >"$tmp/coord2.log" 2>&1
+    expect_line "$tmp/coord2.log" "generation 1 failed: the job's command exited with status 1; earlier, rank 0 was refused before it registered.*wrong job secret" \
+        "a refused worker named instead of a failed launch"
+    if grep -q "odl_worker: error: .*refused rank 0: wrong job secret" "$tmp/coord2.log" && ! grep "odl_worker: error" "$tmp/coord2.log" | grep -q "\[at "; then
+        ok "the worker's error has no [at file:line]: $(grep -m1 'odl_worker: error' "$tmp/coord2.log")"
+    else
+        bad "the worker's error: $(grep 'odl_worker: error' "$tmp/coord2.log")"
+    fi
+    loop_closed "$tmp/coord2.log" 1
+    ;;
+two_fenced)
+    # Xid 79 on two nodes of one generation, the second while the first one's stop is under way: both
+    # are fenced (the second was once only counted, and the relaunch landed on it). Three peers on three
+    # nodes; the generation ends (exit 1) and is relaunched from a hostfile without nodeB and nodeC.
+    printf 'nodeA slots=1\nnodeB slots=1\nnodeC slots=1\n' >"$tmp/hosts"
+    cat >"$tmp/job.sh" <<EOS
+#!/bin/sh
+[ "\$ODL_COORD_GENERATION" = 1 ] || exit 0
+ODL_PEER_NODE=nodeA "$peer" "\$ODL_COORD_ADDR" "\$ODL_COORD_SECRET_FILE" 0 3 1 3 &
+ODL_PEER_NODE=nodeB ODL_PEER_XID=79@0.5 "$peer" "\$ODL_COORD_ADDR" "\$ODL_COORD_SECRET_FILE" 1 3 1 3 &
+ODL_PEER_NODE=nodeC ODL_PEER_XID=79@1.5 "$peer" "\$ODL_COORD_ADDR" "\$ODL_COORD_SECRET_FILE" 2 3 1 3 &
+wait
+exit 1
+EOS
+    ASAN_OPTIONS=detect_leaks=1 "$coord" --job-dir "$job" --listen 127.0.0.1:0 --http off --max-restarts 1 --backoff 0 \
+        --hostfile "$tmp/hosts" -- sh "$tmp/job.sh" {hostfile} >"$tmp/coord.log" 2>&1
+    rc=$?
+    expect_rc 0 "the relaunch finished"
+    expect_line "$tmp/coord.log" "node nodeB fenced (Xid 79 .*checkpointing at the next step boundary" "the first fence stops the job"
+    expect_line "$tmp/coord.log" "node nodeC fenced (Xid 79 .*the job is already stopping; its relaunch leaves the node out" \
+        "the second node is fenced while the stop is under way"
+    if grep -q '"node": "nodeB"' "$job/fence.json" && grep -q '"node": "nodeC"' "$job/fence.json"; then
+        ok "fence.json holds nodeB and nodeC"
+    else
+        bad "fence.json: $(cat "$job/fence.json")"
+    fi
+    if [ "$(grep -v '^#' "$job/hosts.2")" = "nodeA slots=1" ]; then ok "generation 2's hostfile: nodeA only"
+    else bad "generation 2's hostfile: $(cat "$job/hosts.2")"; fi
+    loop_closed "$tmp/coord.log" 0
+    ;;
+bad_options)
+    # Numbers are checked whole: a count that is not an integer, or any value with trailing text, is a
+    # usage error (exit 2) naming the option, never 0 and never truncated.
+    for opt in "--max-restarts abc" "--max-restarts 1.5" "--keep -1" "--checkpoint-every 10x" "--timeout 2s" \
+               "--heartbeat-ms 5" "--backoff nan" "--listen 127.0.0.1:80x"; do
+        # shellcheck disable=SC2086
+        "$coord" --job-dir "$job" $opt -- true >"$tmp/coord.log" 2>&1
+        rc=$?
+        name=${opt%% *}
+        if [ $rc = 2 ] && grep -q "error: $name " "$tmp/coord.log"; then ok "$opt: exit 2 naming $name"
+        else bad "$opt: exit $rc: $(cat "$tmp/coord.log")"; fi
+    done
+    ;;
+damaged_state)
+    # A damaged job file is an error naming the field, never generation 0 (which would let an older
+    # launch's workers back in) and never a silent default; nothing is launched.
+    check_damaged() { # file, content, field, what
+        rm -rf "$job" && mkdir -p "$job"
+        printf '%s\n' "$2" >"$job/$1"
+        ASAN_OPTIONS=detect_leaks=1 "$coord" --job-dir "$job" --listen 127.0.0.1:0 --http off --max-restarts 0 \
+            -- sh -c 'echo launched >"$ODL_JOB_DIR/launched"' >"$tmp/coord.log" 2>&1
+        rc=$?
+        if [ $rc = 1 ] && grep -q "error: .*$1: \"$3\" is missing or not" "$tmp/coord.log" && [ ! -e "$job/launched" ]; then
+            ok "$4: exit 1 naming $1's \"$3\", nothing launched"
+        else
+            bad "$4: exit $rc, launched: $([ -e "$job/launched" ] && echo yes || echo no): $(tail -1 "$tmp/coord.log")"
+        fi
+    }
+    check_damaged state.json '{"generation": "7", "restarts": 0}' generation "a generation that is a string"
+    check_damaged state.json '{"restarts": 0, "status": "running"}' generation "no generation"
+    check_damaged state.json '{"generation": -3, "restarts": 0}' generation "a negative generation"
+    check_damaged state.json '{"generation": 4}' restarts "no restart count"
+    check_damaged committed.json '{"step": 10, "epochs_completed": 0, "cursor": "x", "path": "a.h5"}' cursor \
+        "a committed checkpoint's cursor that is not a number"
+    check_damaged committed.json '{"step": 10, "epochs_completed": 0, "cursor": 640}' path "a committed checkpoint without a path"
+    check_damaged plan.json '{"generation": 1, "seed": 1.5}' seed "a plan's seed that is not an integer"
+    rm -rf "$job" && mkdir -p "$job"
+    printf '{"generation": 4, "restarts": 1, "status": "done"}\n' >"$job/state.json"
+    ASAN_OPTIONS=detect_leaks=1 "$coord" --job-dir "$job" --listen 127.0.0.1:0 --http off --max-restarts 0 \
+        -- sh -c 'exit 0' >"$tmp/coord.log" 2>&1
+    rc=$?
+    expect_rc 0 "a sound state.json"
+    expect_line "$tmp/coord.log" "generation 5: started" "the generation goes on from the file's 4"
     ;;
 serve_preempt)
     # A serving coordinator (no command) whose only rank finished: SIGTERM has nothing to checkpoint

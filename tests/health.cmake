@@ -71,6 +71,7 @@ if(TARGET odl_worker AND TARGET odl_coordinator AND ODL_HAVE_MPI)
   add_test(NAME test_health_telemetry
     COMMAND sh ${PROJECT_SOURCE_DIR}/tests/health_telemetry.sh ${PROJECT_SOURCE_DIR} $<TARGET_FILE:odl_worker>
             $<TARGET_FILE:odl_coordinator> $<TARGET_FILE:fake_nvml_steady>)
-  set_tests_properties(test_health_telemetry PROPERTIES TIMEOUT 300 LABELS "fault;mpi" SKIP_RETURN_CODE 77
+  # asan: the debug-asan preset runs it too (issue 27: its monitor once read a returned frame)
+  set_tests_properties(test_health_telemetry PROPERTIES TIMEOUT 300 LABELS "fault;mpi;asan" SKIP_RETURN_CODE 77
     ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0")
 endif()

@@ -25,16 +25,9 @@ src="$1"
 worker="$2"
 health="$3"
 coord="$4"
-data="${ODL_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}"
-if [ ! -e "$data/train-images-idx3-ubyte.gz" ] && [ ! -e "$data/train-images-idx3-ubyte" ]; then
-    echo "SKIP: no Fashion-MNIST in $data (set ODL_FASHION_MNIST)"
-    exit 77
-fi
-mpirun=$(command -v mpirun || true)
-if [ -z "$mpirun" ] || ! "$mpirun" --version 2>/dev/null | grep -q "Open MPI"; then
-    echo "SKIP: needs Open MPI's mpirun (its plm_rsh_agent emulates the nodes)"
-    exit 77
-fi
+. "$src/tests/coord_sh_util.sh" # need_*, emulate_nodes, wait_for, json_field, job_procs
+need_fashion_mnist
+need_open_mpi
 py=""
 for p in /usr/bin/python3 python3; do
     if "$p" -c "import prometheus_client.parser" 2>/dev/null; then py="$p"; break; fi
@@ -44,22 +37,9 @@ trap '[ -n "${ODL_KEEP_TMP:-}" ] || rm -rf "$tmp"' EXIT
 fail=0
 ok() { echo "ok   $1"; }
 bad() { echo "FAIL $1"; fail=1; }
-cat >"$tmp/fake_rsh" <<'EOS'
-#!/bin/sh
-# Open MPI rsh agent: "fake_rsh HOST COMMAND..." runs COMMAND on this machine as node HOST.
-ODL_NODE_NAME="$1"
-# Each node's daemon gets its own session folder, as on separate machines.
-TMPDIR="$(dirname "$0")/node-$1"
-mkdir -p "$TMPDIR"
-export ODL_NODE_NAME TMPDIR
-shift
-exec sh -c "$*"
-EOS
-chmod +x "$tmp/fake_rsh"
 printf 'nodeA slots=1\nnodeB slots=1\n' >"$tmp/hosts"
-flags="--oversubscribe --mca plm_rsh_agent $tmp/fake_rsh --mca plm_rsh_no_tree_spawn 1 --mca routed direct"
-flags="$flags --mca btl_base_warn_component_unused 0"
-[ "$(id -u)" = 0 ] && flags="$flags --allow-run-as-root"
+emulate_nodes "$tmp"
+flags="$node_flags"
 N=6000
 B=32
 base="--task=train --model=mnist_mlp --data_dir $data --device cpu --seed 1 --no-dropout --progress off
@@ -77,7 +57,6 @@ supervise() {
         "$mpirun" $flags --hostfile {hostfile} -np {np} "$worker" $base >"$3" 2>&1 &
     bg=$!
 }
-. "$src/tests/coord_sh_util.sh" # wait_for, json_field, job_procs
 expect() { # pattern file what
     if grep -q -- "$1" "$2"; then ok "$3"; else bad "$3 (no '$1' in $2)"; fi
 }

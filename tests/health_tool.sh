@@ -212,6 +212,15 @@ if grep -q "^DCGM_FI_DEV" "$tmp/sentinel.prom"; then
     echo "FAIL: gpu-prometheus-sentinel: a 'not available' value exported as a sample:"; cat "$tmp/sentinel.prom"; fail=1
 fi
 has gpu-prometheus-sentinel "$tmp/sentinel.prom" 'odl_gpu_healthy{gpu="0",UUID="GPU-fake-0",pci_bus_id="0000:3b:00.0"'
+# numbers are checked whole: "abc" or "12x" is a usage error naming the flag, never 0
+for bad in "xid --kmsg $tmp/empty.log --since-s abc" "gpu --timeout-s 5s" "events --seconds -1" \
+           "fence add --job-dir $job --node n9 --xid 79x" "fence add --job-dir $job --node n9 --generation abc"; do
+    : >"$tmp/empty.log"
+    # shellcheck disable=SC2086
+    "$bin" $bad >"$tmp/out" 2>&1
+    check "bad number: $bad" 4 $?
+    has "bad number: $bad" "$tmp/out" "expected a"
+done
 
 [ $fail = 0 ] && echo "health_tool: all checks passed"
 exit $fail

@@ -10,13 +10,19 @@
    odl_cuda_* or odl_cpu_* kernel); HDF5 (H5*) and zlib's crc32 are called from core/h5io.c only.
 3. Exports: nm -D of the installed libodl.so lists only odl_* functions declared with ODL_API in a header
    of include/odl.
+4. The control plane: the objects of odl_control (CMakeLists.txt's ODL_CONTROL_SOURCES, built as
+   odl_control_objects), which odl_coordinator and odl_health link instead of libodl, call no function of
+   libodl's other objects and nothing of CUDA, NCCL, MPI or HDF5.
+5. Programs: inside each program folder given with --program FOLDER=OBJDIR (worker/, coordinator/), no
+   files call each other in a circle (nm of the program's objects): each file is a layer of its own
+   program, and a callback, not a call, goes the other way.
 
 The layer order and each layer's folders are read from DESIGN.md's numbered list ("1. **core**
-(`core/`)..."), so the document and this check cannot drift apart. Folders that the list names but that
-do not exist yet (coordinator/, proto/, health/) are allowed for. `health/` sits at the comm level and
-may use core only (its row in DESIGN.md says so; ONLY_CORE below).
+(`core/`)..."), so the document and this check cannot drift apart. A folder the list names that has no
+sources (proto/: generated code) is allowed for. `health/` sits at the comm level and may use core only
+(its row in DESIGN.md says so; ONLY_CORE below).
 
-usage: layering.py SOURCE_DIR BUILD_DIR [--objects DIR] [--lib PATH]
+usage: layering.py SOURCE_DIR BUILD_DIR [--objects DIR] [--lib PATH] [--program FOLDER=OBJDIR ...]
 Exit 0 when every rule holds, 1 with one line per violation otherwise.
 """
 import os
@@ -76,6 +82,54 @@ def defined_undefined(obj):
     return d, u
 
 
+def circles(folder, objdir, src):
+    """One message per set of files of `folder` that call each other in a circle (nm of objdir)."""
+    if not os.path.isdir(objdir):
+        return ["%s: no objects under %s (build the program first)" % (folder, objdir)]
+    files = {}
+    for root, _, names in os.walk(objdir):
+        for f in names:
+            if f.endswith(".c.o") and os.path.exists(os.path.join(src, folder, f[:-2])):
+                files[f[:-2]] = defined_undefined(os.path.join(root, f))
+    owner = {sym: f for f, (d, _) in files.items() for sym in d}
+    calls = {f: {} for f in files}  # caller -> {callee: a symbol}
+    for f, (_, u) in files.items():
+        for sym in sorted(u):
+            if sym in owner and owner[sym] != f:
+                calls[f].setdefault(owner[sym], sym)
+    # Tarjan's strongly connected components: a component of two or more files is a circle.
+    index, low, stack, on, out, n = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = n[0]
+        n[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in sorted(calls[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                comp = sorted(comp)
+                edges = ["%s -> %s (%s)" % (a, b, calls[a][b]) for a in comp for b in sorted(calls[a]) if b in comp]
+                out.append("%s/: %s call each other in a circle: %s" % (folder, ", ".join(comp), "; ".join(edges)))
+
+    for v in sorted(files):
+        if v not in index:
+            visit(v)
+    return out
+
+
 def header_functions(path):
     text = open(path, encoding="utf-8", errors="replace").read()
     text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
@@ -87,19 +141,27 @@ def main():
     if len(args) < 2:
         sys.exit(__doc__)
     src, build = args[0], args[1]
-    objdir = os.path.join(build, "CMakeFiles", "odl_objects.dir")
+    objdirs = [os.path.join(build, "CMakeFiles", d) for d in ("odl_control_objects.dir", "odl_objects.dir")]
+    control_dir = objdirs[0]
     lib = None
     if "--objects" in args:
-        objdir = args[args.index("--objects") + 1]
+        objdirs = [args[args.index("--objects") + 1]]
     if "--lib" in args:
         lib = args[args.index("--lib") + 1]
+    programs = [args[i + 1].split("=", 1) for i, a in enumerate(args) if a == "--program"]
     level = layers_from_design(src)
     errors = []
 
     # Who defines what.
-    objs = objects(objdir, src)
+    objs, seen = [], set()
+    for d in objdirs:  # a source moved into the control plane may leave a stale object in odl_objects.dir
+        for o in objects(d, src) if os.path.isdir(d) else []:
+            if o[1] not in seen:
+                seen.add(o[1])
+                objs.append(o)
     if not objs:
-        sys.exit("layering.py: no object files under %s (build the odl target first)" % objdir)
+        sys.exit("layering.py: no object files under %s (build the odl target first)" % " or ".join(objdirs))
+    control = {rel for _, rel, path in objs if path.startswith(control_dir + os.sep)}
     owner = {}  # symbol -> (folder, source)
     undef = {}
     for folder, rel, path in objs:
@@ -185,6 +247,22 @@ def main():
             elif folder in ("models", "nn") and to == "kernels" and s.startswith(("odl_cuda_", "odl_cpu_")):
                 errors.append("%s: calls the backend function %s" % (rel, s))
 
+    # 4. the control plane is closed
+    foreign = re.compile(r"^(H5|cuda|cu[A-Z]|nccl|MPI_|ompi_)")
+    for rel in sorted(control):
+        _, u = undef[rel]
+        for sym in sorted(u):
+            if sym in owner and owner[sym][1] not in control:
+                errors.append("%s: the control plane (odl_control) calls %s of %s, which is not in it" %
+                              (rel, sym, owner[sym][1]))
+            elif foreign.match(sym):
+                errors.append("%s: the control plane (odl_control) calls %s: no CUDA, NCCL, MPI or HDF5 there" %
+                              (rel, sym))
+
+    # 5. no circles among a program's files
+    for folder, pdir in programs:
+        errors.extend(circles(folder, pdir, src))
+
     # 3. exports of the installed library
     tmp = None
     if lib is None:
@@ -218,8 +296,9 @@ def main():
 
     for e in errors:
         print("FAIL " + e)
-    print("test_layering: %d folders, %d objects, %d public headers, %d exported functions, %d violations"
-          % (len(level), len(objs), len(header_folder), len(exported), len(errors)))
+    print("test_layering: %d folders, %d objects (%d of the control plane), %d public headers, %d exported functions, "
+          "%d programs, %d violations" % (len(level), len(objs), len(control), len(header_folder), len(exported),
+                                          len(programs), len(errors)))
     return 1 if errors else 0
 
 

@@ -2,6 +2,7 @@
  * readings without a sample, label escaping, one HELP/TYPE per family with every GPU's samples under
  * it, Xid counters per code, and the snprintf-like length. The text is also parsed by
  * prometheus_client in tests/health_tool.sh. */
+#include <math.h>
 #include <string.h>
 
 #include "odl/health.h"
@@ -57,5 +58,24 @@ int main(void) {
            "truncated text, full length returned (%zu)", need2);
     TCHECK(odl_health_prometheus(NULL, 0, t, 2, "node-7", x, 2) == need, "length query");
     TCHECK(odl_health_prometheus(buf, sizeof buf, t, 0, "h", NULL, 0) == 0 && buf[0] == 0, "no GPUs: empty");
+
+    /* The sample a rank sends with its heartbeats (odl_gpu_sample): one encoding of "unavailable". */
+    odl_gpu_telemetry c;
+    odl_gpu_telemetry_clear(&c);
+    TCHECK(c.healthy && c.util_gpu_pct == ODL_HEALTH_NA && c.sm_clock_mhz == ODL_HEALTH_NA &&
+               c.ecc_uncorrected == ODL_HEALTH_NA && c.remap_failed == ODL_HEALTH_NA && !c.uuid[0],
+           "a cleared reading is all unavailable, healthy");
+    odl_gpu_sample s;
+    odl_gpu_sample_of(&t[0], &s);
+    TCHECK(s.util_pct == 80 && s.mem_used_mib == 1000 && s.mem_total_mib == 143771 && s.temp_c == 40 &&
+               s.power_w == ODL_HEALTH_NA && s.sm_clock_mhz == 1980, "the sample of a reading");
+    odl_gpu_sample_apply(&s, &c);
+    TCHECK(c.util_gpu_pct == 80 && c.mem_total_mib == 143771 && c.power_w == ODL_HEALTH_NA && c.sm_clock_mhz == 1980 &&
+               c.ecc_corrected == ODL_HEALTH_NA, "applied back: the six readings, the rest untouched");
+    odl_gpu_sample peer = {NAN, -5, 7, INFINITY, 300, 0};
+    odl_gpu_sample_clean(&peer);
+    TCHECK(peer.util_pct == ODL_HEALTH_NA && peer.mem_used_mib == ODL_HEALTH_NA && peer.mem_total_mib == 7 &&
+               peer.temp_c == ODL_HEALTH_NA && peer.power_w == 300 && peer.sm_clock_mhz == 0,
+           "a peer's NaN, negative or infinite value is unavailable");
     return odl_test_finish("test_health_prometheus");
 }

@@ -200,6 +200,34 @@ static void test_escalation(void) {
     odl_xid_classifier_init(&c, &t);
     for (int i = 0; i < 3; i++) f = classify_line(&c, "NVRM: Xid (PCI:0000:3b:00): 31, pid=1, a", &kept);
     TCHECK(f.escalated, "three untimed application Xids escalate");
+    /* Incidents, not lines: one crashing process prints Xid 13 twice (the SM warp exception, the ESR
+     * dump) and 43 as its channel is torn down -- one incident; another process's Xid 31 minutes later is
+     * a second one: two, under escalate_after 3 (docs/health.md "Escalation"). */
+    odl_xid_table_defaults(&t);
+    TCHECK(t.escalate_after == 3 && t.incident_window_s == 5, "defaults: escalate_after 3, incident_window_s 5");
+    odl_xid_classifier_init(&c, &t);
+    f = classify_line(&c, "[300.000000] NVRM: Xid (PCI:0000:3b:00): 13, pid=77, name=python, Graphics SM Warp Exception", &kept);
+    TCHECK(f.cls == ODL_XID_APPLICATION && f.attributed_to == -1 && f.app_count == 1, "the crash's first line: incident 1");
+    f = classify_line(&c, "[300.000400] NVRM: Xid (PCI:0000:3b:00): 13, pid=77, name=python, Graphics Exception: ESR", &kept);
+    TCHECK(f.cls == ODL_XID_APPLICATION && f.attributed_to == 13 && !f.escalated, "its ESR dump: the same incident (%d)",
+           f.attributed_to);
+    f = classify_line(&c, "[301.200000] NVRM: Xid (PCI:0000:3b:00): 43, pid=77, name=python, Ch 00000010", &kept);
+    TCHECK(f.cls == ODL_XID_APPLICATION && f.attributed_to == 13 && !f.escalated, "its channel torn down: the same incident");
+    f = classify_line(&c, "[480.000000] NVRM: Xid (PCI:0000:3b:00): 31, pid=91, name=train, MMU Fault", &kept);
+    TCHECK(f.cls == ODL_XID_APPLICATION && f.attributed_to == -1 && f.app_count == 2 && !f.escalated,
+           "another process's Xid 31 minutes later: incident 2, not escalated (count %d)", f.app_count);
+    f = classify_line(&c, "[480.000000] NVRM: Xid (PCI:0000:3b:00): 13, pid=77, name=python, late", &kept);
+    TCHECK(f.attributed_to == -1 && f.app_count == 3 && f.escalated,
+           "the first process again, past the incident window: incident 3, escalated");
+    const char *y = "incident_window_s: 0\n";
+    TOK(odl_xid_table_load_yaml_string(&t, y, strlen(y), "inline"));
+    TCHECK(t.incident_window_s == 0, "incident_window_s from YAML");
+    odl_xid_classifier_init(&c, &t);
+    classify_line(&c, "[300.0] NVRM: Xid (PCI:0000:3b:00): 13, pid=77, a", &kept);
+    f = classify_line(&c, "[300.1] NVRM: Xid (PCI:0000:3b:00): 13, pid=77, b", &kept);
+    TCHECK(f.attributed_to == -1 && f.app_count == 2, "incident_window_s 0: every line counts");
+    y = "incident_window_s: soon\n";
+    TFAIL(odl_xid_table_load_yaml_string(&t, y, strlen(y), "inline"), ODL_E_FORMAT);
 }
 
 static void test_filters(void) {

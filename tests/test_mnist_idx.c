@@ -8,6 +8,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "odl/loader.h"
 #include "odl/mnist.h"
 #include "test_util.h"
 
@@ -105,6 +106,16 @@ static void test_real_mnist(void) {
     TCHECK(pixel_sum(m.images, 7840000) == 264923200ull, "all pixels sum %llu",
            (unsigned long long)pixel_sum(m.images, 7840000));
     TCHECK(m.images[0] == 0 && m.images[783] == 0, "corners are background");
+    /* A batch's indices past the set's end are an error naming the index, never a read past it. */
+    {
+        static float x[2 * 784];
+        int32_t y[2] = {-1, -1};
+        int64_t ok_idx[2] = {0, 9999}, bad_idx[2] = {5, 10000};
+        TOK(odl_loader_gather(m.images, m.labels, m.n, 784, 0.1307f, 0.3081f, ok_idx, 2, x, y));
+        TCHECK(y[0] == m.labels[0] && y[1] == m.labels[9999], "gathered labels %d %d", y[0], y[1]);
+        TFAIL(odl_loader_gather(m.images, m.labels, m.n, 784, 0.1307f, 0.3081f, bad_idx, 2, x, y), ODL_E_INVAL);
+        TMSG("sample 10000", "outside the data set's 10000 samples", NULL);
+    }
     odl_mnist_free(&m);
     TCHECK(m.images == NULL && m.labels == NULL && m.n == 0, "free resets");
     odl_mnist_free(&m); /* twice is fine */

@@ -30,13 +30,6 @@ static void usage(FILE *f) {
             "Exit status: 0 good / identical, 1 bad / different / none found, 2 usage error.\n");
 }
 
-static const char *shape_text(const odl_h5_info *i, char *buf, size_t cap) {
-    size_t off = (size_t)snprintf(buf, cap, "[");
-    for (int d = 0; d < i->ndim && off < cap; d++) off += (size_t)snprintf(buf + off, cap - off, "%s%" PRId64, d ? ", " : "", i->shape[d]);
-    if (off < cap) snprintf(buf + off, cap - off, "]");
-    return buf;
-}
-
 /* ---- verify ---- */
 
 typedef struct vctx {
@@ -52,7 +45,7 @@ static void verify_cb(void *ctx, const char *dset, const odl_h5_info *info, odl_
         printf("  BAD  %s: %s\n", dset, msg);
     } else if (c->verbose) {
         char sh[128];
-        printf("  ok   %-44s %-8s %-20s crc32 %08" PRIx32 "\n", dset, odl_dtype_name(info->dtype), shape_text(info, sh, sizeof sh),
+        printf("  ok   %-44s %-8s %-20s crc32 %08" PRIx32 "\n", dset, odl_dtype_name(info->dtype), odl_dims_str(info->ndim, info->shape, sh, sizeof sh),
                info->crc32);
     }
 }
@@ -151,9 +144,9 @@ static int inspect(const char *path, int show_config) {
         char sh[128];
         if (odl_h5_reader_info(r, name, &info) != ODL_OK) printf("  %-46s BAD: %s\n", name, odl_error_msg_user());
         else if (info.has_crc32)
-            printf("  %-46s %-8s %-20s crc32 %08" PRIx32 "\n", name, odl_dtype_name(info.dtype), shape_text(&info, sh, sizeof sh),
+            printf("  %-46s %-8s %-20s crc32 %08" PRIx32 "\n", name, odl_dtype_name(info.dtype), odl_dims_str(info.ndim, info.shape, sh, sizeof sh),
                    info.crc32);
-        else printf("  %-46s %-8s %-20s (no crc32)\n", name, odl_dtype_name(info.dtype), shape_text(&info, sh, sizeof sh));
+        else printf("  %-46s %-8s %-20s (no crc32)\n", name, odl_dtype_name(info.dtype), odl_dims_str(info.ndim, info.shape, sh, sizeof sh));
     }
     if (show_config && meta_ok) {
         char *yaml = malloc(1 << 20);
@@ -201,8 +194,8 @@ static int diff(const char *a, const char *b, const char *prefix) {
             int same_shape = ia.dtype == ib.dtype && ia.ndim == ib.ndim;
             for (int d = 0; same_shape && d < ia.ndim; d++) same_shape = ia.shape[d] == ib.shape[d];
             if (!same_shape) {
-                printf("%s: %s %s vs %s %s\n", name, odl_dtype_name(ia.dtype), shape_text(&ia, sa, sizeof sa),
-                       odl_dtype_name(ib.dtype), shape_text(&ib, sb, sizeof sb));
+                printf("%s: %s %s vs %s %s\n", name, odl_dtype_name(ia.dtype), odl_dims_str(ia.ndim, ia.shape, sa, sizeof sa),
+                       odl_dtype_name(ib.dtype), odl_dims_str(ib.ndim, ib.shape, sb, sizeof sb));
                 differ = 1;
                 continue;
             }

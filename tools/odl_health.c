@@ -3,6 +3,7 @@
  *   0 healthy, 1 only application errors / needs attention, 2 node-fatal, 3 nothing to check (no GPU),
  *   4 usage or input error. */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -12,12 +13,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "odl/device.h"
+#include "odl/clock.h"
 #include "odl/env.h"
 #include "odl/health.h"
-#include "odl/models.h"
-#include "odl/nn.h"
-#include "odl/ops.h"
+#include "odl/parse.h"
 #include "worker/cli_flags.h"
 
 enum { EXIT_HEALTHY = 0, EXIT_APPLICATION = 1, EXIT_NODE_FATAL = 2, EXIT_NOTHING = 3, EXIT_USAGE = 4 };
@@ -35,7 +34,7 @@ static void usage(FILE *f) {
 }
 
 static int fail(const char *what) {
-    fprintf(stderr, "odl_health: error: %s%s%s\n", what, odl_error_msg()[0] ? ": " : "", odl_error_msg());
+    fprintf(stderr, "odl_health: error: %s%s%s\n", what, odl_error_msg()[0] ? ": " : "", odl_error_msg_user());
     return EXIT_USAGE;
 }
 
@@ -55,6 +54,19 @@ static int unexpected(const char *cmd, const char *arg, int missing) {
     return EXIT_USAGE;
 }
 
+/* A number flag's value (odl/parse.h), or a usage error naming it: "abc" is never 0. */
+static int flag_f64(const char *cmd, const char *flag, const char *v, double lo, double hi, double *out) {
+    if (odl_parse_f64(v, lo, hi, out) == ODL_PARSE_OK) return 0;
+    fprintf(stderr, "odl_health %s: error: %s %s: expected a number in [%g, %g]\n", cmd, flag, v, lo, hi);
+    return -1;
+}
+static int flag_int(const char *cmd, const char *flag, const char *v, int lo, int hi, int *out) {
+    int64_t x;
+    if (odl_parse_i64(v, lo, hi, &x) == ODL_PARSE_OK) return *out = (int)x, 0;
+    fprintf(stderr, "odl_health %s: error: %s %s: expected an integer in [%d, %d]\n", cmd, flag, v, lo, hi);
+    return -1;
+}
+
 /* ---- xid ---- */
 
 static int cmd_xid(int argc, char **argv) {
@@ -66,7 +78,9 @@ static int cmd_xid(int argc, char **argv) {
         int missing = 0;
         if ((v = opt(argc, argv, &i, "--kmsg", &missing))) kmsg = v;
         else if ((v = opt(argc, argv, &i, "--table", &missing))) table_path = v;
-        else if ((v = opt(argc, argv, &i, "--since-s", &missing))) since_s = atof(v);
+        else if ((v = opt(argc, argv, &i, "--since-s", &missing))) {
+            if (flag_f64("xid", "--since-s", v, 0, 1e12, &since_s)) return EXIT_USAGE;
+        }
         else if (!strcmp(argv[i], "--drain")) drain = 1;
         else return unexpected("xid", argv[i], missing);
     }
@@ -138,72 +152,20 @@ static void print_reading(const char *name, double v, const char *unit) {
     else printf(" %s=%.*f%s", name, fabs(v - rint(v)) < 1e-9 ? 0 : 1, v, unit);
 }
 
-static void fill_uniform(float *x, size_t n, uint32_t seed) {
-    for (size_t i = 0; i < n; i++) {
-        seed = seed * 1664525u + 1013904223u;
-        x[i] = (float)((seed >> 8) & 0xffff) / 65536.0f - 0.5f;
-    }
-}
-
-/* A 64x64x64 GEMM with bias and ReLU, and the MNIST CNN's forward of 4 samples, on cuda:index and on
- * the CPU; the largest absolute difference must stay under 1e-3 (float32 sums of 64..9216 terms). */
-static int compute_check(int index, double *max_diff) {
-    enum { M = 64 };
-    odl_status s = odl_cuda_init(index, 0.05);
-    if (s != ODL_OK) return -2;
-    odl_tensor a[2] = {{0}}, b[2] = {{0}}, c[2] = {{0}}, bias[2] = {{0}};
-    static float ha[M * M], hb[M * M], hbias[M], hc[2][M * M];
-    fill_uniform(ha, M * M, 1);
-    fill_uniform(hb, M * M, 2);
-    fill_uniform(hbias, M, 3);
-    int64_t sq[2] = {M, M}, vec[1] = {M};
-    odl_device devs[2] = {odl_cpu(), odl_cuda(index)};
-    *max_diff = 0;
-    for (int d = 0; d < 2 && s == ODL_OK; d++) {
-        if ((s = odl_tensor_alloc(&a[d], devs[d], ODL_F32, 2, sq)) ||
-            (s = odl_tensor_alloc(&b[d], devs[d], ODL_F32, 2, sq)) ||
-            (s = odl_tensor_zeros(&c[d], devs[d], ODL_F32, 2, sq)) ||
-            (s = odl_tensor_alloc(&bias[d], devs[d], ODL_F32, 1, vec)) ||
-            (s = odl_tensor_copy_from_host(&a[d], ha, sizeof ha)) || (s = odl_tensor_copy_from_host(&b[d], hb, sizeof hb)) ||
-            (s = odl_tensor_copy_from_host(&bias[d], hbias, sizeof hbias)) ||
-            (s = odl_gemm(0, 1, 1.0f, &a[d], &b[d], 0.0f, &c[d], &bias[d], NULL, ODL_ACT_RELU)) ||
-            (s = odl_tensor_copy_to_host(&c[d], hc[d], sizeof hc[d])))
-            break;
-    }
-    for (int d = 0; d < 2; d++) {
-        odl_tensor_free(&a[d]);
-        odl_tensor_free(&b[d]);
-        odl_tensor_free(&c[d]);
-        odl_tensor_free(&bias[d]);
-    }
-    if (s != ODL_OK) return -1;
-    for (int i = 0; i < M * M; i++) *max_diff = fmax(*max_diff, fabs((double)hc[0][i] - hc[1][i]));
-
-    enum { B = 4 };
-    static float hx[B * 28 * 28], lp[2][B * 10];
-    int32_t hy[B] = {0, 1, 2, 3};
-    fill_uniform(hx, B * 28 * 28, 4);
-    odl_net net[2];
-    int built[2] = {0, 0};
-    for (int d = 0; d < 2 && s == ODL_OK; d++) {
-        if ((s = odl_model_build(&net[d], ODL_MODEL_MNIST_CNN, devs[d], B, 0)) != ODL_OK) break;
-        built[d] = 1;
-        if ((s = odl_net_init_params(&net[d], 7)) || (s = odl_tensor_copy_from_host(&net[d].input, hx, sizeof hx)) ||
-            (s = odl_tensor_copy_from_host(&net[d].labels, hy, sizeof hy)) || (s = odl_net_forward(&net[d], B, 0, 0, 0)) ||
-            (s = odl_tensor_copy_to_host(&net[d].logprobs, lp[d], sizeof lp[d])))
-            break;
-    }
-    for (int d = 0; d < 2; d++)
-        if (built[d]) odl_net_free(&net[d]);
-    if (s != ODL_OK) return -1;
-    for (int i = 0; i < B * 10; i++) *max_diff = fmax(*max_diff, fabs((double)lp[0][i] - lp[1][i]));
-    odl_cuda_shutdown();
-    return *max_diff < 1e-3 && isfinite(*max_diff) ? 0 : 1;
-}
-
-/* Runs compute_check in a child (CUDA is never initialised in this process, so fork is safe) and
- * kills it past the time limit: a hung GPU cannot hold the health check. */
+/* The compute check (tools/odl_gpu_check.c, beside this program: odl_health itself links no CUDA, so
+ * it runs on a node whose CUDA runtime is broken) in a child with its one-line verdict on a pipe, killed
+ * past the time limit: a hung GPU cannot hold the health check. Returns an EXIT_*; -1 when the build has
+ * no CUDA backend (odl_gpu_check's exit 3). */
 static int check_in_child(int index, double timeout_s, char *why, size_t cap) {
+    char prog[PATH_MAX];
+    ssize_t len = readlink("/proc/self/exe", prog, sizeof prog - 32);
+    if (len <= 0) {
+        snprintf(why, cap, "cannot find this program's folder (/proc/self/exe): %s", strerror(errno));
+        return EXIT_NODE_FATAL;
+    }
+    prog[len] = '\0';
+    char *slash = strrchr(prog, '/');
+    snprintf(slash ? slash + 1 : prog, sizeof prog - (size_t)(slash ? slash + 1 - prog : 0), "odl_gpu_check");
     int pfd[2];
     if (pipe(pfd) != 0) {
         snprintf(why, cap, "pipe: %s", strerror(errno));
@@ -213,15 +175,14 @@ static int check_in_child(int index, double timeout_s, char *why, size_t cap) {
     pid_t pid = fork();
     if (pid == 0) {
         close(pfd[0]);
-        double diff = 0;
-        int r = compute_check(index, &diff);
-        char msg[300];
-        if (r == -2) snprintf(msg, sizeof msg, "CUDA cannot use this GPU (CUDA_VISIBLE_DEVICES?): %s", odl_error_msg());
-        else if (r < 0) snprintf(msg, sizeof msg, "compute check failed: %s", odl_error_msg());
-        else snprintf(msg, sizeof msg, "GEMM and forward vs CPU: max |diff| %.3g%s", diff, r ? " (over 1e-3)" : "");
-        ssize_t w = write(pfd[1], msg, strlen(msg));
-        (void)w;
-        _exit(r == 0 ? 0 : r == -2 ? 1 : 2);
+        dup2(pfd[1], STDOUT_FILENO);
+        close(pfd[1]);
+        char idx[16];
+        snprintf(idx, sizeof idx, "%d", index);
+        execl(prog, prog, idx, (char *)NULL);
+        printf("cannot run %s: %s", prog, strerror(errno));
+        fflush(stdout);
+        _exit(2);
     }
     close(pfd[1]);
     if (pid < 0) {
@@ -229,8 +190,7 @@ static int check_in_child(int index, double timeout_s, char *why, size_t cap) {
         snprintf(why, cap, "fork: %s", strerror(errno));
         return EXIT_NODE_FATAL;
     }
-    struct timespec t0, now;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    double t0 = odl_mono_s();
     int st = 0, done = 0;
     for (;;) {
         pid_t w = waitpid(pid, &st, WNOHANG);
@@ -238,8 +198,7 @@ static int check_in_child(int index, double timeout_s, char *why, size_t cap) {
             done = 1;
             break;
         }
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        if ((now.tv_sec - t0.tv_sec) + (now.tv_nsec - t0.tv_nsec) * 1e-9 > timeout_s) break;
+        if (odl_mono_s() - t0 > timeout_s) break;
         struct timespec ts = {0, 20 * 1000000L};
         nanosleep(&ts, NULL);
     }
@@ -253,6 +212,7 @@ static int check_in_child(int index, double timeout_s, char *why, size_t cap) {
     ssize_t n = read(pfd[0], why, cap - 1);
     why[n > 0 ? n : 0] = '\0';
     close(pfd[0]);
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 3) return -1;
     if (WIFEXITED(st) && WEXITSTATUS(st) <= 1) return WEXITSTATUS(st) ? EXIT_APPLICATION : EXIT_HEALTHY;
     return EXIT_NODE_FATAL;
 }
@@ -265,7 +225,7 @@ static const unsigned k_verdict_readings = ODL_GPU_READING_REMAP_PENDING | ODL_G
 static int cmd_prometheus(void) {
     odl_nvml *n = NULL;
     if (odl_nvml_open(&n) != ODL_OK) {
-        fprintf(stderr, "odl_health gpu: no GPU to check: %s\n", odl_error_msg());
+        fprintf(stderr, "odl_health gpu: no GPU to check: %s\n", odl_error_msg_user());
         return EXIT_NOTHING;
     }
     int count = 0;
@@ -298,14 +258,16 @@ static int cmd_gpu(int argc, char **argv) {
     for (int i = 0; i < argc; i++) {
         const char *v;
         int missing = 0;
-        if ((v = opt(argc, argv, &i, "--timeout-s", &missing))) timeout_s = atof(v);
+        if ((v = opt(argc, argv, &i, "--timeout-s", &missing))) {
+            if (flag_f64("gpu", "--timeout-s", v, 0, 1e6, &timeout_s)) return EXIT_USAGE;
+        }
         else if (!strcmp(argv[i], "--readings-only")) readings_only = 1;
         else if (!strcmp(argv[i], "--prometheus")) return cmd_prometheus();
         else return unexpected("gpu", argv[i], missing);
     }
     odl_nvml *n = NULL;
     if (odl_nvml_open(&n) != ODL_OK) {
-        printf("odl_health gpu: no GPU to check: %s\n", odl_error_msg());
+        printf("odl_health gpu: no GPU to check: %s\n", odl_error_msg_user());
         return EXIT_NOTHING;
     }
     int count = 0;
@@ -318,7 +280,6 @@ static int cmd_gpu(int argc, char **argv) {
     }
     printf("odl_health gpu: driver %s, %d GPU%s\n", ver, count, count == 1 ? "" : "s");
     int worst = EXIT_HEALTHY;
-    int cuda_ok = odl_cuda_built();
     for (int i = 0; i < count; i++) {
         odl_gpu_telemetry t;
         if (odl_nvml_read(n, i, &t) != ODL_OK) {
@@ -371,14 +332,16 @@ static int cmd_gpu(int argc, char **argv) {
         /* NVML and CUDA number GPUs alike with CUDA_DEVICE_ORDER=PCI_BUS_ID (set in main). */
         if (readings_only) {
             /* bench/health_gpu_check.sh compares these readings with nvidia-smi's. */
-        } else if (cuda_ok) {
+        } else {
             char why[320];
             int r = check_in_child(i, timeout_s, why, sizeof why);
-            printf("gpu %d: %s: %s\n", i, r == EXIT_HEALTHY ? "ok" : r == EXIT_APPLICATION ? "not checked" : "FAILED", why);
+            if (r < 0) {
+                printf("gpu %d: compute check skipped: this build has no CUDA backend\n", i);
+                r = EXIT_APPLICATION;
+            } else {
+                printf("gpu %d: %s: %s\n", i, r == EXIT_HEALTHY ? "ok" : r == EXIT_APPLICATION ? "not checked" : "FAILED", why);
+            }
             if (r > g) g = r;
-        } else {
-            printf("gpu %d: compute check skipped: this build has no CUDA backend\n", i);
-            if (g < EXIT_APPLICATION) g = EXIT_APPLICATION;
         }
         if (g > worst) worst = g;
     }
@@ -396,12 +359,14 @@ static int cmd_events(int argc, char **argv) {
     for (int i = 0; i < argc; i++) {
         const char *v;
         int missing = 0;
-        if ((v = opt(argc, argv, &i, "--seconds", &missing))) seconds = atof(v);
+        if ((v = opt(argc, argv, &i, "--seconds", &missing))) {
+            if (flag_f64("events", "--seconds", v, 0, 1e6, &seconds)) return EXIT_USAGE;
+        }
         else return unexpected("events", argv[i], missing);
     }
     odl_nvml *n = NULL;
     if (odl_nvml_open(&n) != ODL_OK) {
-        printf("odl_health events: no GPU to check: %s\n", odl_error_msg());
+        printf("odl_health events: no GPU to check: %s\n", odl_error_msg_user());
         return EXIT_NOTHING;
     }
     int count = 0;
@@ -467,8 +432,12 @@ static int cmd_fence(int argc, char **argv) {
         else if ((v = opt(argc, argv, &i, "--by", &missing))) by = v;
         else if ((v = opt(argc, argv, &i, "--in", &missing))) in = v;
         else if ((v = opt(argc, argv, &i, "--out", &missing))) out = v;
-        else if ((v = opt(argc, argv, &i, "--xid", &missing))) xid = !strcmp(v, "bus_lost") ? ODL_XID_BUS_LOST : atoi(v);
-        else if ((v = opt(argc, argv, &i, "--generation", &missing))) gen = atoi(v);
+        else if ((v = opt(argc, argv, &i, "--xid", &missing))) {
+            if (!strcmp(v, "bus_lost")) xid = ODL_XID_BUS_LOST;
+            else if (flag_int("fence", "--xid", v, 0, 65535, &xid)) return EXIT_USAGE;
+        } else if ((v = opt(argc, argv, &i, "--generation", &missing))) {
+            if (flag_int("fence", "--generation", v, 0, INT_MAX, &gen)) return EXIT_USAGE;
+        }
         else return unexpected("fence", argv[i], missing);
     }
     if (!dir) {
@@ -542,7 +511,7 @@ static int cmd_fence(int argc, char **argv) {
 int main(int argc, char **argv) {
     setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID", 0);
     if (odl_env_load() != ODL_OK) {
-        fprintf(stderr, "odl_health: error: %s\n", odl_error_msg());
+        fprintf(stderr, "odl_health: error: %s\n", odl_error_msg_user());
         return EXIT_USAGE;
     }
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {

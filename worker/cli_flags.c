@@ -1,9 +1,9 @@
 /* Flag parsing shared by the programs; see worker/cli_flags.h. */
 #include "worker/cli_flags.h"
 
-#include <errno.h>
-#include <stdlib.h>
 #include <string.h>
+
+#include "odl/parse.h"
 
 const char *odl_cli_flag_value(int argc, char **argv, int *i, const char *name, int *matched) {
     size_t n = strlen(name);
@@ -23,21 +23,15 @@ const char *odl_cli_flag_value(int argc, char **argv, int *i, const char *name, 
 }
 
 int odl_cli_parse_int(const char *s, int lo, int hi, int *out) {
-    if (!s || !*s) return -1;
-    char *e;
-    errno = 0;
-    long v = strtol(s, &e, 10);
-    if (*e || errno || v < lo || v > hi) return -1;
+    int64_t v;
+    if (odl_parse_i64(s, lo, hi, &v) != ODL_PARSE_OK) return -1;
     *out = (int)v;
     return 0;
 }
 
 int odl_cli_parse_float(const char *s, float lo, float hi, float *out) {
-    if (!s || !*s) return -1;
-    char *e;
-    errno = 0;
-    double v = strtod(s, &e);
-    if (*e || errno || !(v >= lo && v <= hi)) return -1;
+    double v;
+    if (odl_parse_f64(s, lo, hi, &v) != ODL_PARSE_OK) return -1;
     *out = (float)v;
     return 0;
 }

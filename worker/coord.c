@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "odl/clock.h"
 #include "odl/ckpt_session.h"
 #include "odl/coord_client.h"
 #include "odl/env.h"
@@ -34,14 +35,6 @@ struct odl_worker_coord {
     double sps;
     char why[1024]; /* odl_worker_coord_fail: the error sent with the goodbye */
 };
-
-/* The process's coordinator client, for the GPU-health monitor's reports (worker/health_monitor.c);
- * set before training starts and cleared after it ends, on the training thread. */
-static odl_coord_client *g_client;
-
-odl_coord_client *odl_worker_coord_client(void) {
-    return g_client;
-}
 
 /* The Hello's GPU identity: canonical PCI bus id and NVML UUID of the GPU the rank's health monitor
  * watches (its CUDA device, or on the CPU the one ODL_HEALTH_GPU names; worker/health_monitor.c). A bad
@@ -86,12 +79,6 @@ static odl_status read_env(coord_env *e) {
     return ODL_OK;
 }
 
-static double mono(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* ------------------------------------------------------------------ callbacks of the client */
 
 static void on_activity(void *ctx, uint64_t *seq, char *what, size_t cap) {
@@ -129,7 +116,7 @@ static odl_status h_on_start(void *ctx, const odl_config *cfg, odl_net *net, odl
                        "plan (from %s) is step %" PRId64 ", epoch %" PRId64 ", cursor %" PRId64,
                        w->rank, st->step, st->epoch, st->cursor, w->w.resume_path, w->w.step, w->w.epoch, w->w.cursor);
     odl_coord_client_progress(w->client, st->step, st->epoch, st->cursor, 0);
-    w->t_rate = mono();
+    w->t_rate = odl_mono_s();
     w->step_rate = st->step;
     return ODL_OK;
 }
@@ -138,7 +125,7 @@ static odl_status h_after_step(void *ctx, const odl_config *cfg, odl_net *net, o
     odl_worker_coord *w = ctx;
     (void)cfg, (void)net, (void)opt;
     if (w->client) {
-        double now = mono();
+        double now = odl_mono_s();
         if (now - w->t_rate >= 0.5) { /* a rate over half a second at least: no clock read per sample */
             w->sps = (double)(st->step - w->step_rate) * (double)w->global_batch / (now - w->t_rate);
             w->t_rate = now;
@@ -226,13 +213,11 @@ odl_status odl_worker_coord_start(odl_worker_coord **out, odl_config *cfg, int r
         if (w->w.checkpoint_every > 0) cfg->checkpoint.every = w->w.checkpoint_every;
         if (w->w.resume_path[0]) snprintf(cfg->checkpoint.resume, sizeof cfg->checkpoint.resume, "%s", w->w.resume_path);
         else if (!cfg->checkpoint.resume[0]) snprintf(cfg->checkpoint.resume, sizeof cfg->checkpoint.resume, "auto");
-        if (rank == 0) odl_ckpt_set_write_observer(on_ckpt_write, w);
         ODL_LOG_INFO("registered with the coordinator at %s: generation %" PRIu64 ", heartbeat every %.0f ms, "
                      "checkpoints in %s every %" PRId64 " steps, %s%s", env.addr, w->w.generation, w->w.heartbeat_s * 1000,
                      cfg->checkpoint.dir, cfg->checkpoint.every, w->w.resume_path[0] ? "resuming from " : "resume ",
                      w->w.resume_path[0] ? w->w.resume_path : cfg->checkpoint.resume);
     }
-    g_client = w->client;
     if (w->faults.n) ODL_LOG_INFO("ODL_FAULT: %d fault%s armed", w->faults.n, w->faults.n == 1 ? "" : "s");
     *out = w;
     return ODL_OK;
@@ -252,7 +237,6 @@ odl_status odl_worker_coord_start_eval(odl_worker_coord **out, int rank, int wor
         ODL_LOG_INFO("registered with the coordinator at %s: generation %" PRIu64 ", evaluation chunks from its work queue",
                      env.addr, w->w.generation);
     }
-    g_client = w->client;
     if (w->faults.n) ODL_LOG_INFO("ODL_FAULT: %d fault%s armed", w->faults.n, w->faults.n == 1 ? "" : "s");
     *out = w;
     return ODL_OK;
@@ -271,6 +255,11 @@ void odl_worker_coord_install(odl_worker_coord *w, odl_train_opts *opts) {
     const odl_train_hooks own = {
         .ctx = w, .on_start = h_on_start, .after_step = h_after_step, .step_request = h_step_request};
     odl_hook_chain_push(&w->chain, &own, opts);
+    opts->coord = w->client;
+    if (w->client && w->rank == 0) { /* rank 0 writes the checkpoints the coordinator commits */
+        opts->ckpt_observer = on_ckpt_write;
+        opts->ckpt_observer_ctx = w;
+    }
 }
 
 void odl_worker_coord_fail(odl_worker_coord *w, const char *why) {
@@ -279,11 +268,12 @@ void odl_worker_coord_fail(odl_worker_coord *w, const char *why) {
 
 void odl_worker_coord_finish(odl_worker_coord *w, odl_train_opts *opts, int status) {
     if (!w) return;
-    odl_hook_chain_pop(&w->chain, opts);
-    if (w->client) {
-        g_client = NULL;
-        if (w->rank == 0) odl_ckpt_set_write_observer(NULL, NULL);
-        odl_coord_client_close_why(w->client, status, w->why);
+    if (opts) { /* NULL for an evaluation, which installs nothing */
+        odl_hook_chain_pop(&w->chain, opts);
+        opts->coord = NULL;
+        opts->ckpt_observer = NULL;
+        opts->ckpt_observer_ctx = NULL;
     }
+    if (w->client) odl_coord_client_close_why(w->client, status, w->why);
     free(w);
 }

@@ -30,12 +30,12 @@ const struct odl_fault_plan *odl_worker_coord_faults(const odl_worker_coord *w);
 /* The error that ends this rank, sent with the goodbye so that the coordinator's log names it (NULL w:
  * nothing). */
 void odl_worker_coord_fail(odl_worker_coord *w, const char *why);
-/* Put the hooks in front of opts->hooks (worker/hook_chain.h: those run first). NULL w: nothing. */
+/* Put the hooks in front of opts->hooks (worker/hook_chain.h: those run first) and hand the run the
+ * coordinator client and rank 0's checkpoint observer (opts->coord, opts->ckpt_observer). NULL w:
+ * nothing. */
 void odl_worker_coord_install(odl_worker_coord *w, odl_train_opts *opts);
-/* Restore opts->hooks, say goodbye with status (0: training finished) and free w (NULL is fine). */
-/* The coordinator client of this process while a supervised run trains, else NULL (worker/health_monitor.c
- * reports Xids and GPU telemetry through it). */
-struct odl_coord_client *odl_worker_coord_client(void);
+/* Restore opts->hooks (and clear what install set; opts NULL after an evaluation, which installs
+ * nothing), say goodbye with status (0: training finished) and free w (NULL is fine). */
 void odl_worker_coord_finish(odl_worker_coord *w, odl_train_opts *opts, int status);
 
 #endif

@@ -417,8 +417,9 @@ int odl_task_eval_yolov5_main(int argc, char **argv) {
         int want_cuda = !strncmp(o.device, "cuda", 4) || (!strcmp(o.device, "auto") && odl_cuda_device_count() > 0);
         odl_comm_options co = {.device_type = want_cuda ? ODL_DEV_CUDA : ODL_DEV_CPU, .cuda_index = -1,
                                .timeout_s = o.timeout_s};
-        if (odl_comm_init(&li, &co, &comm) != ODL_OK) {
-            if (strstr(odl_error_msg(), "no MPI")) {
+        const odl_status cs = odl_comm_init(&li, &co, &comm);
+        if (cs != ODL_OK) {
+            if (cs == ODL_E_UNSUPPORTED) { /* no MPI in this build: nothing to abort, a usage error */
                 fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
                 return 2;
             }

@@ -1,6 +1,5 @@
-/* odl_worker --task=eval: one entry that picks the evaluation of --model. MNIST models are evaluated
- * in worker/eval_mnist.c; YOLOv5 (mAP, val.py) joins here through odl_task_eval_yolov5_main when that
- * file is built in. */
+/* odl_worker --task=eval: one entry that picks the evaluation of --model: MNIST models in
+ * worker/eval_mnist.c, YOLOv5 (mAP, val.py) in worker/eval.c. */
 #include <stdio.h>
 #include <string.h>
 
@@ -18,12 +17,6 @@ int odl_task_eval_main(int argc, char **argv) {
     if (help && !given)
         printf("odl_worker --task=eval evaluates MNIST-family weights (options below) or, with --model=yolov5,\n"
                "YOLOv5 weights with val.py's mAP: see odl_worker --task=eval --model=yolov5 --help.\n\n");
-    if (!strcmp(model, "yolov5")) {
-        if (!odl_task_eval_yolov5_main) {
-            fprintf(stderr, "odl_worker: error: --task=eval --model=yolov5 is not built into this binary\n");
-            return 2;
-        }
-        return odl_task_eval_yolov5_main(argc, argv);
-    }
+    if (!strcmp(model, "yolov5")) return odl_task_eval_yolov5_main(argc, argv);
     return odl_task_eval_mnist_main(argc, argv);
 }

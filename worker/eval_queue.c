@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "odl/file.h"
 #include "odl/log.h"
 
 #define CHUNK_MAGIC "ODLEVCH1"
@@ -30,25 +31,13 @@ static void chunk_path(const char *dir, int64_t k, char *buf, size_t cap) {
     snprintf(buf, cap, "%s/" ODL_COORD_CHUNK_FILE, dir, k);
 }
 
-static odl_status write_all(int fd, const void *p, size_t n, const char *path) {
-    const char *b = p;
-    while (n) {
-        ssize_t w = write(fd, b, n);
-        if (w < 0 && errno == EINTR) continue;
-        if (w < 0) return ODL_ERR(ODL_E_IO, "writing %s: %s", path, strerror(errno));
-        b += w;
-        n -= (size_t)w;
-    }
-    return ODL_OK;
-}
-
-/* Write the chunk's file without ever replacing one: a temporary file of this process, fsync, link(2)
- * to the final name (EEXIST: another rank's result is there; *kept = 0), fsync of the folder. */
+/* Write the chunk's file without ever replacing one (odl/file.h with ODL_FILE_NO_REPLACE: a temporary
+ * file of this process, fsync, link(2) to the final name, fsync of the folder); *kept = 0 when another
+ * rank's result is there already. */
 static odl_status chunk_commit(const char *dir, const char *key, int64_t k, int64_t first, int64_t count,
                                const uint8_t *p, size_t n, int *kept) {
-    char path[PATH_MAX + 32], tmp[PATH_MAX + 64];
+    char path[PATH_MAX + 32];
     chunk_path(dir, k, path, sizeof path);
-    snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
     chunk_hdr h;
     memset(&h, 0, sizeof h);
     memcpy(h.magic, CHUNK_MAGIC, 8);
@@ -57,25 +46,16 @@ static odl_status chunk_commit(const char *dir, const char *key, int64_t k, int6
     h.count = count;
     h.key_len = (uint32_t)strlen(key);
     h.payload = n;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) return ODL_ERR(ODL_E_IO, "cannot create %s: %s", tmp, strerror(errno));
-    odl_status s = write_all(fd, &h, sizeof h, tmp);
-    if (s == ODL_OK) s = write_all(fd, key, h.key_len, tmp);
-    if (s == ODL_OK) s = write_all(fd, p, n, tmp);
-    if (s == ODL_OK && fsync(fd) != 0) s = ODL_ERR(ODL_E_IO, "fsync %s: %s", tmp, strerror(errno));
-    if (close(fd) != 0 && s == ODL_OK) s = ODL_ERR(ODL_E_IO, "close %s: %s", tmp, strerror(errno));
     *kept = 0;
-    if (s == ODL_OK) {
-        if (link(tmp, path) == 0) *kept = 1;
-        else if (errno != EEXIST) s = ODL_ERR(ODL_E_IO, "link %s to %s: %s", tmp, path, strerror(errno));
+    odl_file_tmp t;
+    ODL_CHECK(odl_file_begin(&t, path, ODL_FILE_NO_REPLACE));
+    if (fwrite(&h, sizeof h, 1, t.f) != 1 || (h.key_len && fwrite(key, h.key_len, 1, t.f) != 1) ||
+        (n && fwrite(p, n, 1, t.f) != 1)) {
+        int e = errno;
+        odl_file_abort(&t);
+        return ODL_ERR(ODL_E_IO, "writing %s: %s", t.tmp, strerror(e));
     }
-    unlink(tmp);
-    if (s == ODL_OK) {
-        int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dfd < 0 || fsync(dfd) != 0) s = ODL_ERR(ODL_E_IO, "fsync %s: %s", dir, strerror(errno));
-        if (dfd >= 0) close(dfd);
-    }
-    return s;
+    return odl_file_commit(&t, kept);
 }
 
 /* Read chunk k's file and append its payload to *all, after checking the header and the records. */

@@ -13,7 +13,6 @@
 #include "odl/env.h"
 #include "odl/json.h"
 #include "odl/log.h"
-#include "worker/coord.h"
 
 /* Entry local_rank % n of ODL_HEALTH_GPU's comma-separated list, into buf. */
 static odl_status env_gpu_entry(int local_rank, char *buf, size_t cap) {
@@ -77,9 +76,11 @@ int odl_worker_health_gpu(odl_device dev, int local_rank, odl_worker_gpu_id *gid
     return 1;
 }
 
-odl_status odl_worker_health_start(odl_worker_health *h, odl_device dev, int rank, int local_rank) {
+odl_status odl_worker_health_start(odl_worker_health *h, odl_device dev, int rank, int local_rank,
+                                   odl_coord_client *coord) {
     memset(h, 0, sizeof *h);
     h->rank = rank;
+    h->coord = coord;
     if (!odl_env_bool(ODL_ENV_HEALTH)) return ODL_OK;
     /* NULL when unset: the monitor's defaults apply */
     const char *env_kmsg = odl_env_is_set(ODL_ENV_HEALTH_KMSG) ? odl_env_str(ODL_ENV_HEALTH_KMSG) : NULL;
@@ -133,16 +134,14 @@ odl_status odl_worker_health_start(odl_worker_health *h, odl_device dev, int ran
 static void send_telemetry(odl_worker_health *h, odl_coord_client *cc) {
     odl_gpu_telemetry t;
     if (!cc || !h->nvml || !odl_health_monitor_telemetry(h->mon, &t)) return;
-    odl_coord_gpu g = {1, t.util_gpu_pct, t.mem_used_mib, t.mem_total_mib, t.temp_c, t.power_w, t.sm_clock_mhz};
-    double *v[] = {&g.util_pct, &g.mem_used_mib, &g.mem_total_mib, &g.temp_c, &g.power_w, &g.sm_clock_mhz};
-    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
-        if (*v[i] == ODL_HEALTH_NA) *v[i] = NAN;
+    odl_gpu_sample g;
+    odl_gpu_sample_of(&t, &g);
     odl_coord_client_gpu(cc, &g);
 }
 
 odl_status odl_worker_health_step(odl_worker_health *h, int64_t step) {
     if (!h->mon) return ODL_OK;
-    odl_coord_client *cc = odl_worker_coord_client();
+    odl_coord_client *cc = h->coord;
     send_telemetry(h, cc);
     int injected = 0;
     for (int i = 0; h->have_fault && i < h->faults.n && i < 32; i++) {

@@ -21,6 +21,7 @@ typedef struct odl_worker_health {
     odl_pci_id pci;
     int rank;
     int nvml; /* telemetry expected */
+    struct odl_coord_client *coord; /* supervised: Xids and telemetry reported to it; NULL: none */
 } odl_worker_health;
 
 /* The identity of the GPU a rank watches, as its Hello carries it (the labels of /metrics). */
@@ -37,9 +38,12 @@ typedef struct odl_worker_gpu_id {
 int odl_worker_health_gpu(odl_device dev, int local_rank, odl_worker_gpu_id *id);
 /* Start monitoring for this rank: with a GPU (odl_worker_health_gpu) /dev/kmsg (or ODL_HEALTH_KMSG) and
  * NVML; without one only when ODL_HEALTH_KMSG or an ODL_FAULT xid fault is set. ODL_HEALTH=off: nothing.
+ * coord (NULL: unsupervised): the coordinator client the findings and telemetry go to, which must
+ * outlive h; without it a finding stops the run.
  * Errors: ODL_E_CONFIG (malformed ODL_FAULT xid fault, Xid table or ODL_HEALTH_GPU), ODL_E_IO
  * (ODL_HEALTH_KMSG). */
-odl_status odl_worker_health_start(odl_worker_health *h, odl_device dev, int rank, int local_rank);
+odl_status odl_worker_health_start(odl_worker_health *h, odl_device dev, int rank, int local_rank,
+                                   struct odl_coord_client *coord);
 /* At a step boundary (after `step` steps): inject the ODL_FAULT xid faults due, log the findings
  * since the last call, and fail for an application or node-fatal one (ODL_E_NODEV, the message names
  * the Xid, GPU, class and step) so that the job stops there. */

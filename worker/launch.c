@@ -20,6 +20,7 @@
 #include "odl/device.h"
 #include "odl/env.h"
 #include "odl/log.h"
+#include "odl/strbuf.h"
 #include "worker/coord.h"
 #include "worker/hook_chain.h"
 #include "worker/train.h"
@@ -70,11 +71,11 @@ static odl_status dp_on_start(void *ctx, const odl_config *cfg, odl_net *net, od
     net->on_grad_ready_ctx = d->buckets;
     if (odl_log_enabled(ODL_LOG_LEVEL_INFO)) {
         char sizes[512];
-        size_t len = 0;
+        odl_strbuf b;
+        odl_strbuf_fixed(&b, sizes, sizeof sizes);
         int nb = odl_grad_buckets_count(d->buckets);
-        for (int k = 0; k < nb && len < sizeof sizes - 32; k++)
-            len += (size_t)snprintf(sizes + len, sizeof sizes - len, "%s%.2f", k ? ", " : "",
-                                    (double)odl_grad_buckets_bytes(d->buckets, k) / (1024.0 * 1024.0));
+        for (int k = 0; k < nb; k++)
+            odl_strbuf_printf(&b, "%s%.2f", k ? ", " : "", (double)odl_grad_buckets_bytes(d->buckets, k) / (1024.0 * 1024.0));
         ODL_LOG_INFO("data parallel: %d ranks, %s, %d gradient bucket%s of [%s] MiB (dist.bucket_mb %g), timeout %g s",
                      odl_comm_size(c), odl_comm_backend_name(odl_comm_get_backend(c)), nb, nb == 1 ? "" : "s", sizes,
                      cfg->dist.bucket_mb, cfg->dist.timeout_s);
@@ -177,7 +178,7 @@ static int run_single(odl_config *cfg, odl_train_opts *opts, const char *dump) {
     odl_log_set_rank(0, 1);
     odl_worker_coord *wc = NULL; /* a coordinator, or ODL_FAULT, named in the environment */
     if (odl_worker_coord_start(&wc, cfg, 0, 1, NULL) != ODL_OK) {
-        fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg());
+        fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
         return 1;
     }
     odl_worker_coord_install(wc, opts);
@@ -221,7 +222,7 @@ int odl_train_launch(const odl_config *cfg_in, odl_train_opts *opts) {
     odl_comm *comm = NULL;
     odl_status s = odl_comm_init(&li, &co, &comm);
     if (s != ODL_OK) {
-        if (s == ODL_E_UNSUPPORTED && strstr(odl_error_msg_user(), "no MPI")) {
+        if (s == ODL_E_UNSUPPORTED) { /* no MPI in this build: nothing to abort, a usage error */
             fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
             return 2;
         }
@@ -234,7 +235,7 @@ int odl_train_launch(const odl_config *cfg_in, odl_train_opts *opts) {
     odl_log_set_rank(opts->rank, opts->world_size);
     odl_worker_coord *wc = NULL;
     if (odl_worker_coord_start(&wc, &eff, opts->rank, opts->world_size, comm) != ODL_OK)
-        odl_comm_abort_job(comm, ODL_COMM_EXIT_ERROR, "%s", odl_error_msg());
+        odl_comm_abort_job(comm, ODL_COMM_EXIT_ERROR, "%s", odl_error_msg_user());
     ODL_LOG_INFO("rank %d of %d (local %d of %d on %s), launcher %s, %s collectives on %s", opts->rank,
                  opts->world_size, opts->local_rank, odl_comm_local_size(comm), odl_comm_host(comm), li.launcher,
                  odl_comm_backend_name(odl_comm_get_backend(comm)), odl_device_name(odl_comm_device(comm)));
@@ -263,4 +264,21 @@ int odl_train_launch(const odl_config *cfg_in, odl_train_opts *opts) {
         return 1;
     }
     return 0;
+}
+
+/* odl_worker --task=train: the flags, then the launch (worker/tasks.h). */
+int odl_task_train_main(int argc, char **argv) {
+    static odl_config cfg;
+    odl_train_opts opts;
+    int r = odl_train_parse_args(argc, argv, &cfg, &opts);
+    if (r) return r > 0 ? 0 : 2;
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--weights") || !strncmp(argv[i], "--weights=", 10)) {
+            fprintf(stderr, "odl_worker: error: --weights is for --task=eval and --task=infer; to start training from "
+                            "saved weights use --init-from\n");
+            return 2;
+        }
+    odl_log_set_level(cfg.logging.level);
+    int rc = odl_train_launch(&cfg, &opts);
+    return rc;
 }

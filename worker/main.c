@@ -48,13 +48,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     if (!strcmp(task, "train")) return odl_task_train_main(argc, argv);
-    if (!strcmp(task, "infer")) {
-        if (!odl_task_infer_main) {
-            fprintf(stderr, "odl_worker: error: --task=infer is not built into this binary\n");
-            return 2;
-        }
-        return odl_task_infer_main(argc, argv);
-    }
+    if (!strcmp(task, "infer")) return odl_task_infer_main(argc, argv);
     if (!strcmp(task, "eval")) return odl_task_eval_main(argc, argv);
     fprintf(stderr, "odl_worker: error: unknown task '%s' (train, infer, eval)\n", task);
     return 2;

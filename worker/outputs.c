@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "odl/file.h"
 #include "odl/json.h"
 #include "odl/log.h"
 
@@ -71,13 +72,12 @@ odl_status odl_metrics_open(const char *path, int64_t resume_step, FILE **out) {
     if (resume_step > 0) {
         FILE *in = fopen(path, "r");
         if (in) {
-            char tmp[PATH_MAX];
-            snprintf(tmp, sizeof tmp, "%s.tmp", path);
-            FILE *o = fopen(tmp, "w");
-            if (!o) {
-                int e = errno;
+            odl_file_tmp o;
+            odl_status s = odl_file_begin(&o, path, 0);
+            if (s != ODL_OK) {
                 fclose(in);
-                return ODL_ERR(ODL_E_IO, "--metrics-out %s: cannot write %s: %s", path, tmp, strerror(e));
+                odl_error_prefix("--metrics-out %s", path);
+                return s;
             }
             char *line = NULL;
             size_t cap = 0;
@@ -92,14 +92,14 @@ odl_status odl_metrics_open(const char *path, int64_t resume_step, FILE **out) {
                 }
                 json_decref(rec);
                 if (drop) dropped++;
-                else fputs(line, o);
+                else fputs(line, o.f);
             }
             free(line);
             fclose(in);
-            if (fclose(o) != 0 || rename(tmp, path) != 0) {
-                int e = errno;
-                unlink(tmp);
-                return ODL_ERR(ODL_E_IO, "--metrics-out %s: cannot rewrite: %s", path, strerror(e));
+            s = odl_file_commit(&o, NULL); /* durable: the records of before stay if power fails now */
+            if (s != ODL_OK) {
+                odl_error_prefix("--metrics-out %s: cannot rewrite", path);
+                return s;
             }
             if (dropped)
                 ODL_LOG_INFO("%s: %ld record(s) after step %lld (the checkpoint resumed from) dropped before appending",

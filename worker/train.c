@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "odl/clock.h"
 #include "odl/backend.h"
 #include "odl/ckpt_session.h"
 #include "odl/coord_client.h"
@@ -35,12 +36,6 @@
 
 #define MNIST_MEAN 0.1307f
 #define MNIST_STD 0.3081f
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* Short flags of the command line, mapped onto config keys. */
 static const struct { const char *flag, *key; } k_flag_keys[] = {
@@ -202,15 +197,26 @@ static odl_status pause_before_commit(void *ctx, int64_t step, const char *path)
 }
 
 /* The checkpoint session of this run, from the config's checkpoint.* keys (NULL when off). */
-static odl_status start_checkpoints(const odl_config *cfg, int rank, int world, odl_ckpt_session **out) {
+static odl_status start_checkpoints(const odl_config *cfg, const odl_train_opts *opts, int rank, int world,
+                                    odl_ckpt_session **out) {
     char *yaml = malloc(ODL_CONFIG_YAML_MAX);
     if (!yaml) return ODL_ERR(ODL_E_NOMEM, "config text for checkpoints");
     odl_status s = odl_config_to_yaml(cfg, yaml, ODL_CONFIG_YAML_MAX);
-    odl_ckpt_session_opts o = {cfg->checkpoint.dir, cfg->checkpoint.every, cfg->checkpoint.keep,
-                               cfg->checkpoint.resume, odl_model_names()[cfg->model], cfg->seed,
-                               cfg->train.max_train_samples, cfg->train.batch_size, (int)cfg->train.optimizer, yaml,
-                               /* supervised: odl_coordinator commits, writes the manifest and retains */
-                               odl_worker_coord_client() != NULL};
+    odl_ckpt_session_opts o = {
+        .dir = cfg->checkpoint.dir,
+        .every = cfg->checkpoint.every,
+        .keep = cfg->checkpoint.keep,
+        .resume = cfg->checkpoint.resume,
+        .model = odl_model_names()[cfg->model],
+        .seed = cfg->seed,
+        .max_train_samples = cfg->train.max_train_samples,
+        .batch = cfg->train.batch_size,
+        .optimizer = (int)cfg->train.optimizer,
+        .config_yaml = yaml,
+        .commit_elsewhere = opts->coord != NULL, /* supervised: odl_coordinator commits, writes the manifest, retains */
+        .observer = opts->ckpt_observer,
+        .observer_ctx = opts->ckpt_observer_ctx,
+    };
     if (s == ODL_OK) s = odl_ckpt_session_start(out, &o, rank, world);
     free(yaml);
     if (s == ODL_OK && *out && odl_env_int(ODL_ENV_CKPT_TEST_PAUSE_AT_STEP) >= 0)
@@ -255,7 +261,8 @@ odl_status odl_train_evaluate(odl_net *net, const odl_mnist *test, int batch, do
     for (int64_t start = 0; start < test->n; start += batch) {
         int B = (int)((test->n - start < batch) ? test->n - start : batch);
         for (int b = 0; b < B; b++) idx[b] = start + b;
-        odl_loader_gather(test->images, test->labels, elems, MNIST_MEAN, MNIST_STD, idx, B, hx, hy);
+        ODL_CHECK_GOTO(odl_loader_gather(test->images, test->labels, test->n, elems, MNIST_MEAN, MNIST_STD, idx, B, hx, hy),
+                       s, out);
         odl_tensor xin, yin, pred;
         int64_t xs[4] = {B, 1, test->rows, test->cols};
         ODL_CHECK_GOTO(odl_tensor_view_rows(&net->input, 0, B, &xin), s, out);
@@ -388,7 +395,7 @@ static odl_status run_setup(train_run *r, int *nothing_to_do) {
      * would synchronise the stream twice a step. ODL_CUDA_LABEL_CHECK=1 in the environment keeps it. */
     odl_backend_set_label_check(0);
     ODL_CHECK(pick_device(cfg, r->opts->local_rank, &r->dev));
-    ODL_CHECK(odl_worker_health_start(&r->health, r->dev, r->rank, r->opts->local_rank));
+    ODL_CHECK(odl_worker_health_start(&r->health, r->dev, r->rank, r->opts->local_rank, r->opts->coord));
     ODL_CHECK(odl_model_parse(odl_model_names()[cfg->model], &r->kind));
     ODL_CHECK(odl_mnist_load(cfg->data_dir, "train", &r->train));
     ODL_CHECK(odl_mnist_load(cfg->data_dir, "t10k", &r->test));
@@ -420,7 +427,7 @@ static odl_status run_setup(train_run *r, int *nothing_to_do) {
     r->have_opt = 1;
     ODL_LOG_INFO("%s: %" PRId64 " parameters", odl_model_name(r->kind), odl_net_num_params(&r->net));
 
-    ODL_CHECK(start_checkpoints(cfg, r->rank, r->world, &r->ckpt));
+    ODL_CHECK(start_checkpoints(cfg, r->opts, r->rank, r->world, &r->ckpt));
     if (r->ckpt) {
         int resumed = 0;
         ODL_CHECK(odl_ckpt_session_restore(r->ckpt, &r->net, &r->opt, &r->st, &resumed));
@@ -523,13 +530,13 @@ static odl_status run_epoch_end(train_run *r, int epoch_end, int stop) {
     double loss_sum;
     ODL_CHECK(epoch_loss_sum(r, &loss_sum));
     r->train_loss = (st->epoch_loss_sum + loss_sum) / (double)st->epoch_samples;
-    double wall = now_s() - r->t_epoch, sps = r->run_samples / wall;
+    double wall = odl_mono_s() - r->t_epoch, sps = r->run_samples / wall;
     if (r->show_progress) fputc('\n', stderr);
     r->epoch_lr = cfg->train.lr * pow(cfg->train.gamma, (double)st->epoch); /* this epoch's StepLR rate, unrounded */
     if (r->rank == 0 && (cfg->train.eval_every_epoch || stop || st->epoch + 1 == cfg->train.epochs)) {
-        odl_coord_client_evaluating(odl_worker_coord_client(), 1); /* the coordinator: not a hang */
+        odl_coord_client_evaluating(r->opts->coord, 1); /* the coordinator: not a hang */
         odl_status es = odl_train_evaluate(&r->net, &r->test, r->test_batch, &r->test_loss, &r->test_acc, NULL, NULL);
-        odl_coord_client_evaluating(odl_worker_coord_client(), 0);
+        odl_coord_client_evaluating(r->opts->coord, 0);
         ODL_CHECK(es);
     }
     char gpu_log[96];
@@ -572,7 +579,7 @@ static odl_status run_epoch_end(train_run *r, int epoch_end, int stop) {
     }
     r->epoch_steps = 0;
     r->run_samples = 0;
-    r->t_epoch = now_s();
+    r->t_epoch = odl_mono_s();
     return ODL_OK;
 }
 
@@ -595,13 +602,13 @@ static odl_status run_progress(train_run *r) {
     const odl_config *cfg = r->cfg;
     const odl_train_state *st = &r->st;
     int bar = r->show_progress && (r->epoch_steps % 20 == 0 || st->cursor >= r->n_epoch);
-    int line = r->progress_lines && (st->step % cfg->logging.log_interval == 0 || now_s() - r->t_last_line >= 10.0);
+    int line = r->progress_lines && (st->step % cfg->logging.log_interval == 0 || odl_mono_s() - r->t_last_line >= 10.0);
     int tb = r->tb && st->step % cfg->logging.log_interval == 0;
     if (!bar && !line && !tb) return ODL_OK;
     float l = NAN;
     ODL_CHECK(step_readback(r, &r->net.loss, &l, sizeof l));
     if (bar || line) {
-        double t = now_s(), rate = r->run_samples / (t - r->t_epoch);
+        double t = odl_mono_s(), rate = r->run_samples / (t - r->t_epoch);
         double eta = (double)(r->total_steps - st->step) * (t - r->t_start) / (double)(st->step - r->start_step);
         progress_report(bar, st->cursor, r->n_epoch, st->epoch + 1, cfg->train.epochs, l, rate, eta, st->step);
         r->t_last_line = t;
@@ -620,7 +627,7 @@ static odl_status run_loop(train_run *r) {
     r->total_steps = r->steps_per_epoch * cfg->train.epochs;
     if (cfg->train.max_steps > 0 && cfg->train.max_steps < r->total_steps) r->total_steps = cfg->train.max_steps;
     r->start_step = st->step;
-    r->t_start = r->t_epoch = r->t_last_line = now_s();
+    r->t_start = r->t_epoch = r->t_last_line = odl_mono_s();
     r->epoch_lr = cfg->train.lr * pow(cfg->train.gamma, (double)st->epoch);
     r->opt.lr = (float)(cfg->train.lr * pow(cfg->train.gamma, (double)st->epoch));
     r->have_step = 1; /* odl_train_step_free undoes a partial set-up too */
@@ -630,21 +637,21 @@ static odl_status run_loop(train_run *r) {
         odl_batch *b;
         ODL_CHECK(odl_loader_next(&r->loader, &b));
         if (!b) break;
-        const double t0 = now_s();
+        const double t0 = odl_mono_s();
         if (b->epoch != st->epoch) /* cannot happen: epochs end below */
             return ODL_ERR(ODL_E_INTERNAL, "loader epoch %" PRId64 " != %" PRId64, b->epoch, st->epoch);
         ODL_CHECK(run_step(r, b));
-        const double t1 = now_s();
+        const double t1 = odl_mono_s();
         ODL_CHECK(run_progress(r));
         int epoch_end = st->cursor >= r->n_epoch;
         int stop = cfg->train.max_steps > 0 && st->step >= cfg->train.max_steps;
         if (epoch_end || stop) ODL_CHECK(run_epoch_end(r, epoch_end, stop));
         const int req = r->hooks && r->hooks->step_request ? r->hooks->step_request(r->hooks->ctx, st) : 0;
         ODL_CHECK(run_checkpoint(r, stop || (epoch_end && st->epoch >= cfg->train.epochs), req & ODL_TRAIN_CHECKPOINT));
-        const double t2 = now_s();
+        const double t2 = odl_mono_s();
         if (r->hooks && r->hooks->after_step) ODL_CHECK(r->hooks->after_step(r->hooks->ctx, cfg, &r->net, &r->opt, st));
         ODL_CHECK(odl_worker_health_step(&r->health, st->step)); /* after the step's checkpoint */
-        r->host_s[r->step.last] += (t1 - t0) + (now_s() - t2);
+        r->host_s[r->step.last] += (t1 - t0) + (odl_mono_s() - t2);
         r->host_n[r->step.last]++;
         if (stop) break;
         if (req & ODL_TRAIN_STOP) {
@@ -652,7 +659,7 @@ static odl_status run_loop(train_run *r) {
             break;
         }
     }
-    double wall = now_s() - r->t_start;
+    double wall = odl_mono_s() - r->t_start;
     char how[400];
     odl_train_step_summary(&r->step, how, sizeof how);
     /* the host's share of a step: what bounds a small batch once the GPU runs its kernels back to back */
@@ -732,20 +739,4 @@ odl_status odl_train_run(const odl_config *cfg, const odl_train_opts *opts, odl_
     s = run_teardown(r, s);
     free(r);
     return s;
-}
-
-int odl_task_train_main(int argc, char **argv) {
-    static odl_config cfg;
-    odl_train_opts opts;
-    int r = odl_train_parse_args(argc, argv, &cfg, &opts);
-    if (r) return r > 0 ? 0 : 2;
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--weights") || !strncmp(argv[i], "--weights=", 10)) {
-            fprintf(stderr, "odl_worker: error: --weights is for --task=eval and --task=infer; to start training from "
-                            "saved weights use --init-from\n");
-            return 2;
-        }
-    odl_log_set_level(cfg.logging.level);
-    int rc = odl_train_launch(&cfg, &opts);
-    return rc;
 }

@@ -38,6 +38,12 @@ typedef struct odl_train_opts {
     int rank, world_size, local_rank;
     const odl_train_hooks *hooks;
     odl_net *keep_net; /* tests: receive the trained network instead of freeing it */
+    /* Supervised runs (odl_worker_coord_install, worker/coord.c, sets them; NULL otherwise): the
+     * coordinator client, which the GPU-health monitor reports through and evaluation tells it is busy,
+     * and the observer of rank 0's checkpoint writes (odl_ckpt_session_opts.observer). */
+    struct odl_coord_client *coord;
+    odl_ckpt_write_observer ckpt_observer;
+    void *ckpt_observer_ctx;
 } odl_train_opts;
 
 typedef struct odl_train_result {

@@ -63,10 +63,6 @@ typedef struct odl_ckpt_entry {
  * (opendir failed, not a directory), ODL_E_NOMEM. */
 ODL_API odl_status odl_ckpt_list(const char *dir, odl_ckpt_entry **out, size_t *n);
 
-/* Write a small file crash-safely: "<path>.tmp", write, fsync, rename onto path, fsync the directory.
- * On failure path is as it was and the .tmp is removed. Errors: ODL_E_IO naming the call, the path and
- * errno's text (ENOSPC: "No space left on device"). */
-ODL_API odl_status odl_ckpt_write_file_atomic(const char *path, const void *data, size_t n);
 
 /* 1-based number of the epoch a checkpoint's last step belongs to, as the logs and the metrics JSONL
  * print it, from its completed epochs and its sample cursor (a checkpoint at an epoch's end has cursor
@@ -75,7 +71,7 @@ static inline int64_t odl_ckpt_epoch_label(int64_t epochs_done, int64_t cursor) 
     return cursor == 0 && epochs_done > 0 ? epochs_done : epochs_done + 1;
 }
 
-/* manifest.json of `dir`, written through jansson with odl_ckpt_write_file_atomic:
+/* manifest.json of `dir`, written through jansson with odl_json_save_file (odl/file.h's durable replacement):
  * {"format": "odl-checkpoint-manifest", "format_version": 1, "latest": NAME, "step": S,
  *  "epoch": odl_ckpt_epoch_label(epochs_done, cursor), "epochs_completed": epochs_done, "cursor": C,
  *  "checkpoints": [NAME, ...]} (newest first). kept[0] is the latest.

@@ -26,6 +26,13 @@ typedef struct odl_train_state {
 
 typedef struct odl_ckpt_session odl_ckpt_session;
 
+/* Observer of a session's checkpoint writes (odl_ckpt_session_opts.observer; the coordinator glue,
+ * worker/coord.c, reports through it): called on the writer thread when a write starts (begin = 1) and
+ * when it has ended (begin = 0, with the file's path, bytes, milliseconds and status; error is the
+ * message when status != ODL_OK). */
+typedef void (*odl_ckpt_write_observer)(void *ctx, int begin, const odl_train_state *st, const char *path,
+                                        size_t bytes, double ms, odl_status status, const char *error);
+
 /* What a session needs from the run (the training program fills it from its config keys
  * checkpoint.dir/every/keep/resume, seed, train.*, model and the effective config). Strings are copied. */
 typedef struct odl_ckpt_session_opts {
@@ -40,9 +47,13 @@ typedef struct odl_ckpt_session_opts {
     /* 0 (unsupervised): after each write the writer commits it itself: manifest.json and retention of
      * `keep` (odl_ckpt_commit, odl/ckpt.h). 1: manifest and retention are someone else's (a worker
      * under odl_coordinator, docs/coordinator.md "Checkpoints"): the writer only writes ckpt-<step>.h5
-     * crash-safely and reports it to the write observer (odl_ckpt_set_write_observer); it never writes
-     * manifest.json nor deletes a checkpoint. */
+     * crash-safely and reports it to the write observer (below); it never writes manifest.json nor
+     * deletes a checkpoint. */
     int commit_elsewhere;
+    /* NULL: none. Kept by the session (fixed before its writer thread starts, so the thread reads it
+     * without a lock); observer_ctx must live until odl_ckpt_session_finish. */
+    odl_ckpt_write_observer observer;
+    void *observer_ctx;
 } odl_ckpt_session_opts;
 
 /* *out is NULL when checkpoints are off and no resume is asked. rank 0 writes; every rank reads.
@@ -59,12 +70,6 @@ ODL_API int odl_ckpt_session_due(const odl_ckpt_session *s, const odl_train_stat
 /* Take a checkpoint: copies the state off the device now, writes it on a writer thread. */
 ODL_API odl_status odl_ckpt_session_save(odl_ckpt_session *s, const odl_net *net, const odl_optim *opt,
                                          const odl_train_state *st);
-/* Observer of checkpoint writes, one per process (the coordinator client, worker/coord.c): called on
- * the writer thread when a write starts (begin = 1) and when it has ended (begin = 0, with the file's
- * path, bytes, milliseconds and status; error is the message when status != ODL_OK). NULL removes it. */
-typedef void (*odl_ckpt_write_observer)(void *ctx, int begin, const odl_train_state *st, const char *path,
-                                        size_t bytes, double ms, odl_status status, const char *error);
-ODL_API void odl_ckpt_set_write_observer(odl_ckpt_write_observer fn, void *ctx);
 /* Wait for pending writes and free the session (NULL is fine). Returns the first write error. */
 ODL_API odl_status odl_ckpt_session_finish(odl_ckpt_session *s);
 

@@ -97,8 +97,9 @@ typedef struct odl_comm_options {
  * all of them return the same kind of error naming the failing rank(s), host and reason (e.g.
  * "rank 1 (host gpu3, local rank 1) cannot use its GPU: cudaSetDevice(1): invalid device ordinal").
  * !li->launched: a local group of size 1, no MPI.
- * Errors: ODL_E_UNSUPPORTED (launched but the build has no MPI: "this build has no MPI"; CUDA with
- * world size > 1 but no NCCL), ODL_E_MPI, ODL_E_NCCL, ODL_E_CUDA, ODL_E_NODEV, ODL_E_TIMEOUT,
+ * Errors: ODL_E_UNSUPPORTED only when launched but the build has no MPI (nothing was initialised, there
+ * is no job to abort: a usage error); ODL_E_NCCL (an NCCL call failed, or CUDA with world size > 1 in a
+ * build without NCCL), ODL_E_MPI, ODL_E_CUDA, ODL_E_NODEV, ODL_E_TIMEOUT,
  * ODL_E_CONFIG (environment and MPI disagree on rank/size). On error *out is NULL and MPI, if this call
  * initialised it, is still initialised so that the caller can odl_comm_abort_job or MPI_Finalize via
  * odl_comm_finalize(NULL). */

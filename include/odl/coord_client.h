@@ -51,7 +51,8 @@ typedef struct odl_coord_client_cbs {
 #define ODL_COORD_STOP 2
 
 /* Connect to addr ("host:port"), prove the secret (key file, comm/coord_wire.h), register as h, and
- * start the heartbeat thread. Errors: ODL_E_IO (cannot connect, the connection broke), ODL_E_TIMEOUT
+ * start the heartbeat thread. addr, secret_file and h are read during the call only; *cbs is copied, and
+ * cbs->ctx must stay valid until odl_coord_client_close (the client thread calls back with it). Errors: ODL_E_IO (cannot connect, the connection broke), ODL_E_TIMEOUT
  * (no answer in 10 s), ODL_E_INVAL (refused: the message has the coordinator's reason). */
 ODL_API odl_status odl_coord_client_connect(const char *addr, const char *secret_file, const odl_coord_hello *h,
                                     const odl_coord_client_cbs *cbs, odl_coord_welcome *w, odl_coord_client **out);
@@ -69,12 +70,10 @@ ODL_API void odl_coord_client_evaluating(odl_coord_client *c, int on);
  * writes the checkpoint directory's manifest and keeps the newest `keep` (checkpoint.keep). */
 ODL_API void odl_coord_client_ckpt_written(odl_coord_client *c, int64_t step, int64_t epoch, int64_t cursor, const char *path,
                                    uint64_t bytes, double write_ms, int ok, const char *error, int64_t keep);
-/* GPU telemetry of this rank's GPU (health/ NVML readings; NaN: unavailable), sent with the heartbeats. */
-typedef struct odl_coord_gpu {
-    int have; /* 0: no GPU telemetry (the CPU, no NVML) */
-    double util_pct, mem_used_mib, mem_total_mib, temp_c, power_w, sm_clock_mhz;
-} odl_coord_gpu;
-ODL_API void odl_coord_client_gpu(odl_coord_client *c, const odl_coord_gpu *g);
+/* GPU telemetry of this rank's GPU (odl/health.h's sample: ODL_HEALTH_NA where NVML could not read), sent
+ * with the heartbeats; NULL: none (the CPU, no NVML). */
+struct odl_gpu_sample;
+ODL_API void odl_coord_client_gpu(odl_coord_client *c, const struct odl_gpu_sample *g);
 /* Report an Xid seen by this rank's GPU-health monitor (xid_class: odl_xid_class of odl/health.h, 1
  * application, 2 node-fatal); the coordinator decides what follows (docs/health.md "Fencing"). */
 ODL_API void odl_coord_client_xid(odl_coord_client *c, int xid, int xid_class, const char *pci_bus_id, const char *detail);

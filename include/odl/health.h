@@ -81,15 +81,18 @@ typedef struct odl_xid_table {
     uint8_t follows[ODL_XID_TABLE_SIZE]; /* 1: the code follows another error on the same GPU and is
                                           * attributed to it (Xid 45: channels torn down after it) */
     uint8_t unknown_cls;                 /* class of codes not in the table and >= ODL_XID_TABLE_SIZE */
-    int escalate_after;                  /* application findings on one node that escalate; 0 = never */
+    int escalate_after;                  /* application incidents on one node that escalate; 0 = never */
     double escalate_window_s;            /* ... counted within this window (log time); <= 0: all */
+    double incident_window_s;            /* one process's application findings within this many seconds of
+                                          * its incident's first are that incident (a crash prints Xid 13
+                                          * twice and then 43): counted once; <= 0: every finding counts */
 } odl_xid_table;
 
 /* The project's defaults (docs/health.md, with the source of each choice). */
 ODL_API void odl_xid_table_defaults(odl_xid_table *t);
 /* Override entries from a YAML file (libyaml):
  *   node_fatal: [48, 62, 79, "144-150", bus_lost]   application: [13, 31]   ignore: [63, 92]
- *   follows: [45]   unknown: application   escalate_after: 3   escalate_window_s: 3600
+ *   follows: [45]   unknown: application   escalate_after: 3   escalate_window_s: 3600   incident_window_s: 10
  * Codes may be numbers, "A-B" ranges or bus_lost; a key replaces nothing but the codes it lists.
  * Errors: ODL_E_IO (cannot open), ODL_E_FORMAT (malformed YAML, unknown key, bad code, with line). */
 ODL_API odl_status odl_xid_table_load_yaml(odl_xid_table *t, const char *path);
@@ -123,7 +126,9 @@ typedef struct odl_xid_classifier {
         int xid;
     } last[16]; /* last non-'follows' code per GPU */
     int n_last;
-    int64_t app_ts[ODL_XID_HISTORY]; /* times of application findings (-1 unknown), a ring */
+    int64_t app_ts[ODL_XID_HISTORY]; /* times of application incidents (-1 unknown), a ring */
+    int64_t app_pid[ODL_XID_HISTORY]; /* ... the process of each (-1 unknown) */
+    int app_xid[ODL_XID_HISTORY];     /* ... and its first code */
     int n_app;
 } odl_xid_classifier;
 
@@ -132,8 +137,11 @@ ODL_API void odl_xid_classifier_init(odl_xid_classifier *c, const odl_xid_table 
  * MIG instance, older than since_us). A 'follows' code (45) with a predecessor on that GPU, and a
  * bus-lost line after Xid 79, take the predecessor's class and name it in attributed_to: they belong to
  * an error already reported, so a consumer acts on findings with attributed_to < 0 only. Without a
- * predecessor a 'follows' code is classified by its own entry. Only application findings count
- * toward escalation (escalate_after within escalate_window_s of log time; unknown times always count). */
+ * predecessor a 'follows' code is classified by its own entry. Only application incidents count
+ * toward escalation (escalate_after within escalate_window_s of log time; unknown times always count):
+ * an application finding of the process (pid) of a counted incident within incident_window_s of that
+ * incident's first line is part of it, attributed to its first code (attributed_to) and not counted;
+ * a line without pid is an incident of its own. */
 ODL_API int odl_xid_classify(odl_xid_classifier *c, const odl_xid_record *rec, odl_health_finding *out);
 /* One line "xid=79 pci=0000:3b:00.0 class=node-fatal ..." (no newline) into buf. Returns buf. */
 ODL_API char *odl_health_finding_format(const odl_health_finding *f, char *buf, size_t cap);
@@ -203,6 +211,23 @@ typedef struct odl_gpu_telemetry {
     char error[160];         /* the NVML error that made it unhealthy */
 } odl_gpu_telemetry;
 
+/* Every reading of t ODL_HEALTH_NA, healthy, no names (the start of a reading, or of a GPU only known by
+ * name). */
+ODL_API void odl_gpu_telemetry_clear(odl_gpu_telemetry *t);
+
+/* One GPU's readings as a rank sends them with its heartbeats (odl/coord_client.h) and the coordinator
+ * keeps them per rank: the first six of odl_gpu_telemetry, with its one encoding of "not available",
+ * ODL_HEALTH_NA, on the wire too. */
+typedef struct odl_gpu_sample {
+    double util_pct, mem_used_mib, mem_total_mib, temp_c, power_w, sm_clock_mhz;
+} odl_gpu_sample;
+/* The sample of a reading. */
+ODL_API void odl_gpu_sample_of(const odl_gpu_telemetry *t, odl_gpu_sample *s);
+/* Put s's readings into t's six fields (the rest of t as it is). */
+ODL_API void odl_gpu_sample_apply(const odl_gpu_sample *s, odl_gpu_telemetry *t);
+/* What came from a peer: a value that is no reading (NaN, infinite, negative) becomes ODL_HEALTH_NA. */
+ODL_API void odl_gpu_sample_clean(odl_gpu_sample *s);
+
 typedef struct odl_nvml odl_nvml;
 /* dlopen libnvidia-ml.so.1 (or ODL_NVML_LIBRARY) and nvmlInit_v2. Errors: ODL_E_UNSUPPORTED with
  * "NVML not available: <dlerror>" where no driver is installed; ODL_E_NODEV when nvmlInit fails. */
@@ -244,6 +269,10 @@ typedef struct odl_xid_count {
  * counter per code, odl_gpu_xid_errors_total{...,xid="79",class="node-fatal"}, not dcgm-exporter's
  * "last Xid" gauge; odl_gpu_healthy is 1/0. An unavailable reading has no sample. Returns the length
  * the whole text needs (as snprintf), so a caller can retry with a larger buffer. */
+struct odl_strbuf;
+/* The same text appended to b (odl/strbuf.h), for a caller that builds more around it. */
+ODL_API void odl_health_prometheus_append(struct odl_strbuf *b, const odl_gpu_telemetry *t, int n, const char *hostname,
+                                          const odl_xid_count *xids, int n_xids);
 ODL_API size_t odl_health_prometheus(char *buf, size_t cap, const odl_gpu_telemetry *t, int n, const char *hostname,
                              const odl_xid_count *xids, int n_xids);
 
@@ -270,15 +299,19 @@ typedef struct odl_health_monitor_opts {
     const char *kmsg_path;   /* kernel log to follow: "/dev/kmsg", an injection file, or NULL = none */
     int use_nvml;            /* 1: NVML telemetry and Xid events for pci_bus_id */
     int64_t since_us;        /* ignore kernel-log lines before this boot-relative time (0: all) */
-    int telemetry_ms;        /* telemetry period, default 5000 */
+    int telemetry_ms;        /* telemetry period; <= 0: ODL_HEALTH_TELEMETRY_MS_DEFAULT */
     const odl_xid_table *table; /* NULL: defaults */
     /* Called on the monitor thread for each finding (may be NULL; findings are also queued). */
     void (*on_finding)(void *ctx, const odl_health_finding *f);
     void *ctx;
 } odl_health_monitor_opts;
 
+#define ODL_HEALTH_TELEMETRY_MS_DEFAULT 5000
+
 typedef struct odl_health_monitor odl_health_monitor;
-/* Start the thread. NVML absent with use_nvml = 1 is not an error: telemetry stays unavailable and
+/* Start the thread. Nothing *o points to is kept (the bus id is parsed, the table copied, the kernel
+ * log opened here), so o and its strings may be on the caller's stack; only ctx is passed back as
+ * given, and must live until odl_health_monitor_stop. NVML absent with use_nvml = 1 is not an error: telemetry stays unavailable and
  * odl_health_monitor_nvml_error says why. Errors: ODL_E_IO (kernel log cannot be opened), ODL_E_NOMEM. */
 ODL_API odl_status odl_health_monitor_start(const odl_health_monitor_opts *o, odl_health_monitor **out);
 /* Stop and join the thread, free everything. NULL is fine. */
@@ -321,7 +354,7 @@ typedef struct odl_fence_list {
  *     "generation": 3, "reason": "...", "drained": true, "lifted_time": 0, "lifted_by": ""}]}
  * Errors: ODL_E_IO, ODL_E_FORMAT (names the file and the bad field). */
 ODL_API odl_status odl_fence_list_load(odl_fence_list *l, const char *job_dir);
-/* Write it atomically (temporary file, fsync, rename, fsync of the folder). */
+/* Write it durably (odl_json_save_file: temporary file, fsync, rename, fsync of the folder). */
 ODL_API odl_status odl_fence_list_save(const odl_fence_list *l);
 ODL_API void odl_fence_list_free(odl_fence_list *l);
 /* The holding fence of a node, or NULL. */
@@ -331,7 +364,8 @@ ODL_API odl_status odl_fence_add(odl_fence_list *l, const odl_fence *f, int *add
 /* An operator lifts a node's fence (the only way one ends). ODL_E_NOTFOUND when it is not fenced. Saves. */
 ODL_API odl_status odl_fence_lift(odl_fence_list *l, const char *node, const char *by);
 /* Copy an Open MPI hostfile ("host slots=N ...", comments, blank lines) to out_path without the
- * fenced hosts. *kept = hosts left. Errors: ODL_E_IO; ODL_E_INVAL when no host is left. */
+ * fenced hosts, durably (odl/file.h). *kept = hosts left. Errors: ODL_E_IO; ODL_E_INVAL when no host is left
+ * (out_path is then untouched). */
 ODL_API odl_status odl_fence_write_hostfile(const odl_fence_list *l, const char *in_path, const char *out_path, int *kept);
 /* "--exclude=n2,n3" for srun (buf = "" when nothing is fenced). ODL_E_INVAL when cap is too small. */
 ODL_API odl_status odl_fence_srun_exclude(const odl_fence_list *l, char *buf, size_t cap);

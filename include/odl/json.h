@@ -7,6 +7,7 @@
 #ifndef ODL_JSON_H
 #define ODL_JSON_H
 
+#include <stddef.h>
 #include <stdio.h>
 
 #include "odl/api.h"
@@ -27,6 +28,12 @@ ODL_API odl_status odl_json_write_line(FILE *f, const json_t *v, const char *wha
 /* Parse a whole file; *out is a new reference. Errors: ODL_E_NOTFOUND, ODL_E_IO, ODL_E_FORMAT with the
  * path, line and column of the first syntax error. */
 ODL_API odl_status odl_json_load_file(const char *path, json_t **out);
+
+/* Replace the file at path with v and a final newline, durably (odl_file_write_atomic, odl/file.h).
+ * flags: jansson's dump flags (JSON_INDENT(2) | JSON_SORT_KEYS, ODL_JSON_FLAGS, ...). v NULL: ODL_E_NOMEM
+ * (what a failed json_pack returns), so a caller can pass a builder's result straight in. Errors:
+ * ODL_E_NOMEM, ODL_E_IO. v's reference stays the caller's. */
+ODL_API odl_status odl_json_save_file(const char *path, const json_t *v, size_t flags);
 
 /* Integer member `key` of an object, or `dflt` when absent or not an integer. */
 ODL_API long long odl_json_int(const json_t *obj, const char *key, long long dflt);

@@ -39,6 +39,8 @@ typedef struct odl_batch {
     int state;
 } odl_batch;
 
+/* Copied by odl_loader_start; images and labels are borrowed (read by the loader's thread): they must
+ * outlive the loader. */
 typedef struct odl_loader_config {
     const uint8_t *images;      /* [n, sample_shape] uint8, host */
     const uint8_t *labels;      /* [n] */
@@ -78,10 +80,12 @@ ODL_API odl_status odl_loader_release(odl_loader *L, odl_batch *b);
 /* Stop the thread and free everything (safe after an error, and twice). */
 ODL_API void odl_loader_stop(odl_loader *L);
 
-/* Fill rows [0, count) of host buffers from samples idx[0..count) with the same normalisation
- * (used by the loader and by evaluation). */
-ODL_API void odl_loader_gather(const uint8_t *images, const uint8_t *labels, int64_t sample_elems, float mean, float std,
-                       const int64_t *idx, int count, float *x, int32_t *y);
+/* Fill rows [0, count) of host buffers from samples idx[0..count) of a data set of n samples with the
+ * same normalisation (used by the loader and by evaluation). Errors: ODL_E_INVAL naming the first index
+ * outside [0, n) -- nothing is read past the set's end (a test's reference indices into a smaller copy
+ * of the set, a damaged cursor); rows before it are filled. */
+ODL_API odl_status odl_loader_gather(const uint8_t *images, const uint8_t *labels, int64_t n, int64_t sample_elems,
+                                     float mean, float std, const int64_t *idx, int count, float *x, int32_t *y);
 
 #ifdef __cplusplus
 }

@@ -88,6 +88,8 @@ ODL_API odl_status odl_tensor_check(const odl_tensor *t, const char *name, odl_d
                             const int64_t *shape);
 /* Format a shape as "[2, 3, 4]" into buf; returns buf. */
 ODL_API const char *odl_shape_str(const odl_tensor *t, char *buf, size_t cap);
+/* The same for a bare shape: "[2, 3]" (cut to fit cap; "[]" for ndim 0). Returns buf. */
+ODL_API const char *odl_dims_str(int ndim, const int64_t *shape, char *buf, size_t cap);
 
 #ifdef __cplusplus
 }

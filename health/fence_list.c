@@ -12,7 +12,9 @@
 #include <unistd.h>
 
 #include "odl/env.h"
+#include "odl/file.h"
 #include "odl/health.h"
+#include "odl/json.h"
 
 extern char **environ;
 
@@ -104,16 +106,6 @@ out:
     return s;
 }
 
-static odl_status fsync_path(const char *path, int dir) {
-    int fd = open(path, dir ? O_RDONLY | O_DIRECTORY : O_RDONLY);
-    if (fd < 0) return ODL_ERR(ODL_E_IO, "open(%s) for fsync: %s", path, strerror(errno));
-    int r = fsync(fd);
-    int e = errno;
-    close(fd);
-    if (r != 0) return ODL_ERR(ODL_E_IO, "fsync(%s): %s", path, strerror(e));
-    return ODL_OK;
-}
-
 odl_status odl_fence_list_save(const odl_fence_list *l) {
     json_t *root = json_object(), *arr = json_array();
     if (!root || !arr) {
@@ -136,18 +128,9 @@ odl_status odl_fence_list_save(const odl_fence_list *l) {
         json_array_append_new(arr, o);
     }
     json_object_set_new(root, "fences", arr);
-    char tmp[sizeof l->path + 16];
-    snprintf(tmp, sizeof tmp, "%s.tmp", l->path);
-    int r = json_dump_file(root, tmp, JSON_INDENT(2) | JSON_SORT_KEYS);
+    odl_status s = odl_json_save_file(l->path, root, JSON_INDENT(2) | JSON_SORT_KEYS);
     json_decref(root);
-    if (r != 0) return ODL_ERR(ODL_E_IO, "cannot write %s: %s", tmp, strerror(errno));
-    ODL_CHECK(fsync_path(tmp, 0));
-    if (rename(tmp, l->path) != 0) return ODL_ERR(ODL_E_IO, "rename(%s, %s): %s", tmp, l->path, strerror(errno));
-    char dir[sizeof l->path];
-    snprintf(dir, sizeof dir, "%s", l->path);
-    char *slash = strrchr(dir, '/');
-    if (slash) *slash = '\0';
-    return fsync_path(slash ? dir : ".", 1);
+    return s;
 }
 
 const odl_fence *odl_fence_find(const odl_fence_list *l, const char *node) {
@@ -195,13 +178,11 @@ odl_status odl_fence_write_hostfile(const odl_fence_list *l, const char *in_path
     *kept = 0;
     FILE *in = fopen(in_path, "r");
     if (!in) return ODL_ERR(ODL_E_IO, "cannot open hostfile %s: %s", in_path, strerror(errno));
-    char tmp[4096 + 8];
-    snprintf(tmp, sizeof tmp, "%s.tmp", out_path);
-    FILE *out = fopen(tmp, "w");
-    if (!out) {
-        int e = errno;
+    odl_file_tmp out;
+    odl_status s = odl_file_begin(&out, out_path, 0);
+    if (s != ODL_OK) {
         fclose(in);
-        return ODL_ERR(ODL_E_IO, "cannot create %s: %s", tmp, strerror(e));
+        return s;
     }
     char line[1024];
     while (fgets(line, sizeof line, in)) {
@@ -210,25 +191,24 @@ odl_status odl_fence_write_hostfile(const odl_fence_list *l, const char *in_path
         while (*p == ' ' || *p == '\t') p++;
         if (*p != '#' && *p != '\n' && *p) sscanf(p, "%255s", host);
         if (host[0] && odl_fence_find(l, host)) {
-            fprintf(out, "# %s fenced by odl (%s)\n", host, odl_fence_find(l, host)->reason);
+            fprintf(out.f, "# %s fenced by odl (%s)\n", host, odl_fence_find(l, host)->reason);
             continue;
         }
         if (host[0]) (*kept)++;
-        fputs(line, out);
+        fputs(line, out.f);
     }
-    int bad = ferror(in) || fflush(out) != 0 || ferror(out);
+    int bad = ferror(in);
     fclose(in);
-    if (fclose(out) != 0) bad = 1;
     if (bad) {
-        unlink(tmp);
-        return ODL_ERR(ODL_E_IO, "writing %s from %s failed", out_path, in_path);
+        odl_file_abort(&out);
+        return ODL_ERR(ODL_E_IO, "reading hostfile %s failed", in_path);
     }
     if (*kept == 0) {
-        unlink(tmp);
+        odl_file_abort(&out);
         return ODL_ERR(ODL_E_INVAL, "every host of %s is fenced: nothing left to relaunch on", in_path);
     }
-    if (rename(tmp, out_path) != 0) return ODL_ERR(ODL_E_IO, "rename(%s, %s): %s", tmp, out_path, strerror(errno));
-    return ODL_OK;
+    /* durable: a relaunch after a power cut must not find the fenced node back in its hostfile */
+    return odl_file_commit(&out, NULL);
 }
 
 odl_status odl_fence_srun_exclude(const odl_fence_list *l, char *buf, size_t cap) {
