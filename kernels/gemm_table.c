@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "odl/env.h"
+#include "odl/file.h"
 #include "odl/log.h"
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -119,22 +120,19 @@ static int mkdirs(const char *path) {
 odl_status odl_gemm_table_write(const char *path, const odl_gemm_table_row *rows, size_t n, const char *comment) {
     if (!path || !path[0]) return ODL_ERR(ODL_E_IO, "GEMM table: no path (set ODL_GEMM_TABLE or HOME)");
     if (mkdirs(path) != 0) return ODL_ERR(ODL_E_IO, "GEMM table %s: cannot make its folder: %s", path, strerror(errno));
-    char tmp[1100];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    FILE *fp = fopen(tmp, "w");
-    if (!fp) return ODL_ERR(ODL_E_IO, "GEMM table %s: %s", tmp, strerror(errno));
-    fprintf(fp, "# %s\n# device\tdtype\ttrans_a\ttrans_b\tM\tN\tK\ttile\tsplits\tus\n", comment ? comment : "");
+    odl_file_tmp t;
+    ODL_CHECK(odl_file_begin(&t, path, 0));
+    fprintf(t.f, "# %s\n# device\tdtype\ttrans_a\ttrans_b\tM\tN\tK\ttile\tsplits\tus\n", comment ? comment : "");
     for (size_t i = 0; i < n; i++) {
         const odl_gemm_table_row *r = &rows[i];
-        fprintf(fp, "%s\t%s\t%d\t%d\t%lld\t%lld\t%lld\t%s\t%d\t%.2f\n", r->device, r->dtype, r->trans_a, r->trans_b,
+        fprintf(t.f, "%s\t%s\t%d\t%d\t%lld\t%lld\t%lld\t%s\t%d\t%.2f\n", r->device, r->dtype, r->trans_a, r->trans_b,
                 (long long)r->M, (long long)r->N, (long long)r->K, r->tile, r->splits, r->us);
     }
-    const int werr = ferror(fp) | (fflush(fp) != 0) | (fsync(fileno(fp)) != 0);
-    if (fclose(fp) != 0 || werr || rename(tmp, path) != 0) {
-        const int e = errno;
-        unlink(tmp);
-        return ODL_ERR(ODL_E_IO, "GEMM table %s: write failed: %s", path, strerror(e));
+    if (ferror(t.f)) {
+        odl_file_abort(&t);
+        return ODL_ERR(ODL_E_IO, "GEMM table %s: write failed", path);
     }
+    ODL_CHECK(odl_file_commit(&t, NULL));
     pthread_mutex_lock(&g_mu);
     free(g_rows);
     g_rows = NULL;

@@ -35,7 +35,7 @@ const char *odl_gemm_table_path(void);
 int odl_gemm_table_find(const char *device, const char *dtype, int trans_a, int trans_b, int64_t M, int64_t N,
                         int64_t K, odl_gemm_table_row *row);
 
-/* Write rows to path (the folder made if missing; a temporary file renamed over the old one). Errors:
+/* Write rows to path (the folder made if missing; odl/file.h's durable replacement). Errors:
  * ODL_E_IO naming the path. The process's cached table is dropped, so the next lookup reads the new one. */
 odl_status odl_gemm_table_write(const char *path, const odl_gemm_table_row *rows, size_t n, const char *comment);
 

@@ -15,3 +15,6 @@ if(ODL_HAVE_CUDA)
   add_test(NAME sass_hgmma COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/sass_hgmma.sh $<TARGET_FILE:odl>)
   set_tests_properties(sass_hgmma PROPERTIES LABELS unit TIMEOUT 300 SKIP_RETURN_CODE 77)
 endif()
+# The tuned GEMM table and ODL_GEMM_CONFIG (kernels/gemm_table.c): read back, other GPUs' rows and damaged
+# lines not taken, the forced configuration parsed whole. No GPU.
+odl_add_test(test_gemm_table SOURCES test_gemm_table.c INTERNAL LABELS unit TIMEOUT 60)
