@@ -2,7 +2,7 @@
 # launch/prometheus/odl_rules.yml: `promtool check rules`, `promtool check config` of the example
 # prometheus.yml that loads them, `promtool test rules` with odl_rules_test.yml
 # (each alert fires on its series and not on their near misses), and every metric the rules read is one
-# the coordinator exports (its name in coordinator/http.c or health/prometheus.c, the /metrics sources).
+# the coordinator exports (its name in coordinator/metrics.c or health/prometheus.c, the /metrics sources).
 #   tests/prometheus_rules.sh SRCDIR
 # Skipped (77) without promtool (Debian: apt-get install prometheus; launch/install_deps.sh with ODL_TEST_DEPS=1).
 set -u
@@ -20,10 +20,10 @@ fail=0
 # the metric names of the expressions (an expr: runs to the rule's next key)
 exprs=$(awk '/^ *(labels|for|annotations):/ { e = 0 } /^ *expr:/ { e = 1 } e' "$dir/odl_rules.yml")
 for m in $(printf '%s\n' "$exprs" | grep -o '\b\(odl\|DCGM_FI_DEV\)_[A-Za-z_]*' | sort -u); do
-    if grep -qw -- "$m" "$src/coordinator/http.c" "$src/health/prometheus.c"; then
+    if grep -qw -- "$m" "$src/coordinator/metrics.c" "$src/health/prometheus.c"; then
         echo "ok   $m is exported by the coordinator"
     else
-        echo "FAIL $m: not a metric of coordinator/http.c or health/prometheus.c"
+        echo "FAIL $m: not a metric of coordinator/metrics.c or health/prometheus.c"
         fail=1
     fi
 done
