@@ -369,7 +369,10 @@ gpu)
   # for bit when two uninterrupted runs are (deterministic kernels); otherwise only said.
   G=(--task=train --model=mnist --device cuda "--data_dir=$FM" --max-train-samples 6400 --batch-size 64 --epochs 3
      --test-batch-size 1000 --progress off --train.eval_every_epoch=false)
-  "$W" "${G[@]}" --max-steps 1 > g.out 2> g.log || skip "no usable CUDA device: $(grep 'error:' g.log)"
+  if ! "$W" "${G[@]}" --max-steps 1 > g.out 2> g.log; then
+    grep -q "no CUDA device" g.log && skip "no usable CUDA device: $(grep 'error:' g.log)"
+    fail "the one-step probe: $(tail -3 g.log)"
+  fi
   mkdir A B
   "$W" "${G[@]}" --max-steps 300 --checkpoint-dir A --checkpoint-every 50 --metrics-out a.jsonl --save a.h5 2> a.log ||
     fail "uninterrupted run: $(tail -3 a.log)"
