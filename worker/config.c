@@ -69,10 +69,9 @@ static odl_config_key g_keys[] = {
      "Dropout layers on (examples/mnist: 0.25 and 0.5); false gives deterministic steps", NULL, NOB},
     {"train.eval_every_epoch", ODL_CFG_BOOL, OFF(train.eval_every_epoch), "true",
      "Evaluate on the test set after every epoch (else only after the last)", NULL, NOB},
-    {"train.cuda_graph", ODL_CFG_BOOL, OFF(train.cuda_graph), "false",
+    {"train.cuda_graph", ODL_CFG_BOOL, OFF(train.cuda_graph), "true",
      "On CUDA, capture each full training step (forward, backward, gradient AllReduce, optimiser) once per loader "
-     "slot into a CUDA graph and replay it (--cuda-graph on or off); off runs every step op by op (the default "
-     "until the graphed step has been checked bit for bit on a GPU)",
+     "slot into a CUDA graph and replay it (--cuda-graph on or off); off runs every step op by op, for debugging",
      NULL, NOB},
 
     {"memory.preallocate_fraction", ODL_CFG_FLOAT, OFF(memory.preallocate_fraction), "0.5",
