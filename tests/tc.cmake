@@ -2,7 +2,11 @@
 # float64 reference: the CPU backend's emulation (unit) and the CUDA kernels of kernels/cuda/gemm_tc.cu
 # on device 0 (gpu; 77 = skipped without one). `build/tests/test_gemm_tc --backend cuda --seed N`.
 # Its cases are test_ops's GEMM cases (tests/gemm_cases.h).
-odl_add_test(test_gemm_tc SOURCES test_gemm_tc.c ops_ref.c LABELS unit ARGS --backend cpu TIMEOUT 300)
+set(_quick "")
+if(ODL_ASAN) # the small cases only: 7 min under ASan otherwise
+  set(_quick --quick)
+endif()
+odl_add_test(test_gemm_tc SOURCES test_gemm_tc.c ops_ref.c LABELS unit ARGS --backend cpu ${_quick} TIMEOUT 300)
 add_test(NAME test_gemm_tc_gpu COMMAND test_gemm_tc --backend cuda)
 set_tests_properties(test_gemm_tc_gpu PROPERTIES TIMEOUT 300 LABELS gpu SKIP_RETURN_CODE 77
   ENVIRONMENT "ODL_SOURCE_DIR=${PROJECT_SOURCE_DIR};ODL_BINARY_DIR=${PROJECT_BINARY_DIR}")
