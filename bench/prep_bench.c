@@ -16,14 +16,9 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "odl/clock.h"
 #include "odl/image.h"
 #include "worker/cli_flags.h"
-
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
@@ -99,15 +94,15 @@ int main(int argc, char **argv) {
         for (int k = 0; k < n; k++) {
             odl_image img, lb;
             odl_letterbox g;
-            double t0 = now_ms();
+            double t0 = odl_mono_ms();
             if (odl_image_load(files[k], &img) != ODL_OK) {
                 if (r < 0) fprintf(stderr, "prep_bench: %s\n", odl_error_msg());
                 failed += r < 0;
                 continue;
             }
-            double t1 = now_ms();
+            double t1 = odl_mono_ms();
             odl_status st = odl_image_letterbox(&img, size, !square, 32, 114, &lb, &g);
-            double t2 = now_ms();
+            double t2 = odl_mono_ms();
             if (st != ODL_OK) {
                 fprintf(stderr, "prep_bench: error: %s: %s\n", files[k], odl_error_msg());
                 return 1;

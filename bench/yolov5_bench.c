@@ -26,6 +26,7 @@
 #include <jansson.h>
 
 #include "odl/backend.h"
+#include "odl/clock.h"
 #include "odl/device.h"
 #include "odl/gpu_prep.h"
 #include "odl/graph.h"
@@ -35,12 +36,6 @@
 #include "odl/yolov5.h"
 #include "worker/cli_flags.h"
 
-
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
 
 static int cmp_d(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -155,9 +150,9 @@ static double time_forward(odl_yolov5 *m, odl_tensor *x, int warmup, int iters, 
             CK(odl_event_elapsed_ms(t.e0, t.e1, &ms));
             v[i] = ms;
         } else {
-            double t0 = now_ms();
+            double t0 = odl_mono_ms();
             CK(odl_yolov5_forward(m, x, NULL));
-            v[i] = now_ms() - t0;
+            v[i] = odl_mono_ms() - t0;
         }
     }
     odl_graph_free(ge);
@@ -200,7 +195,7 @@ typedef struct e2e_bufs {
 static void stage_mark(odl_device dev, stages *st, int k, double *t) {
     if (!st) return;
     if (dev.type == ODL_DEV_CUDA) CK(odl_device_synchronize(dev));
-    const double n = now_ms();
+    const double n = odl_mono_ms();
     st->ms[k] += n - *t;
     *t = n;
 }
@@ -218,7 +213,7 @@ static void boxes_back(const odl_letterbox *g, odl_detection *det, int n) {
 
 static double e2e_cpu(odl_yolov5 *m, const char *image, e2e_bufs *eb, int *ndet, stages *st) {
     const odl_device dev = odl_yolov5_device(m);
-    double t0 = now_ms(), t = t0;
+    double t0 = odl_mono_ms(), t = t0;
     odl_image img, lb;
     odl_letterbox g;
     CK(odl_image_load(image, &img));
@@ -242,7 +237,7 @@ static double e2e_cpu(odl_yolov5 *m, const char *image, e2e_bufs *eb, int *ndet,
     CK(odl_yolo_nms(eb->host_out, y->shape[1], (int)y->shape[2] - 5, &p, det, 1000, ndet));
     boxes_back(&g, det, *ndet);
     stage_mark(dev, st, ST_NMS, &t);
-    double ms = now_ms() - t0;
+    double ms = odl_mono_ms() - t0;
     odl_image_free(&img);
     odl_image_free(&lb);
     return ms;
@@ -302,12 +297,12 @@ static int gpu_pipeline(odl_yolov5 *m, const char *image, int warmup, int iters,
     } while (0)
     double *vd = malloc(sizeof(double) * iters), *vg = malloc(sizeof(double) * iters);
     for (int i = 0; i < iters; i++) { /* decode on the CPU into the pinned buffer */
-        const double t0 = now_ms();
+        const double t0 = odl_mono_ms();
         odl_image im;
         CK(odl_image_load(image, &im));
         memcpy(h_src, im.data, src_bytes);
         odl_image_free(&im);
-        vd[i] = now_ms() - t0;
+        vd[i] = odl_mono_ms() - t0;
     }
     for (int i = 0; i < warmup + 1; i++) PIPELINE();
     CK(odl_stream_synchronize(st));
@@ -319,11 +314,11 @@ static int gpu_pipeline(odl_yolov5 *m, const char *image, int warmup, int iters,
             fprintf(stderr, "  pipeline CUDA graph: capture failed (%s); timing eager launches\n", odl_error_msg());
     }
     for (int i = 0; i < iters + warmup; i++) {
-        const double t0 = now_ms();
+        const double t0 = odl_mono_ms();
         if (ge) CK(odl_graph_launch(ge, st));
         else PIPELINE();
         CK(odl_stream_synchronize(st));
-        if (i >= warmup) vg[i - warmup] = now_ms() - t0;
+        if (i >= warmup) vg[i - warmup] = odl_mono_ms() - t0;
     }
 #undef PIPELINE
     *ndet = *h_cnt;
@@ -347,7 +342,7 @@ static int gpu_pipeline(odl_yolov5 *m, const char *image, int warmup, int iters,
 static double e2e_device(odl_yolov5 *m, const char *image, e2e_bufs *eb, int *ndet, stages *st) {
     const odl_device dev = odl_yolov5_device(m);
     const odl_stream s = odl_stream_current();
-    double t0 = now_ms(), t = t0;
+    double t0 = odl_mono_ms(), t = t0;
     int w = 0, h = 0;
     odl_letterbox g;
     CK(odl_image_probe(image, &w, &h));
@@ -386,7 +381,7 @@ static double e2e_device(odl_yolov5 *m, const char *image, e2e_bufs *eb, int *nd
     CK(odl_yolo_nms(eb->h_rows, nr, nc, &p, det, 1000, ndet));
     boxes_back(&g, det, *ndet);
     stage_mark(dev, st, ST_NMS, &t);
-    return now_ms() - t0;
+    return odl_mono_ms() - t0;
 }
 
 /* Median ms of `iters` end-to-end runs after `warmup`, and the per-stage medians of as many timed runs. */

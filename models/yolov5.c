@@ -873,6 +873,28 @@ static odl_status run_layer(odl_yolov5 *m, const odl_tensor *x, int i) {
     return ODL_ERR(ODL_E_INTERNAL, "yolov5: layer %d has unknown type %d", i, (int)L->type);
 }
 
+odl_status odl_yolov5_forward_host(odl_yolov5 *m, const float *in, int N, int H, int W, float **out, size_t *cap,
+                                   int64_t *rows, int *no) {
+    if (!m || !in || !out || !cap || !rows || !no) return ODL_ERR(ODL_E_INVAL, "odl_yolov5_forward_host: NULL argument");
+    odl_tensor *x;
+    const odl_tensor *y;
+    ODL_CHECK(odl_yolov5_input(m, N, H, W, &x));
+    ODL_CHECK(odl_tensor_copy_from_host(x, in, sizeof(float) * 3 * (size_t)H * W * N));
+    ODL_CHECK(odl_yolov5_forward(m, x, &y));
+    const size_t n = (size_t)N * (size_t)y->shape[1] * (size_t)y->shape[2];
+    if (*cap < n) {
+        float *p = malloc(sizeof(float) * n);
+        if (!p) return ODL_ERR(ODL_E_NOMEM, "yolov5: output batch of %zu floats", n);
+        free(*out);
+        *out = p;
+        *cap = n;
+    }
+    ODL_CHECK(odl_tensor_copy_to_host(y, *out, sizeof(float) * n)); /* synchronises */
+    *rows = y->shape[1];
+    *no = (int)y->shape[2];
+    return ODL_OK;
+}
+
 odl_status odl_yolov5_forward(odl_yolov5 *m, const odl_tensor *x, const odl_tensor **out) {
     if (!m || !x) return ODL_ERR(ODL_E_INVAL, "odl_yolov5_forward: NULL argument");
     if (!m->warena.data) return ODL_ERR(ODL_E_INVAL, "%s: the weights are not on a device yet (odl_yolov5_upload)", m->path);

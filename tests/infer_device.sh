@@ -2,9 +2,10 @@
 # odl_worker --task=infer through the device path (the device image pipeline, letterbox and candidate
 # rows on the backend) against the CPU path, over a folder of the 18 reference images and the test
 # images of tests/test_gpu_prep.c (progressive, CMYK, grey, PNG, EXIF 2..8, cut short, text, damaged):
-#   cpu   CPU device: --backend-post, and --backend-post with the stand-in nvJPEG (tests/fake_nvjpeg.c),
+#   cpu   CPU device: --backend-post, and --backend-post with the stand-in nvJPEG (tests/fake_nvjpeg.c;
+#         --decoder nvjpeg, and auto, which decodes a folder of fewer than 64 images on the CPU),
 #         give detections.json, the drawn images and the error lines of the CPU path byte for byte;
-#   cuda  the GPU (nvJPEG where it is there) and the GPU with --decoder cpu: both complete with the CPU
+#   cuda  the GPU (--decoder nvjpeg) and the GPU with --decoder cpu: both complete with the CPU
 #         path's errors; detections within 2 px / 0.02 (nvJPEG) and 1 px / 0.01 (--decoder cpu) of the CPU
 #         path's (boxes of confidence >= 0.3).
 # Usage: infer_device.sh WORKER WEIGHTS PREP_TEST FAKE_NVJPEG cpu|cuda; exit 77 without data or weights.
@@ -45,9 +46,12 @@ run cpu -- --device cpu
 case $MODE in
 cpu)
   run bp -- --device cpu --backend-post
-  run nv ODL_NVJPEG_LIBRARY="$FAKE" -- --device cpu --backend-post
+  run nv ODL_NVJPEG_LIBRARY="$FAKE" -- --device cpu --backend-post --decoder nvjpeg
+  run auto ODL_NVJPEG_LIBRARY="$FAKE" -- --device cpu --backend-post # fewer than 64 images: the CPU decodes
+  grep -q "decoding: libjpeg-turbo on the CPU (--decoder auto with fewer than 64 images" "$T/auto.err" ||
+    fail "--decoder auto took nvJPEG for $(ls "$T/in" | wc -l) images: $(grep decoding: "$T/auto.err")"
   grep -q "decoding: nvJPEG" "$T/nv.err" || fail "the stand-in nvJPEG was not used: $(cat "$T/nv.err")"
-  for v in bp nv; do
+  for v in bp nv auto; do
     [ "$(cat "$T/$v.rc")" = 1 ] || fail "$v: exit $(cat "$T/$v.rc")"
     cmp "$T/cpu/detections.json" "$T/$v/detections.json" || fail "$v: detections.json differs from the CPU path's"
     diff "$T/cpu.errors" "$T/$v.errors" || fail "$v: other errors than the CPU path's"
@@ -56,7 +60,7 @@ cpu)
   echo "infer device path on the CPU (and with the stand-in nvJPEG): detections, drawn images and errors as the CPU path's"
   ;;
 cuda)
-  run gpu -- --device cuda
+  run gpu -- --device cuda --decoder nvjpeg
   run gcpu -- --device cuda --decoder cpu
   for v in gpu gcpu; do
     [ "$(cat "$T/$v.rc")" = 1 ] || fail "$v: exit $(cat "$T/$v.rc"): $(tail -3 "$T/$v.err")"

@@ -178,7 +178,7 @@ odl_status odl_cli_device_choice(const char *spec, odl_device *dev) {
 }
 
 int odl_cli_check_decoder(const char *spec) {
-    if (!strcmp(spec, "auto") || !strcmp(spec, "cpu")) return 0;
-    fprintf(stderr, "odl_worker: error: --decoder '%s': expected auto (nvJPEG where it is there) or cpu\n", spec);
+    if (!strcmp(spec, "auto") || !strcmp(spec, "nvjpeg") || !strcmp(spec, "cpu")) return 0;
+    fprintf(stderr, "odl_worker: error: --decoder '%s': expected auto, nvjpeg (nvJPEG where it is there) or cpu\n", spec);
     return 2;
 }

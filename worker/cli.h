@@ -75,9 +75,10 @@ odl_status odl_cli_pick_device(const char *spec, double preallocate_fraction, od
  * device count). Errors: as odl_cli_pick_device's. */
 odl_status odl_cli_device_choice(const char *spec, odl_device *dev);
 
-/* --decoder auto|cpu (eval and infer): auto decodes JPEGs with nvJPEG where it is there and takes the
- * image (odl/gpu_prep.h), cpu always with libjpeg-turbo. 0 when spec is one of them, else 2 after printing
- * the error. */
+/* --decoder auto|nvjpeg|cpu (eval and infer): nvjpeg decodes JPEGs with nvJPEG where it is there and takes
+ * the image (odl/gpu_prep.h), cpu always with libjpeg-turbo; auto is nvjpeg, except that --task=infer
+ * decodes runs of fewer than 64 images on the CPU (nvJPEG's set-up costs more). 0 when spec is one of
+ * them, else 2 after printing the error. */
 int odl_cli_check_decoder(const char *spec);
 
 #endif

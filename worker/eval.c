@@ -21,17 +21,19 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "odl/json.h"
 #include "odl/backend.h"
+#include "odl/clock.h"
 #include "odl/comm.h"
 #include "odl/det_metrics.h"
 #include "odl/device.h"
 #include "odl/fault.h"
 #include "odl/gpu_prep.h"
+#include "odl/json.h"
 #include "odl/labels.h"
 #include "odl/log.h"
 #include "odl/nms.h"
 #include "odl/pipeline.h"
+#include "odl/strbuf.h"
 #include "odl/yolov5.h"
 #include "worker/cli.h"
 #include "worker/coord.h"
@@ -63,14 +65,8 @@ static void eval_usage(FILE *f) {
             "                      of the others (default 0: wait; mpirun ends the job when a rank dies)\n"
             "  --backend-post      on the CPU too, the device pipeline: letterbox and NMS through the backend\n"
             "                      entries, as CUDA does (a check of that path; the metrics are the same)\n"
-            "  --decoder D         auto (default: JPEGs on the GPU with nvJPEG where it is there, the rest on CPU\n"
-            "                      threads) or cpu (libjpeg-turbo for every image)\n");
-}
-
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+            "  --decoder D         auto or nvjpeg (default: JPEGs on the GPU with nvJPEG where it is there, the\n"
+            "                      rest on CPU threads) or cpu (libjpeg-turbo for every image)\n");
 }
 
 /* Returns 0 ok, 2 usage error (message printed), 3 for --help. */
@@ -183,31 +179,41 @@ static const char *class_name(const odl_det_dataset *ds, const odl_yolov5 *net, 
     return odl_yolov5_class_name(net, c);
 }
 
-/* Rank 0: metrics from every image's record, the table, metrics.json and the predictions. */
-static odl_status report(const odl_yolov5 *net, const odl_det_dataset *ds, const eval_opts *o, const uint8_t *all,
-                         size_t nbytes) {
-    const int nc = odl_yolov5_num_classes(net);
-    odl_status st = ODL_OK;
-    int64_t n_pred = 0, n_target = 0, seen = 0, by_decoder[ODL_DECODER_COUNT] = {0};
+/* Every image's record (worker/eval_shard.h), flattened for odl_det_ap_per_class. */
+typedef struct eval_stats {
+    int64_t n_pred, n_target, seen, by_decoder[ODL_DECODER_COUNT];
+    uint8_t *tp; /* [n_pred][ODL_DET_NIOU] */
+    float *conf;
+    int *pcls, *tcls;
+} eval_stats;
+
+static void stats_free(eval_stats *s) {
+    free(s->tp);
+    free(s->conf);
+    free(s->pcls);
+    free(s->tcls);
+}
+
+/* The records all[0, nbytes) into *s, and each image's predictions into preds (NULL: none). */
+static odl_status stats_collect(const uint8_t *all, size_t nbytes, const odl_det_dataset *ds, int nc, json_t *preds,
+                                eval_stats *s) {
+    memset(s, 0, sizeof *s);
     for (size_t off = 0; off < nbytes;) { /* count */
         rec_hdr h;
         memcpy(&h, all + off, sizeof h);
-        n_pred += h.n_det;
-        n_target += h.n_labels;
-        seen++;
-        if (h.decoder >= 0 && h.decoder < ODL_DECODER_COUNT) by_decoder[h.decoder]++;
+        s->n_pred += h.n_det;
+        s->n_target += h.n_labels;
+        s->seen++;
+        if (h.decoder >= 0 && h.decoder < ODL_DECODER_COUNT) s->by_decoder[h.decoder]++;
         off += sizeof h + sizeof(rec_det) * (size_t)h.n_det + sizeof(int32_t) * (size_t)h.n_labels;
     }
-    uint8_t *tp = malloc((size_t)(n_pred ? n_pred : 1) * ODL_DET_NIOU);
-    float *conf = malloc(sizeof(float) * (size_t)(n_pred ? n_pred : 1));
-    int *pcls = malloc(sizeof(int) * (size_t)(n_pred ? n_pred : 1)), *tcls = malloc(sizeof(int) * (size_t)(n_target ? n_target : 1));
-    json_t *preds = o->save_json ? json_array() : NULL, *root = NULL;
-    odl_det_metrics m;
-    memset(&m, 0, sizeof m);
-    if (!tp || !conf || !pcls || !tcls) {
-        st = ODL_ERR(ODL_E_NOMEM, "statistics of %lld predictions", (long long)n_pred);
-        goto out;
-    }
+    const size_t np = (size_t)(s->n_pred ? s->n_pred : 1), nt = (size_t)(s->n_target ? s->n_target : 1);
+    s->tp = malloc(np * ODL_DET_NIOU);
+    s->conf = malloc(sizeof(float) * np);
+    s->pcls = malloc(sizeof(int) * np);
+    s->tcls = malloc(sizeof(int) * nt);
+    if (!s->tp || !s->conf || !s->pcls || !s->tcls)
+        return ODL_ERR(ODL_E_NOMEM, "statistics of %lld predictions", (long long)s->n_pred);
     int64_t kp = 0, kt = 0;
     for (size_t off = 0; off < nbytes;) {
         rec_hdr h;
@@ -217,41 +223,49 @@ static odl_status report(const odl_yolov5 *net, const odl_det_dataset *ds, const
         for (int k = 0; k < h.n_det; k++, kp++) {
             rec_det r;
             memcpy(&r, all + off + sizeof r * (size_t)k, sizeof r);
-            memcpy(tp + kp * ODL_DET_NIOU, r.correct, ODL_DET_NIOU);
-            conf[kp] = r.conf;
-            pcls[kp] = r.cls;
+            memcpy(s->tp + kp * ODL_DET_NIOU, r.correct, ODL_DET_NIOU);
+            s->conf[kp] = r.conf;
+            s->pcls[kp] = r.cls;
         }
-        if (preds) ODL_CHECK_GOTO(add_json_preds(preds, ds->samples[h.index].image, d, h.n_det, nc), st, out);
+        if (preds) ODL_CHECK(add_json_preds(preds, ds->samples[h.index].image, d, h.n_det, nc));
         off += sizeof(rec_det) * (size_t)h.n_det;
-        memcpy(tcls + kt, all + off, sizeof(int32_t) * (size_t)h.n_labels);
+        memcpy(s->tcls + kt, all + off, sizeof(int32_t) * (size_t)h.n_labels);
         kt += h.n_labels;
         off += sizeof(int32_t) * (size_t)h.n_labels;
     }
-    ODL_CHECK_GOTO(odl_det_ap_per_class(tp, conf, pcls, n_pred, tcls, n_target, nc, &m), st, out);
+    return ODL_OK;
+}
 
-    /* val.py's table */
+/* val.py's table: "all", then each class with labels (with --verbose, or under 50 classes). */
+static void print_table(const odl_yolov5 *net, const odl_det_dataset *ds, const eval_opts *o, const eval_stats *s,
+                        const odl_det_metrics *m) {
+    const int nc = odl_yolov5_num_classes(net);
     printf("%22s%11s%11s%11s%11s%11s%11s\n", "Class", "Images", "Instances", "P", "R", "mAP50", "mAP50-95");
-    printf("%22s%11lld%11lld%11.3g%11.3g%11.3g%11.3g\n", "all", (long long)seen, (long long)n_target, m.mp, m.mr, m.map50,
-           m.map50_95);
-    if (n_target == 0)
+    printf("%22s%11lld%11lld%11.3g%11.3g%11.3g%11.3g\n", "all", (long long)s->seen, (long long)s->n_target, m->mp, m->mr,
+           m->map50, m->map50_95);
+    if (s->n_target == 0)
         fprintf(stderr, "odl_worker: warning: no labels found in %s, can not compute metrics without labels\n", o->data);
-    if ((o->verbose || nc < 50) && nc > 1 && m.n_classes_with_labels > 0 && n_pred > 0)
+    if ((o->verbose || nc < 50) && nc > 1 && m->n_classes_with_labels > 0 && s->n_pred > 0)
         for (int c = 0; c < nc; c++) {
-            const odl_det_class_metrics *pc = &m.per_class[c];
+            const odl_det_class_metrics *pc = &m->per_class[c];
             if (!pc->n_labels) continue;
-            printf("%22s%11lld%11lld%11.3g%11.3g%11.3g%11.3g\n", class_name(ds, net, c), (long long)seen,
+            printf("%22s%11lld%11lld%11.3g%11.3g%11.3g%11.3g\n", class_name(ds, net, c), (long long)s->seen,
                    (long long)pc->n_labels, pc->p, pc->r, pc->ap50, pc->ap50_95);
         }
     fflush(stdout);
+}
 
-    root = json_object();
-    json_t *per = json_object(), *classes = json_array();
-    json_object_set_new(root, "mp", odl_json_num(m.mp, -1));
-    json_object_set_new(root, "mr", odl_json_num(m.mr, -1));
-    json_object_set_new(root, "map50", odl_json_num(m.map50, -1));
-    json_object_set_new(root, "map50_95", odl_json_num(m.map50_95, -1));
+/* metrics.json's object (docs/eval.md); says on stderr which decoder read how many images. */
+static json_t *metrics_json(const odl_yolov5 *net, const odl_det_dataset *ds, const eval_opts *o, const eval_stats *s,
+                            const odl_det_metrics *m) {
+    const int nc = odl_yolov5_num_classes(net);
+    json_t *root = json_object(), *per = json_object(), *classes = json_array();
+    json_object_set_new(root, "mp", odl_json_num(m->mp, -1));
+    json_object_set_new(root, "mr", odl_json_num(m->mr, -1));
+    json_object_set_new(root, "map50", odl_json_num(m->map50, -1));
+    json_object_set_new(root, "map50_95", odl_json_num(m->map50_95, -1));
     for (int c = 0; c < nc; c++) {
-        const odl_det_class_metrics *pc = &m.per_class[c];
+        const odl_det_class_metrics *pc = &m->per_class[c];
         if (!pc->n_labels) continue;
         json_object_set_new(per, class_name(ds, net, c), odl_json_num(pc->ap50_95, -1));
         json_t *e = json_object();
@@ -267,22 +281,22 @@ static odl_status report(const odl_yolov5 *net, const odl_det_dataset *ds, const
     }
     json_object_set_new(root, "per_class", per);
     json_object_set_new(root, "classes", classes);
-    json_object_set_new(root, "images", json_integer(seen));
+    json_object_set_new(root, "images", json_integer(s->seen));
     /* which decoder read how many images (every rank's, from the records): nvJPEG's IDCT differs from
      * libjpeg-turbo's within a few levels, so the metrics may differ within docs/eval.md's tolerance */
     json_t *dec = json_object();
     char dline[256];
-    int dl = 0;
+    odl_strbuf b;
+    odl_strbuf_fixed(&b, dline, sizeof dline);
     for (int d = 0; d < ODL_DECODER_COUNT; d++) {
-        json_object_set_new(dec, odl_decoder_name(d), json_integer(by_decoder[d]));
-        if (by_decoder[d] && dl < (int)sizeof dline)
-            dl += snprintf(dline + dl, sizeof dline - (size_t)dl, "%s%lld by %s", dl ? ", " : "", (long long)by_decoder[d],
-                           odl_decoder_name(d));
+        json_object_set_new(dec, odl_decoder_name(d), json_integer(s->by_decoder[d]));
+        if (s->by_decoder[d])
+            odl_strbuf_printf(&b, "%s%lld by %s", b.len ? ", " : "", (long long)s->by_decoder[d], odl_decoder_name(d));
     }
     json_object_set_new(root, "decoded", dec);
-    if (dl) fprintf(stderr, "odl_worker: images decoded: %s\n", dline);
-    json_object_set_new(root, "instances", json_integer(n_target));
-    json_object_set_new(root, "predictions", json_integer(n_pred));
+    if (b.len) fprintf(stderr, "odl_worker: images decoded: %s\n", dline);
+    json_object_set_new(root, "instances", json_integer(s->n_target));
+    json_object_set_new(root, "predictions", json_integer(s->n_pred));
     json_t *set = json_object();
     json_object_set_new(set, "weights", json_string(o->weights));
     json_object_set_new(set, "data", json_string(o->data));
@@ -295,33 +309,46 @@ static odl_status report(const odl_yolov5 *net, const odl_det_dataset *ds, const
     json_object_set_new(set, "half", json_boolean(o->half));
     json_object_set_new(set, "decoder", json_string(o->decoder));
     json_object_set_new(root, "settings", set);
+    return root;
+}
+
+/* DIR/metrics.json, and with --save-json DIR/<weights stem>_predictions.json, each replaced durably. */
+static odl_status save_results(const eval_opts *o, const json_t *root, const json_t *preds, int64_t n_pred) {
     char path[4096];
     snprintf(path, sizeof path, "%s/metrics.json", o->output);
-    if (json_dump_file(root, path, JSON_INDENT(1) | JSON_SORT_KEYS) != 0) {
-        st = ODL_ERR(ODL_E_IO, "%s: cannot write", path);
-        goto out;
-    }
+    ODL_CHECK(odl_json_save_file(path, root, JSON_INDENT(1) | JSON_SORT_KEYS));
     fprintf(stderr, "odl_worker: metrics in %s\n", path);
-    if (preds) {
-        char stem[1024];
-        snprintf(stem, sizeof stem, "%s", base_name(o->weights));
-        char *dot = strrchr(stem, '.');
-        if (dot) *dot = 0;
-        snprintf(path, sizeof path, "%s/%s_predictions.json", o->output, stem);
-        if (json_dump_file(preds, path, JSON_REAL_PRECISION(10)) != 0) {
-            st = ODL_ERR(ODL_E_IO, "%s: cannot write", path);
-            goto out;
-        }
-        fprintf(stderr, "odl_worker: %lld COCO-format predictions in %s (pycocotools)\n", (long long)n_pred, path);
+    if (!preds) return ODL_OK;
+    char stem[1024];
+    snprintf(stem, sizeof stem, "%s", base_name(o->weights));
+    char *dot = strrchr(stem, '.');
+    if (dot) *dot = 0;
+    snprintf(path, sizeof path, "%s/%s_predictions.json", o->output, stem);
+    ODL_CHECK(odl_json_save_file(path, preds, JSON_REAL_PRECISION(10)));
+    fprintf(stderr, "odl_worker: %lld COCO-format predictions in %s (pycocotools)\n", (long long)n_pred, path);
+    return ODL_OK;
+}
+
+/* Rank 0: metrics from every image's record (val.py's ap_per_class), the table, metrics.json and the
+ * predictions. */
+static odl_status report(const odl_yolov5 *net, const odl_det_dataset *ds, const eval_opts *o, const uint8_t *all,
+                         size_t nbytes) {
+    eval_stats s;
+    odl_det_metrics m;
+    memset(&m, 0, sizeof m);
+    json_t *preds = o->save_json ? json_array() : NULL, *root = NULL;
+    odl_status st = stats_collect(all, nbytes, ds, odl_yolov5_num_classes(net), preds, &s);
+    if (st == ODL_OK)
+        st = odl_det_ap_per_class(s.tp, s.conf, s.pcls, s.n_pred, s.tcls, s.n_target, odl_yolov5_num_classes(net), &m);
+    if (st == ODL_OK) {
+        print_table(net, ds, o, &s, &m);
+        root = metrics_json(net, ds, o, &s, &m);
+        st = save_results(o, root, preds, s.n_pred);
     }
-out:
     odl_det_metrics_free(&m);
     json_decref(root);
     json_decref(preds);
-    free(tp);
-    free(conf);
-    free(pcls);
-    free(tcls);
+    stats_free(&s);
     return st;
 }
 
@@ -396,166 +423,208 @@ static void queue_key(const eval_opts *o, odl_device dev, int n, char *key, size
              o->max_det, !o->square, o->half, o->backend_post, dev.type == ODL_DEV_CUDA ? "cuda" : "cpu", o->decoder);
 }
 
-int odl_task_eval_yolov5_main(int argc, char **argv) {
+/* One --task=eval run of YOLOv5: what its phases share. */
+typedef struct eval_run {
     eval_opts o;
-    int pr = parse_opts(argc, argv, &o);
-    if (pr == 3) {
-        eval_usage(stdout);
-        return 0;
-    }
-    if (pr) return 2;
+    odl_comm *comm;            /* under mpirun / srun, else NULL */
+    odl_device dev;
+    int rank, world;
+    odl_worker_coord *wc;      /* ODL_FAULT and, under odl_coordinator, the registration */
+    odl_coord_client *coord;   /* NULL without a coordinator */
+    odl_yolov5 *net;
+    odl_det_dataset ds;
+    int *order, *shape;        /* the evaluation order and each position's letterbox */
+    eval_ctx *ec;
+    bytes stats;               /* this rank's records */
+    uint8_t *all;              /* every rank's records, on rank 0 */
+    size_t all_n;
+    int64_t batches, n_mine;
+    double t[3], t_start;      /* waiting for decoding, forward + NMS, matching (ms) */
+} eval_run;
 
+/* The launch (alone, or a rank of mpirun / srun) and the device. 0, or the exit status after the error
+ * line (a rank whose communicator or device fails aborts the job). */
+static int eval_launch(eval_run *r) {
     odl_launch_info li;
     if (odl_launch_detect(&li) != ODL_OK) {
         fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
         return 2;
     }
-    odl_comm *comm = NULL;
-    odl_device dev = odl_cpu();
-    int rank = 0, world = 1, rc = 1;
-    if (li.launched) {
-        int want_cuda = !strncmp(o.device, "cuda", 4) || (!strcmp(o.device, "auto") && odl_cuda_device_count() > 0);
-        odl_comm_options co = {.device_type = want_cuda ? ODL_DEV_CUDA : ODL_DEV_CPU, .cuda_index = -1,
-                               .timeout_s = o.timeout_s};
-        const odl_status cs = odl_comm_init(&li, &co, &comm);
-        if (cs != ODL_OK) {
-            if (cs == ODL_E_UNSUPPORTED) { /* no MPI in this build: nothing to abort, a usage error */
-                fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
-                return 2;
-            }
-            odl_comm_abort_job(NULL, ODL_COMM_EXIT_ERROR, "%s", odl_error_msg_user());
-        }
-        rank = odl_comm_rank(comm);
-        world = odl_comm_size(comm);
-        odl_log_set_rank(rank, world);
-        dev = odl_comm_device(comm);
-        if (dev.type == ODL_DEV_CUDA && odl_cuda_init(dev.index, odl_cli_pool_fraction(o.pool_fraction)) != ODL_OK)
-            odl_comm_abort_job(comm, ODL_COMM_EXIT_ERROR, "rank %d: %s", rank, odl_error_msg_user());
-    } else if (odl_cli_pick_device(o.device, o.pool_fraction, &dev) != ODL_OK) {
+    if (!li.launched) {
+        if (odl_cli_pick_device(r->o.device, r->o.pool_fraction, &r->dev) == ODL_OK) return 0;
         fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
         return 1;
     }
-    /* ODL_FAULT and, under odl_coordinator, the registration (a bad value is a usage error, exit 2) */
-    odl_worker_coord *wc = NULL;
-    if (odl_worker_coord_start_eval(&wc, rank, world, comm) != ODL_OK) {
-        if (comm) odl_comm_abort_job(comm, 2, "rank %d: %s", rank, odl_error_msg_user());
-        fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
-        if (dev.type == ODL_DEV_CUDA) odl_cuda_shutdown();
-        return 2;
-    }
-    odl_coord_client *coord = odl_worker_coord_client_of(wc);
-    int64_t batches = 0, n_mine = 0;
-
-    odl_yolov5 *net = NULL;
-    odl_det_dataset ds;
-    memset(&ds, 0, sizeof ds);
-    int *order = NULL, *shape = NULL;
-    bytes stats = {0};
-    eval_ctx *ec = NULL;
-    uint8_t *all = NULL;
-    size_t all_n = 0;
-    double t[3] = {0, 0, 0}, t_start = now_ms();
-    odl_status st = ODL_OK;
-    const char *stage = "setup";
-
-    /* Every step before the gather is agreed on, so that no rank waits for one that has failed. */
-    st = odl_yolov5_load(o.weights, dev, &net);
-    if (st != ODL_OK) odl_error_prefix("--weights %s", o.weights);
-    if (st == ODL_OK && o.half && (st = odl_yolov5_set_half(net, 1)) != ODL_OK) odl_error_prefix("--half");
-    if (st == ODL_OK) st = odl_det_dataset_open(o.data, odl_yolov5_num_classes(net), &ds);
-    if (st == ODL_OK && rank == 0) st = odl_output_mkdir_p("--output", o.output);
-    if (st == ODL_OK) {
-        order = malloc(sizeof(int) * (size_t)ds.n);
-        shape = malloc(sizeof(int) * 2 * (size_t)ds.n);
-        st = order && shape ? odl_det_dataset_plan(&ds, o.img_size, o.batch, odl_yolov5_max_stride(net), 0.5, !o.square,
-                                                   order, shape)
-                            : ODL_ERR(ODL_E_NOMEM, "batch plan");
-    }
-    if (st == ODL_OK) st = eval_ctx_create(net, &o, &ec);
-    if (comm) st = odl_comm_agree(comm, st, stage);
-    if (st != ODL_OK) goto out;
-    const int lo = coord ? 0 : (int)((int64_t)ds.n * rank / world), hi = coord ? 0 : (int)((int64_t)ds.n * (rank + 1) / world);
-    if (rank == 0)
-        fprintf(stderr,
-                "odl_worker: eval yolov5 %s on %s, %s; %s: %d images (%d backgrounds: %d missing and %d empty label files, "
-                "%d duplicate labels removed); %s letterbox %d, batch %d, conf %g, IoU %g, max_det %d; %d rank(s)\n",
-                o.weights, odl_device_name(dev), o.half ? "float16" : "float32", o.data, ds.n, ds.n_missing + ds.n_empty,
-                ds.n_missing, ds.n_empty, ds.n_duplicates, o.square ? "square" : "rectangular", o.img_size, o.batch,
-                o.conf, o.iou, o.max_det, world);
-    if (rank == 0) fprintf(stderr, "odl_worker: decoding: %s\n", eval_ctx_decoder_note(ec));
-    stage = "evaluation";
-    if (coord) {
-        /* No collective from here on: a rank that dies or lags holds up no other; the coordinator
-         * relaunches the job on a death, and re-hands a straggler's chunk. */
-        char key[8192];
-        queue_key(&o, dev, ds.n, key, sizeof key);
-        queue_ctx qc = {ec, net, &ds, &o, order, shape, rank, odl_worker_coord_faults(wc), &batches, t};
-        odl_eval_queue_ops ops = {&qc, queue_eval, queue_check};
-        st = odl_eval_queue_run(coord, key, ds.n, o.batch, rank, &ops, &all, &all_n, &n_mine);
-        if (st != ODL_OK) {
-            odl_error_prefix("rank %d", rank);
+    const int want_cuda = !strncmp(r->o.device, "cuda", 4) || (!strcmp(r->o.device, "auto") && odl_cuda_device_count() > 0);
+    odl_comm_options co = {.device_type = want_cuda ? ODL_DEV_CUDA : ODL_DEV_CPU, .cuda_index = -1,
+                           .timeout_s = r->o.timeout_s};
+    const odl_status cs = odl_comm_init(&li, &co, &r->comm);
+    if (cs != ODL_OK) {
+        if (cs == ODL_E_UNSUPPORTED) { /* no MPI in this build: nothing to abort, a usage error */
             fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
-            rc = 1;
-            goto out_free;
+            return 2;
         }
-    } else {
-        st = eval_shard(ec, &ds, order, shape, lo, hi, rank, odl_worker_coord_faults(wc), &batches, &stats, t);
-        n_mine = hi - lo;
-        if (st != ODL_OK) odl_error_prefix("rank %d", rank);
-        if (comm) st = odl_comm_agree(comm, st, stage);
-        if (st != ODL_OK) goto out;
-        if (comm) {
-            stage = "gathering statistics";
-            st = odl_comm_gather_host_bytes(comm, stats.p, stats.n, 0, (void **)&all, &all_n);
-            if (st != ODL_OK) odl_comm_abort_job(comm, ODL_COMM_EXIT_ERROR, "%s", odl_error_msg_user());
-        } else {
-            all = stats.p;
-            all_n = stats.n;
-            stats.p = NULL;
-        }
+        odl_comm_abort_job(NULL, ODL_COMM_EXIT_ERROR, "%s", odl_error_msg_user());
     }
-    if (rank == 0) {
-        st = report(net, &ds, &o, all, all_n);
-        double wall = now_ms() - t_start;
-        /* val.py: "Speed: %.1fms pre-process, %.1fms inference, %.1fms NMS per image" (rank 0's shard) */
-        if (n_mine > 0) {
-            double fwd_ms = 0, nms_ms = 0;
-            int64_t nb = 0;
-            const double loop = t[0] + t[1] + t[2], dev_ms = eval_ctx_device_ms(ec, &fwd_ms, &nms_ms, &nb);
-            char busy[160] = "";
-            if (dev_ms > 0)
-                snprintf(busy, sizeof busy, "; device busy %.0f%% of the loop (per batch %.2f ms letterbox+forward, %.2f ms NMS)",
-                         100 * dev_ms / loop, fwd_ms / nb, nms_ms / nb);
-            fprintf(stderr,
-                    "odl_worker: speed on rank 0: %.2f ms waiting for decode+letterbox, %.2f ms forward+NMS, "
-                    "%.2f ms matching per image; pipeline %.1f images/s on rank 0%s; %d images in %.2f s wall (%.1f "
-                    "images/s over %d rank(s))\n",
-                    t[0] / n_mine, t[1] / n_mine, t[2] / n_mine, n_mine / (loop / 1e3), busy, ds.n, wall / 1e3,
-                    ds.n / (wall / 1e3), world);
-        }
+    r->rank = odl_comm_rank(r->comm);
+    r->world = odl_comm_size(r->comm);
+    odl_log_set_rank(r->rank, r->world);
+    r->dev = odl_comm_device(r->comm);
+    if (r->dev.type == ODL_DEV_CUDA && odl_cuda_init(r->dev.index, odl_cli_pool_fraction(r->o.pool_fraction)) != ODL_OK)
+        odl_comm_abort_job(r->comm, ODL_COMM_EXIT_ERROR, "rank %d: %s", r->rank, odl_error_msg_user());
+    return 0;
+}
+
+/* ODL_FAULT and the coordinator's registration: 0, or 2 after the error line (a bad value is a usage
+ * error; the device is shut down). */
+static int eval_register(eval_run *r) {
+    if (odl_worker_coord_start_eval(&r->wc, r->rank, r->world, r->comm) == ODL_OK) {
+        r->coord = odl_worker_coord_client_of(r->wc);
+        return 0;
     }
-    if (comm && !coord) st = odl_comm_agree(comm, st, "writing the results");
-out:
-    if (st != ODL_OK) {
-        if (rank == 0 || !comm) fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
-        rc = 1;
-    } else {
-        rc = 0;
+    if (r->comm) odl_comm_abort_job(r->comm, 2, "rank %d: %s", r->rank, odl_error_msg_user());
+    fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
+    if (r->dev.type == ODL_DEV_CUDA) odl_cuda_shutdown();
+    return 2;
+}
+
+/* The weights, the data set and its batch plan, the loop's machinery; every rank's outcome agreed on,
+ * so that no rank waits for one that has failed. */
+static odl_status eval_setup(eval_run *r) {
+    const eval_opts *o = &r->o;
+    odl_status st = odl_yolov5_load(o->weights, r->dev, &r->net);
+    if (st != ODL_OK) odl_error_prefix("--weights %s", o->weights);
+    if (st == ODL_OK && o->half && (st = odl_yolov5_set_half(r->net, 1)) != ODL_OK) odl_error_prefix("--half");
+    if (st == ODL_OK) st = odl_det_dataset_open(o->data, odl_yolov5_num_classes(r->net), &r->ds);
+    if (st == ODL_OK && r->rank == 0) st = odl_output_mkdir_p("--output", o->output);
+    if (st == ODL_OK) {
+        r->order = malloc(sizeof(int) * (size_t)r->ds.n);
+        r->shape = malloc(sizeof(int) * 2 * (size_t)r->ds.n);
+        st = r->order && r->shape ? odl_det_dataset_plan(&r->ds, o->img_size, o->batch, odl_yolov5_max_stride(r->net), 0.5,
+                                                         !o->square, r->order, r->shape)
+                                  : ODL_ERR(ODL_E_NOMEM, "batch plan");
     }
-out_free:
-    if (rc) odl_worker_coord_fail(wc, odl_error_msg_user());
-    odl_worker_coord_finish(wc, NULL, rc);
-    free(all);
-    free(stats.p);
-    free(order);
-    free(shape);
-    eval_ctx_free(ec);
-    odl_det_dataset_free(&ds);
-    odl_yolov5_free(net);
-    if (comm && odl_comm_finalize(comm) != ODL_OK && rc == 0) {
+    if (st == ODL_OK) st = eval_ctx_create(r->net, o, &r->ec);
+    if (r->comm) st = odl_comm_agree(r->comm, st, "setup");
+    if (st != ODL_OK || r->rank) return st;
+    const odl_det_dataset *ds = &r->ds;
+    fprintf(stderr,
+            "odl_worker: eval yolov5 %s on %s, %s; %s: %d images (%d backgrounds: %d missing and %d empty label files, "
+            "%d duplicate labels removed); %s letterbox %d, batch %d, conf %g, IoU %g, max_det %d; %d rank(s)\n",
+            o->weights, odl_device_name(r->dev), o->half ? "float16" : "float32", o->data, ds->n,
+            ds->n_missing + ds->n_empty, ds->n_missing, ds->n_empty, ds->n_duplicates, o->square ? "square" : "rectangular",
+            o->img_size, o->batch, o->conf, o->iou, o->max_det, r->world);
+    fprintf(stderr, "odl_worker: decoding: %s\n", eval_ctx_decoder_note(r->ec));
+    return ODL_OK;
+}
+
+/* Under odl_coordinator: chunks of the work queue, no collective (a rank that dies or lags holds up no
+ * other; the coordinator relaunches the job on a death and re-hands a straggler's chunk). 0, or 1 after
+ * the error line. */
+static int eval_queue(eval_run *r) {
+    char key[8192];
+    queue_key(&r->o, r->dev, r->ds.n, key, sizeof key);
+    queue_ctx qc = {r->ec, r->net, &r->ds, &r->o, r->order, r->shape, r->rank, odl_worker_coord_faults(r->wc), &r->batches,
+                    r->t};
+    odl_eval_queue_ops ops = {&qc, queue_eval, queue_check};
+    if (odl_eval_queue_run(r->coord, key, r->ds.n, r->o.batch, r->rank, &ops, &r->all, &r->all_n, &r->n_mine) == ODL_OK)
+        return 0;
+    odl_error_prefix("rank %d", r->rank);
+    fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
+    return 1;
+}
+
+/* Alone or under mpirun: this rank's contiguous share, agreed on, then every rank's records gathered to
+ * rank 0. */
+static odl_status eval_shards(eval_run *r) {
+    const int lo = (int)((int64_t)r->ds.n * r->rank / r->world), hi = (int)((int64_t)r->ds.n * (r->rank + 1) / r->world);
+    odl_status st = eval_shard(r->ec, &r->ds, r->order, r->shape, lo, hi, r->rank, odl_worker_coord_faults(r->wc),
+                               &r->batches, &r->stats, r->t);
+    r->n_mine = hi - lo;
+    if (st != ODL_OK) odl_error_prefix("rank %d", r->rank);
+    if (r->comm) st = odl_comm_agree(r->comm, st, "evaluation");
+    if (st != ODL_OK) return st;
+    if (!r->comm) {
+        r->all = r->stats.p;
+        r->all_n = r->stats.n;
+        r->stats.p = NULL;
+        return ODL_OK;
+    }
+    st = odl_comm_gather_host_bytes(r->comm, r->stats.p, r->stats.n, 0, (void **)&r->all, &r->all_n);
+    if (st != ODL_OK) odl_comm_abort_job(r->comm, ODL_COMM_EXIT_ERROR, "%s", odl_error_msg_user());
+    return ODL_OK;
+}
+
+/* Rank 0: the metrics and files (report), then val.py's speed line for rank 0's share ("Speed: %.1fms
+ * pre-process, %.1fms inference, %.1fms NMS per image"). */
+static odl_status eval_results(eval_run *r) {
+    const odl_status st = report(r->net, &r->ds, &r->o, r->all, r->all_n);
+    const double wall = odl_mono_ms() - r->t_start;
+    if (r->n_mine <= 0) return st;
+    double fwd_ms = 0, nms_ms = 0;
+    int64_t nb = 0;
+    const double *t = r->t, loop = t[0] + t[1] + t[2], dev_ms = eval_ctx_device_ms(r->ec, &fwd_ms, &nms_ms, &nb);
+    char busy[160] = "";
+    if (dev_ms > 0)
+        snprintf(busy, sizeof busy, "; device busy %.0f%% of the loop (per batch %.2f ms letterbox+forward, %.2f ms NMS)",
+                 100 * dev_ms / loop, fwd_ms / nb, nms_ms / nb);
+    const double n = (double)r->n_mine;
+    fprintf(stderr,
+            "odl_worker: speed on rank 0: %.2f ms waiting for decode+letterbox, %.2f ms forward+NMS, "
+            "%.2f ms matching per image; pipeline %.1f images/s on rank 0%s; %d images in %.2f s wall (%.1f "
+            "images/s over %d rank(s))\n",
+            t[0] / n, t[1] / n, t[2] / n, n / (loop / 1e3), busy, r->ds.n, wall / 1e3, r->ds.n / (wall / 1e3), r->world);
+    return st;
+}
+
+/* The coordinator told of the outcome, everything freed, the communicator and the device closed. */
+static int eval_release(eval_run *r, int rc) {
+    if (rc) odl_worker_coord_fail(r->wc, odl_error_msg_user());
+    odl_worker_coord_finish(r->wc, NULL, rc);
+    free(r->all);
+    free(r->stats.p);
+    free(r->order);
+    free(r->shape);
+    eval_ctx_free(r->ec);
+    odl_det_dataset_free(&r->ds);
+    odl_yolov5_free(r->net);
+    if (r->comm && odl_comm_finalize(r->comm) != ODL_OK && rc == 0) {
         fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
         rc = 1;
     }
-    if (dev.type == ODL_DEV_CUDA) odl_cuda_shutdown();
+    if (r->dev.type == ODL_DEV_CUDA) odl_cuda_shutdown();
     return rc;
+}
+
+/* odl_worker --task=eval --model=yolov5: val.py's run as named phases; exit status 0, 1 (a failed
+ * step), 2 (usage). */
+int odl_task_eval_yolov5_main(int argc, char **argv) {
+    eval_run r;
+    memset(&r, 0, sizeof r);
+    r.dev = odl_cpu();
+    r.world = 1;
+    const int pr = parse_opts(argc, argv, &r.o);
+    if (pr == 3) {
+        eval_usage(stdout);
+        return 0;
+    }
+    if (pr) return 2;
+    int rc = eval_launch(&r);
+    if (!rc) rc = eval_register(&r);
+    if (rc) return rc;
+    r.t_start = odl_mono_ms();
+
+    odl_status st = eval_setup(&r);
+    if (st == ODL_OK && r.coord && (rc = eval_queue(&r)) != 0) return eval_release(&r, rc); /* its error is said */
+    if (st == ODL_OK && !r.coord) st = eval_shards(&r);
+    if (st == ODL_OK) {
+        if (r.rank == 0) st = eval_results(&r);
+        /* every rank, whatever rank 0's outcome: the others wait here for it */
+        if (r.comm && !r.coord) st = odl_comm_agree(r.comm, st, "writing the results");
+    }
+    if (st != ODL_OK) {
+        if (r.rank == 0 || !r.comm) fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
+        rc = 1;
+    }
+    return eval_release(&r, rc);
 }

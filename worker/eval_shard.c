@@ -17,16 +17,11 @@
 #include <unistd.h>
 
 #include "odl/backend.h"
+#include "odl/clock.h"
 #include "odl/device.h"
 #include "odl/gpu_prep.h"
 #include "odl/nms.h"
 #include "odl/pipeline.h"
-
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
 
 static odl_status bytes_put(bytes *b, const void *src, size_t n) {
     if (b->n + n > b->cap) {
@@ -292,34 +287,23 @@ static odl_status cpu_loop(eval_ctx *c, const odl_det_dataset *ds, const int *or
     if (next < hi) ODL_CHECK(cpu_submit(c, &c->g[0], ds, order, shape, &next, hi));
     while (c->g[cur].pending) {
         group *q = &c->g[cur];
-        double t0 = now_ms();
+        double t0 = odl_mono_ms();
         if (next < hi) ODL_CHECK(cpu_submit(c, &c->g[cur ^ 1], ds, order, shape, &next, hi));
         odl_prep_wait(q->pending);
         q->pending = NULL;
-        double t1 = now_ms();
+        double t1 = odl_mono_ms();
         t[0] += t1 - t0;
         ODL_CHECK(decode_errors(q));
-        odl_tensor *x;
-        const odl_tensor *y;
-        ODL_CHECK(odl_yolov5_input(c->net, q->n, q->H, q->W, &x));
-        ODL_CHECK(odl_tensor_copy_from_host(x, q->in, sizeof(float) * 3 * (size_t)q->H * q->W * q->n));
-        ODL_CHECK(odl_yolov5_forward(c->net, x, &y));
-        const int64_t rows = y->shape[1], no = y->shape[2];
-        size_t outn = (size_t)(q->n * rows * no);
-        if (c->hout_cap < outn) {
-            free(c->hout);
-            c->hout_cap = 0;
-            if (!(c->hout = malloc(sizeof(float) * outn))) return ODL_ERR(ODL_E_NOMEM, "output batch of %zu floats", outn);
-            c->hout_cap = outn;
-        }
-        ODL_CHECK(odl_tensor_copy_to_host(y, c->hout, sizeof(float) * outn));
+        int64_t rows;
+        int no;
+        ODL_CHECK(odl_yolov5_forward_host(c->net, q->in, q->n, q->H, q->W, &c->hout, &c->hout_cap, &rows, &no));
         for (int b = 0; b < q->n; b++)
             ODL_CHECK(odl_yolo_nms(c->hout + (size_t)b * rows * no, rows, nc, &c->np, c->det + (size_t)b * c->o->max_det,
                                    c->o->max_det, &c->nd[b]));
-        double t2 = now_ms();
+        double t2 = odl_mono_ms();
         t[1] += t2 - t1;
         ODL_CHECK(group_stats(c, q, ds, order, rank, faults, batches, out));
-        t[2] += now_ms() - t2;
+        t[2] += odl_mono_ms() - t2;
         cur ^= 1;
     }
     return ODL_OK;
@@ -419,14 +403,14 @@ static odl_status dev_shard(eval_ctx *c, const odl_det_dataset *ds, const int *o
     while (g[cur].b) {
         group *q = &g[cur];
         const int nx = (cur + 1) % 3;
-        double t0 = now_ms();
+        double t0 = odl_mono_ms();
         if (next < hi) { /* the next group decodes while this one computes */
             form_group(c->o, &g[nx], ds, order, shape, &next, hi);
             ODL_CHECK_GOTO(odl_gpu_prep_submit(c->gp, g[nx].jobs, g[nx].n, g[nx].res, &g[nx].b), st, out);
         }
         ODL_CHECK_GOTO(odl_gpu_prep_wait(q->b), st, out);
         ODL_CHECK_GOTO(decode_errors(q), st, out);
-        double t1 = now_ms();
+        double t1 = odl_mono_ms();
         t[0] += t1 - t0;
         if (prev >= 0) ODL_CHECK_GOTO(dev_finish(c, &g[prev]), st, out);
         q->slot = slot;
@@ -434,20 +418,20 @@ static odl_status dev_shard(eval_ctx *c, const odl_det_dataset *ds, const int *o
         ODL_CHECK_GOTO(dev_launch(c, q), st, out);
         odl_gpu_prep_release(q->b);
         q->b = NULL;
-        double t2 = now_ms();
+        double t2 = odl_mono_ms();
         t[1] += t2 - t1;
         if (prev >= 0) ODL_CHECK_GOTO(group_stats(c, &g[prev], ds, order, rank, faults, batches, out), st, out);
-        t[2] += now_ms() - t2;
+        t[2] += odl_mono_ms() - t2;
         prev = cur;
         cur = nx;
     }
     if (prev >= 0) {
-        double t1 = now_ms();
+        double t1 = odl_mono_ms();
         ODL_CHECK_GOTO(dev_finish(c, &g[prev]), st, out);
-        double t2 = now_ms();
+        double t2 = odl_mono_ms();
         t[1] += t2 - t1;
         ODL_CHECK_GOTO(group_stats(c, &g[prev], ds, order, rank, faults, batches, out), st, out);
-        t[2] += now_ms() - t2;
+        t[2] += odl_mono_ms() - t2;
     }
 out:
     for (int k = 0; k < 3; k++)

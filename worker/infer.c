@@ -18,14 +18,16 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "odl/json.h"
 #include "odl/backend.h"
+#include "odl/clock.h"
 #include "odl/device.h"
 #include "odl/gpu_prep.h"
 #include "odl/image.h"
+#include "odl/json.h"
 #include "odl/log.h"
 #include "odl/nms.h"
 #include "odl/pipeline.h"
+#include "odl/strbuf.h"
 #include "odl/yolov5.h"
 #include "worker/cli.h"
 #include "worker/outputs.h"
@@ -61,17 +63,11 @@ static void infer_usage(FILE *f) {
             "  --agnostic-nms      NMS across classes\n"
             "  --save-txt          YOLO label files DIR/labels/NAME.txt (class cx cy w h, normalised)\n"
             "  --save-conf         with --save-txt, the confidence as a sixth column\n"
-            "  --decoder D         auto (default: JPEGs on the GPU with nvJPEG where it is there, the rest on CPU\n"
-            "                      threads) or cpu (libjpeg-turbo for every image)\n"
+            "  --decoder D         auto (default: nvjpeg for runs of 64 images or more, else cpu), nvjpeg (JPEGs on\n"
+            "                      the GPU with nvJPEG where it is there, the rest on CPU threads) or cpu (libjpeg-turbo)\n"
             "  --backend-post      on the CPU too, the device pipeline (letterbox and candidate rows through the\n"
             "                      backend entries, as CUDA does; a check of that path: the detections are the same)\n"
             "Weights: convert an official YOLOv5 .pt with tools/convert_yolov5.py.\n");
-}
-
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
 /* --classes 0 2 3 (detect.py's nargs='+') or --classes=0,2,3. Returns the index of the last argument
@@ -347,22 +343,11 @@ static odl_status run_group(odl_yolov5 *net, item *items, const int *idx, int n,
         if (!*host_in) return ODL_ERR(ODL_E_NOMEM, "input batch of %d x %zu floats", n, per);
     }
     for (int b = 0; b < n; b++) odl_image_to_chw(&items[idx[b]].lb, *host_in + per * b);
-    odl_tensor *x;
-    double t0 = now_ms();
-    ODL_CHECK(odl_yolov5_input(net, n, H, W, &x));
-    ODL_CHECK(odl_tensor_copy_from_host(x, *host_in, sizeof(float) * per * n));
-    const odl_tensor *y;
-    ODL_CHECK(odl_yolov5_forward(net, x, &y));
-    const int64_t rows = y->shape[1], no = y->shape[2];
-    size_t outn = (size_t)(n * rows * no);
-    if (*host_out_cap < outn) {
-        free(*host_out);
-        *host_out = malloc(sizeof(float) * outn);
-        *host_out_cap = *host_out ? outn : 0;
-        if (!*host_out) return ODL_ERR(ODL_E_NOMEM, "output batch of %zu floats", outn);
-    }
-    ODL_CHECK(odl_tensor_copy_to_host(y, *host_out, sizeof(float) * outn)); /* synchronises */
-    double t1 = now_ms();
+    double t0 = odl_mono_ms();
+    int64_t rows;
+    int no;
+    ODL_CHECK(odl_yolov5_forward_host(net, *host_in, n, H, W, host_out, host_out_cap, &rows, &no));
+    double t1 = odl_mono_ms();
     const odl_nms_params p = nms_params(o);
     for (int b = 0; b < n; b++) {
         const float *pred = *host_out + (size_t)b * rows * no;
@@ -371,7 +356,7 @@ static odl_status run_group(odl_yolov5 *net, item *items, const int *idx, int n,
         items[idx[b]].fwd_ms = (t1 - t0) / n;
     }
     *t_fwd += t1 - t0;
-    *t_nms += now_ms() - t1;
+    *t_nms += odl_mono_ms() - t1;
     return ODL_OK;
 }
 
@@ -379,10 +364,10 @@ static odl_status run_group(odl_yolov5 *net, item *items, const int *idx, int n,
 static odl_status cpu_batch(odl_prep_pool *pool, odl_yolov5 *net, item *items, char **paths, int start, int end,
                             const infer_opts *o, int stride, float **hin, size_t *hin_cap, float **hout, size_t *hout_cap,
                             double *t_pre, double *t_fwd, double *t_nms) {
-    double t0 = now_ms();
+    double t0 = odl_mono_ms();
     decode_ctx dc = {items, paths, start, o, stride};
     ODL_CHECK(odl_prep_pool_for(pool, end - start, decode_one, &dc)); /* decoding on a thread pool */
-    *t_pre += now_ms() - t0;
+    *t_pre += odl_mono_ms() - t0;
     /* Group images of one letterboxed size into one forward (rectangular letterboxes differ). */
     int idx[4096];
     char used[4096] = {0};
@@ -442,7 +427,13 @@ static void dev_infer_free(dev_infer *d) {
     free(d);
 }
 
-static odl_status dev_infer_create(odl_yolov5 *net, const infer_opts *o, int B, int threads, dev_infer **out) {
+/* --decoder auto takes nvJPEG for runs of at least this many images. Its set-up (the H200's hardware
+ * decoder) took 630 ms in a one-image run, where libjpeg-turbo decodes bus.jpg in 11 ms and nvJPEG in
+ * 1.3 ms (bench/results/2026-12-02/eval.md): below about 64 images the CPU decodes sooner. */
+#define NVJPEG_MIN_IMAGES 64
+
+static odl_status dev_infer_create(odl_yolov5 *net, const infer_opts *o, int B, int threads, int n_images,
+                                   dev_infer **out) {
     dev_infer *d = calloc(1, sizeof *d);
     if (!d) return ODL_ERR(ODL_E_NOMEM, "device pipeline");
     odl_status st = ODL_OK;
@@ -454,8 +445,9 @@ static odl_status dev_infer_create(odl_yolov5 *net, const infer_opts *o, int B, 
         st = ODL_ERR(ODL_E_NODEV, "%s", odl_error_msg_user());
         goto fail;
     }
-    const odl_gpu_prep_options po = {.threads = threads, .max_batch = B, .nvjpeg = strcmp(o->decoder, "cpu") != 0,
-                                     .keep_host = o->save_images};
+    const int few = strcmp(o->decoder, "auto") == 0 && n_images < NVJPEG_MIN_IMAGES; /* --decoder nvjpeg: any */
+    const odl_gpu_prep_options po = {.threads = threads, .max_batch = B,
+                                     .nvjpeg = strcmp(o->decoder, "cpu") != 0 && !few, .keep_host = o->save_images};
     ODL_CHECK_GOTO(odl_gpu_prep_create(d->dev, &po, &d->gp), st, fail);
     ODL_CHECK_GOTO(odl_mem_alloc(d->dev, sizeof(float) * rows, (void **)&d->d_rows), st, fail);
     ODL_CHECK_GOTO(odl_mem_alloc(d->dev, sizeof(int32_t) * (size_t)B, (void **)&d->d_cnt), st, fail);
@@ -472,7 +464,11 @@ static odl_status dev_infer_create(odl_yolov5 *net, const infer_opts *o, int B, 
             goto fail;
         }
     }
-    snprintf(d->note, sizeof d->note, "%s; letterbox on %s", odl_gpu_prep_nvjpeg_note(d->gp), odl_device_name(d->dev));
+    snprintf(d->note, sizeof d->note, "%s; letterbox on %s",
+             few ? "libjpeg-turbo on the CPU (--decoder auto with fewer than 64 images, where nvJPEG's set-up costs "
+                   "more than it saves; --decoder nvjpeg takes it)"
+                 : odl_gpu_prep_nvjpeg_note(d->gp),
+             odl_device_name(d->dev));
     *out = d;
     return ODL_OK;
 fail:
@@ -507,7 +503,7 @@ static odl_status dev_submit(dev_infer *d, int s, item *items) {
 /* The group in slot s: its decoding's outcome per image, then letterbox, forward, candidates, NMS. */
 static odl_status dev_group(dev_infer *d, int s, odl_yolov5 *net, item *items, const infer_opts *o, double *t_pre,
                             double *t_fwd, double *t_nms) {
-    double t0 = now_ms();
+    double t0 = odl_mono_ms();
     ODL_CHECK(odl_gpu_prep_wait(d->b[s]));
     int idx[4096], m = 0;
     for (int k = 0; k < d->gn[s]; k++) {
@@ -523,7 +519,7 @@ static odl_status dev_group(dev_infer *d, int s, odl_yolov5 *net, item *items, c
         if (o->save_images) ODL_CHECK(odl_gpu_prep_host_image(d->b[s], k, &it->img));
         idx[m++] = k;
     }
-    double t1 = now_ms();
+    double t1 = odl_mono_ms();
     *t_pre += t1 - t0;
     if (m) {
         const int H = d->jobs[s][0].out_h, W = d->jobs[s][0].out_w;
@@ -548,7 +544,7 @@ static odl_status dev_group(dev_infer *d, int s, odl_yolov5 *net, item *items, c
             ODL_CHECK(odl_memcpy_async(d->h_rows + (size_t)b * d->cap * no, odl_cpu(), d->d_rows + (size_t)b * d->cap * no,
                                        d->dev, sizeof(float) * (size_t)most * no, st));
         ODL_CHECK(odl_stream_synchronize(st));
-        double t2 = now_ms();
+        double t2 = odl_mono_ms();
         const odl_nms_params p = nms_params(o);
         for (int b = 0; b < m; b++) {
             item *it = &items[d->gidx[s][idx[b]]];
@@ -571,7 +567,7 @@ static odl_status dev_group(dev_infer *d, int s, odl_yolov5 *net, item *items, c
             it->fwd_ms = (t2 - t1) / m;
         }
         *t_fwd += t2 - t1;
-        *t_nms += now_ms() - t2;
+        *t_nms += odl_mono_ms() - t2;
     }
     odl_gpu_prep_release(d->b[s]);
     d->b[s] = NULL;
@@ -581,10 +577,10 @@ static odl_status dev_group(dev_infer *d, int s, odl_yolov5 *net, item *items, c
 /* Items [start, end): headers on the pool, groups of one letterbox size, two groups in flight. */
 static odl_status dev_batch(dev_infer *d, odl_prep_pool *pool, odl_yolov5 *net, item *items, char **paths, int start,
                             int end, const infer_opts *o, int stride, double *t_pre, double *t_fwd, double *t_nms) {
-    double t0 = now_ms();
+    double t0 = odl_mono_ms();
     decode_ctx pc = {items, paths, start, o, stride};
     ODL_CHECK(odl_prep_pool_for(pool, end - start, probe_one, &pc));
-    *t_pre += now_ms() - t0;
+    *t_pre += odl_mono_ms() - t0;
     char used[4096] = {0};
     int s = 0, pend = -1; /* the slot the next group takes; the slot of the group decoding, not computed yet */
     odl_status st = ODL_OK;
@@ -730,10 +726,10 @@ typedef struct dev_start {
 
 static void *dev_start_main(void *arg) {
     dev_start *c = arg;
-    const double t0 = now_ms();
+    const double t0 = odl_mono_ms();
     c->st = odl_cli_pick_device(c->spec, c->fraction, &c->dev);
     if (c->st != ODL_OK) snprintf(c->err, sizeof c->err, "%s", odl_error_msg_user());
-    c->ms = now_ms() - t0;
+    c->ms = odl_mono_ms() - t0;
     return NULL;
 }
 
@@ -758,184 +754,227 @@ static odl_status dev_start_end(dev_start *c) {
 }
 
 /* The phases of the run, for the last log line (what a one-image run spends before its first box). */
-enum { PH_READ, PH_DEVICE_WAIT, PH_UPLOAD, PH_DECODE, PH_FIRST_FWD, PH_NMS, PH_OUTPUTS, PH_SHUTDOWN, PH_N };
-static const char *const k_phase[PH_N] = {"weights read", "waiting for the device", "weights upload", "decode+letterbox",
+enum { PH_READ, PH_DEVICE_WAIT, PH_UPLOAD, PH_PIPELINE, PH_DECODE, PH_FIRST_FWD, PH_NMS, PH_OUTPUTS, PH_SHUTDOWN, PH_N };
+static const char *const k_phase[PH_N] = {"weights read", "waiting for the device", "weights upload",
+                                          "pipeline set-up", "decode+letterbox",
                                           "first forward", "NMS", "outputs", "shutdown"};
 
-int odl_task_infer_main(int argc, char **argv) {
-    const double t_start = now_ms();
-    double ph[PH_N] = {0}, t_mark = t_start;
-#define PHASE(k) (ph[k] += now_ms() - t_mark, t_mark = now_ms())
+/* One --task=infer run: what its phases share. */
+typedef struct infer_run {
     infer_opts o;
-    int pr = parse_opts(argc, argv, &o);
+    dev_start ds;
+    odl_device dev;
+    odl_yolov5 *net;
+    path_list files;
+    item *items;
+    int is_dir, stride, n_fail, n_groups;
+    float *hin, *hout; /* the CPU path's batch buffers */
+    size_t hin_cap, hout_cap;
+    odl_prep_pool *pool;
+    dev_infer *di;
+    double t_start, t_mark, ph[PH_N];
+    double t_pre, t_fwd, t_nms; /* decode+letterbox, forward, NMS: all batches */
+} infer_run;
+
+/* The time since the last mark goes to phase k. */
+static void phase(infer_run *r, int k) {
+    const double t = odl_mono_ms();
+    r->ph[k] += t - r->t_mark;
+    r->t_mark = t;
+}
+
+/* 1, after the error line: what, then the error's user message. */
+static int fail_user(const char *what) {
+    fprintf(stderr, "odl_worker: error: %s%s\n", what, odl_error_msg_user());
+    return 1;
+}
+
+/* The device (set up on a thread while the weights file is read), the weights on it, --half. */
+static int infer_load(infer_run *r) {
+    dev_start_begin(&r->ds, r->o.device, r->o.pool_fraction);
+    r->dev = r->ds.dev; /* the CPU until the set-up ends */
+    if (odl_yolov5_read(r->o.weights, &r->net) != ODL_OK) {
+        fail_user("--weights ");
+        dev_start_end(&r->ds); /* the thread ends before the run does */
+        r->dev = r->ds.dev;
+        return 1;
+    }
+    phase(r, PH_READ);
+    const odl_status dss = dev_start_end(&r->ds);
+    r->dev = r->ds.dev;
+    if (dss != ODL_OK) return fail_user("");
+    phase(r, PH_DEVICE_WAIT);
+    if (odl_yolov5_upload(r->net, r->dev) != ODL_OK) return fail_user("--weights ");
+    phase(r, PH_UPLOAD);
+    if (r->o.half && odl_yolov5_set_half(r->net, 1) != ODL_OK) return fail_user("--half: ");
+    return 0;
+}
+
+/* The input files, the output folders, one item per file; detect.py's checks of --img-size and
+ * --classes against the model; the run's first line. */
+static int infer_inputs(infer_run *r) {
+    infer_opts *o = &r->o;
+    if (list_inputs(o->input, &r->files, &r->is_dir) != ODL_OK) return fail_user("");
+    char labels_dir[4096];
+    snprintf(labels_dir, sizeof labels_dir, "%s/labels", o->output);
+    if (odl_output_mkdir_p("--output", o->output) != ODL_OK ||
+        (o->save_txt && odl_output_mkdir_p("--output", labels_dir) != ODL_OK))
+        return fail_user("");
+    if (!(r->items = calloc((size_t)r->files.n, sizeof(item)))) {
+        fprintf(stderr, "odl_worker: error: out of memory for %d images\n", r->files.n);
+        return 1;
+    }
+    r->stride = odl_yolov5_max_stride(r->net);
+    if (o->img_size % r->stride) { /* detect.py's check_img_size */
+        int up = (o->img_size + r->stride - 1) / r->stride * r->stride;
+        ODL_LOG_WARN("--img-size %d must be multiple of max stride %d, updating to %d", o->img_size, r->stride, up);
+        o->img_size = up;
+    }
+    const int nc = odl_yolov5_num_classes(r->net);
+    for (int c = 0; c < o->n_classes; c++)
+        if (o->classes[c] >= nc) ODL_LOG_WARN("--classes %d: the model has classes 0..%d", o->classes[c], nc - 1);
+    ODL_LOG_INFO("yolov5 %s on %s, %s: %d classes, %lld parameters; %d image(s), %s letterbox %d", o->weights,
+                 odl_device_name(r->dev), o->half ? "float16" : "float32", nc, (long long)odl_yolov5_num_params(r->net),
+                 r->files.n, o->square ? "square" : "rectangular", o->img_size);
+    return 0;
+}
+
+/* Batches of --batch-size for a folder (one image at a time otherwise). */
+static int infer_batch_size(const infer_run *r) { return r->is_dir ? r->o.batch : 1; }
+
+/* The decoding threads, and on CUDA (or with --backend-post) the device pipeline. */
+static int infer_pipeline(infer_run *r) {
+    const int B = infer_batch_size(r);
+    const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    const int threads = B > 1 ? (int)(cores < 1 ? 1 : cores > 8 ? 8 : cores) : 0;
+    if (odl_prep_pool_create(threads, &r->pool) != ODL_OK ||
+        ((r->dev.type == ODL_DEV_CUDA || r->o.backend_post) &&
+         dev_infer_create(r->net, &r->o, B, threads ? threads : 1, r->files.n, &r->di) != ODL_OK))
+        return fail_user("");
+    phase(r, PH_PIPELINE);
+    ODL_LOG_INFO("decoding: %s", r->di ? r->di->note : "CPU (libjpeg-turbo, libpng); letterbox and NMS on the CPU");
+    return 0;
+}
+
+/* Each image's line and its files (labels, the drawn copy); a failed one counts, the run goes on. */
+static void infer_outputs(infer_run *r, int start, int end) {
+    for (int i = start; i < end; i++) {
+        item *it = &r->items[i];
+        if (!it->ok) {
+            fprintf(stderr, "odl_worker: error: %s\n", it->err);
+            r->n_fail++;
+            continue;
+        }
+        log_image_line(r->net, it, i, r->files.n);
+        if ((r->o.save_txt && save_txt(it, r->o.output, r->o.save_conf) != ODL_OK) ||
+            (r->o.save_images && save_drawn(r->net, it, r->o.output) != ODL_OK)) {
+            snprintf(it->err, sizeof it->err, "%s", odl_error_msg_user());
+            fprintf(stderr, "odl_worker: error: %s\n", it->err);
+            r->n_fail++;
+        }
+        odl_image_free(&it->lb);
+        odl_image_free(&it->img);
+    }
+}
+
+/* Every batch: decode, letterbox, forward, NMS (device or CPU path), then its outputs. A failed
+ * forward or device call is not an image's fault: the run stops. */
+static int infer_images(infer_run *r) {
+    const int B = infer_batch_size(r);
+    for (int start = 0; start < r->files.n; start += B) {
+        const int end = start + B < r->files.n ? start + B : r->files.n;
+        const odl_status st =
+            r->di ? dev_batch(r->di, r->pool, r->net, r->items, r->files.v, start, end, &r->o, r->stride, &r->t_pre,
+                              &r->t_fwd, &r->t_nms)
+                  : cpu_batch(r->pool, r->net, r->items, r->files.v, start, end, &r->o, r->stride, &r->hin, &r->hin_cap,
+                              &r->hout, &r->hout_cap, &r->t_pre, &r->t_fwd, &r->t_nms);
+        if (st != ODL_OK) return fail_user("");
+        if (r->n_groups++ == 0) r->ph[PH_FIRST_FWD] = r->t_fwd; /* decode .. boxes of the first batch's forward */
+        r->t_mark = odl_mono_ms();
+        infer_outputs(r, start, end);
+        phase(r, PH_OUTPUTS);
+    }
+    return 0;
+}
+
+/* detections.json, the summary line, and the failed images listed again: 0, or 1 when any failed. */
+static int infer_finish(infer_run *r) {
+    char jpath[4096];
+    snprintf(jpath, sizeof jpath, "%s/detections.json", r->o.output);
+    if (write_detections(jpath, r->net, r->items, r->files.n) != ODL_OK) return fail_user("");
+    phase(r, PH_OUTPUTS);
+    ODL_LOG_INFO("%d image(s) done, %d failed; %.1f ms decode+letterbox, %.1f ms forward, %.1f ms NMS in all; results "
+                 "in %s%s", r->files.n - r->n_fail, r->n_fail, r->t_pre, r->t_fwd, r->t_nms, jpath,
+                 r->o.save_txt ? " and labels/" : "");
+    if (!r->n_fail) return 0;
+    fprintf(stderr, "odl_worker: error: %d of %d image(s) failed:\n", r->n_fail, r->files.n);
+    for (int i = 0; i < r->files.n; i++)
+        if (r->items[i].err[0]) fprintf(stderr, "  %s\n", r->items[i].err);
+    return 1;
+}
+
+/* Everything the run holds, the device last; the time it takes is the shutdown phase. */
+static void infer_release(infer_run *r) {
+    const double t0 = odl_mono_ms();
+    dev_infer_free(r->di);
+    odl_prep_pool_free(r->pool);
+    if (r->items) {
+        for (int i = 0; i < r->files.n; i++) {
+            item_release(&r->items[i]);
+            free(r->items[i].det);
+        }
+        free(r->items);
+    }
+    free(r->hin);
+    free(r->hout);
+    list_free(&r->files);
+    odl_yolov5_free(r->net);
+    if (r->dev.type == ODL_DEV_CUDA) odl_cuda_shutdown();
+    r->t_mark = odl_mono_ms();
+    r->ph[PH_SHUTDOWN] = r->t_mark - t0;
+}
+
+/* Where the run's time went, start-up first (docs/yolov5.md, "Start-up"). */
+static void infer_timeline(const infer_run *r) {
+    double ph[PH_N];
+    memcpy(ph, r->ph, sizeof ph);
+    ph[PH_DECODE] = r->t_pre;
+    ph[PH_NMS] = r->t_nms;
+    char line[1024];
+    odl_strbuf b;
+    odl_strbuf_fixed(&b, line, sizeof line);
+    odl_strbuf_printf(&b, "timeline (ms): ");
+    for (int i = 0; i < PH_N; i++) odl_strbuf_printf(&b, "%s%s %.1f", i ? ", " : "", k_phase[i], ph[i]);
+    if (r->dev.type == ODL_DEV_CUDA) odl_strbuf_printf(&b, "; driver, CUDA context and pool %.1f on a thread", r->ds.ms);
+    if (r->n_groups > 1)
+        odl_strbuf_printf(&b, "; later forwards %.1f each (%d)", (r->t_fwd - ph[PH_FIRST_FWD]) / (r->n_groups - 1),
+                          r->n_groups - 1);
+    odl_strbuf_printf(&b, "; %.1f since the task started", r->t_mark - r->t_start);
+    ODL_LOG_INFO("%s", line);
+}
+
+/* odl_worker --task=infer: detect.py's run as named phases; exit status 0, 1 (a failed image or
+ * step), 2 (usage). */
+int odl_task_infer_main(int argc, char **argv) {
+    infer_run r;
+    memset(&r, 0, sizeof r);
+    r.t_start = r.t_mark = odl_mono_ms();
+    r.dev = odl_cpu();
+    const int pr = parse_opts(argc, argv, &r.o);
     if (pr == 3) {
         infer_usage(stdout);
         return 0;
     }
     if (pr) return 2;
+    if (odl_output_check_dir("--output", r.o.output) != ODL_OK) return fail_user("");
 
-    odl_device dev;
-    odl_yolov5 *net = NULL;
-    path_list files = {0};
-    item *items = NULL;
-    float *hin = NULL, *hout = NULL;
-    size_t hin_cap = 0, hout_cap = 0;
-    odl_prep_pool *pool = NULL;
-    dev_infer *di = NULL;
-    int rc = 1, is_dir = 0, n_fail = 0, n_groups = 0;
-    double t_pre = 0, t_fwd = 0, t_nms = 0;
-
-    if (odl_output_check_dir("--output", o.output) != ODL_OK) {
-        fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
-        return 1;
-    }
-    dev_start ds;
-    dev_start_begin(&ds, o.device, o.pool_fraction);
-    dev = ds.dev; /* the CPU until the set-up ends */
-    if (odl_yolov5_read(o.weights, &net) != ODL_OK) {
-        fprintf(stderr, "odl_worker: error: --weights %s\n", odl_error_msg_user());
-        dev_start_end(&ds);
-        dev = ds.dev;
-        goto out;
-    }
-    PHASE(PH_READ);
-    odl_status dss = dev_start_end(&ds);
-    dev = ds.dev;
-    if (dss != ODL_OK) {
-        fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
-        goto out;
-    }
-    PHASE(PH_DEVICE_WAIT);
-    if (odl_yolov5_upload(net, dev) != ODL_OK) {
-        fprintf(stderr, "odl_worker: error: --weights %s\n", odl_error_msg_user());
-        goto out;
-    }
-    PHASE(PH_UPLOAD);
-    if (o.half && odl_yolov5_set_half(net, 1) != ODL_OK) {
-        fprintf(stderr, "odl_worker: error: --half: %s\n", odl_error_msg_user());
-        goto out;
-    }
-    if (list_inputs(o.input, &files, &is_dir) != ODL_OK) {
-        fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
-        goto out;
-    }
-    char labels_dir[4096];
-    snprintf(labels_dir, sizeof labels_dir, "%s/labels", o.output);
-    if (odl_output_mkdir_p("--output", o.output) != ODL_OK ||
-        (o.save_txt && odl_output_mkdir_p("--output", labels_dir) != ODL_OK)) {
-        fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
-        goto out;
-    }
-    items = calloc((size_t)files.n, sizeof(item));
-    if (!items) {
-        fprintf(stderr, "odl_worker: error: out of memory for %d images\n", files.n);
-        goto out;
-    }
-    const int stride = odl_yolov5_max_stride(net);
-    if (o.img_size % stride) { /* detect.py's check_img_size */
-        int up = (o.img_size + stride - 1) / stride * stride;
-        ODL_LOG_WARN("--img-size %d must be multiple of max stride %d, updating to %d", o.img_size, stride, up);
-        o.img_size = up;
-    }
-    for (int c = 0; c < o.n_classes; c++)
-        if (o.classes[c] >= odl_yolov5_num_classes(net))
-            ODL_LOG_WARN("--classes %d: the model has classes 0..%d", o.classes[c], odl_yolov5_num_classes(net) - 1);
-    ODL_LOG_INFO("yolov5 %s on %s, %s: %d classes, %lld parameters; %d image(s), %s letterbox %d",
-            o.weights, odl_device_name(dev), o.half ? "float16" : "float32", odl_yolov5_num_classes(net),
-            (long long)odl_yolov5_num_params(net), files.n, o.square ? "square" : "rectangular", o.img_size);
-
-    int B = is_dir ? o.batch : 1;
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    const int threads = B > 1 ? (int)(cores < 1 ? 1 : cores > 8 ? 8 : cores) : 0;
-    if (odl_prep_pool_create(threads, &pool) != ODL_OK ||
-        ((dev.type == ODL_DEV_CUDA || o.backend_post) && dev_infer_create(net, &o, B, threads ? threads : 1, &di) != ODL_OK)) {
-        fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
-        goto out;
-    }
-    ODL_LOG_INFO("decoding: %s", di ? di->note : "CPU (libjpeg-turbo, libpng); letterbox and NMS on the CPU");
-    for (int start = 0; start < files.n; start += B) {
-        int end = start + B < files.n ? start + B : files.n;
-        if ((di ? dev_batch(di, pool, net, items, files.v, start, end, &o, stride, &t_pre, &t_fwd, &t_nms)
-                : cpu_batch(pool, net, items, files.v, start, end, &o, stride, &hin, &hin_cap, &hout, &hout_cap, &t_pre,
-                            &t_fwd, &t_nms)) != ODL_OK) {
-            /* a failed forward or device call is not an image's fault: stop */
-            fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
-            goto out;
-        }
-        if (n_groups++ == 0) ph[PH_FIRST_FWD] = t_fwd; /* decode .. boxes of the first batch's forward */
-        t_mark = now_ms();
-        for (int i = start; i < end; i++) {
-            item *it = &items[i];
-            if (!it->ok) {
-                fprintf(stderr, "odl_worker: error: %s\n", it->err);
-                n_fail++;
-                continue;
-            }
-            log_image_line(net, it, i, files.n);
-            if ((o.save_txt && save_txt(it, o.output, o.save_conf) != ODL_OK) ||
-                (o.save_images && save_drawn(net, it, o.output) != ODL_OK)) {
-                snprintf(it->err, sizeof it->err, "%s", odl_error_msg_user());
-                fprintf(stderr, "odl_worker: error: %s\n", it->err);
-                n_fail++;
-            }
-            odl_image_free(&it->lb);
-            odl_image_free(&it->img);
-        }
-        PHASE(PH_OUTPUTS);
-    }
-
-    char jpath[4096];
-    snprintf(jpath, sizeof jpath, "%s/detections.json", o.output);
-    if (write_detections(jpath, net, items, files.n) != ODL_OK) {
-        fprintf(stderr, "odl_worker: error: %s\n", odl_error_msg_user());
-        goto out;
-    }
-    PHASE(PH_OUTPUTS);
-    int n_ok = files.n - n_fail;
-    ODL_LOG_INFO("%d image(s) done, %d failed; %.1f ms decode+letterbox, %.1f ms forward, %.1f ms NMS in all; results "
-                 "in %s%s", n_ok, n_fail, t_pre, t_fwd, t_nms, jpath, o.save_txt ? " and labels/" : "");
-    if (n_fail) {
-        fprintf(stderr, "odl_worker: error: %d of %d image(s) failed:\n", n_fail, files.n);
-        for (int i = 0; i < files.n; i++)
-            if (items[i].err[0]) fprintf(stderr, "  %s\n", items[i].err);
-        rc = 1;
-    } else {
-        rc = 0;
-    }
-out:
-    dev_infer_free(di);
-    const double t_mark_before_shutdown = now_ms();
-    odl_prep_pool_free(pool);
-    if (items) {
-        for (int i = 0; i < files.n; i++) {
-            item_release(&items[i]);
-            free(items[i].det);
-        }
-        free(items);
-    }
-    free(hin);
-    free(hout);
-    list_free(&files);
-    odl_yolov5_free(net);
-    if (dev.type == ODL_DEV_CUDA) odl_cuda_shutdown();
-    if (rc == 0 || n_fail) { /* where a run's time goes, start-up first (docs/yolov5.md, bench/startup_bench.sh) */
-        t_mark = now_ms();
-        ph[PH_SHUTDOWN] = t_mark - t_mark_before_shutdown;
-        ph[PH_DECODE] = t_pre;
-        ph[PH_NMS] = t_nms;
-        char line[1024];
-        int k = snprintf(line, sizeof line, "timeline (ms): ");
-        for (int i = 0; i < PH_N && k < (int)sizeof line; i++)
-            k += snprintf(line + k, sizeof line - (size_t)k, "%s%s %.1f", i ? ", " : "", k_phase[i], ph[i]);
-        if (k < (int)sizeof line && dev.type == ODL_DEV_CUDA)
-            k += snprintf(line + k, sizeof line - (size_t)k, "; driver, CUDA context and pool %.1f on a thread", ds.ms);
-        if (k < (int)sizeof line && n_groups > 1)
-            k += snprintf(line + k, sizeof line - (size_t)k, "; later forwards %.1f each (%d)",
-                          (t_fwd - ph[PH_FIRST_FWD]) / (n_groups - 1), n_groups - 1);
-        if (k < (int)sizeof line)
-            snprintf(line + k, sizeof line - (size_t)k, "; %.1f since the task started", t_mark - t_start);
-        ODL_LOG_INFO("%s", line);
-    }
-#undef PHASE
+    int rc = infer_load(&r);
+    if (!rc) rc = infer_inputs(&r);
+    if (!rc) rc = infer_pipeline(&r);
+    if (!rc) rc = infer_images(&r);
+    if (!rc) rc = infer_finish(&r);
+    const int timeline = rc == 0 || r.n_fail; /* a run that got through its images */
+    infer_release(&r);
+    if (timeline) infer_timeline(&r);
     return rc;
 }

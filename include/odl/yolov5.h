@@ -82,6 +82,14 @@ ODL_API odl_status odl_yolov5_input(odl_yolov5 *m, int N, int H, int W, odl_tens
  * next forward. Asynchronous on CUDA (kernels on the current stream). */
 ODL_API odl_status odl_yolov5_forward(odl_yolov5 *m, const odl_tensor *x, const odl_tensor **out);
 
+/* The batch forward of a host caller (the CPU image paths of --task=infer and eval): in [N, 3, H, W]
+ * float32 NCHW on the host, RGB in [0, 1], goes to the model's input; the Detect output [N, A, 5 + nc]
+ * comes back to *out on the host, which grows (malloc; *cap floats) when too small and stays the
+ * caller's to free. *rows = A, *no = 5 + nc. Synchronous. Errors: those of odl_yolov5_forward,
+ * ODL_E_NOMEM. */
+ODL_API odl_status odl_yolov5_forward_host(odl_yolov5 *m, const float *in, int N, int H, int W, float **out, size_t *cap,
+                                           int64_t *rows, int *no);
+
 /* Output of layer `layer` of the last forward ([N, C, H, W]; for Detect [N, A, 5 + nc]), or NULL.
  * In half mode only the Detect output is a tensor (float32); the others are NULL (use
  * odl_yolov5_layer_output_host). */
