@@ -622,15 +622,17 @@ static void stem_of(const char *path, char *out, size_t cap) {
  * time of the image). */
 static void log_image_line(const odl_yolov5 *net, const item *it, int i, int n) {
     char buf[4096];
-    int k = snprintf(buf, sizeof buf, "image %d/%d %s: %dx%d ", i + 1, n, it->path, it->geo.out_h, it->geo.out_w);
+    odl_strbuf b;
+    odl_strbuf_fixed(&b, buf, sizeof buf);
+    odl_strbuf_printf(&b, "image %d/%d %s: %dx%d ", i + 1, n, it->path, it->geo.out_h, it->geo.out_w);
     const int nc = odl_yolov5_num_classes(net);
-    for (int c = 0; c < nc && k < (int)sizeof buf; c++) {
+    for (int c = 0; c < nc; c++) {
         int cnt = 0;
         for (int d = 0; d < it->ndet; d++) cnt += it->det[d].class_id == c;
-        if (cnt) k += snprintf(buf + k, sizeof buf - (size_t)k, "%d %s%s, ", cnt, odl_yolov5_class_name(net, c), cnt > 1 ? "s" : "");
+        if (cnt) odl_strbuf_printf(&b, "%d %s%s, ", cnt, odl_yolov5_class_name(net, c), cnt > 1 ? "s" : "");
     }
-    if (!it->ndet && k < (int)sizeof buf) k += snprintf(buf + k, sizeof buf - (size_t)k, "(no detections), ");
-    if (k < (int)sizeof buf) snprintf(buf + k, sizeof buf - (size_t)k, "%.1fms", it->fwd_ms);
+    if (!it->ndet) odl_strbuf_printf(&b, "(no detections), ");
+    odl_strbuf_printf(&b, "%.1fms", it->fwd_ms);
     ODL_LOG_INFO("%s", buf);
 }
 
