@@ -28,7 +28,11 @@ build() {
   cmake -S "$src" -B "$B" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 >"$OUT/cmake.log" 2>&1 &&
     cmake --build "$B" -j"$(nproc)" >"$OUT/build.log" 2>&1 ||
     { echo "BUILD FAILED"; grep -E "error" "$OUT/build.log" | head -30; exit 1; }
-  [ -f "$W8" ] || /usr/bin/python3 "$src/tools/convert_yolov5.py" "$ODL_TEST_DATA/yolov5/yolov5n.pt" "$W8" >"$OUT/convert.log" 2>&1
+  # the converter needs NumPy and h5py: Debian's python3 where it has them, else the PATH's (the GPU
+  # machine's /usr/bin/python3 has no NumPy)
+  local py=python3
+  /usr/bin/python3 -c "import numpy, h5py" 2>/dev/null && py=/usr/bin/python3
+  [ -f "$W8" ] || "$py" "$src/tools/convert_yolov5.py" "$ODL_TEST_DATA/yolov5/yolov5n.pt" "$W8" >"$OUT/convert.log" 2>&1
   summary+=("build: $(( $(date +%s) - t0 )) s")
 }
 
