@@ -74,6 +74,7 @@ static void train_usage(FILE *f) {
             "  --epochs N  --batch-size B (per rank)  --test-batch-size B  --lr X  --gamma G (StepLR)\n"
             "  --optimizer adadelta|sgd|adam|adamw  --device auto|cpu|cuda  --seed S  --precision fp32|tf32|bf16\n"
             "  --cuda-graph on|off (replay each step from a CUDA graph; default on)\n"
+            "  --preallocate-fraction F (GPU memory the pool reserves at start; default 0.5, 0: grow on demand)\n"
             "  --max-steps N (total, across resumes)  --max-train-samples N (first N per epoch)\n"
             "  --no-dropout  --save FILE.h5  --metrics-out FILE.jsonl  --log-level L  --progress auto|on|off\n"
             "  --checkpoint-dir DIR --checkpoint-every N --keep K --resume auto|PATH\n"
