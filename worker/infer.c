@@ -224,19 +224,20 @@ static odl_status list_inputs(const char *input, path_list *out, int *is_dir) {
     struct stat sb;
     *is_dir = 0;
     if (stat(input, &sb) != 0)
-        return ODL_ERR(errno == ENOENT ? ODL_E_NOTFOUND : ODL_E_IO, "--input %s: %s", input, strerror(errno));
+        return ODL_ERR(errno == ENOENT ? ODL_E_NOTFOUND : ODL_E_IO, "--source %s: %s", input, strerror(errno));
     if (!S_ISDIR(sb.st_mode)) {
         if (list_push(out, input)) return ODL_ERR(ODL_E_NOMEM, "input list");
         return ODL_OK;
     }
     *is_dir = 1;
     DIR *d = opendir(input);
-    if (!d) return ODL_ERR(ODL_E_IO, "--input %s: cannot read the directory: %s", input, strerror(errno));
+    if (!d) return ODL_ERR(ODL_E_IO, "--source %s: cannot read the directory: %s", input, strerror(errno));
     struct dirent *e;
     char buf[4096];
     while ((e = readdir(d))) {
         if (e->d_name[0] == '.' || !image_ext(e->d_name)) continue;
-        snprintf(buf, sizeof buf, "%s/%s", input, e->d_name);
+        const size_t n = strlen(input); /* "images/" as "images": one slash before the name */
+        snprintf(buf, sizeof buf, "%s%s%s", input, n && input[n - 1] == '/' ? "" : "/", e->d_name);
         if (list_push(out, buf)) {
             closedir(d);
             return ODL_ERR(ODL_E_NOMEM, "input list");
@@ -244,7 +245,7 @@ static odl_status list_inputs(const char *input, path_list *out, int *is_dir) {
     }
     closedir(d);
     qsort(out->v, (size_t)out->n, sizeof(char *), cmp_str);
-    if (out->n == 0) return ODL_ERR(ODL_E_NOTFOUND, "--input %s: no images (jpg, jpeg, png) in the directory", input);
+    if (out->n == 0) return ODL_ERR(ODL_E_NOTFOUND, "--source %s: no images (jpg, jpeg, png) in the directory", input);
     return ODL_OK;
 }
 
