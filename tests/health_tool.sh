@@ -222,5 +222,13 @@ for bad in "xid --kmsg $tmp/empty.log --since-s abc" "gpu --timeout-s 5s" "event
     has "bad number: $bad" "$tmp/out" "expected a"
 done
 
+# every command's --help: the usage on stdout, status 0
+for cmd in xid gpu events fence "fence add"; do
+    # shellcheck disable=SC2086
+    "$bin" $cmd --help >"$tmp/out" 2>&1
+    check "$cmd --help" 0 $?
+    has "$cmd --help" "$tmp/out" "usage: odl_health xid"
+done
+
 [ $fail = 0 ] && echo "health_tool: all checks passed"
 exit $fail

@@ -518,6 +518,11 @@ int main(int argc, char **argv) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? EXIT_USAGE : 0;
     }
+    for (int i = 2; i < argc; i++) /* "odl_health xid --help": the usage, as for the program */
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout);
+            return 0;
+        }
     if (!strcmp(argv[1], "xid")) return cmd_xid(argc - 2, argv + 2);
     if (!strcmp(argv[1], "gpu")) return cmd_gpu(argc - 2, argv + 2);
     if (!strcmp(argv[1], "fence")) return cmd_fence(argc - 2, argv + 2);
