@@ -14,7 +14,6 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
-#include <time.h>
 
 #include "odl/clock.h"
 #include "odl/image.h"
