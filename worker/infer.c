@@ -15,7 +15,6 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "odl/backend.h"
@@ -465,11 +464,13 @@ static odl_status dev_infer_create(odl_yolov5 *net, const infer_opts *o, int B, 
             goto fail;
         }
     }
-    snprintf(d->note, sizeof d->note, "%s; letterbox on %s",
-             few ? "libjpeg-turbo on the CPU (--decoder auto with fewer than 64 images, where nvJPEG's set-up costs "
-                   "more than it saves; --decoder nvjpeg takes it)"
-                 : odl_gpu_prep_nvjpeg_note(d->gp),
-             odl_device_name(d->dev));
+    if (few)
+        snprintf(d->note, sizeof d->note,
+                 "libjpeg-turbo on the CPU (--decoder auto with fewer than %d images, where nvJPEG's set-up costs more "
+                 "than it saves; --decoder nvjpeg takes it); letterbox on %s",
+                 NVJPEG_MIN_IMAGES, odl_device_name(d->dev));
+    else
+        snprintf(d->note, sizeof d->note, "%s; letterbox on %s", odl_gpu_prep_nvjpeg_note(d->gp), odl_device_name(d->dev));
     *out = d;
     return ODL_OK;
 fail:
