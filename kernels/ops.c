@@ -286,6 +286,14 @@ static odl_status conv_geometry(const char *op, const odl_tensor *x, const odl_t
     return ODL_OK;
 }
 
+/* Convolutions follow the process's matmul precision (odl/precision.h), as cuDNN's TF32 mode and autocast's
+ * bfloat16 convolutions: fp32 is the op table's float32 entries, tf32 / bf16 its conv2d_*_lowp. */
+static odl_status conv_lowp_check(const odl_backend *be, odl_precision p) {
+    if (p != ODL_PRECISION_FP32 && (!be->conv2d_fwd_lowp || !be->conv2d_bwd_data_lowp || !be->conv2d_bwd_weight_lowp))
+        return ODL_ERR(ODL_E_UNSUPPORTED, "the %s backend has no %s convolution", be->name, odl_precision_name(p));
+    return ODL_OK;
+}
+
 odl_status odl_conv2d_fwd(const odl_tensor *x, const odl_tensor *w, const odl_tensor *b, const odl_tensor *residual,
                           odl_act act, int stride, int pad, odl_tensor *y) {
     static const char *op = "odl_conv2d_fwd";
@@ -305,7 +313,12 @@ odl_status odl_conv2d_fwd(const odl_tensor *x, const odl_tensor *w, const odl_te
     ep.bias_per_row = 1;
     ep.residual = residual ? (const float *)residual->data : NULL;
     ep.act = act;
-    ODL_CHECK(be->conv2d_fwd(&s, (const float *)x->data, (const float *)w->data, &ep, (float *)y->data));
+    const odl_precision p = odl_matmul_precision();
+    ODL_CHECK(conv_lowp_check(be, p));
+    if (p == ODL_PRECISION_FP32)
+        ODL_CHECK(be->conv2d_fwd(&s, (const float *)x->data, (const float *)w->data, &ep, (float *)y->data));
+    else
+        ODL_CHECK(be->conv2d_fwd_lowp(&s, (const float *)x->data, (const float *)w->data, &ep, (float *)y->data, p));
     return ODL_OK;
 }
 
@@ -322,9 +335,17 @@ odl_status odl_conv2d_bwd(const odl_tensor *x, const odl_tensor *w, const odl_te
     if (db) ODL_CHECK(check_shape(op, db, "db", ODL_F32, dev, 1, &K, w, "w"));
     const odl_backend *be;
     ODL_CHECK(get_backend(op, dev, &be));
-    if (dx) ODL_CHECK(be->conv2d_bwd_data(&s, (const float *)dy->data, (const float *)w->data, (float *)dx->data));
-    ODL_CHECK(be->conv2d_bwd_weight(&s, (const float *)x->data, (const float *)dy->data, (float *)dw->data,
-                                    db ? (float *)db->data : NULL));
+    const odl_precision p = odl_matmul_precision();
+    ODL_CHECK(conv_lowp_check(be, p));
+    const float *xd = (const float *)x->data, *wd = (const float *)w->data, *dyd = (const float *)dy->data;
+    float *dbd = db ? (float *)db->data : NULL;
+    if (p == ODL_PRECISION_FP32) {
+        if (dx) ODL_CHECK(be->conv2d_bwd_data(&s, dyd, wd, (float *)dx->data));
+        ODL_CHECK(be->conv2d_bwd_weight(&s, xd, dyd, (float *)dw->data, dbd));
+    } else {
+        if (dx) ODL_CHECK(be->conv2d_bwd_data_lowp(&s, dyd, wd, (float *)dx->data, p));
+        ODL_CHECK(be->conv2d_bwd_weight_lowp(&s, xd, dyd, (float *)dw->data, dbd, p));
+    }
     return ODL_OK;
 }
 

@@ -22,3 +22,9 @@ endif()
 # The tuned GEMM table and ODL_GEMM_CONFIG (kernels/gemm_table.c): read back, other GPUs' rows and damaged
 # lines not taken, the forced configuration parsed whole. No GPU.
 odl_add_test(test_gemm_table SOURCES test_gemm_table.c INTERNAL LABELS unit TIMEOUT 60)
+# Tensor-core convolutions (odl_backend.conv2d_*_lowp, TF32 and BF16 operands with float32 accumulation)
+# against the float64 reference: the CPU twin (unit) and kernels/cuda/conv2d_tc.cu on device 0 (gpu).
+odl_add_test(test_conv_tc SOURCES test_conv_tc.c ops_ref.c LABELS unit ARGS --backend cpu ${_quick} TIMEOUT 300)
+add_test(NAME test_conv_tc_gpu COMMAND test_conv_tc --backend cuda)
+set_tests_properties(test_conv_tc_gpu PROPERTIES TIMEOUT 300 LABELS gpu SKIP_RETURN_CODE 77
+  ENVIRONMENT "ODL_SOURCE_DIR=${PROJECT_SOURCE_DIR};ODL_BINARY_DIR=${PROJECT_BINARY_DIR}")

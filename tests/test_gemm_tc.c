@@ -39,33 +39,12 @@
 #include "odl/precision.h"
 #include "odl/tensor.h"
 #include "gemm_cases.h"
+#include "lowp_test_util.h"
 #include "ops_ref.h"
 #include "test_util.h"
 
-#define U 5.9604644775390625e-8 /* 2^-24 */
-static double tol_dot(double K) {
-    double a = (K + 2) * U, b = 8 * U * sqrt(K);
-    return 8 * U + (a < b ? a : b);
-}
-static double unit_roundoff(odl_precision p) { return p == ODL_PRECISION_TF32 ? ldexp(1, -11) : ldexp(1, -8); }
-static int keep_bits(odl_precision p) { return p == ODL_PRECISION_TF32 ? 10 : 7; }
-
-static odl_device g_dev;
 static const odl_backend *g_be;
 
-static uint64_t g_rs;
-static double runi(double lo, double hi) {
-    g_rs ^= g_rs << 13;
-    g_rs ^= g_rs >> 7;
-    g_rs ^= g_rs << 17;
-    return lo + (hi - lo) * (double)(g_rs >> 11) * (1.0 / 9007199254740992.0);
-}
-
-static float *fgen(int64_t n, double lo, double hi) {
-    float *p = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
-    for (int64_t i = 0; i < n; i++) p[i] = (float)runi(lo, hi);
-    return p;
-}
 /* The backend's TF32 rounding (odl_backend.tf32_rounding): toward zero on the wgmma path of compute
  * capability 9.0, else nearest even. BF16 is always nearest even. */
 static int g_tf32_trunc;
@@ -76,29 +55,6 @@ static double *f2d(const float *x, int64_t n, int keep) {
     double *d = malloc((size_t)(n > 0 ? n : 1) * sizeof(double));
     for (int64_t i = 0; i < n; i++) d[i] = keep ? (double)round_as_backend(x[i], keep) : (double)x[i];
     return d;
-}
-
-/* A device copy of n floats at a byte offset of `shift` floats (misaligned when shift % 4 != 0). */
-typedef struct dbuf {
-    void *base;
-    float *p;
-} dbuf;
-static dbuf dput(const float *x, int64_t n, int shift) {
-    dbuf b = {NULL, NULL};
-    size_t bytes = (size_t)(n + shift + 1) * sizeof(float);
-    if (odl_mem_alloc(g_dev, bytes, &b.base) != ODL_OK) {
-        TOK(ODL_E_NOMEM);
-        return b;
-    }
-    b.p = (float *)b.base + shift;
-    TOK(odl_memcpy_async(b.p, g_dev, x, odl_cpu(), (size_t)n * sizeof(float), odl_stream_current()));
-    TOK(odl_device_synchronize(g_dev));
-    return b;
-}
-static void dget(float *x, const dbuf *b, int64_t n) {
-    TOK(odl_device_synchronize(g_dev));
-    TOK(odl_memcpy_async(x, odl_cpu(), b->p, g_dev, (size_t)n * sizeof(float), odl_stream_current()));
-    TOK(odl_device_synchronize(g_dev));
 }
 
 static int g_low_seen; /* cases whose error showed that the inputs were rounded */
@@ -452,44 +408,10 @@ static void test_linear_routing(void) {
 static int small_case(const gemm_case *c) { return (double)c->M * c->N * c->K <= 33554432.0; }
 
 int main(int argc, char **argv) {
-    const char *backend = "cpu";
-    uint64_t seed = 0;
-    int quick = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--quick"))
-            quick = 1;
-        else if (!strcmp(argv[i], "--backend") && i + 1 < argc)
-            backend = argv[++i];
-        else if (!strcmp(argv[i], "--seed") && i + 1 < argc)
-            seed = strtoull(argv[++i], NULL, 10);
-        else {
-            fprintf(stderr, "usage: test_gemm_tc [--backend cpu|cuda] [--seed N] [--quick]\n");
-            return 2;
-        }
-    }
-    if (!seed) seed = 0x9e3779b97f4a7c15ull ^ (uint64_t)time(NULL);
-    g_rs = seed | 1;
-    printf("test_gemm_tc: seed %" PRIu64 "\n", seed);
-    int have_cuda = 0;
-    if (!strcmp(backend, "cuda")) {
-        int built = odl_cuda_built(), ndev = built ? odl_cuda_device_count() : 0;
-        if (ndev <= 0) {
-            printf("test_gemm_tc: skipped: no CUDA device (%s)\n", built ? "no device visible" : "CPU-only build");
-            return ODL_TEST_SKIP;
-        }
-        odl_status st = odl_cuda_init(0, 0.2);
-        if (st != ODL_OK) {
-            printf("test_gemm_tc: FAIL: odl_cuda_init(0, 0.2): %s: %s\n", odl_status_str(st), odl_error_msg());
-            return 1;
-        }
-        have_cuda = 1;
-        g_dev = odl_cuda(0);
-    } else if (!strcmp(backend, "cpu")) {
-        g_dev = odl_cpu();
-    } else {
-        fprintf(stderr, "test_gemm_tc: unknown backend '%s' (cpu or cuda)\n", backend);
-        return 2;
-    }
+    int quick = 0, have_cuda = 0;
+    const int rc = lowp_test_setup("test_gemm_tc", argc, argv, &quick, &have_cuda);
+    if (rc >= 0) return rc;
+    const char *backend = have_cuda ? "cuda" : "cpu";
     g_be = odl_backend_for(g_dev);
     if (!g_be || !g_be->gemm_lowp) {
         printf("test_gemm_tc: FAIL: the %s op table has no gemm_lowp\n", backend);

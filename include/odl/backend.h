@@ -365,6 +365,20 @@ typedef struct odl_backend {
      * BF16 tensor-core kernels (kernels/cuda/gemm_tc.cu); CPU: rounded copies of the operands through the
      * float32 GEMM (kernels/cpu/gemm_lowp.c). ODL_PRECISION_FP32 is gemm itself. ---- */
     odl_status (*gemm_lowp)(const odl_gemm_args *a, odl_precision prec);
+    /* ---- convolution in a lower input precision (odl/precision.h): conv2d_fwd, conv2d_bwd_data and
+     * conv2d_bwd_weight with every element of both operands (x and w; dy and w; x and dy) rounded to prec's
+     * format (round to nearest even) and float32 accumulation; bias, activation, residual and db (from
+     * the float32 dy) in float32 as the float32 entries, as cuDNN's TF32 mode and torch.autocast's bfloat16
+     * convolutions compute. A backend may give the float32 entry's result where it has no lower-precision
+     * kernel for a shape (CUDA: bwd_weight with C*R*S <= 16). CUDA: mma.sync implicit GEMMs
+     * (kernels/cuda/conv2d_tc.cu); CPU: rounded copies of the operands through the float32 entries
+     * (kernels/cpu/conv2d_lowp.c). ODL_PRECISION_FP32 is the float32 entry itself. ---- */
+    odl_status (*conv2d_fwd_lowp)(const odl_conv2d_shape *s, const float *x, const float *w, const odl_epilogue *ep,
+                                  float *y, odl_precision prec);
+    odl_status (*conv2d_bwd_data_lowp)(const odl_conv2d_shape *s, const float *dy, const float *w, float *dx,
+                                       odl_precision prec);
+    odl_status (*conv2d_bwd_weight_lowp)(const odl_conv2d_shape *s, const float *x, const float *dy, float *dw,
+                                         float *db, odl_precision prec);
     /* ---- GEMM on typed operands (odl_gemm_typed_args): CUDA on compute capability 9.0 through wgmma
      * (kernels/cuda/gemm_sm90.cu), elsewhere float32 copies through gemm_lowp; CPU: float32 copies through
      * gemm / gemm_lowp. ODL_E_INVAL for a dtype outside the list above. ---- */

@@ -1,4 +1,4 @@
-/* Precision of matrix products (GEMM, linear layers): odl_precision, its rounding rules and the
+/* Precision of matrix products (GEMM, linear layers, convolutions): odl_precision, its rounding rules and the
  * process-wide setting the tensor-level ops read (as PyTorch's torch.set_float32_matmul_precision).
  *
  *   fp32  float32 inputs, float32 FMA accumulation: the default, bit-reproducible path (odl_backend.gemm).
@@ -38,7 +38,8 @@ ODL_API odl_status odl_precision_parse(const char *s, odl_precision *out);
 
 /* The precision odl_gemm, odl_linear_fwd and odl_linear_bwd use (default ODL_PRECISION_FP32). Set it once
  * before the work starts (the worker does, from --precision / config key `precision`); it is one
- * process-wide value, read at each call. Convolutions stay float32. */
+ * process-wide value, read at each call. Convolutions (odl_conv2d_fwd, odl_conv2d_bwd) follow it too: their
+ * operands are rounded the same way (odl_backend.conv2d_*_lowp), as PyTorch's cuDNN TF32 mode and autocast. */
 ODL_API void odl_set_matmul_precision(odl_precision p);
 ODL_API odl_precision odl_matmul_precision(void);
 

@@ -286,15 +286,18 @@ static odl_status db_chunk(void *ctx, int chunk, int64_t begin, int64_t end) {
     return ODL_OK;
 }
 
+odl_status odl_cpu_conv2d_bias_grad(const odl_conv2d_shape *s, const float *dy, float *db) {
+    if (s->K <= 0) return ODL_OK;
+    db_job D = {s, dy, db};
+    return odl_cpu_parallel_for(s->K, 1, db_chunk, &D, NULL);
+}
+
 odl_status odl_cpu_conv2d_bwd_weight(const odl_conv2d_shape *s, const float *x, const float *dy, float *dw,
                                      float *db) {
     const int64_t PQ = (int64_t)s->P * s->Q, CRS = (int64_t)s->C * s->R * s->S;
     const int64_t nbmax = col_block(s);
     if (s->K <= 0) return ODL_OK;
-    if (db) {
-        db_job D = {s, dy, db};
-        ODL_CHECK(odl_cpu_parallel_for(s->K, 1, db_chunk, &D, NULL));
-    }
+    if (db) ODL_CHECK(odl_cpu_conv2d_bias_grad(s, dy, db));
     if (CRS <= 0) return ODL_OK;
     if (s->N <= 0 || PQ <= 0) {
         memset(dw, 0, (size_t)(s->K * CRS) * sizeof(float));

@@ -176,6 +176,9 @@ static odl_backend make_table() {
     b.yolo_nms = odl_cuda_yolo_nms;
     b.yolo_candidates = odl_cuda_yolo_candidates;
     b.gemm_lowp = odl_cuda_gemm_lowp;
+    b.conv2d_fwd_lowp = odl_cuda_conv2d_fwd_lowp;
+    b.conv2d_bwd_data_lowp = odl_cuda_conv2d_bwd_data_lowp;
+    b.conv2d_bwd_weight_lowp = odl_cuda_conv2d_bwd_weight_lowp;
     b.gemm_typed = odl_cuda_gemm_typed;
     b.tf32_rounding = odl_cuda_tf32_rounding;
     return b;

@@ -115,6 +115,13 @@ odl_status odl_cuda_conv2d_fwd(const odl_conv2d_shape *s, const float *x, const 
 odl_status odl_cuda_conv2d_bwd_data(const odl_conv2d_shape *s, const float *dy, const float *w, float *dx);
 odl_status odl_cuda_conv2d_bwd_weight(const odl_conv2d_shape *s, const float *x, const float *dy, float *dw,
                                       float *db);
+/* TF32 / BF16 tensor-core convolutions (conv2d_tc.cu); ODL_PRECISION_FP32 is the float32 entry */
+odl_status odl_cuda_conv2d_fwd_lowp(const odl_conv2d_shape *s, const float *x, const float *w, const odl_epilogue *ep,
+                                    float *y, odl_precision prec);
+odl_status odl_cuda_conv2d_bwd_data_lowp(const odl_conv2d_shape *s, const float *dy, const float *w, float *dx,
+                                         odl_precision prec);
+odl_status odl_cuda_conv2d_bwd_weight_lowp(const odl_conv2d_shape *s, const float *x, const float *dy, float *dw,
+                                           float *db, odl_precision prec);
 odl_status odl_cuda_maxpool2d_fwd(const odl_pool2d_shape *s, const float *x, float *y, int32_t *argmax);
 odl_status odl_cuda_maxpool2d_bwd(const odl_pool2d_shape *s, const float *dy, const int32_t *argmax, float *dx);
 odl_status odl_cuda_act_fwd(odl_act act, int64_t n, const float *x, float *y);

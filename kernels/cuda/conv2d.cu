@@ -19,262 +19,12 @@
  */
 #include <limits.h>
 
+#include "conv2d_impl.cuh"
+#include "conv2d_tiles.cuh"
 #include "gemm_core.cuh"
 #include "ops_util.cuh"
 
 namespace odlk {
-
-/* Where element e of a thread's share of a BK x COLS gather tile lies, when consecutive threads take
- * consecutive columns (coalesced along the output's contiguous index): column and reduction row. */
-template <int COLS, int BK, int THREADS>
-struct ColMajorShare {
-    static_assert(THREADS % COLS == 0 || COLS % THREADS == 0, "threads and columns must nest");
-    static constexpr int ELEMS = COLS * BK / THREADS;
-    static constexpr int NCOL = THREADS >= COLS ? 1 : COLS / THREADS; /* distinct columns per thread */
-    __device__ __forceinline__ static int col(int e) {
-        return THREADS >= COLS ? (int)threadIdx.x % COLS : (int)threadIdx.x + (e % NCOL) * THREADS;
-    }
-    __device__ __forceinline__ static int row(int e) {
-        return THREADS >= COLS ? (int)threadIdx.x / COLS + e * (THREADS / COLS) : e / NCOL;
-    }
-};
-
-/* Where element e lies when consecutive threads take consecutive reduction rows (coalesced along the
- * reduction index n*P*Q + p*Q + q of the weight gradient): one row per thread, ELEMS columns. */
-template <int COLS, int BK, int THREADS>
-struct RowMajorShare {
-    static_assert(THREADS % BK == 0, "threads must cover the reduction rows");
-    static constexpr int ELEMS = COLS * BK / THREADS;
-    __device__ __forceinline__ static int row() { return (int)threadIdx.x % BK; }
-    __device__ __forceinline__ static int col(int e) { return (int)threadIdx.x / BK + e * (THREADS / BK); }
-};
-
-/* ---- forward: B operand = im2col(x), element (k = c*RS + r*S + s, column n*PQ + p*Q + q) ---- */
-template <int BN, int BK, int THREADS, bool K1>
-struct Im2colTile {
-    struct Params {
-        const float *x;
-        int C, H, W, sh, sw, ph, pw;
-        int NPQ, CRS;
-        FastDiv fPQ, fQ, fRS, fS;
-    };
-    using Share = ColMajorShare<BN, BK, THREADS>;
-    static constexpr int ELEMS = Share::ELEMS, NCOL = Share::NCOL, LDS = BN + 4;
-    static constexpr int OUT = -(1 << 28); /* hb of a column outside the output: every h fails */
-
-    const float *xb[NCOL]; /* image of the column (K1: its pixel) */
-    int hb[NCOL], wb[NCOL]; /* top-left input row and column of the column's window */
-    int H, W, HW, CRS, k0;
-    FastDiv fRS, fS;
-    float reg[ELEMS];
-
-    __device__ __forceinline__ Im2colTile(const Params &pr, int n0, int kb)
-        : H(pr.H), W(pr.W), HW(pr.H * pr.W), CRS(pr.CRS), k0(kb), fRS(pr.fRS), fS(pr.fS) {
-#pragma unroll
-        for (int c = 0; c < NCOL; c++) {
-            const int col = n0 + Share::col(c);
-            int img = 0, pq = 0, p = 0, q = 0;
-            if (col < pr.NPQ) {
-                pr.fPQ.divmod(col, img, pq);
-                pr.fQ.divmod(pq, p, q);
-            }
-            const int64_t ibase = (int64_t)img * pr.C * HW;
-            hb[c] = col < pr.NPQ ? p * pr.sh - pr.ph : OUT;
-            wb[c] = q * pr.sw - pr.pw;
-            xb[c] = pr.x + (K1 ? ibase + pq : ibase);
-        }
-    }
-
-    __device__ __forceinline__ void fetch() {
-#pragma unroll
-        for (int e = 0; e < ELEMS; e++) {
-            const int ci = e % NCOL;
-            const int k = k0 + Share::row(e);
-            if (K1) {
-                const bool ok = k < CRS && hb[ci] >= 0;
-                reg[e] = ok ? __ldg(xb[ci] + k * HW) : 0.0f;
-            } else {
-                int c, rs, r, s;
-                fRS.divmod(k, c, rs);
-                fS.divmod(rs, r, s);
-                const int h = hb[ci] + r, w = wb[ci] + s;
-                const bool ok = k < CRS && (unsigned)h < (unsigned)H && (unsigned)w < (unsigned)W;
-                reg[e] = ok ? __ldg(xb[ci] + (c * HW + h * W + w)) : 0.0f;
-            }
-        }
-        k0 += BK;
-    }
-
-    __device__ __forceinline__ void stash(float *s) const {
-#pragma unroll
-        for (int e = 0; e < ELEMS; e++) s[Share::row(e) * LDS + Share::col(e)] = reg[e];
-    }
-};
-
-/* ---- bwd_data: B operand, element (kk = k*RS + r*S + s, column n*HW + h*W + w) =
- *      dy[n, k, (h+ph-r)/sh, (w+pw-s)/sw] when both divisions are exact and inside dy, else 0 ---- */
-template <int BN, int BK, int THREADS, bool UNIT>
-struct DyGatherTile {
-    struct Params {
-        const float *dy;
-        int K, P, Q, sh, sw, ph, pw;
-        int NHW, KRS;
-        FastDiv fHW, fW, fRS, fS, fsh, fsw;
-    };
-    using Share = ColMajorShare<BN, BK, THREADS>;
-    static constexpr int ELEMS = Share::ELEMS, NCOL = Share::NCOL, LDS = BN + 4;
-    static constexpr int OUT = -(1 << 28);
-
-    const float *db[NCOL]; /* dy of the column's image */
-    int hp[NCOL], wp[NCOL]; /* h + ph, w + pw of the column */
-    int P, Q, PQ, KRS, sh, sw, k0;
-    FastDiv fRS, fS, fsh, fsw;
-    float reg[ELEMS];
-
-    __device__ __forceinline__ DyGatherTile(const Params &pr, int n0, int kb)
-        : P(pr.P), Q(pr.Q), PQ(pr.P * pr.Q), KRS(pr.KRS), sh(pr.sh), sw(pr.sw), k0(kb), fRS(pr.fRS), fS(pr.fS),
-          fsh(pr.fsh), fsw(pr.fsw) {
-#pragma unroll
-        for (int c = 0; c < NCOL; c++) {
-            const int col = n0 + Share::col(c);
-            int img = 0, hw = 0, h = 0, w = 0;
-            if (col < pr.NHW) {
-                pr.fHW.divmod(col, img, hw);
-                pr.fW.divmod(hw, h, w);
-            }
-            db[c] = pr.dy + (int64_t)img * pr.K * PQ;
-            hp[c] = col < pr.NHW ? h + pr.ph : OUT;
-            wp[c] = w + pr.pw;
-        }
-    }
-
-    __device__ __forceinline__ void fetch() {
-#pragma unroll
-        for (int e = 0; e < ELEMS; e++) {
-            const int ci = e % NCOL;
-            const int kk = k0 + Share::row(e);
-            int k, rs, r, s;
-            fRS.divmod(kk, k, rs);
-            fS.divmod(rs, r, s);
-            const int th = hp[ci] - r, tw = wp[ci] - s;
-            int p, q;
-            bool ok;
-            if (UNIT) {
-                p = th;
-                q = tw;
-                ok = true;
-            } else {
-                ok = th >= 0 && tw >= 0;
-                p = fsh.div(ok ? th : 0);
-                q = fsw.div(ok ? tw : 0);
-                ok = ok && p * sh == th && q * sw == tw;
-            }
-            ok = ok && kk < KRS && (unsigned)p < (unsigned)P && (unsigned)q < (unsigned)Q;
-            reg[e] = ok ? __ldg(db[ci] + (k * PQ + p * Q + q)) : 0.0f;
-        }
-        k0 += BK;
-    }
-
-    __device__ __forceinline__ void stash(float *s) const {
-#pragma unroll
-        for (int e = 0; e < ELEMS; e++) s[Share::row(e) * LDS + Share::col(e)] = reg[e];
-    }
-};
-
-/* ---- bwd_weight: A operand, element (m = output channel, j = n*PQ + pq) = dy[n, m, pq] ---- */
-template <int BM, int BK, int THREADS>
-struct DyRowsTile {
-    struct Params {
-        const float *dy;
-        int K, PQ, NPQ;
-        FastDiv fPQ;
-    };
-    using Share = RowMajorShare<BM, BK, THREADS>;
-    static constexpr int ELEMS = Share::ELEMS, LDS = BM + 4;
-
-    const float *dy;
-    int K, PQ, NPQ, m0, k0;
-    FastDiv fPQ;
-    float reg[ELEMS];
-
-    __device__ __forceinline__ DyRowsTile(const Params &pr, int m0_, int kb)
-        : dy(pr.dy), K(pr.K), PQ(pr.PQ), NPQ(pr.NPQ), m0(m0_), k0(kb), fPQ(pr.fPQ) {}
-
-    __device__ __forceinline__ void fetch() {
-        const int j = k0 + Share::row();
-        int img, pq;
-        fPQ.divmod(j < NPQ ? j : 0, img, pq);
-        const float *base = dy + (int64_t)img * K * PQ + pq;
-#pragma unroll
-        for (int e = 0; e < ELEMS; e++) {
-            const int m = m0 + Share::col(e);
-            reg[e] = (j < NPQ && m < K) ? __ldg(base + (int64_t)m * PQ) : 0.0f;
-        }
-        k0 += BK;
-    }
-
-    __device__ __forceinline__ void stash(float *s) const {
-#pragma unroll
-        for (int e = 0; e < ELEMS; e++) s[Share::row() * LDS + Share::col(e)] = reg[e];
-    }
-};
-
-/* ---- bwd_weight: B operand, element (column c*RS + r*S + s, j = n*PQ + p*Q + q) =
- *      x[n, c, p*sh-ph+r, q*sw-pw+s] (0 outside the image) ---- */
-template <int BN, int BK, int THREADS>
-struct XColsTile {
-    struct Params {
-        const float *x;
-        int C, H, W, sh, sw, ph, pw;
-        int CRS, NPQ;
-        FastDiv fPQ, fQ, fRS, fS;
-    };
-    using Share = RowMajorShare<BN, BK, THREADS>;
-    static constexpr int ELEMS = Share::ELEMS, LDS = BN + 4;
-    static constexpr int OUT = 1 << 28; /* r of a column outside dw: every h fails */
-
-    const float *x;
-    int coff[ELEMS], rr[ELEMS], ss[ELEMS]; /* c*HW + r*W + s, r, s of each column */
-    int H, W, CHW, sh, sw, ph, pw, NPQ, k0;
-    FastDiv fPQ, fQ;
-    float reg[ELEMS];
-
-    __device__ __forceinline__ XColsTile(const Params &pr, int n0, int kb)
-        : x(pr.x), H(pr.H), W(pr.W), CHW(pr.C * pr.H * pr.W), sh(pr.sh), sw(pr.sw), ph(pr.ph), pw(pr.pw),
-          NPQ(pr.NPQ), k0(kb), fPQ(pr.fPQ), fQ(pr.fQ) {
-#pragma unroll
-        for (int e = 0; e < ELEMS; e++) {
-            const int col = n0 + Share::col(e);
-            int c, rs, r, s;
-            pr.fRS.divmod(col, c, rs);
-            pr.fS.divmod(rs, r, s);
-            coff[e] = c * H * W + r * W + s;
-            rr[e] = col < pr.CRS ? r : OUT;
-            ss[e] = s;
-        }
-    }
-
-    __device__ __forceinline__ void fetch() {
-        const int j = k0 + Share::row();
-        int img, pq, p, q;
-        fPQ.divmod(j < NPQ ? j : 0, img, pq);
-        fQ.divmod(pq, p, q);
-        const int h0 = p * sh - ph, w0 = q * sw - pw;
-        const int64_t base = (int64_t)img * CHW + (int64_t)h0 * W + w0;
-#pragma unroll
-        for (int e = 0; e < ELEMS; e++) {
-            const int h = h0 + rr[e], w = w0 + ss[e];
-            const bool ok = j < NPQ && (unsigned)h < (unsigned)H && (unsigned)w < (unsigned)W;
-            reg[e] = ok ? __ldg(x + (base + coff[e])) : 0.0f;
-        }
-        k0 += BK;
-    }
-
-    __device__ __forceinline__ void stash(float *s) const {
-#pragma unroll
-        for (int e = 0; e < ELEMS; e++) s[Share::row() * LDS + Share::col(e)] = reg[e];
-    }
-};
 
 /* ---- launch helpers ---- */
 
@@ -333,7 +83,7 @@ static Plan plan_for(int M, int N, int Kd, bool allow_split, bool wide = false, 
 }
 
 /* The workspace, carved: `a` floats then `b` floats, each 256-byte aligned. */
-static odl_status workspace2(size_t a, size_t b, float **pa, float **pb) {
+odl_status conv_workspace2(size_t a, size_t b, float **pa, float **pb) {
     const size_t a_bytes = (a * sizeof(float) + 255) & ~(size_t)255;
     void *p = nullptr;
     ODL_CHECK(workspace(a_bytes + b * sizeof(float) + 256, &p));
@@ -342,7 +92,7 @@ static odl_status workspace2(size_t a, size_t b, float **pa, float **pb) {
     return ODL_OK;
 }
 
-static odl_status check_sizes(const odl_conv2d_shape *s, const char *what) {
+odl_status conv_check_sizes(const odl_conv2d_shape *s, const char *what) {
     const int64_t chw = (int64_t)s->C * s->H * s->W, kpq = (int64_t)s->K * s->P * s->Q;
     const int64_t npq = (int64_t)s->N * s->P * s->Q, nhw = (int64_t)s->N * s->H * s->W;
     const int64_t crs = (int64_t)s->C * s->R * s->S, krs = (int64_t)s->K * s->R * s->S;
@@ -396,6 +146,14 @@ __global__ void transpose_weights_kernel(const float *__restrict__ w, int K, int
     }
 }
 
+odl_status conv_transpose_weights(const odl_conv2d_shape *s, const float *w, float *wt) {
+    const int threads = 256;
+    transpose_weights_kernel<<<grid_for((int64_t)s->K * s->C * s->R * s->S, threads), threads, 0, stream()>>>(
+        w, s->K, s->C, s->R * s->S, wt);
+    ODL_CUDA_LAUNCH_CHECK("odl_conv2d_transpose_weights");
+    return ODL_OK;
+}
+
 template <class Cfg>
 static odl_status bwd_data_cfg(const odl_conv2d_shape *s, const float *dy, const float *wt, float *dx,
                                const Plan &pl, float *ws) {
@@ -439,15 +197,8 @@ static odl_status bwd_weight_cfg(const odl_conv2d_shape *s, const float *x, cons
     typename LA::Params pa = {dy, s->K, s->P * s->Q, Kd, fPQ};
     typename LB::Params pb = {x, s->C, s->H, s->W, s->stride_h, s->stride_w, s->pad_h, s->pad_w, N, Kd,
                               fPQ, fQ, fRS, fS};
-    OutRowMajor fin;
-    fin.C = dw;
-    fin.ldc = N;
-    fin.zstride = 0;
-    fin.vec = N % 4 == 0 && aligned16(dw);
-    OutRowMajor part = fin;
-    part.C = ws;
-    part.zstride = (int64_t)M * N;
-    part.vec = N % 4 == 0;
+    OutRowMajor fin, part;
+    conv_dw_outs(dw, ws, M, N, &fin, &part);
     return run_implicit<Cfg, LA, LB>(pa, pb, fin, part, epi_raw(), M, N, Kd, pl.splits, pl.k_chunk,
                                      "odl_conv2d_bwd_weight");
 }
@@ -580,7 +331,7 @@ __global__ void bias_grad_final_kernel(const double *__restrict__ part, int K, i
     db[k] = (float)acc;
 }
 
-static odl_status bias_grad(const odl_conv2d_shape *s, const float *dy, float *db) {
+odl_status conv_bias_grad(const odl_conv2d_shape *s, const float *dy, float *db) {
     const int K = s->K, PQ = s->P * s->Q, NPQ = s->N * s->P * s->Q;
     if (K <= 0) return ODL_OK;
     const Split sp = split_plan(NPQ, 16384, 256);
@@ -613,16 +364,10 @@ static odl_status bias_grad(const odl_conv2d_shape *s, const float *dy, float *d
 
 static odl_status conv_fwd(const odl_conv2d_shape *s, const float *x, const float *w, const odl_epilogue *e,
                            float *y) {
-    ODL_CHECK(check_sizes(s, "conv2d_fwd"));
+    ODL_CHECK(conv_check_sizes(s, "conv2d_fwd"));
     const int M = s->K, N = s->N * s->P * s->Q, Kd = s->C * s->R * s->S;
     if (M <= 0 || N <= 0) return ODL_OK;
-    Epi ep = epi_raw();
-    if (e) {
-        ep.bias = e->bias;
-        ep.bias_per_row = 1;
-        ep.residual = e->residual;
-        ep.act = e->act;
-    }
+    const Epi ep = conv_epi(e);
     const Plan pl = plan_for(M, N, Kd, true, true, true);
     float *ws = nullptr;
     if (pl.splits > 1) {
@@ -635,21 +380,18 @@ static odl_status conv_fwd(const odl_conv2d_shape *s, const float *x, const floa
 }
 
 static odl_status conv_bwd_data(const odl_conv2d_shape *s, const float *dy, const float *w, float *dx) {
-    ODL_CHECK(check_sizes(s, "conv2d_bwd_data"));
+    ODL_CHECK(conv_check_sizes(s, "conv2d_bwd_data"));
     const int M = s->C, N = s->N * s->H * s->W, Kd = s->K * s->R * s->S;
     if (M <= 0 || N <= 0) return ODL_OK;
     const Plan pl = plan_for(M, N, Kd, true, true, false);
     float *wt = nullptr, *ws = nullptr;
-    ODL_CHECK(workspace2((size_t)s->K * s->C * s->R * s->S, pl.splits > 1 ? (size_t)pl.splits * M * N : 0, &wt, &ws));
-    const int threads = 256;
-    transpose_weights_kernel<<<grid_for((int64_t)s->K * s->C * s->R * s->S, threads), threads, 0, stream()>>>(
-        w, s->K, s->C, s->R * s->S, wt);
-    ODL_CUDA_LAUNCH_CHECK("odl_conv2d_transpose_weights");
+    ODL_CHECK(conv_workspace2((size_t)s->K * s->C * s->R * s->S, pl.splits > 1 ? (size_t)pl.splits * M * N : 0, &wt, &ws));
+    ODL_CHECK(conv_transpose_weights(s, w, wt));
     ODL_CONV_DISPATCH(bwd_data_cfg, pl.cfg, s, dy, wt, dx, pl, ws)
 }
 
 static odl_status conv_bwd_weight(const odl_conv2d_shape *s, const float *x, const float *dy, float *dw, float *db) {
-    ODL_CHECK(check_sizes(s, "conv2d_bwd_weight"));
+    ODL_CHECK(conv_check_sizes(s, "conv2d_bwd_weight"));
     const int M = s->K, N = s->C * s->R * s->S, Kd = s->N * s->P * s->Q;
     if (M > 0 && N > 0 && N <= 16) {
         if (N <= 4) ODL_CHECK(bwd_weight_smalln<4>(s, x, dy, dw));
@@ -675,7 +417,7 @@ static odl_status conv_bwd_weight(const odl_conv2d_shape *s, const float *x, con
         }
         ODL_CHECK(st);
     }
-    if (db) ODL_CHECK(bias_grad(s, dy, db));
+    if (db) ODL_CHECK(conv_bias_grad(s, dy, db));
     return ODL_OK;
 }
 

@@ -208,7 +208,7 @@ __device__ __forceinline__ void epi_tile(const Out &out, const Epi &ep, const fl
  * 4). With vec (p 16-byte aligned and ld % 4 == 0), a tile wholly inside the matrix loads one float4
  * per group through a running pointer, with no per-element checks; edge tiles and unaligned operands
  * take guarded scalar loads. */
-template <int ROWS, int BK, int THREADS, bool KCONTIG>
+template <int ROWS, int BK, int THREADS, bool KCONTIG, int PAD = 4>
 struct DenseTile {
     struct Params {
         const float *p;
@@ -220,7 +220,7 @@ struct DenseTile {
     static constexpr int ELEMS = ROWS * BK / THREADS;
     static constexpr int G = (ELEMS % 4 == 0) ? 4 : 1; /* elements per group */
     static constexpr int NL = ELEMS / G;
-    static constexpr int LDS = ROWS + 4;
+    static constexpr int LDS = ROWS + PAD;
 
     const float *cur[NL]; /* first element of group v in the current tile */
     int64_t step;         /* pointer advance per tile */

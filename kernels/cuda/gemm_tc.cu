@@ -41,13 +41,6 @@ namespace {
 constexpr int kStageBytes = 128;            /* K bytes of one pipeline stage, per row */
 constexpr int kLdsBytes = kStageBytes + 16; /* shared-memory row: 144 bytes, ldmatrix conflict-free */
 
-/* odl_round_mantissa(x, 10) of odl/precision.h */
-__device__ __forceinline__ float tf32_rne(float x) {
-    uint32_t u = __float_as_uint(x);
-    if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0xfffu + ((u >> 13) & 1u)) & 0xffffe000u;
-    return __uint_as_float(u);
-}
-
 /* out[r, k] (row stride Kp) = round(op(X)[r, k]) for r < R, k < K, 0 for R <= r < Rp or K <= k < Kp.
  * KC: X[r * ld + k] (k contiguous); otherwise X[k * ld + r]. Blocks of 32 x 8 threads, one 32 x 32 tile
  * each (rows on grid.x, k tiles strided over grid.y). */
@@ -76,7 +69,7 @@ __global__ void __launch_bounds__(256) pack_kernel(const float *__restrict__ X, 
             if (BF16)
                 static_cast<__nv_bfloat16 *>(out)[o] = __float2bfloat16_rn(v);
             else
-                static_cast<float *>(out)[o] = TRUNC ? __uint_as_float(__float_as_uint(v) & 0xffffe000u) : tf32_rne(v);
+                static_cast<float *>(out)[o] = TRUNC ? __uint_as_float(__float_as_uint(v) & 0xffffe000u) : round_tf32_rne(v);
         }
         __syncthreads();
     }

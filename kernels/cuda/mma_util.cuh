@@ -1,12 +1,24 @@
-/* Device helpers of the tensor-core kernels (conv2d_f16.cu, gemm_tc.cu): cp.async copies into shared
+/* Device helpers of the tensor-core kernels (conv2d_f16.cu, gemm_tc.cu, gemm_mma.cuh): cp.async copies into shared
  * memory, their commit / wait groups, ldmatrix, and the mma.sync shapes with float32 accumulation
  * (PTX ISA: "Asynchronous copy", "ldmatrix", "Matrix fragments for mma.m16n8k8 / m16n8k16"). */
 #ifndef ODL_KERNELS_CUDA_MMA_UTIL_CUH
 #define ODL_KERNELS_CUDA_MMA_UTIL_CUH
 
+#include <cuda_bf16.h>
 #include <stdint.h>
 
 namespace odlk {
+
+/* odl_round_mantissa(x, 10) of odl/precision.h: TF32, nearest even; NaN and infinity unchanged. */
+static __device__ __forceinline__ float round_tf32_rne(float x) {
+    uint32_t u = __float_as_uint(x);
+    if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0xfffu + ((u >> 13) & 1u)) & 0xffffe000u;
+    return __uint_as_float(u);
+}
+/* odl_round_mantissa(x, 7): BF16 nearest even (__float2bfloat16_rn), as the upper half of a float32. */
+static __device__ __forceinline__ float round_bf16_rne(float x) {
+    return __uint_as_float((uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(x)) << 16);
+}
 
 static __device__ __forceinline__ uint32_t smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
 
@@ -14,6 +26,11 @@ static __device__ __forceinline__ uint32_t smem_u32(const void *p) { return (uin
 static __device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, bool valid = true) {
     const int n = valid ? 16 : 0;
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n));
+}
+/* 4 bytes global -> shared, cached in L1 (.ca: neighbouring gathers reuse lines); valid = false writes zero. */
+static __device__ __forceinline__ void cp_async4(uint32_t dst, const void *src, bool valid = true) {
+    const int n = valid ? 4 : 0;
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(n));
 }
 static __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N> static __device__ __forceinline__ void cp_async_wait() {

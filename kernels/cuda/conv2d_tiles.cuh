@@ -1,0 +1,401 @@
+/* The implicit-GEMM tile loaders of the convolutions (conv2d.cu: FMA kernels of gemm_core.cuh;
+ * conv2d_tc.cu: tensor-core kernels of gemm_mma.cuh). Each gathers a BK-deep slice of one operand of a
+ * convolution's implicit GEMM from global memory into registers (`fetch`, zero outside the tensor) and
+ * writes it to shared memory k-major (`stash`), rows ROWS + PAD floats apart: PAD 4 for the FMA kernels'
+ * float4 fragment reads, PAD 8 for the tensor-core kernels' (their fragment reads t * LDS + g are then
+ * conflict-free). The formulas of each operand are in conv2d.cu's file comment. */
+#ifndef ODL_KERNELS_CUDA_CONV2D_TILES_CUH
+#define ODL_KERNELS_CUDA_CONV2D_TILES_CUH
+
+#include "gemm_core.cuh"
+#include "mma_util.cuh"
+
+namespace odlk {
+
+/* Where element e of a thread's share of a BK x COLS gather tile lies, when consecutive threads take
+ * consecutive columns (coalesced along the output's contiguous index): column and reduction row. */
+template <int COLS, int BK, int THREADS>
+struct ColMajorShare {
+    static_assert(THREADS % COLS == 0 || COLS % THREADS == 0, "threads and columns must nest");
+    static constexpr int ELEMS = COLS * BK / THREADS;
+    static constexpr int NCOL = THREADS >= COLS ? 1 : COLS / THREADS; /* distinct columns per thread */
+    __device__ __forceinline__ static int col(int e) {
+        return THREADS >= COLS ? (int)threadIdx.x % COLS : (int)threadIdx.x + (e % NCOL) * THREADS;
+    }
+    __device__ __forceinline__ static int row(int e) {
+        return THREADS >= COLS ? (int)threadIdx.x / COLS + e * (THREADS / COLS) : e / NCOL;
+    }
+};
+
+/* Where element e lies when consecutive threads take consecutive reduction rows (coalesced along the
+ * reduction index n*P*Q + p*Q + q of the weight gradient): one row per thread, ELEMS columns. */
+template <int COLS, int BK, int THREADS>
+struct RowMajorShare {
+    static_assert(THREADS % BK == 0, "threads must cover the reduction rows");
+    static constexpr int ELEMS = COLS * BK / THREADS;
+    __device__ __forceinline__ static int row() { return (int)threadIdx.x % BK; }
+    __device__ __forceinline__ static int col(int e) { return (int)threadIdx.x / BK + e * (THREADS / BK); }
+};
+
+/* ---- forward: B operand = im2col(x), element (k = c*RS + r*S + s, column n*PQ + p*Q + q) ---- */
+template <int BN, int BK, int THREADS, bool K1, int PAD = 4>
+struct Im2colTile {
+    struct Params {
+        const float *x;
+        int C, H, W, sh, sw, ph, pw;
+        int NPQ, CRS;
+        FastDiv fPQ, fQ, fRS, fS;
+    };
+    using Share = ColMajorShare<BN, BK, THREADS>;
+    static constexpr int ELEMS = Share::ELEMS, NCOL = Share::NCOL, LDS = BN + PAD;
+    static constexpr int OUT = -(1 << 28); /* hb of a column outside the output: every h fails */
+
+    const float *xb[NCOL]; /* image of the column (K1: its pixel) */
+    int hb[NCOL], wb[NCOL]; /* top-left input row and column of the column's window */
+    int H, W, HW, CRS, k0;
+    FastDiv fRS, fS;
+    float reg[ELEMS];
+
+    __device__ __forceinline__ Im2colTile(const Params &pr, int n0, int kb)
+        : H(pr.H), W(pr.W), HW(pr.H * pr.W), CRS(pr.CRS), k0(kb), fRS(pr.fRS), fS(pr.fS) {
+#pragma unroll
+        for (int c = 0; c < NCOL; c++) {
+            const int col = n0 + Share::col(c);
+            int img = 0, pq = 0, p = 0, q = 0;
+            if (col < pr.NPQ) {
+                pr.fPQ.divmod(col, img, pq);
+                pr.fQ.divmod(pq, p, q);
+            }
+            const int64_t ibase = (int64_t)img * pr.C * HW;
+            hb[c] = col < pr.NPQ ? p * pr.sh - pr.ph : OUT;
+            wb[c] = q * pr.sw - pr.pw;
+            xb[c] = pr.x + (K1 ? ibase + pq : ibase);
+        }
+    }
+
+    __device__ __forceinline__ void fetch() {
+#pragma unroll
+        for (int e = 0; e < ELEMS; e++) {
+            const int ci = e % NCOL;
+            const int k = k0 + Share::row(e);
+            if (K1) {
+                const bool ok = k < CRS && hb[ci] >= 0;
+                reg[e] = ok ? __ldg(xb[ci] + k * HW) : 0.0f;
+            } else {
+                int c, rs, r, s;
+                fRS.divmod(k, c, rs);
+                fS.divmod(rs, r, s);
+                const int h = hb[ci] + r, w = wb[ci] + s;
+                const bool ok = k < CRS && (unsigned)h < (unsigned)H && (unsigned)w < (unsigned)W;
+                reg[e] = ok ? __ldg(xb[ci] + (c * HW + h * W + w)) : 0.0f;
+            }
+        }
+        k0 += BK;
+    }
+
+    __device__ __forceinline__ void stash(float *s) const {
+#pragma unroll
+        for (int e = 0; e < ELEMS; e++) s[Share::row(e) * LDS + Share::col(e)] = reg[e];
+    }
+};
+
+/* ---- bwd_data: B operand, element (kk = k*RS + r*S + s, column n*HW + h*W + w) =
+ *      dy[n, k, (h+ph-r)/sh, (w+pw-s)/sw] when both divisions are exact and inside dy, else 0 ---- */
+template <int BN, int BK, int THREADS, bool UNIT, int PAD = 4>
+struct DyGatherTile {
+    struct Params {
+        const float *dy;
+        int K, P, Q, sh, sw, ph, pw;
+        int NHW, KRS;
+        FastDiv fHW, fW, fRS, fS, fsh, fsw;
+    };
+    using Share = ColMajorShare<BN, BK, THREADS>;
+    static constexpr int ELEMS = Share::ELEMS, NCOL = Share::NCOL, LDS = BN + PAD;
+    static constexpr int OUT = -(1 << 28);
+
+    const float *db[NCOL]; /* dy of the column's image */
+    int hp[NCOL], wp[NCOL]; /* h + ph, w + pw of the column */
+    int P, Q, PQ, KRS, sh, sw, k0;
+    FastDiv fRS, fS, fsh, fsw;
+    float reg[ELEMS];
+
+    __device__ __forceinline__ DyGatherTile(const Params &pr, int n0, int kb)
+        : P(pr.P), Q(pr.Q), PQ(pr.P * pr.Q), KRS(pr.KRS), sh(pr.sh), sw(pr.sw), k0(kb), fRS(pr.fRS), fS(pr.fS),
+          fsh(pr.fsh), fsw(pr.fsw) {
+#pragma unroll
+        for (int c = 0; c < NCOL; c++) {
+            const int col = n0 + Share::col(c);
+            int img = 0, hw = 0, h = 0, w = 0;
+            if (col < pr.NHW) {
+                pr.fHW.divmod(col, img, hw);
+                pr.fW.divmod(hw, h, w);
+            }
+            db[c] = pr.dy + (int64_t)img * pr.K * PQ;
+            hp[c] = col < pr.NHW ? h + pr.ph : OUT;
+            wp[c] = w + pr.pw;
+        }
+    }
+
+    __device__ __forceinline__ void fetch() {
+#pragma unroll
+        for (int e = 0; e < ELEMS; e++) {
+            const int ci = e % NCOL;
+            const int kk = k0 + Share::row(e);
+            int k, rs, r, s;
+            fRS.divmod(kk, k, rs);
+            fS.divmod(rs, r, s);
+            const int th = hp[ci] - r, tw = wp[ci] - s;
+            int p, q;
+            bool ok;
+            if (UNIT) {
+                p = th;
+                q = tw;
+                ok = true;
+            } else {
+                ok = th >= 0 && tw >= 0;
+                p = fsh.div(ok ? th : 0);
+                q = fsw.div(ok ? tw : 0);
+                ok = ok && p * sh == th && q * sw == tw;
+            }
+            ok = ok && kk < KRS && (unsigned)p < (unsigned)P && (unsigned)q < (unsigned)Q;
+            reg[e] = ok ? __ldg(db[ci] + (k * PQ + p * Q + q)) : 0.0f;
+        }
+        k0 += BK;
+    }
+
+    __device__ __forceinline__ void stash(float *s) const {
+#pragma unroll
+        for (int e = 0; e < ELEMS; e++) s[Share::row(e) * LDS + Share::col(e)] = reg[e];
+    }
+};
+
+/* ---- bwd_weight: A operand, element (m = output channel, j = n*PQ + pq) = dy[n, m, pq] ---- */
+template <int BM, int BK, int THREADS, int PAD = 4>
+struct DyRowsTile {
+    struct Params {
+        const float *dy;
+        int K, PQ, NPQ;
+        FastDiv fPQ;
+    };
+    using Share = RowMajorShare<BM, BK, THREADS>;
+    static constexpr int ELEMS = Share::ELEMS, LDS = BM + PAD;
+
+    const float *dy;
+    int K, PQ, NPQ, m0, k0;
+    FastDiv fPQ;
+    float reg[ELEMS];
+
+    __device__ __forceinline__ DyRowsTile(const Params &pr, int m0_, int kb)
+        : dy(pr.dy), K(pr.K), PQ(pr.PQ), NPQ(pr.NPQ), m0(m0_), k0(kb), fPQ(pr.fPQ) {}
+
+    __device__ __forceinline__ void fetch() {
+        const int j = k0 + Share::row();
+        int img, pq;
+        fPQ.divmod(j < NPQ ? j : 0, img, pq);
+        const float *base = dy + (int64_t)img * K * PQ + pq;
+#pragma unroll
+        for (int e = 0; e < ELEMS; e++) {
+            const int m = m0 + Share::col(e);
+            reg[e] = (j < NPQ && m < K) ? __ldg(base + (int64_t)m * PQ) : 0.0f;
+        }
+        k0 += BK;
+    }
+
+    __device__ __forceinline__ void stash(float *s) const {
+#pragma unroll
+        for (int e = 0; e < ELEMS; e++) s[Share::row() * LDS + Share::col(e)] = reg[e];
+    }
+};
+
+/* ---- bwd_weight: B operand, element (column c*RS + r*S + s, j = n*PQ + p*Q + q) =
+ *      x[n, c, p*sh-ph+r, q*sw-pw+s] (0 outside the image) ---- */
+template <int BN, int BK, int THREADS, int PAD = 4>
+struct XColsTile {
+    struct Params {
+        const float *x;
+        int C, H, W, sh, sw, ph, pw;
+        int CRS, NPQ;
+        FastDiv fPQ, fQ, fRS, fS;
+    };
+    using Share = RowMajorShare<BN, BK, THREADS>;
+    static constexpr int ELEMS = Share::ELEMS, LDS = BN + PAD;
+    static constexpr int OUT = 1 << 28; /* r of a column outside dw: every h fails */
+
+    const float *x;
+    int coff[ELEMS], rr[ELEMS], ss[ELEMS]; /* c*HW + r*W + s, r, s of each column */
+    int H, W, CHW, sh, sw, ph, pw, NPQ, k0;
+    FastDiv fPQ, fQ;
+    float reg[ELEMS];
+
+    __device__ __forceinline__ XColsTile(const Params &pr, int n0, int kb)
+        : x(pr.x), H(pr.H), W(pr.W), CHW(pr.C * pr.H * pr.W), sh(pr.sh), sw(pr.sw), ph(pr.ph), pw(pr.pw),
+          NPQ(pr.NPQ), k0(kb), fPQ(pr.fPQ), fQ(pr.fQ) {
+#pragma unroll
+        for (int e = 0; e < ELEMS; e++) {
+            const int col = n0 + Share::col(e);
+            int c, rs, r, s;
+            pr.fRS.divmod(col, c, rs);
+            pr.fS.divmod(rs, r, s);
+            coff[e] = c * H * W + r * W + s;
+            rr[e] = col < pr.CRS ? r : OUT;
+            ss[e] = s;
+        }
+    }
+
+    __device__ __forceinline__ void fetch() {
+        const int j = k0 + Share::row();
+        int img, pq, p, q;
+        fPQ.divmod(j < NPQ ? j : 0, img, pq);
+        fQ.divmod(pq, p, q);
+        const int h0 = p * sh - ph, w0 = q * sw - pw;
+        const int64_t base = (int64_t)img * CHW + (int64_t)h0 * W + w0;
+#pragma unroll
+        for (int e = 0; e < ELEMS; e++) {
+            const int h = h0 + rr[e], w = w0 + ss[e];
+            const bool ok = j < NPQ && (unsigned)h < (unsigned)H && (unsigned)w < (unsigned)W;
+            reg[e] = ok ? __ldg(x + (base + coff[e])) : 0.0f;
+        }
+        k0 += BK;
+    }
+
+    __device__ __forceinline__ void stash(float *s) const {
+#pragma unroll
+        for (int e = 0; e < ELEMS; e++) s[Share::row() * LDS + Share::col(e)] = reg[e];
+    }
+};
+
+/* ---- the gathered operand of the tensor-core kernels (conv2d_tc.cu): forward im2col(x), and dy of the
+ * stride-1 bwd_data, which is the same gather with the window mirrored ----
+ * Element (row k = c*RS + r*S + s, column j) of a [rows x cols] operand read from src [N][Ch][Hs][Ws]:
+ *   column j -> (img, a, b) by the output plane (fPlane, fRow); hb = a * mul_h + add_h, wb likewise;
+ *   value = src[img][c][hb + sgn*r][wb + sgn*s], zero outside the source plane or past the rows.
+ *   forward:  src = x,  columns (n, p, q), hb = p*sh - ph, sgn = +1
+ *   bwd_data: src = dy, columns (n, h, w), hb = h + ph,    sgn = -1 (stride 1)
+ * Work split for few instructions per element: warp w owns rows RPT*w .. RPT*w + RPT-1 of the slice and
+ * lane l the columns l, l + 32, ... (each load instruction of a warp covers 32 consecutive columns, and a
+ * store to shared memory 32 consecutive floats of one row). A row's (c, r, s) is two FastDiv per fetch,
+ * shared by the lane's BN/32 columns; a column's image base, hb and wb are set once. Per element: two adds,
+ * two unsigned compares, one add and the load. Indices are 32-bit: the source must have fewer than 2^31
+ * elements (the caller checks). */
+template <int BN, int BK, int THREADS, int PAD = 8>
+struct GatherTc {
+    struct Params {
+        const float *src;
+        int plane, Hs, Ws, img_stride; /* Hs*Ws, source rows and columns, Ch*Hs*Ws */
+        int rows, cols;
+        int mul_h, mul_w, add_h, add_w, sgn;
+        FastDiv fPlane, fRow, fRS, fS;
+    };
+    static constexpr int WARPS = THREADS / 32;
+    static constexpr int RPT = BK / WARPS;  /* rows per thread */
+    static constexpr int CPT = BN / 32;     /* columns per thread */
+    static constexpr int ELEMS = RPT * CPT, LDS = BN + PAD;
+    static_assert(BK % WARPS == 0 && BN % 32 == 0, "warps must split the rows, lanes the columns");
+    static constexpr int OUT = 1 << 28;     /* dr of a row past the operand: every bound check fails */
+
+    const float *src;
+    int base[CPT], hb[CPT], wb[CPT];
+    int plane, Hs, Ws, rows, sgn, k0;
+    FastDiv fRS, fS;
+    float reg[ELEMS];
+
+    __device__ __forceinline__ GatherTc(const Params &pr, int n0, int kb)
+        : src(pr.src), plane(pr.plane), Hs(pr.Hs), Ws(pr.Ws), rows(pr.rows), sgn(pr.sgn), k0(kb), fRS(pr.fRS),
+          fS(pr.fS) {
+        const int lane = threadIdx.x % 32;
+#pragma unroll
+        for (int j = 0; j < CPT; j++) {
+            const int col = n0 + lane + 32 * j;
+            int img = 0, rem = 0, a = 0, b = 0;
+            if (col < pr.cols) {
+                pr.fPlane.divmod(col, img, rem);
+                pr.fRow.divmod(rem, a, b);
+            }
+            hb[j] = col < pr.cols ? a * pr.mul_h + pr.add_h : -OUT;
+            wb[j] = b * pr.mul_w + pr.add_w;
+            base[j] = col < pr.cols ? img * pr.img_stride + hb[j] * Ws + wb[j] : 0;
+        }
+    }
+
+    /* Row k of the operand: the offset of its (c, r, s) from a column's base and its window shift. */
+    __device__ __forceinline__ void row(int k, int &off, int &dr, int &ds) const {
+        int c, rs, r, s;
+        fRS.divmod(k, c, rs);
+        fS.divmod(rs, r, s);
+        dr = k < rows ? sgn * r : OUT;
+        ds = sgn * s;
+        off = c * plane + sgn * (r * Ws + s);
+    }
+    /* Whether element (row shifted by dr, ds; column j) lies inside the source plane. */
+    __device__ __forceinline__ bool inside(int j, int dr, int ds) const {
+        return (unsigned)(hb[j] + dr) < (unsigned)Hs && (unsigned)(wb[j] + ds) < (unsigned)Ws;
+    }
+
+    __device__ __forceinline__ void fetch() {
+        const int row0 = k0 + (int)(threadIdx.x / 32) * RPT;
+#pragma unroll
+        for (int i = 0; i < RPT; i++) {
+            int off, dr, ds;
+            row(row0 + i, off, dr, ds);
+#pragma unroll
+            for (int j = 0; j < CPT; j++) reg[i * CPT + j] = inside(j, dr, ds) ? __ldg(src + (base[j] + off)) : 0.0f;
+        }
+        k0 += BK;
+    }
+
+    /* fetch() and stash() in one: the slice straight into shared memory by cp.async (zero-filled outside
+     * the source), for the pipelined kernel of gemm_mma.cuh; the elements are rounded when read. */
+    __device__ __forceinline__ void issue(float *sm) {
+        const int lane = threadIdx.x % 32, r0 = (int)(threadIdx.x / 32) * RPT;
+#pragma unroll
+        for (int i = 0; i < RPT; i++) {
+            int off, dr, ds;
+            row(k0 + r0 + i, off, dr, ds);
+            const uint32_t d = smem_u32(sm + (r0 + i) * LDS + lane);
+#pragma unroll
+            for (int j = 0; j < CPT; j++) {
+                const bool ok = inside(j, dr, ds);
+                cp_async4(d + 128 * j, ok ? src + (base[j] + off) : src, ok);
+            }
+        }
+        k0 += BK;
+    }
+
+    __device__ __forceinline__ void stash(float *sm) const {
+        const int lane = threadIdx.x % 32, row0 = (int)(threadIdx.x / 32) * RPT;
+#pragma unroll
+        for (int i = 0; i < RPT; i++)
+#pragma unroll
+            for (int j = 0; j < CPT; j++) sm[(row0 + i) * LDS + lane + 32 * j] = reg[i * CPT + j];
+    }
+};
+
+/* ---- the weight operand of the pipelined tensor-core kernels: A [rows][K] row-major (ld = K: w of the
+ * forward, the transposed weights of bwd_data), slice (r, k) to shared memory [k][r] by 4-byte cp.async;
+ * consecutive threads take consecutive k of a row (coalesced reads). ---- */
+template <int ROWS, int BK, int THREADS, int PAD = 8>
+struct WeightsTc {
+    struct Params {
+        const float *p;
+        int rows, K;
+    };
+    static constexpr int ELEMS = ROWS * BK / THREADS, LDS = ROWS + PAD;
+    static_assert((ROWS * BK) % THREADS == 0 && THREADS % BK == 0, "threads must split the slice by rows");
+    const float *p;
+    int rows, K, r0, k0;
+    __device__ __forceinline__ WeightsTc(const Params &pr, int r0_, int kb) : p(pr.p), rows(pr.rows), K(pr.K), r0(r0_), k0(kb) {}
+    __device__ __forceinline__ void issue(float *sm) {
+        const int k = (int)threadIdx.x % BK, gk = k0 + k;
+#pragma unroll
+        for (int e = 0; e < ELEMS; e++) {
+            const int r = (int)threadIdx.x / BK + e * (THREADS / BK), gr = r0 + r;
+            const bool ok = gr < rows && gk < K;
+            cp_async4(smem_u32(sm + k * LDS + r), ok ? p + ((int64_t)gr * K + gk) : p, ok);
+        }
+        k0 += BK;
+    }
+};
+
+} // namespace odlk
+
+#endif

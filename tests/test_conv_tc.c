@@ -1,0 +1,332 @@
+/* test_conv_tc: odl_backend.conv2d_{fwd,bwd_data,bwd_weight}_lowp (TF32 and BF16 operands, float32
+ * accumulation: the tensor-core convolutions of kernels/cuda/conv2d_tc.cu and their CPU twin
+ * kernels/cpu/conv2d_lowp.c) against the float64 reference of tests/ops_ref.c.
+ *
+ *   test_conv_tc [--backend cpu|cuda] [--seed N] [--quick]
+ *
+ * --quick: the cases of at most 2^24 multiply-adds per pass (for compute-sanitizer; every tile, loader and
+ * split-K path is still taken).
+ *
+ * Each case (channels 1, 3, 5, 33, 64; strides 1 and 2, unequal ones; padding; 1x1, 3x3, 5x5, 6x6 and even
+ * kernels; H, W not multiples of any tile; shapes that take each tile of conv2d_tc.cu and split-K) runs
+ * forward (bias, activation, residual as the case says), bwd_data and bwd_weight with db, in TF32 and
+ * BF16, inputs fresh from the seed, outputs poisoned with NaN. With u_p the unit roundoff of one input
+ * rounding (tf32 2^-11, bf16 2^-8), K the pass's reduction length (C*R*S, K*R*S, N*P*Q) and dot(K) the
+ * float32 summation bound of test_ops (8u + min((K+2)u, 8u sqrt(K)), u = 2^-24), per output element:
+ *   out      vs the float64 result of the float32 inputs: |got - ref| / mag <= (2u_p + u_p^2)(1 + dot(K)) + dot(K)
+ *            (mag: the reference's magnitude bound, sum of |terms| + |bias| + |residual| with the
+ *            activation's Lipschitz constant)
+ *   out.rnd  vs the float64 result of the inputs rounded by odl_round_mantissa: <= dot(K), or the float32
+ *            result itself within dot(K) where the backend has no lower-precision kernel (odl/backend.h:
+ *            CUDA bwd_weight with C*R*S <= 16). Either proves that the inputs were rounded to nearest even
+ *            or not at all, never some other way.
+ *   lowp     short reductions show an error above 4 dot(K): the inputs were rounded at all
+ *   db       vs the float64 sum of the float32 dy: <= dot(N*P*Q) (db is never rounded)
+ * and: odl_conv2d_fwd / odl_conv2d_bwd follow odl_set_matmul_precision (bit for bit the op table's lowp
+ * entry, and the float32 entry for fp32); the inputs are unchanged.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "odl/backend.h"
+#include "odl/device.h"
+#include "odl/ops.h"
+#include "odl/precision.h"
+#include "odl/tensor.h"
+#include "lowp_test_util.h"
+#include "ops_ref.h"
+#include "test_util.h"
+
+static const odl_backend *g_be;
+
+typedef struct conv_case {
+    int N, C, H, W, K, R, S, sh, sw, ph, pw;
+    int bias, res;
+    odl_act act;
+    const char *tag;
+} conv_case;
+
+static const conv_case CASES[] = {
+    {1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 1, 0, ODL_ACT_NONE, "1x1x1"},
+    {2, 3, 13, 29, 5, 3, 3, 1, 1, 1, 1, 1, 1, ODL_ACT_SILU, "C3 K5"},
+    {1, 5, 17, 17, 3, 3, 3, 2, 2, 1, 1, 0, 0, ODL_ACT_RELU, "C5 stride 2"},
+    {2, 3, 13, 29, 4, 5, 5, 2, 2, 2, 2, 1, 0, ODL_ACT_SIGMOID, "5x5 stride 2"},
+    {1, 33, 7, 9, 7, 1, 1, 1, 1, 0, 0, 1, 1, ODL_ACT_NONE, "1x1 C33"},
+    {2, 3, 64, 48, 16, 6, 6, 2, 2, 2, 2, 1, 0, ODL_ACT_SILU, "yolov5 stem 6x6"},
+    {4, 1, 28, 28, 32, 3, 3, 1, 1, 0, 0, 1, 0, ODL_ACT_RELU, "mnist conv1"},
+    {4, 32, 26, 26, 64, 3, 3, 1, 1, 0, 0, 1, 0, ODL_ACT_RELU, "mnist conv2"},
+    {64, 32, 26, 26, 64, 3, 3, 1, 1, 0, 0, 1, 0, ODL_ACT_RELU, "mnist conv2 N64 (64x256 tiles)"},
+    {24, 16, 21, 23, 20, 3, 3, 1, 1, 1, 1, 1, 1, ODL_ACT_SILU, "K20 (32x256 tiles)"},
+    {1, 64, 12, 12, 96, 3, 3, 1, 1, 1, 1, 1, 0, ODL_ACT_SILU, "K96 few pixels (64x128, split-K)"},
+    {1, 33, 5, 3, 65, 3, 3, 1, 1, 1, 1, 1, 0, ODL_ACT_SIGMOID, "K65 C33"},
+    {3, 2, 4, 4, 2, 3, 3, 1, 1, 2, 2, 1, 0, ODL_ACT_NONE, "pad > kernel/2"},
+    {2, 3, 11, 13, 4, 3, 5, 1, 2, 2, 0, 1, 1, ODL_ACT_RELU, "unequal strides and pads"},
+    {1, 2, 9, 6, 3, 2, 4, 2, 1, 0, 1, 0, 0, ODL_ACT_SILU, "even kernel"},
+    {1, 129, 3, 3, 1, 3, 3, 1, 1, 1, 1, 1, 0, ODL_ACT_NONE, "C129 K1"},
+    {1, 64, 40, 40, 128, 3, 3, 2, 2, 1, 1, 1, 0, ODL_ACT_SILU, "yolov5 down 64->128"},
+};
+#define N_CASES ((int)(sizeof CASES / sizeof CASES[0]))
+
+static odl_conv2d_shape shape_of(const conv_case *c) {
+    odl_conv2d_shape s = {c->N, c->C, c->H, c->W, c->K, c->R, c->S, c->sh, c->sw, c->ph, c->pw, 0, 0};
+    s.P = odl_conv_out_size(c->H, c->R, c->sh, c->ph);
+    s.Q = odl_conv_out_size(c->W, c->S, c->sw, c->pw);
+    return s;
+}
+
+static double *to_f64(const float *x, int64_t n, int keep) {
+    double *d = malloc((size_t)(n > 0 ? n : 1) * sizeof(double));
+    for (int64_t i = 0; i < n; i++) d[i] = keep ? (double)odl_round_mantissa(x[i], keep) : (double)x[i];
+    return d;
+}
+
+static float *nan_buf(int64_t n) {
+    float *p = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+    for (int64_t i = 0; i < n; i++) p[i] = NAN;
+    return p;
+}
+
+/* Largest |got - ref| / mag over n outputs (infinity for a non-finite output). */
+static double max_err(const float *got, const double *ref, const double *mag, int64_t n) {
+    double e = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const double d = isfinite(got[i]) ? fabs(got[i] - ref[i]) / (mag[i] + 1e-300) : INFINITY;
+        if (d > e) e = d;
+    }
+    return e;
+}
+
+static int g_low_seen;
+
+/* The checks of the file comment for one pass's output against its two references. */
+static void check_pass(const conv_case *c, int idx, odl_precision prec, const char *pass, double K, const float *got,
+                       double *const ref[2], double *const mag[2], int64_t n) {
+    const double up = unit_roundoff(prec), td = tol_dot(K);
+    const double tol = (2 * up + up * up) * (1 + td) + td;
+    const double e0 = max_err(got, ref[0], mag[0], n), e1 = max_err(got, ref[1], mag[1], n);
+    const double erd = e1 < e0 ? e1 : e0;
+    const int ok = e0 <= tol && erd <= td;
+    printf("%-4s %-4s %-10s N%d C%d %dx%d K%d %dx%d s%d,%d p%d,%d %-32s  %.2e <= %.2e   rnd %.2e <= %.2e  %s\n",
+           g_be->name, odl_precision_name(prec), pass, c->N, c->C, c->H, c->W, c->K, c->R, c->S, c->sh, c->sw, c->ph,
+           c->pw, c->tag, e0, tol, erd, td, ok ? "ok" : "FAIL");
+    TCHECK(e0 <= tol, "case %d %s %s: error %.3e above %.3e", idx, odl_precision_name(prec), pass, e0, tol);
+    TCHECK(erd <= td, "case %d %s %s: %.3e from the rounded inputs' result and %.3e from the float32 one, above %.3e",
+           idx, odl_precision_name(prec), pass, e1, e0, td);
+    if (K >= 16 && K <= 300 && n >= 64) {
+        TCHECK(e0 > 4 * td, "case %d %s %s: error %.3e within float32's %.3e: were the inputs rounded?", idx,
+               odl_precision_name(prec), pass, e0, td);
+        g_low_seen++;
+    }
+}
+
+static void free2(double *a[2]) {
+    free(a[0]);
+    free(a[1]);
+}
+
+static void run_case(const conv_case *c, int idx, odl_precision prec) {
+    const odl_conv2d_shape s = shape_of(c);
+    const int keep = keep_bits(prec);
+    const int64_t nx = (int64_t)s.N * s.C * s.H * s.W, nw = (int64_t)s.K * s.C * s.R * s.S;
+    const int64_t ny = (int64_t)s.N * s.K * s.P * s.Q;
+    float *x = fgen(nx, -1, 1), *w = fgen(nw, -1, 1), *dy = fgen(ny, -1, 1);
+    float *bias = c->bias ? fgen(s.K, -1, 1) : NULL, *res = c->res ? fgen(ny, -1, 1) : NULL;
+    double *ref[2], *mag[2], *dref[2], *dmag[2], *wref[2], *wmag[2], *bref = malloc((size_t)s.K * sizeof(double));
+    double *bmag = malloc((size_t)s.K * sizeof(double));
+    for (int r = 0; r < 2; r++) {
+        const int k = r ? keep : 0;
+        double *x64 = to_f64(x, nx, k), *w64 = to_f64(w, nw, k), *dy64 = to_f64(dy, ny, k);
+        double *b64 = bias ? to_f64(bias, s.K, 0) : NULL, *res64 = res ? to_f64(res, ny, 0) : NULL;
+        ref[r] = malloc((size_t)ny * sizeof(double));
+        mag[r] = malloc((size_t)ny * sizeof(double));
+        dref[r] = malloc((size_t)nx * sizeof(double));
+        dmag[r] = malloc((size_t)nx * sizeof(double));
+        wref[r] = malloc((size_t)nw * sizeof(double));
+        wmag[r] = malloc((size_t)nw * sizeof(double));
+        ref_conv2d_fwd(&s, x64, w64, b64, res64, c->act, ref[r], mag[r]);
+        ref_conv2d_bwd_data(&s, dy64, w64, dref[r], dmag[r]);
+        ref_conv2d_bwd_weight(&s, x64, dy64, wref[r], r ? NULL : bref, wmag[r], r ? NULL : bmag);
+        free(x64);
+        free(w64);
+        free(dy64);
+        free(b64);
+        free(res64);
+    }
+
+    float *y0 = nan_buf(ny), *dx0 = nan_buf(nx), *dw0 = nan_buf(nw), *db0 = nan_buf(s.K);
+    dbuf dX = dput(x, nx, 0), dW = dput(w, nw, 0), dDY = dput(dy, ny, 0);
+    dbuf dB = {0}, dR = {0};
+    if (bias) dB = dput(bias, s.K, 0);
+    if (res) dR = dput(res, ny, 0);
+    dbuf dY = dput(y0, ny, 0), dDX = dput(dx0, nx, 0), dDW = dput(dw0, nw, 0), dDB = dput(db0, s.K, 0);
+    odl_epilogue ep;
+    memset(&ep, 0, sizeof ep);
+    ep.bias = dB.p;
+    ep.bias_per_row = 1;
+    ep.residual = dR.p;
+    ep.act = c->act;
+    TOK(g_be->conv2d_fwd_lowp(&s, dX.p, dW.p, &ep, dY.p, prec));
+    TOK(g_be->conv2d_bwd_data_lowp(&s, dDY.p, dW.p, dDX.p, prec));
+    TOK(g_be->conv2d_bwd_weight_lowp(&s, dX.p, dDY.p, dDW.p, dDB.p, prec));
+    dget(y0, &dY, ny);
+    dget(dx0, &dDX, nx);
+    dget(dw0, &dDW, nw);
+    dget(db0, &dDB, s.K);
+
+    check_pass(c, idx, prec, "fwd", (double)s.C * s.R * s.S, y0, ref, mag, ny);
+    check_pass(c, idx, prec, "bwd_data", (double)s.K * s.R * s.S, dx0, dref, dmag, nx);
+    check_pass(c, idx, prec, "bwd_weight", (double)s.N * s.P * s.Q, dw0, wref, wmag, nw);
+    const double eb = max_err(db0, bref, bmag, s.K), tb = tol_dot((double)s.N * s.P * s.Q);
+    TCHECK(eb <= tb, "case %d %s db: error %.3e above %.3e (db is the float32 dy's)", idx, odl_precision_name(prec), eb,
+           tb);
+    float *back = malloc((size_t)(nx > ny ? nx : ny) * sizeof(float));
+    dget(back, &dX, nx);
+    TCHECK(memcmp(back, x, (size_t)nx * sizeof(float)) == 0, "case %d: x was modified", idx);
+    dget(back, &dDY, ny);
+    TCHECK(memcmp(back, dy, (size_t)ny * sizeof(float)) == 0, "case %d: dy was modified", idx);
+    free(back);
+
+    dbuf all[] = {dX, dW, dDY, dB, dR, dY, dDX, dDW, dDB};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (all[i].base) odl_mem_free(g_dev, all[i].base);
+    free2(ref);
+    free2(mag);
+    free2(dref);
+    free2(dmag);
+    free2(wref);
+    free2(wmag);
+    free(bref);
+    free(bmag);
+    free(x);
+    free(w);
+    free(dy);
+    free(bias);
+    free(res);
+    free(y0);
+    free(dx0);
+    free(dw0);
+    free(db0);
+}
+
+/* A float32 tensor on g_dev with the given shape, filled from host (NULL: NaN). */
+static void tensor_put(odl_tensor *t, int ndim, const int64_t *shape, const float *host) {
+    memset(t, 0, sizeof *t);
+    TOK(odl_tensor_alloc(t, g_dev, ODL_F32, ndim, shape));
+    const int64_t n = odl_tensor_numel(t);
+    float *tmp = host ? NULL : nan_buf(n);
+    if (t->data) {
+        TOK(odl_memcpy_async(t->data, g_dev, host ? host : tmp, odl_cpu(), (size_t)n * sizeof(float),
+                             odl_stream_current()));
+        TOK(odl_device_synchronize(g_dev));
+    }
+    free(tmp);
+}
+
+static int same_as(const odl_tensor *t, const float *want) {
+    const int64_t n = odl_tensor_numel(t);
+    float *got = malloc((size_t)n * sizeof(float));
+    TOK(odl_device_synchronize(g_dev));
+    TOK(odl_memcpy_async(got, odl_cpu(), t->data, g_dev, (size_t)n * sizeof(float), odl_stream_current()));
+    TOK(odl_device_synchronize(g_dev));
+    const int same = memcmp(got, want, (size_t)n * sizeof(float)) == 0;
+    free(got);
+    return same;
+}
+
+/* odl_conv2d_fwd / odl_conv2d_bwd in each matmul precision give the op table's entry for it, bit for bit. */
+static void test_routing(void) {
+    const conv_case c = {2, 8, 10, 10, 12, 3, 3, 1, 1, 1, 1, 1, 0, ODL_ACT_RELU, "routing"};
+    const odl_conv2d_shape s = shape_of(&c);
+    const int64_t xs[4] = {s.N, s.C, s.H, s.W}, wsh[4] = {s.K, s.C, s.R, s.S}, ys[4] = {s.N, s.K, s.P, s.Q};
+    const int64_t ks = s.K, nx = xs[0] * xs[1] * xs[2] * xs[3], nw = wsh[0] * wsh[1] * wsh[2] * wsh[3];
+    const int64_t ny = ys[0] * ys[1] * ys[2] * ys[3];
+    float *x = fgen(nx, -1, 1), *w = fgen(nw, -1, 1), *dy = fgen(ny, -1, 1), *b = fgen(s.K, -1, 1);
+    odl_tensor tx, tw, tdy, tb, ty, tdx, tdw, tdb;
+    tensor_put(&tx, 4, xs, x);
+    tensor_put(&tw, 4, wsh, w);
+    tensor_put(&tdy, 4, ys, dy);
+    tensor_put(&tb, 1, &ks, b);
+    tensor_put(&ty, 4, ys, NULL);
+    tensor_put(&tdx, 4, xs, NULL);
+    tensor_put(&tdw, 4, wsh, NULL);
+    tensor_put(&tdb, 1, &ks, NULL);
+    float *want_y = nan_buf(ny), *want_dx = nan_buf(nx), *want_dw = nan_buf(nw), *want_db = nan_buf(s.K);
+    dbuf e_y = dput(want_y, ny, 0), e_dx = dput(want_dx, nx, 0), e_dw = dput(want_dw, nw, 0);
+    dbuf e_db = dput(want_db, s.K, 0);
+    const odl_precision saved = odl_matmul_precision();
+    for (int p = 0; p < 3 && tx.data && tdb.data; p++) {
+        const odl_precision prec = (odl_precision)p;
+        odl_epilogue ep;
+        memset(&ep, 0, sizeof ep);
+        ep.bias = tb.data;
+        ep.bias_per_row = 1;
+        ep.act = c.act;
+        if (prec == ODL_PRECISION_FP32) {
+            TOK(g_be->conv2d_fwd(&s, tx.data, tw.data, &ep, e_y.p));
+            TOK(g_be->conv2d_bwd_data(&s, tdy.data, tw.data, e_dx.p));
+            TOK(g_be->conv2d_bwd_weight(&s, tx.data, tdy.data, e_dw.p, e_db.p));
+        } else {
+            TOK(g_be->conv2d_fwd_lowp(&s, tx.data, tw.data, &ep, e_y.p, prec));
+            TOK(g_be->conv2d_bwd_data_lowp(&s, tdy.data, tw.data, e_dx.p, prec));
+            TOK(g_be->conv2d_bwd_weight_lowp(&s, tx.data, tdy.data, e_dw.p, e_db.p, prec));
+        }
+        dget(want_y, &e_y, ny);
+        dget(want_dx, &e_dx, nx);
+        dget(want_dw, &e_dw, nw);
+        dget(want_db, &e_db, s.K);
+        odl_set_matmul_precision(prec);
+        TOK(odl_conv2d_fwd(&tx, &tw, &tb, NULL, c.act, 1, 1, &ty));
+        TOK(odl_conv2d_bwd(&tx, &tw, &tdy, 1, 1, &tdx, &tdw, &tdb));
+        odl_set_matmul_precision(saved);
+        const char *pn = odl_precision_name(prec);
+        TCHECK(same_as(&ty, want_y), "odl_conv2d_fwd in %s is not the op table's entry", pn);
+        TCHECK(same_as(&tdx, want_dx), "odl_conv2d_bwd dx in %s is not the op table's entry", pn);
+        TCHECK(same_as(&tdw, want_dw), "odl_conv2d_bwd dw in %s is not the op table's entry", pn);
+        TCHECK(same_as(&tdb, want_db), "odl_conv2d_bwd db in %s is not the op table's entry", pn);
+    }
+    dbuf all[] = {e_y, e_dx, e_dw, e_db};
+    for (size_t i = 0; i < 4; i++)
+        if (all[i].base) odl_mem_free(g_dev, all[i].base);
+    odl_tensor *ts[] = {&tx, &tw, &tdy, &tb, &ty, &tdx, &tdw, &tdb};
+    for (size_t i = 0; i < 8; i++) odl_tensor_free(ts[i]);
+    free(x);
+    free(w);
+    free(dy);
+    free(b);
+    free(want_y);
+    free(want_dx);
+    free(want_dw);
+    free(want_db);
+}
+
+static double case_macs(const conv_case *c) {
+    const odl_conv2d_shape s = shape_of(c);
+    return (double)s.N * s.K * s.P * s.Q * s.C * s.R * s.S;
+}
+
+int main(int argc, char **argv) {
+    int quick = 0, have_cuda = 0;
+    const int rc = lowp_test_setup("test_conv_tc", argc, argv, &quick, &have_cuda);
+    if (rc >= 0) return rc;
+    const char *backend = have_cuda ? "cuda" : "cpu";
+    g_be = odl_backend_for(g_dev);
+    if (!g_be || !g_be->conv2d_fwd_lowp || !g_be->conv2d_bwd_data_lowp || !g_be->conv2d_bwd_weight_lowp) {
+        printf("test_conv_tc: FAIL: the %s op table has no conv2d_*_lowp\n", backend);
+        return 1;
+    }
+    test_routing();
+    for (int pi = 0; pi < 2; pi++)
+        for (int i = 0; i < N_CASES; i++)
+            if (!quick || case_macs(&CASES[i]) <= 16777216.0)
+                run_case(&CASES[i], i, pi ? ODL_PRECISION_BF16 : ODL_PRECISION_TF32);
+    TCHECK(g_low_seen >= 8, "only %d passes could show the input rounding", g_low_seen);
+    if (have_cuda) odl_cuda_shutdown();
+    char name[64];
+    snprintf(name, sizeof name, "test_conv_tc %s", backend);
+    return odl_test_finish(name);
+}
