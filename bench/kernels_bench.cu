@@ -1,7 +1,7 @@
 /* odl_bench_kernels: times the CUDA backend's own kernels beside cuBLAS / cuDNN on the same GPU and
  * checks every timed result against them.
  *
- *   odl_bench_kernels [--quick] [--only gemm|conv|ew|check|tc] [--reps N] [--csv FILE] [--fixed-peaks]
+ *   odl_bench_kernels [--quick] [--only gemm|conv|ew|check|tc|convtc] [--reps N] [--csv FILE] [--fixed-peaks]
  *
  * What it does, in order (bench/README.md has the details):
  *   1. ceilings: a 1 GiB cudaMemcpy device-to-device (bytes read + written) and cuBLAS SGEMM 8192^3
@@ -16,6 +16,9 @@
  *      YOLOv5n's convolutions at 640x640 batch 1 (fwd, bwd_data, bwd_weight) vs cuDNN with the fastest
  *      FMA (non-tensor-op) algorithm of cudnnFind*; relu / add / silu on 2^28 floats vs copy;
  *      --only tc: the TF32 / BF16 / FP16 tensor-core GEMM vs cuBLAS in the same precision (gemm_tc_rows.cuh).
+ *      --only convtc: the TF32 / BF16 tensor-core convolutions (the MNIST CNN's, YOLOv5n's) vs cuDNN in the
+ *      same precision and odl's FP32 FMA kernels (conv_tc_rows.cuh). Not in the default sweep: its 124
+ *      cudnnFind* calls (each timing every algorithm) are expected to add well over 20 s to it.
  *      --tune: time every wgmma GEMM configuration per shape and write the table GEMMs read
  *      (kernels/gemm_table.h; --tune-out FILE, else $ODL_GEMM_TABLE, else ~/.cache/odl/gemm_sm90.tsv).
  * Every timed result is compared with the baseline's (rel L2 < 1e-4: OK, else BAD), outputs poisoned
@@ -500,6 +503,21 @@ static odl_conv2d_shape conv_shape(int N, int C, int H, int W, int K, int R, int
     return s;
 }
 
+/* YOLOv5n's convolutions at 640x640, batch 1 (square inputs and kernels), timed by the conv section and by
+ * --only convtc: stem, downsampling, C3 1x1, bottleneck 3x3, deep 3x3 s2, SPPF 1x1, Detect head. act: the
+ * conv section's forward epilogue (with the bias). */
+struct YoloConv {
+    const char *name;
+    int C, HW, K, RS, stride, pad;
+    odl_act act;
+};
+static const YoloConv kYoloConvs[] = {
+    {"yolo L0 stem", 3, 640, 16, 6, 2, 2, ODL_ACT_SILU},     {"yolo L1 down", 16, 320, 32, 3, 2, 1, ODL_ACT_SILU},
+    {"yolo C3 1x1", 32, 160, 32, 1, 1, 0, ODL_ACT_SILU},     {"yolo bneck 3x3", 64, 80, 64, 3, 1, 1, ODL_ACT_SILU},
+    {"yolo L7 down", 128, 40, 256, 3, 2, 1, ODL_ACT_SILU},   {"yolo SPPF 1x1", 256, 20, 256, 1, 1, 0, ODL_ACT_SILU},
+    {"yolo detect 1x1", 64, 80, 255, 1, 1, 0, ODL_ACT_NONE},
+};
+
 #ifdef ODL_BENCH_HAVE_CUDNN
 /* cuDNN descriptors of one convolution, with the fastest FMA-math algorithm of each direction. */
 struct Cudnn {
@@ -739,6 +757,8 @@ static void conv_time(const char *name, const odl_conv2d_shape &s, odl_act fwd_a
 }
 #endif /* ODL_BENCH_HAVE_CUDNN */
 
+#include "conv_tc_rows.cuh" /* --only convtc: TF32 / BF16 tensor-core convolutions vs cuDNN (with or without it) */
+
 /* ------------------------------------------------------------------------------------------------ */
 /* element-wise vs copy */
 
@@ -805,7 +825,8 @@ static void measure_ceilings() {
 }
 
 static void usage() {
-    printf("usage: odl_bench_kernels [--quick] [--only gemm|conv|ew|check|tc] [--reps N] [--csv FILE] [--fixed-peaks]\n"
+    printf("usage: odl_bench_kernels [--quick] [--only gemm|conv|ew|check|tc|convtc] [--reps N] [--csv FILE] "
+           "[--fixed-peaks]\n"
            "       odl_bench_kernels --tune [--tune-out FILE]   (time the wgmma GEMM configurations, write the table)\n");
 }
 
@@ -859,7 +880,8 @@ int main(int argc, char **argv) {
             fprintf(stderr, "odl_bench_kernels: cannot write %s\n", g_opt.csv.c_str());
             return 2;
         }
-        fprintf(g_csv, "name,shape,time_us,tflops,gbps,sol,base_us,check%s\n", g_opt.only == "tc" ? ",config" : "");
+        fprintf(g_csv, "name,shape,time_us,tflops,gbps,sol,base_us,check%s\n",
+                g_opt.only == "tc" ? ",config" : g_opt.only == "convtc" ? ",config,fp32_us,rel_l2" : "");
     }
     if (g_opt.tune) {
         gemm_tune(g_opt.tune_out);
@@ -889,20 +911,15 @@ int main(int argc, char **argv) {
             conv_time(fmt("mnist conv1 N%d", N).c_str(), conv_shape(N, 1, 28, 28, 32, 3, 3, 1, 0), ODL_ACT_RELU, true);
             conv_time(fmt("mnist conv2 N%d", N).c_str(), conv_shape(N, 32, 26, 26, 64, 3, 3, 1, 0), ODL_ACT_RELU, true);
         }
-        /* YOLOv5n at 640x640, batch 1: stem, downsampling, C3 1x1, bottleneck 3x3, deep 3x3 s2, SPPF 1x1,
-         * Detect head */
-        conv_time("yolo L0 stem", conv_shape(1, 3, 640, 640, 16, 6, 6, 2, 2), ODL_ACT_SILU, false);
-        conv_time("yolo L1 down", conv_shape(1, 16, 320, 320, 32, 3, 3, 2, 1), ODL_ACT_SILU, false);
-        conv_time("yolo C3 1x1", conv_shape(1, 32, 160, 160, 32, 1, 1, 1, 0), ODL_ACT_SILU, false);
-        conv_time("yolo bneck 3x3", conv_shape(1, 64, 80, 80, 64, 3, 3, 1, 1), ODL_ACT_SILU, false);
-        conv_time("yolo L7 down", conv_shape(1, 128, 40, 40, 256, 3, 3, 2, 1), ODL_ACT_SILU, false);
-        conv_time("yolo SPPF 1x1", conv_shape(1, 256, 20, 20, 256, 1, 1, 1, 0), ODL_ACT_SILU, false);
-        conv_time("yolo detect 1x1", conv_shape(1, 64, 80, 80, 255, 1, 1, 1, 0), ODL_ACT_NONE, false);
+        /* YOLOv5n at 640x640, batch 1 */
+        for (const YoloConv &c : kYoloConvs)
+            conv_time(c.name, conv_shape(1, c.C, c.HW, c.HW, c.K, c.RS, c.RS, c.stride, c.pad), c.act, false);
     }
 #endif
     if (all || only == "ew") ew_time();
     if (all || only == "tc") gemm_tc_rows();
     if (only == "tcq") gemm_tc_quick();
+    if (only == "convtc") conv_tc_rows(); /* not in `all`: see conv_tc_rows.cuh */
 
     /* the short table last (the end of the output is what a remote run shows): forced GEMM
      * configurations only as the best one per shape */
