@@ -29,8 +29,9 @@ cd "$T" || exit 1
 G=(--task=train --model=mnist --device cuda "--data_dir=$FM" --max-train-samples 1000 --batch-size 64 --epochs 3
    --test-batch-size 1000 --progress off)
 # JSONL lines without what differs between runs that compute the same: timing, telemetry.
-loss_lines() {
-  sed -E 's/,"samples_per_s":[^,]*,"wall_s":[^,]*//; s/,"gpu_util_mean":[^,}]*//; s/,"gpu_mem_peak_mib":[^,}]*//' "$1"
+loss_lines() { # the epoch lines without what depends on the machine's moment (speed, the GPU's free memory)
+  sed -E 's/,"samples_per_s":[^,]*,"wall_s":[^,]*//; s/,"gpu_util_mean":[^,}]*//; s/,"gpu_mem_peak_mib":[^,}]*//;
+          s/,"pool_reserved_mib":[^,}]*//' "$1"
 }
 same_run() { # same_run A B WHAT: parameters bit for bit and the same loss lines
   "$CK" diff "$1.h5" "$2.h5" > diff.out 2>&1 || { cat diff.out; fail "$3: parameters differ"; }
