@@ -1,9 +1,11 @@
 /* TF32 and BF16 convolutions on tensor cores: odl_backend.conv2d_{fwd,bwd_data,bwd_weight}_lowp of the
  * CUDA backend (odl/backend.h; CPU twin: kernels/cpu/conv2d_lowp.c). The same three implicit GEMMs as
  * conv2d.cu (formulas and operand layouts in its file comment), gathered by the same tile loaders
- * (conv2d_tiles.cuh), on the mma.sync kernel of gemm_mma.cuh: each gathered element rounded once (TF32 or
+ * (conv2d_tiles.cuh), on the mma.sync kernels of gemm_mma.cuh: each gathered element rounded once (TF32 or
  * BF16, nearest even), products accumulated in float32, the epilogue (bias, activation, residual) in
- * float32, split-K partials added in a fixed order. Deterministic.
+ * float32, split-K partials added in a fixed order. Deterministic. The forward and the stride-1 data
+ * gradient gather with GatherTc / WeightsTc through the cp.async ring (mma_gemm_async_kernel); the weight
+ * gradient and a strided data gradient with the register-staged loaders (mma_gemm_kernel).
  *
  * Products too small for an mma slice (kMinReduction: a first layer with C = 1) and sources of 2^31
  * elements or more (the gathers index in 32 bits) run conv2d.cu's float32 kernels, which are at least as

@@ -1,12 +1,15 @@
 /* The tensor-core twin of gemm_core.cuh's tiled kernel, for the implicit GEMMs of the convolutions in TF32
- * and BF16 (conv2d_tc.cu): the same tile loaders (conv2d_tiles.cuh, gemm_core.cuh's DenseTile), the same
- * register-staged double buffer with one __syncthreads per BK slice, the same output mappings, split-K
- * partials and fixed-order reduction; only the inner product differs:
+ * and BF16 (conv2d_tc.cu): the same output mappings, split-K partials and fixed-order reduction, two main
+ * loops:
+ *   mma_gemm_kernel        gemm_core.cuh's register-staged double buffer (loaders with fetch / stash:
+ *                          conv2d_tiles.cuh), one __syncthreads per BK slice;
+ *   mma_gemm_async_kernel  loaders with issue() copy each slice straight to a ring of STAGES shared-memory
+ *                          buffers by cp.async, STAGES - 1 slices ahead (mma_mainloop_async).
  *
- *   - Rounding: after each fetch the loaded slice is rounded once, to TF32 (nearest even on the float32
- *     bits: odl_round_mantissa(x, 10) of odl/precision.h) or to BF16 (__float2bfloat16_rn, nearest even,
- *     kept as the upper half of a float32), so that every element reaches the tensor cores rounded as
- *     the CPU reference rounds it.
+ *   - Rounding, once per element, to TF32 (nearest even on the float32 bits: odl_round_mantissa(x, 10) of
+ *     odl/precision.h) or BF16 (nearest even), so that every element reaches the tensor cores rounded as
+ *     the CPU reference rounds it: the register-staged loop rounds each fetched slice (BF16 kept as the
+ *     upper half of a float32), the pipelined one as fragments are read (frag()).
  *   - Shared memory holds float32 k-major ([BK][rows + 8]): with a row stride of 8 (mod 32) floats a warp's
  *     fragment read (lane g = lane / 4, t = lane % 4 reads row t, column g) touches 32 distinct banks.
  *   - Each warp owns WM x WN of the block tile as MT x NT mma tiles of 16 x 8:
