@@ -20,7 +20,7 @@ static odl_status rounded_copy(const float *src, int64_t n, odl_precision prec, 
     if (!d)
         return ODL_ERR(ODL_E_NOMEM, "%s (%s): rounded copy of %s (%lld floats)", op, odl_precision_name(prec), what,
                        (long long)n);
-    for (int64_t i = 0; i < n; i++) d[i] = odl_round_mantissa(src[i], keep);
+    odl_cpu_round_copy(src, 1, n, n, keep, d);
     *out = d;
     return ODL_OK;
 }

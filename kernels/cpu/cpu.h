@@ -54,6 +54,9 @@ odl_status odl_cpu_scratch(int slot, size_t nfloats, float **out);
 
 /* ---- GEMM (gemm.c) ---- */
 odl_status odl_cpu_gemm(const odl_gemm_args *a);
+/* dst[r * cols + c] = odl_round_mantissa(src[r * ld + c], keep) for a rows x cols matrix with leading
+ * dimension ld (gemm_lowp.c; the CPU's one rounding loop of the TF32 / BF16 ops). */
+void odl_cpu_round_copy(const float *src, int64_t rows, int64_t cols, int64_t ld, int keep, float *dst);
 /* gemm_lowp (gemm_lowp.c): TF32 / BF16 rounding of the inputs, then odl_cpu_gemm. */
 odl_status odl_cpu_gemm_lowp(const odl_gemm_args *a, odl_precision prec);
 /* gemm_typed (gemm_lowp.c): float32 copies of bfloat16 / float16 operands, TF32 rounding of float32 ones. */

@@ -15,8 +15,7 @@
 
 #include "kernels/cpu/cpu.h"
 
-/* dst[r * cols + c] = round(src[r * ld + c]) for a rows x cols matrix stored with leading dimension ld. */
-static void round_copy(const float *src, int64_t rows, int64_t cols, int64_t ld, int keep, float *dst) {
+void odl_cpu_round_copy(const float *src, int64_t rows, int64_t cols, int64_t ld, int keep, float *dst) {
     for (int64_t r = 0; r < rows; r++) {
         const float *s = src + r * ld;
         float *d = dst + r * cols;
@@ -41,8 +40,8 @@ odl_status odl_cpu_gemm_lowp(const odl_gemm_args *a, odl_precision prec) {
         return ODL_ERR(ODL_E_NOMEM, "gemm_lowp (%s): rounded copies of A [%lld x %lld] and B [%lld x %lld]",
                        odl_precision_name(prec), (long long)ra, (long long)ca, (long long)rb, (long long)cb);
     }
-    round_copy(a->A, ra, ca, a->lda, keep, A);
-    round_copy(a->B, rb, cb, a->ldb, keep, B);
+    odl_cpu_round_copy(a->A, ra, ca, a->lda, keep, A);
+    odl_cpu_round_copy(a->B, rb, cb, a->ldb, keep, B);
     odl_gemm_args g = *a;
     g.A = A;
     g.lda = ca;

@@ -110,17 +110,10 @@ static odl_status fwd_cfg(const odl_conv2d_shape *s, const float *x, const float
     const int M = s->K, N = s->N * s->P * s->Q, Kd = s->C * s->R * s->S;
     using LA = DenseTile<Cfg::BM, Cfg::BK, Cfg::THREADS, true>;
     typename LA::Params pa = {w, (int64_t)Kd, M, Kd, aligned16(w) && Kd % 4 == 0};
-    OutNCHW fin;
-    fin.y = y;
-    fin.Kc = s->K;
-    fin.PQ = s->P * s->Q;
-    fin.fPQ = FastDiv(fin.PQ);
-    fin.zstride = 0;
-    fin.vec = fin.PQ % 4 == 0 && aligned16(y) && (!ep.residual || aligned16(ep.residual));
-    OutNCHW part = fin;
-    part.y = ws;
-    part.zstride = (int64_t)M * N;
-    part.vec = fin.PQ % 4 == 0;
+    const int PQ = s->P * s->Q;
+    OutNCHW fin, part;
+    conv_nchw_outs(y, ws, s->K, PQ, M, N, PQ % 4 == 0 && aligned16(y) && (!ep.residual || aligned16(ep.residual)),
+                   &fin, &part);
     const bool k1 = s->R == 1 && s->S == 1 && s->stride_h == 1 && s->stride_w == 1 && s->pad_h == 0 && s->pad_w == 0;
     const FastDiv fPQ(s->P * s->Q), fQ(s->Q), fRS(s->R * s->S), fS(s->S);
     if (k1) {
@@ -160,17 +153,9 @@ static odl_status bwd_data_cfg(const odl_conv2d_shape *s, const float *dy, const
     const int M = s->C, N = s->N * s->H * s->W, Kd = s->K * s->R * s->S;
     using LA = DenseTile<Cfg::BM, Cfg::BK, Cfg::THREADS, true>;
     typename LA::Params pa = {wt, (int64_t)Kd, M, Kd, Kd % 4 == 0};
-    OutNCHW fin;
-    fin.y = dx;
-    fin.Kc = s->C;
-    fin.PQ = s->H * s->W;
-    fin.fPQ = FastDiv(fin.PQ);
-    fin.zstride = 0;
-    fin.vec = fin.PQ % 4 == 0 && aligned16(dx);
-    OutNCHW part = fin;
-    part.y = ws;
-    part.zstride = (int64_t)M * N;
-    part.vec = fin.PQ % 4 == 0;
+    const int HW = s->H * s->W;
+    OutNCHW fin, part;
+    conv_nchw_outs(dx, ws, s->C, HW, M, N, HW % 4 == 0 && aligned16(dx), &fin, &part);
     const FastDiv fHW(s->H * s->W), fW(s->W), fRS(s->R * s->S), fS(s->S), fsh(s->stride_h), fsw(s->stride_w);
     const Epi ep = epi_raw();
     if (s->stride_h == 1 && s->stride_w == 1) {

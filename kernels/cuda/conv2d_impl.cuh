@@ -32,6 +32,22 @@ static inline void conv_dw_outs(float *dw, float *ws, int M, int N, OutRowMajor 
     part->vec = N % 4 == 0;
 }
 
+/* An NCHW output y of Kc channels of PQ pixels (vec: the caller's alignment verdict for y) and its split-K
+ * partials in ws, M*N floats apart (vectorisable when PQ % 4 == 0: the workspace is aligned). */
+static inline void conv_nchw_outs(float *y, float *ws, int Kc, int PQ, int M, int N, bool vec, OutNCHW *fin,
+                                  OutNCHW *part) {
+    fin->y = y;
+    fin->Kc = Kc;
+    fin->PQ = PQ;
+    fin->fPQ = FastDiv(PQ);
+    fin->zstride = 0;
+    fin->vec = vec;
+    *part = *fin;
+    part->y = ws;
+    part->zstride = (int64_t)M * N;
+    part->vec = PQ % 4 == 0;
+}
+
 /* ODL_E_UNSUPPORTED naming `what` when an image, N*P*Q, N*H*W, C*R*S or K*R*S reaches 2^31 elements. */
 odl_status conv_check_sizes(const odl_conv2d_shape *s, const char *what);
 /* The workspace, carved: `a` floats then `b` floats, each 256-byte aligned. */

@@ -70,18 +70,10 @@ static Plan plan_tc(int64_t M, int64_t N, int64_t Kd, bool wide, int max_splits)
     } else {
         p.cfg = M <= 32 ? K32x128 : K64x128W;
     }
-    const int64_t tiles = tiles_of(p.cfg, M, N);
-    int64_t s = 1;
-    if (tiles < sms && Kd >= 512) {
-        s = sms * kTiles[p.cfg].minb / tiles;
-        if (s > Kd / 256) s = Kd / 256;
-        if (s > max_splits) s = max_splits;
-        while (s > 1 && (s * M * N > INT_MAX || s * M * N * 4 > (int64_t)256 << 20)) s--;
-        if (s < 1) s = 1;
-    }
-    const int64_t chunk = s > 1 ? cdiv(cdiv(Kd, s), 16) * 16 : (Kd > 0 ? Kd : 1);
-    p.k_chunk = (int)chunk;
-    p.splits = s > 1 ? (int)cdiv(Kd, chunk) : 1;
+    const int s = split_count(tiles_of(p.cfg, M, N), kTiles[p.cfg].minb, M, N, Kd, max_splits);
+    p.splits = 1;
+    p.k_chunk = Kd > 0 ? (int)Kd : 1; /* Kd < 2^31: conv_check_sizes */
+    if (s > 1) p.splits = slice_depth((int)Kd, s, 16, &p.k_chunk);
     return p;
 }
 
@@ -124,17 +116,6 @@ static odl_status run_mma_async(const typename LA::Params &pa, const typename LB
     return splitk_reduce(part, pl.splits, M, N, fin, ep, "odl_conv2d_tc_splitk_reduce");
 }
 
-static OutNCHW out_nchw(float *y, int Kc, int PQ, bool vec) {
-    OutNCHW o;
-    o.y = y;
-    o.Kc = Kc;
-    o.PQ = PQ;
-    o.fPQ = FastDiv(PQ);
-    o.zstride = 0;
-    o.vec = vec;
-    return o;
-}
-
 /* ---- forward: M = K, N = N*P*Q, reduction C*R*S ---- */
 template <class Cfg, bool BF16>
 static odl_status fwd_tc(const odl_conv2d_shape *s, const float *x, const float *w, const Epi &ep, float *y,
@@ -142,9 +123,9 @@ static odl_status fwd_tc(const odl_conv2d_shape *s, const float *x, const float 
     const int M = s->K, N = s->N * s->P * s->Q, Kd = s->C * s->R * s->S, PQ = s->P * s->Q;
     using LA = WeightsTc<Cfg::BM, Cfg::BK, Cfg::THREADS, Cfg::PAD>;
     typename LA::Params pa = {w, M, Kd};
-    const OutNCHW fin = out_nchw(y, s->K, PQ, PQ % 4 == 0 && aligned16(y) && (!ep.residual || aligned16(ep.residual)));
-    OutNCHW part = out_nchw(ws, s->K, PQ, PQ % 4 == 0);
-    part.zstride = (int64_t)M * N;
+    OutNCHW fin, part;
+    conv_nchw_outs(y, ws, s->K, PQ, M, N, PQ % 4 == 0 && aligned16(y) && (!ep.residual || aligned16(ep.residual)),
+                   &fin, &part);
     using LB = GatherTc<Cfg::BN, Cfg::BK, Cfg::THREADS, Cfg::PAD>;
     typename LB::Params pb = {x, s->H * s->W, s->H, s->W, s->C * s->H * s->W, Kd, N, s->stride_h, s->stride_w,
                               -s->pad_h, -s->pad_w, 1, FastDiv(PQ), FastDiv(s->Q), FastDiv(s->R * s->S), FastDiv(s->S)};
@@ -158,9 +139,8 @@ static odl_status bwd_data_tc(const odl_conv2d_shape *s, const float *dy, const 
     const int M = s->C, N = s->N * s->H * s->W, Kd = s->K * s->R * s->S, HW = s->H * s->W;
     using LA = DenseTile<Cfg::BM, Cfg::BK, Cfg::THREADS, true, Cfg::PAD>;
     typename LA::Params pa = {wt, (int64_t)Kd, M, Kd, Kd % 4 == 0};
-    const OutNCHW fin = out_nchw(dx, s->C, HW, HW % 4 == 0 && aligned16(dx));
-    OutNCHW part = out_nchw(ws, s->C, HW, HW % 4 == 0);
-    part.zstride = (int64_t)M * N;
+    OutNCHW fin, part;
+    conv_nchw_outs(dx, ws, s->C, HW, M, N, HW % 4 == 0 && aligned16(dx), &fin, &part);
     const FastDiv fHW(HW), fW(s->W), fRS(s->R * s->S), fS(s->S), fsh(s->stride_h), fsw(s->stride_w);
     if (s->stride_h == 1 && s->stride_w == 1) {
         /* dx[c, (n,h,w)] = sum_(k,r,s) wt[c][k,r,s] * dy[n, k, h+ph-r, w+pw-s]: the forward gather mirrored */

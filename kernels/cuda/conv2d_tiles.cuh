@@ -273,7 +273,7 @@ struct XColsTile {
  *   bwd_data: src = dy, columns (n, h, w), hb = h + ph,    sgn = -1 (stride 1)
  * Work split for few instructions per element: warp w owns rows RPT*w .. RPT*w + RPT-1 of the slice and
  * lane l the columns l, l + 32, ... (each load instruction of a warp covers 32 consecutive columns, and a
- * store to shared memory 32 consecutive floats of one row). A row's (c, r, s) is two FastDiv per fetch,
+ * copy to shared memory 32 consecutive floats of one row). A row's (c, r, s) is two FastDiv per slice,
  * shared by the lane's BN/32 columns; a column's image base, hb and wb are set once. Per element: two adds,
  * two unsigned compares, one add and the load. Indices are 32-bit: the source must have fewer than 2^31
  * elements (the caller checks). */
@@ -289,7 +289,7 @@ struct GatherTc {
     static constexpr int WARPS = THREADS / 32;
     static constexpr int RPT = BK / WARPS;  /* rows per thread */
     static constexpr int CPT = BN / 32;     /* columns per thread */
-    static constexpr int ELEMS = RPT * CPT, LDS = BN + PAD;
+    static constexpr int LDS = BN + PAD;
     static_assert(BK % WARPS == 0 && BN % 32 == 0, "warps must split the rows, lanes the columns");
     static constexpr int OUT = 1 << 28;     /* dr of a row past the operand: every bound check fails */
 
@@ -297,7 +297,6 @@ struct GatherTc {
     int base[CPT], hb[CPT], wb[CPT];
     int plane, Hs, Ws, rows, sgn, k0;
     FastDiv fRS, fS;
-    float reg[ELEMS];
 
     __device__ __forceinline__ GatherTc(const Params &pr, int n0, int kb)
         : src(pr.src), plane(pr.plane), Hs(pr.Hs), Ws(pr.Ws), rows(pr.rows), sgn(pr.sgn), k0(kb), fRS(pr.fRS),
@@ -331,20 +330,9 @@ struct GatherTc {
         return (unsigned)(hb[j] + dr) < (unsigned)Hs && (unsigned)(wb[j] + ds) < (unsigned)Ws;
     }
 
-    __device__ __forceinline__ void fetch() {
-        const int row0 = k0 + (int)(threadIdx.x / 32) * RPT;
-#pragma unroll
-        for (int i = 0; i < RPT; i++) {
-            int off, dr, ds;
-            row(row0 + i, off, dr, ds);
-#pragma unroll
-            for (int j = 0; j < CPT; j++) reg[i * CPT + j] = inside(j, dr, ds) ? __ldg(src + (base[j] + off)) : 0.0f;
-        }
-        k0 += BK;
-    }
-
-    /* fetch() and stash() in one: the slice straight into shared memory by cp.async (zero-filled outside
-     * the source), for the pipelined kernel of gemm_mma.cuh; the elements are rounded when read. */
+    /* The current slice straight into shared memory ([BK][LDS], k-major) by cp.async, zero-filled outside
+     * the source, for the pipelined kernel of gemm_mma.cuh (which rounds the elements as it reads them);
+     * then move to the next slice. */
     __device__ __forceinline__ void issue(float *sm) {
         const int lane = threadIdx.x % 32, r0 = (int)(threadIdx.x / 32) * RPT;
 #pragma unroll
@@ -359,14 +347,6 @@ struct GatherTc {
             }
         }
         k0 += BK;
-    }
-
-    __device__ __forceinline__ void stash(float *sm) const {
-        const int lane = threadIdx.x % 32, row0 = (int)(threadIdx.x / 32) * RPT;
-#pragma unroll
-        for (int i = 0; i < RPT; i++)
-#pragma unroll
-            for (int j = 0; j < CPT; j++) sm[(row0 + i) * LDS + lane + 32 * j] = reg[i * CPT + j];
     }
 };
 

@@ -33,19 +33,22 @@ static const GemmCfgInfo g_cfgs[G_COUNT] = {
 static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 static int64_t tiles_of(int cfg, int64_t M, int64_t N) { return cdiv(M, g_cfgs[cfg].bm) * cdiv(N, g_cfgs[cfg].bn); }
 
-/* Split-K factor for an M x N x K product on `cfg`: enough k slices that the tiles fill every resident
- * block slot once, each slice at least 256 deep, at most 64 slices. 1 when the tiles fill the device
- * already. */
-int plan_splits(int cfg, int64_t M, int64_t N, int64_t K, int max_splits) {
-    const int64_t tiles = tiles_of(cfg, M, N);
+int split_count(int64_t tiles, int minb, int64_t M, int64_t N, int64_t K, int max_splits) {
     const int64_t sms = sm_count();
     if (tiles >= sms || K < 512) return 1;
-    int64_t s = sms * g_cfgs[cfg].minb / tiles;
+    int64_t s = sms * minb / tiles;
     if (s > K / 256) s = K / 256;
     if (s > max_splits) s = max_splits;
     /* the partial sums must stay indexable by int and modest in size (<= 256 MB) */
     while (s > 1 && (s * M * N > INT_MAX || s * M * N * 4 > (int64_t)256 << 20)) s--;
     return s < 1 ? 1 : (int)s;
+}
+
+/* Split-K factor for an M x N x K product on `cfg`: enough k slices that the tiles fill every resident
+ * block slot once, each slice at least 256 deep, at most 64 slices. 1 when the tiles fill the device
+ * already. */
+int plan_splits(int cfg, int64_t M, int64_t N, int64_t K, int max_splits) {
+    return split_count(tiles_of(cfg, M, N), g_cfgs[cfg].minb, M, N, K, max_splits);
 }
 
 /* Tile configuration for a shape (see the file comment): rows per tile from M, then the largest tile
@@ -64,15 +67,16 @@ int plan_cfg(int64_t M, int64_t N) {
     return G64x64;
 }
 
-/* Slice depth for `splits` k ranges: a multiple of BK; returns the number of non-empty ranges. */
-int k_chunk_for(int cfg, int K, int splits, int *chunk) {
-    const int bk = g_cfgs[cfg].bk;
+int slice_depth(int K, int splits, int bk, int *chunk) {
     int c = (int)cdiv(cdiv(K, splits), bk) * bk;
     if (c < bk) c = bk;
     *chunk = c;
     int s = (int)cdiv(K, c);
     return s < 1 ? 1 : s;
 }
+
+/* Slice depth for `splits` k ranges: a multiple of BK; returns the number of non-empty ranges. */
+int k_chunk_for(int cfg, int K, int splits, int *chunk) { return slice_depth(K, splits, g_cfgs[cfg].bk, chunk); }
 
 static odl_status gemm_impl(const odl_gemm_args *g, int cfg, int splits) {
     if (g->M <= 0 || g->N <= 0) return ODL_OK;

@@ -434,6 +434,12 @@ enum { G128x128 = 0, G128x128W4, G128x256, G64x128, G64x64, G32x128, G16x128, G_
 int plan_cfg(int64_t M, int64_t N);
 int plan_splits(int cfg, int64_t M, int64_t N, int64_t K, int max_splits = 64);
 int k_chunk_for(int cfg, int K, int splits, int *chunk);
+/* The same for any kernel (conv2d_tc.cu's tiles): the split-K factor of `tiles` tiles with `minb` resident
+ * blocks per multiprocessor (1 when they fill the device or K < 512; slices at least 256 deep, at most
+ * max_splits, partial sums at most 256 MB and 2^31 elements), and the depth of each of `splits` ranges as a
+ * multiple of bk (returns the count of non-empty ranges). */
+int split_count(int64_t tiles, int minb, int64_t M, int64_t N, int64_t K, int max_splits);
+int slice_depth(int K, int splits, int bk, int *chunk);
 
 } // namespace odlk
 
