@@ -9,14 +9,16 @@
  * machine at the same time, never against a stored one.
  *
  *   yolov5_bench [--weights W.h5] [--image bus.jpg] [--device cuda|cpu] [--iters 50] [--warmup 10]
- *                [--batch 32] [--no-graph] [--no-half] [--layers] [--torch OUT.json]
+ *                [--batch 32] [--no-graph] [--no-half] [--no-tf32] [--layers] [--torch OUT.json]
  *
  * On CUDA the forward is captured once into a CUDA graph (after warm-up, so that every buffer and the
  * backend's workspace exist) and replayed; --no-graph times eager launches. On CUDA also the batch-1
  * pipeline of eval on the GPU (upload of the resized uint8 image, letterbox kernel, forward, NMS kernel,
  * the kept boxes back) as one CUDA graph, timed by the host from queueing to the boxes on the host. Each timed iteration is
  * one forward between two events on the current stream, synchronised; the median is reported.
- * The input is float32 NCHW in both precisions (the float16 forward converts it on the device). */
+ * The input is float32 NCHW in both precisions (the float16 forward converts it on the device). On CUDA
+ * also batch 1 and batch B with --precision tf32 (the float32 network's convolutions on tensor cores),
+ * beside PyTorch's fp32; --no-tf32 leaves them out. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +30,7 @@
 #include "odl/clock.h"
 #include "odl/device.h"
 #include "odl/gpu_prep.h"
+#include "odl/precision.h"
 #include "odl/graph.h"
 #include "odl/image.h"
 #include "odl/json.h"
@@ -404,11 +407,11 @@ static double e2e_time(odl_yolov5 *m, const char *image, e2e_bufs *eb, int devic
 
 #define USAGE                                                                                                      \
     "usage: yolov5_bench [--weights W.h5] [--image bus.jpg] [--device cuda|cpu] [--iters N] [--warmup N] "        \
-    "[--batch B] [--no-graph] [--no-half] [--layers] [--torch OUT.json]\n"
+    "[--batch B] [--no-graph] [--no-half] [--no-tf32] [--layers] [--torch OUT.json]\n"
 
 int main(int argc, char **argv) {
     const char *weights = "yolov5n.h5", *image = NULL, *device = "cuda", *torch_path = NULL;
-    int iters = 50, warmup = 10, batch = 32, use_graph = 1, no_half = 0, layers = 0;
+    int iters = 50, warmup = 10, batch = 32, use_graph = 1, no_half = 0, no_tf32 = 0, layers = 0;
     const char *data = getenv("ODL_TEST_DATA");
     if (!data || !data[0]) data = "../shared/data";
     for (int i = 1; i < argc; i++) {
@@ -416,6 +419,7 @@ int main(int argc, char **argv) {
         int m = 0; /* a flag with a value matched (v NULL: the value is missing) */
         if (!strcmp(a, "--no-graph")) use_graph = 0;
         else if (!strcmp(a, "--no-half")) no_half = 1;
+        else if (!strcmp(a, "--no-tf32")) no_tf32 = 1;
         else if (!strcmp(a, "--layers")) layers = 1;
         else if ((v = odl_cli_flag_value(argc, argv, &i, "--weights", &m)) || m) weights = v;
         else if ((v = odl_cli_flag_value(argc, argv, &i, "--image", &m)) || m) image = v;
@@ -528,6 +532,24 @@ int main(int argc, char **argv) {
         if (dev.type == ODL_DEV_CUDA) pl_graph[h] = gpu_pipeline(m, image, warmup, iters, use_graph, pl[h], &pl_nd[h]);
     }
 
+    /* --precision tf32: the float32 network with its convolutions on tensor cores (TF32 operands, float32
+     * accumulation), beside PyTorch's fp32 (whose cuDNN convolutions run TF32 by default) */
+    double r_tf32[2] = {NAN, NAN};
+    int g_tf32 = 0;
+    if (dev.type == ODL_DEV_CUDA && !no_tf32) {
+        odl_tensor *x;
+        int g1 = 0, gN = 0;
+        CK(odl_yolov5_set_half(m, 0));
+        odl_set_matmul_precision(ODL_PRECISION_TF32);
+        CK(odl_yolov5_input(m, 1, 640, 640, &x));
+        CK(odl_tensor_copy_from_host(x, hin, sizeof(float) * 3 * 640 * 640));
+        r_tf32[0] = time_forward(m, x, warmup, iters, use_graph, &g1);
+        CK(odl_yolov5_input(m, batch, 640, 640, &x));
+        CK(odl_tensor_copy_from_host(x, hin, sizeof(float) * maxin));
+        r_tf32[1] = time_forward(m, x, warmup, iters, use_graph, &gN);
+        g_tf32 = g1 && gN;
+        odl_set_matmul_precision(ODL_PRECISION_FP32);
+    }
     const char *pname[2] = {"fp32", "fp16"};
     if (torch_root) {
         const json_t *tv = json_object_get(torch_root, "torch"), *td = json_object_get(torch_root, "device");
@@ -566,6 +588,18 @@ int main(int argc, char **argv) {
             print_row(lbl, pl[h][0], NAN, 0, tail);
         }
     }
+    if (isfinite(r_tf32[0])) {
+        char lbl[96], tail[64];
+        const double ips = batch * 1000.0 / r_tf32[1], pt_ips = torch_figure(pt.eager, "fp32", batch, "img_per_s");
+        snprintf(lbl, sizeof lbl, "forward batch 1, 640x640, tf32%s; PyTorch fp32", g_tf32 ? " (CUDA graph)" : "");
+        print_row(lbl, r_tf32[0], torch_figure(pt.eager, "fp32", 1, "ms"), 0, "");
+        snprintf(lbl, sizeof lbl, "forward batch %d, 640x640, tf32%s; PyTorch fp32", batch, g_tf32 ? " (CUDA graph)" : "");
+        snprintf(tail, sizeof tail, "   (%.3f ms per batch)", r_tf32[1]);
+        print_row(lbl, ips, pt_ips, 1, tail);
+        if (isfinite(pt_ips))
+            printf("target: batch %d tf32 >= 1.5x PyTorch fp32 (%.2fx): %s\n", batch, ips / pt_ips,
+                   ips / pt_ips >= 1.5 ? "met" : "NOT met");
+    }
     /* where the end-to-end time goes: every stage synchronised, medians */
     printf("end to end by stage, ms (medians of %d runs synchronised after each stage; the whole runs above are not):\n",
            iters);
@@ -598,6 +632,9 @@ int main(int argc, char **argv) {
                pname[h], r[h][0], pname[h], r[h][1], pname[h], batch * 1000.0 / r[h][1], pname[h], r[h][2], pname[h],
                r[h][3], pname[h], graphs[h] ? "true" : "false", pname[h], pl[h][0], pname[h],
                pl_graph[h] ? "true" : "false", pname[h], pl[h][1]);
+    if (isfinite(r_tf32[0]))
+        printf(", \"tf32_b1_ms\": %.4f, \"tf32_bN_ms\": %.4f, \"tf32_bN_img_per_s\": %.1f, \"tf32_graph\": %s", r_tf32[0],
+               r_tf32[1], batch * 1000.0 / r_tf32[1], g_tf32 ? "true" : "false");
     printf(", \"e2e_decoder\": \"%s\"", odl_decoder_name(eb.decoder));
     printf("}\n");
     odl_gpu_prep_free(eb.gp);

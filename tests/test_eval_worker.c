@@ -119,6 +119,28 @@ static void test_coco8_square(void) {
         }
         json_decref(preds);
     }
+    /* --precision tf32 (the float32 network's convolutions with TF32 operands): val.py's mAP within 0.002
+     * (issue 21's bound), and the precision named in metrics.json */
+    {
+        char *o5, *e5;
+        snprintf(args, sizeof args, "--weights '%s' --data '%s' --square --device %s --precision tf32 --output '%s/sq5'",
+                 g_weights, g_coco8, g_device, g_tmp);
+        int rc5 = run_eval(args, "sq5", &o5, &e5);
+        TCHECK(rc5 == 0 && strstr(e5, "float32, TF32 convolutions"), "--precision tf32: exit %d: %s", rc5, e5);
+        snprintf(p, sizeof p, "%s/sq5/metrics.json", g_tmp);
+        json_t *m5 = json_load_file(p, 0, &je);
+        for (int i = 0; ref && m5 && i < 4; i++) {
+            const char *k = (const char *[]){"mp", "mr", "map50", "map50_95"}[i];
+            printf("%s: --precision tf32 %.6f, val.py %.6f\n", k, num(m5, k), num(ref, k));
+            TCHECK(fabs(num(m5, k) - num(ref, k)) <= 2e-3, "--precision tf32 %s %.6f, val.py %.6f", k, num(m5, k),
+                   num(ref, k));
+        }
+        const json_t *pv = m5 ? json_object_get(json_object_get(m5, "settings"), "precision") : NULL;
+        TCHECK(m5 && json_is_string(pv) && !strcmp(json_string_value(pv), "tf32"), "metrics.json settings.precision");
+        json_decref(m5);
+        free(o5);
+        free(e5);
+    }
     /* The CUDA path's steps (uint8 images, the backend's letterbox and NMS) run on the CPU backend with
      * --backend-post: the same metrics.json, byte for byte. */
     if (!strcmp(g_device, "cpu")) {

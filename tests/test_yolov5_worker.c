@@ -125,25 +125,29 @@ static const json_t *single_image_dets(const char *dir, json_t **js) {
     return json_is_array(d) ? d : NULL;
 }
 
-/* --half against float32 on bus.jpg: the boxes with conf >= 0.3 pair up one to one (same class, every
- * coordinate within 1 px, conf within 0.01). Pairing by nearest box of the same class, not by position,
- * since two boxes of close confidence may swap places in NMS's order between the precisions. */
-static void half_matches_float(const char *worker, const char *weights, const char *dir) {
+/* A reduced-precision run (--half, --precision tf32) against float32 on bus.jpg: the boxes with conf >= 0.3
+ * pair up one to one (same class, every coordinate within 1 px, conf within 0.01). Pairing by nearest box
+ * of the same class, not by position, since two boxes of close confidence may swap places in NMS's order
+ * between the precisions. The float32 run is o_float, made by the first call. */
+static void lowp_matches_float(const char *worker, const char *weights, const char *dir, const char *flag,
+                               const char *tag) {
     char cmd[16384], err[65536];
-    const char *prec[2] = {"", " --half"};
+    const char *runs[2][2] = {{"", "float"}, {flag, tag}};
     for (int h = 0; h < 2; h++) {
+        char out[4096];
+        snprintf(out, sizeof out, "%s/o_%s", g_tmp, runs[h][1]);
+        if (!h && access(out, F_OK) == 0) continue;
         snprintf(cmd, sizeof cmd, "'%s' --task=infer --model=yolov5 --weights='%s' --input='%s/bus.jpg' "
-                 "--output='%s/o_%s' --device cpu --no-save-images%s", worker, weights, dir, g_tmp,
-                 h ? "half" : "float", prec[h]);
+                 "--output='%s' --device cpu --no-save-images%s", worker, weights, dir, out, runs[h][0]);
         int rc = run_cmd(cmd, err, sizeof err);
-        if (h) printf("--- --half run (exit %d) ---\n%s", rc, err);
-        TCHECK(rc == 0, "%s run on bus.jpg: exit %d: %s", h ? "--half" : "float32", rc, err);
+        if (h) printf("---%s run (exit %d) ---\n%s", flag, rc, err);
+        TCHECK(rc == 0, "%s run on bus.jpg: exit %d: %s", h ? flag : "float32", rc, err);
     }
-    char d32[4096], d16[4096];
+    char d32[4096], dlo[4096];
     snprintf(d32, sizeof d32, "%s/o_float", g_tmp);
-    snprintf(d16, sizeof d16, "%s/o_half", g_tmp);
-    json_t *j32 = NULL, *j16 = NULL;
-    const json_t *a = single_image_dets(d32, &j32), *b = single_image_dets(d16, &j16);
+    snprintf(dlo, sizeof dlo, "%s/o_%s", g_tmp, tag);
+    json_t *j32 = NULL, *jlo = NULL;
+    const json_t *a = single_image_dets(d32, &j32), *b = single_image_dets(dlo, &jlo);
     TCHECK(a && b, "detections.json of both runs (one image each)");
     if (a && b) {
         int na = 0, nb = 0, used[1024] = {0};
@@ -164,18 +168,32 @@ static void half_matches_float(const char *worker, const char *weights, const ch
                     md = fmax(md, fabs(j_at(j_get(da, "xyxy"), (size_t)c) - j_at(j_get(db, "xyxy"), (size_t)c)));
                 if (md < best_md) best_md = md, best = k;
             }
-            TCHECK(best >= 0, "float32 box %d (class %d) has no --half box of its class", i, (int)j_num(da, "class_id"));
+            TCHECK(best >= 0, "float32 box %d (class %d) has no%s box of its class", i, (int)j_num(da, "class_id"), flag);
             if (best < 0) continue;
             used[best] = 1;
             double dc = fabs(j_num(da, "conf") - j_num(json_array_get(b, (size_t)best), "conf"));
-            printf("box %d class %d: --half delta %.3f px, conf %.4f\n", i, (int)j_num(da, "class_id"), best_md, dc);
-            TCHECK(best_md <= 1.0 && dc <= 0.01, "box %d: --half delta %.3f px, conf %.4f", i, best_md, dc);
+            printf("box %d class %d:%s delta %.3f px, conf %.4f\n", i, (int)j_num(da, "class_id"), flag, best_md, dc);
+            TCHECK(best_md <= 1.0 && dc <= 0.01, "box %d:%s delta %.3f px, conf %.4f", i, flag, best_md, dc);
         }
-        TCHECK(na == nb && na > 0, "%d float32 boxes with conf >= 0.3, %d --half", na, nb);
+        TCHECK(na == nb && na > 0, "%d float32 boxes with conf >= 0.3, %d with%s", na, nb, flag);
     }
     json_decref(j32);
-    json_decref(j16);
+    json_decref(jlo);
+}
 
+static void half_matches_float(const char *worker, const char *weights, const char *dir) {
+    char cmd[16384], err[65536];
+    lowp_matches_float(worker, weights, dir, " --half", "half");
+    lowp_matches_float(worker, weights, dir, " --precision tf32", "tf32");
+    /* --precision and --half do not go together; a precision that is not one is refused */
+    const char *bad[2][2] = {{"--precision tf32 --half", "--half"}, {"--precision fp64", "expected fp32, tf32 or bf16"}};
+    for (int i = 0; i < 2; i++) {
+        snprintf(cmd, sizeof cmd, "'%s' --task=infer --model=yolov5 --weights='%s' --input='%s/bus.jpg' "
+                 "--output='%s/o_bad' --device cpu %s", worker, weights, dir, g_tmp, bad[i][0]);
+        int rc = run_cmd(cmd, err, sizeof err);
+        TCHECK(rc == 2 && strstr(err, bad[i][1]) && !strchr(strchr(err, '\n') ? strchr(err, '\n') + 1 : "", '\n'),
+               "%s: exit %d, one line naming '%s': %s", bad[i][0], rc, bad[i][1], err);
+    }
     /* --half is documented by --help (printed on stdout, which run_cmd discards) */
     char line[1024];
     int listed = 0;

@@ -109,6 +109,18 @@ foreach(_dev cpu cuda)
     ENVIRONMENT "${ODL_YOLO_TEST_ENV}")
 endforeach()
 
+# --precision tf32 (odl_set_matmul_precision): the float32 network's convolutions with TF32 operands, held
+# to the official boxes as float16 is; on the CPU the same rounding is emulated (kernels/cpu/conv2d_lowp.c),
+# on CUDA the tensor-core kernels (kernels/cuda/conv2d_tc.cu) run.
+foreach(_mode rect square)
+  add_test(NAME yolov5_tf32_detect_${_mode}640 COMMAND yolov5_detect_rect640 cpu ${_mode} tf32 ${_w})
+  add_test(NAME yolov5_tf32_detect_${_mode}640_gpu COMMAND yolov5_detect_rect640 cuda ${_mode} tf32 ${_w})
+  set_tests_properties(yolov5_tf32_detect_${_mode}640 PROPERTIES TIMEOUT 1200 LABELS integration SKIP_RETURN_CODE 77
+    FIXTURES_REQUIRED yolov5_weights ENVIRONMENT "${ODL_YOLO_TEST_ENV}")
+  set_tests_properties(yolov5_tf32_detect_${_mode}640_gpu PROPERTIES TIMEOUT 600 LABELS gpu SKIP_RETURN_CODE 77
+    FIXTURES_REQUIRED yolov5_weights ENVIRONMENT "${ODL_YOLO_TEST_ENV}")
+endforeach()
+
 # The input through the device image pipeline (odl/gpu_prep.h, `prep`): on the CPU with the stand-in
 # nvJPEG (tests/fake_nvjpeg.c, defined in tests/image_prep.cmake) decoding the JPEGs; on CUDA with the
 # real nvJPEG (the official boxes within BOX_TOL_NVJPEG / CONF_TOL_NVJPEG of tests/test_yolov5_detect.c).

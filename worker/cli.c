@@ -182,3 +182,24 @@ int odl_cli_check_decoder(const char *spec) {
     fprintf(stderr, "odl_worker: error: --decoder '%s': expected auto, nvjpeg (nvJPEG where it is there) or cpu\n", spec);
     return 2;
 }
+
+int odl_cli_yolo_precision(const char *spec, int half, odl_precision *out) {
+    *out = ODL_PRECISION_FP32;
+    if (spec && odl_precision_parse(spec, out) != ODL_OK) {
+        fprintf(stderr, "odl_worker: error: --precision '%s': expected fp32, tf32 or bf16\n", spec);
+        return 2;
+    }
+    if (half && *out != ODL_PRECISION_FP32) {
+        fprintf(stderr, "odl_worker: error: --precision %s with --half: --half runs float16 weights and activations; "
+                        "--precision applies to the float32 network (give one of them)\n", spec);
+        return 2;
+    }
+    return 0;
+}
+
+const char *odl_cli_yolo_precision_note(int half, odl_precision p) {
+    if (half) return "float16";
+    if (p == ODL_PRECISION_TF32) return "float32, TF32 convolutions";
+    if (p == ODL_PRECISION_BF16) return "float32, BF16 convolutions";
+    return "float32";
+}

@@ -9,6 +9,7 @@
 #include <stdio.h>
 
 #include "odl/device.h"
+#include "odl/precision.h"
 #include "odl/status.h"
 #include "worker/cli_flags.h"
 
@@ -80,5 +81,15 @@ odl_status odl_cli_device_choice(const char *spec, odl_device *dev);
  * decodes runs of fewer than 64 images on the CPU (nvJPEG's set-up costs more). 0 when spec is one of
  * them, else 2 after printing the error. */
 int odl_cli_check_decoder(const char *spec);
+
+/* --precision fp32|tf32|bf16 of --task=infer and --task=eval (docs/PRECISION.md): the float32 network's
+ * convolutions on tensor cores with TF32 or BF16 operands and float32 accumulation
+ * (odl_set_matmul_precision); --half runs its own float16 kernels, so only fp32 goes with it. spec NULL
+ * is fp32. 0 with *out set, else 2 after printing the error. */
+int odl_cli_yolo_precision(const char *spec, int half, odl_precision *out);
+
+/* What a YOLOv5 forward computes in, for the run's first line: "float16", "float32" or
+ * "float32, TF32 convolutions" (BF16). */
+const char *odl_cli_yolo_precision_note(int half, odl_precision p);
 
 #endif

@@ -54,6 +54,8 @@ static void eval_usage(FILE *f) {
             "  --max-det N         at most N boxes per image (default 300)\n"
             "  --square            letterbox every image to N x N (default: val.py's rectangular batches)\n"
             "  --half              float16 inference\n"
+            "  --precision P       fp32 (default), tf32 or bf16: the float32 network's convolutions on tensor cores\n"
+            "                      with TF32 / BF16 operands, float32 accumulation (docs/PRECISION.md)\n"
             "  --workers N         image decoding threads per rank (default 8, at most the cores per rank)\n"
             "  --device D          auto (default), cpu, cuda or cuda:N\n"
             "  --memory.preallocate_fraction F  GPU memory the pool reserves at start (default 0: grow on demand)\n"
@@ -106,6 +108,7 @@ static int parse_opts(int argc, char **argv, eval_opts *o) {
         ODL_CLI_BOOL_OPT("--verbose", &o->verbose, 1),
         ODL_CLI_BOOL_OPT("--backend-post", &o->backend_post, 1),
         ODL_CLI_STR_OPT("--decoder", NULL, &o->decoder),
+        ODL_CLI_STR_OPT("--precision", NULL, &o->precision_name),
     };
     const size_t n_opts = sizeof opts / sizeof *opts;
     static const char *const extra[] = {"help"};
@@ -119,6 +122,7 @@ static int parse_opts(int argc, char **argv, eval_opts *o) {
         odl_cli_reject(argv[i], opts, n_opts, extra, 1, "--task=eval --model=yolov5 --help");
         return 2;
     }
+    if (odl_cli_yolo_precision(o->precision_name, o->half, &o->precision)) return 2;
     if (strcmp(o->model, "yolov5") != 0) {
         fprintf(stderr, "odl_worker: error: --task=eval supports --model=yolov5, not '%s'\n", o->model);
         return 2;
@@ -306,6 +310,7 @@ static json_t *metrics_json(const odl_yolov5 *net, const odl_det_dataset *ds, co
     json_object_set_new(set, "max_det", json_integer(o->max_det));
     json_object_set_new(set, "rect", json_boolean(!o->square));
     json_object_set_new(set, "half", json_boolean(o->half));
+    json_object_set_new(set, "precision", json_string(odl_precision_name(o->precision)));
     json_object_set_new(set, "decoder", json_string(o->decoder));
     json_object_set_new(root, "settings", set);
     return root;
@@ -418,8 +423,8 @@ static odl_status queue_check(void *ctx, const uint8_t *p, size_t n, int64_t fir
 /* The evaluation's identity for the work queue: everything that changes an image's statistics. */
 static void queue_key(const eval_opts *o, odl_device dev, int n, char *key, size_t cap) {
     snprintf(key, cap, "yolov5 weights=%s data=%s images=%d img_size=%d batch=%d conf=%.9g iou=%.9g max_det=%d rect=%d "
-             "half=%d backend_post=%d device=%s decoder=%s", o->weights, o->data, n, o->img_size, o->batch, o->conf, o->iou,
-             o->max_det, !o->square, o->half, o->backend_post, dev.type == ODL_DEV_CUDA ? "cuda" : "cpu", o->decoder);
+             "half=%d precision=%s backend_post=%d device=%s decoder=%s", o->weights, o->data, n, o->img_size, o->batch, o->conf,
+             o->iou, o->max_det, !o->square, o->half, odl_precision_name(o->precision), o->backend_post, dev.type == ODL_DEV_CUDA ? "cuda" : "cpu", o->decoder);
 }
 
 /* One --task=eval run of YOLOv5: what its phases share. */
@@ -494,6 +499,7 @@ static odl_status eval_setup(eval_run *r) {
     odl_status st = odl_yolov5_load(o->weights, r->dev, &r->net);
     if (st != ODL_OK) odl_error_prefix("--weights %s", o->weights);
     if (st == ODL_OK && o->half && (st = odl_yolov5_set_half(r->net, 1)) != ODL_OK) odl_error_prefix("--half");
+    odl_set_matmul_precision(o->precision);
     if (st == ODL_OK) st = odl_det_dataset_open(o->data, odl_yolov5_num_classes(r->net), &r->ds);
     if (st == ODL_OK && r->rank == 0) st = odl_output_mkdir_p("--output", o->output);
     if (st == ODL_OK) {
@@ -510,7 +516,7 @@ static odl_status eval_setup(eval_run *r) {
     fprintf(stderr,
             "odl_worker: eval yolov5 %s on %s, %s; %s: %d images (%d backgrounds: %d missing and %d empty label files, "
             "%d duplicate labels removed); %s letterbox %d, batch %d, conf %g, IoU %g, max_det %d; %d rank(s)\n",
-            o->weights, odl_device_name(r->dev), o->half ? "float16" : "float32", o->data, ds->n,
+            o->weights, odl_device_name(r->dev), odl_cli_yolo_precision_note(o->half, o->precision), o->data, ds->n,
             ds->n_missing + ds->n_empty, ds->n_missing, ds->n_empty, ds->n_duplicates, o->square ? "square" : "rectangular",
             o->img_size, o->batch, o->conf, o->iou, o->max_det, r->world);
     fprintf(stderr, "odl_worker: decoding: %s\n", eval_ctx_decoder_note(r->ec));

@@ -11,10 +11,12 @@
 #include "odl/det_metrics.h"
 #include "odl/fault.h"
 #include "odl/labels.h"
+#include "odl/precision.h"
 #include "odl/yolov5.h"
 
 typedef struct eval_opts {
-    const char *model, *weights, *data, *output, *device, *decoder;
+    const char *model, *weights, *data, *output, *device, *decoder, *precision_name;
+    odl_precision precision; /* --precision: the float32 network's convolutions */
     int img_size, batch, max_det, square, half, save_json, verbose, workers, backend_post;
     float conf, iou, timeout_s;
     float pool_fraction; /* memory.preallocate_fraction; 0: the pool grows on demand */

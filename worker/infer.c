@@ -35,7 +35,8 @@
 #define MAX_CLASS_FILTER 1024
 
 typedef struct infer_opts {
-    const char *model, *weights, *input, *output, *device, *decoder;
+    const char *model, *weights, *input, *output, *device, *decoder, *precision_name;
+    odl_precision precision; /* --precision: the float32 network's convolutions */
     int img_size, max_det, square, batch, save_images, half, backend_post;
     int agnostic, save_txt, save_conf;
     int classes[MAX_CLASS_FILTER], n_classes; /* --classes: keep only these (detect.py) */
@@ -54,6 +55,8 @@ static void infer_usage(FILE *f) {
             "  --square            letterbox to an N x N square (default: minimum stride-32 padding)\n"
             "  --batch-size B      images per forward for a directory (default 8)\n"
             "  --half              float16 inference (YOLOv5's --half; tensor cores on CUDA)\n"
+            "  --precision P       fp32 (default), tf32 or bf16: the float32 network's convolutions on tensor cores\n"
+            "                      with TF32 / BF16 operands, float32 accumulation (docs/PRECISION.md)\n"
             "  --device D          auto (default), cpu, cuda or cuda:N\n"
             "  --memory.preallocate_fraction F  GPU memory the pool reserves at start (default 0: grow on demand)\n"
             "  --output DIR        where detections.json and the drawn images go (default runs/detect)\n"
@@ -138,6 +141,7 @@ static int parse_opts(int argc, char **argv, infer_opts *o) {
         ODL_CLI_BOOL_OPT("--no-save-images", &o->save_images, 0),
         ODL_CLI_BOOL_OPT("--backend-post", &o->backend_post, 1),
         ODL_CLI_STR_OPT("--decoder", NULL, &o->decoder),
+        ODL_CLI_STR_OPT("--precision", NULL, &o->precision_name),
     };
     const size_t n_opts = sizeof opts / sizeof *opts;
     static const char *const extra[] = {"classes", "verbose", "help"};
@@ -164,6 +168,7 @@ static int parse_opts(int argc, char **argv, infer_opts *o) {
         odl_cli_reject(a, opts, n_opts, extra, sizeof extra / sizeof *extra, "--task=infer --help");
         return 2;
     }
+    if (odl_cli_yolo_precision(o->precision_name, o->half, &o->precision)) return 2;
     if (strcmp(o->model, "yolov5") != 0) {
         fprintf(stderr, "odl_worker: error: --task=infer supports --model=yolov5, not '%s'\n", o->model);
         return 2;
@@ -811,6 +816,7 @@ static int infer_load(infer_run *r) {
     if (odl_yolov5_upload(r->net, r->dev) != ODL_OK) return fail_user("--weights ");
     phase(r, PH_UPLOAD);
     if (r->o.half && odl_yolov5_set_half(r->net, 1) != ODL_OK) return fail_user("--half: ");
+    odl_set_matmul_precision(r->o.precision);
     return 0;
 }
 
@@ -838,7 +844,7 @@ static int infer_inputs(infer_run *r) {
     for (int c = 0; c < o->n_classes; c++)
         if (o->classes[c] >= nc) ODL_LOG_WARN("--classes %d: the model has classes 0..%d", o->classes[c], nc - 1);
     ODL_LOG_INFO("yolov5 %s on %s, %s: %d classes, %lld parameters; %d image(s), %s letterbox %d", o->weights,
-                 odl_device_name(r->dev), o->half ? "float16" : "float32", nc, (long long)odl_yolov5_num_params(r->net),
+                 odl_device_name(r->dev), odl_cli_yolo_precision_note(o->half, o->precision), nc, (long long)odl_yolov5_num_params(r->net),
                  r->files.n, o->square ? "square" : "rectangular", o->img_size);
     return 0;
 }

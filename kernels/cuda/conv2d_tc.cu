@@ -16,7 +16,10 @@
 #include <limits.h>
 #include <string.h>
 
+#include <atomic>
+
 #include "odl/env.h"
+#include "odl/log.h"
 
 #include "conv2d_impl.cuh"
 #include "conv2d_tiles.cuh"
@@ -49,6 +52,19 @@ constexpr int64_t kMinReduction = 16;
 
 static int64_t tiles_of(int cfg, int64_t M, int64_t N) { return cdiv(M, kTiles[cfg].bm) * cdiv(N, kTiles[cfg].bn); }
 
+/* ODL_CONV_TC_TILE (odl/env.h): the wide tile it names, or -1 when unset; a value that names none is
+ * ignored with one warning (as ODL_GEMM_CONFIG, kernels/gemm_table.c). */
+static int forced_wide_tile() {
+    const char *v = odl_env_str(ODL_ENV_CONV_TC_TILE);
+    if (!v || !v[0]) return -1;
+    if (!strcmp(v, "64x256")) return K64x256;
+    if (!strcmp(v, "32x256")) return K32x256;
+    if (!strcmp(v, "64x128")) return K64x128;
+    static std::atomic<int> warned{0};
+    if (!warned.exchange(1)) ODL_LOG_WARN("ODL_CONV_TC_TILE='%s' is not 64x256, 32x256 or 64x128 (ignored)", v);
+    return -1;
+}
+
 /* The tile for an M x N product with reduction Kd, then split-K when the tiles leave multiprocessors idle
  * (at most max_splits ranges, each at least 256 deep, partial sums at most 256 MB). Forward and bwd_data
  * (wide = true: many columns, the pixels): 32 x 256 for M <= 64, 64 x 256 above, when their tiles fill
@@ -63,10 +79,8 @@ static Plan plan_tc(int64_t M, int64_t N, int64_t Kd, bool wide, int max_splits)
     if (wide) {
         p.cfg = M <= 64 ? K32x256 : K64x256;
         if (tiles_of(p.cfg, M, N) < sms) p.cfg = K64x128;
-        const char *force = odl_env_str(ODL_ENV_CONV_TC_TILE);
-        if (force && !strcmp(force, "64x256")) p.cfg = K64x256;
-        else if (force && !strcmp(force, "32x256")) p.cfg = K32x256;
-        else if (force && !strcmp(force, "64x128")) p.cfg = K64x128;
+        const int forced = forced_wide_tile();
+        if (forced >= 0) p.cfg = forced;
     } else {
         p.cfg = M <= 32 ? K32x128 : K64x128W;
     }
@@ -105,8 +119,15 @@ static odl_status run_mma_async(const typename LA::Params &pa, const typename LB
                                 const Out &part, const Epi &ep, int M, int N, int Kd, const Plan &pl, const char *what) {
     constexpr int ST = Stages<Cfg>::value, smem = mma_async_smem_bytes<Cfg, ST>();
     auto kern = mma_gemm_async_kernel<Cfg, BF16, ST, LA, LB, Out>;
-    /* per call: the attribute belongs to the current device's context */
-    ODL_CUDA_CALL(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    /* once per device (the attribute belongs to a device's context), not on every launch */
+    static std::atomic<unsigned long long> set_on{0};
+    int devno = 0;
+    ODL_CUDA_CALL(cudaGetDevice(&devno));
+    const unsigned long long bit = devno < 64 ? 1ull << devno : 0;
+    if (!bit || !(set_on.load(std::memory_order_acquire) & bit)) {
+        ODL_CUDA_CALL(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+        set_on.fetch_or(bit, std::memory_order_release);
+    }
     const int tiles = (int)(cdiv(M, Cfg::BM) * cdiv(N, Cfg::BN));
     const bool split = pl.splits > 1;
     kern<<<dim3((unsigned)tiles, 1, (unsigned)(split ? pl.splits : 1)), Cfg::THREADS, smem, stream()>>>(
