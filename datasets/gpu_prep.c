@@ -62,6 +62,7 @@ struct odl_gpu_prep {
     odl_device dev;
     int cuda;
     odl_gpu_prep_options o;
+    int cpu_share; /* o.cpu_share resolved: percent of nvJPEG's candidates decoded on the CPU */
     const odl_backend *be;
     odl_prep_pool *pool;
     odl_nvjpeg *nvj;
@@ -109,6 +110,26 @@ static void img_fail(struct odl_gpu_prep_batch *b, int k, odl_status st) {
     b->im[k].route = ROUTE_NONE;
 }
 
+/* The H200's hardware decoder counted in libjpeg-turbo threads, for the default CPU share. */
+#define NVJPEG_THREADS_EQUIV 6
+
+int odl_gpu_prep_default_cpu_share(int threads) {
+    if (odl_env_is_set(ODL_ENV_NVJPEG_CPU_SHARE)) return (int)odl_env_int(ODL_ENV_NVJPEG_CPU_SHARE);
+    if (threads < 1) threads = 1;
+    return 100 * threads / (threads + NVJPEG_THREADS_EQUIV);
+}
+
+/* Whether the CPU share takes the image at path: FNV-1a of its file name (not the folder: the same
+ * file decodes the same way wherever the data set is), mod 100, below the share. */
+static int cpu_share_takes(const odl_gpu_prep *p, const char *path) {
+    if (p->cpu_share <= 0) return 0;
+    const char *name = strrchr(path, '/');
+    name = name ? name + 1 : path;
+    uint32_t h = 2166136261u;
+    for (const unsigned char *c = (const unsigned char *)name; *c; c++) h = (h ^ *c) * 16777619u;
+    return (int)(h % 100) < p->cpu_share;
+}
+
 /* ---- stage 1: read, headers, plan, route (pool threads) ---- */
 static void stage1(void *ctx, int k) {
     struct odl_gpu_prep_batch *b = ctx;
@@ -134,7 +155,7 @@ static void stage1(void *ctx, int k) {
      * that val.py resizes twice (load_size, then a letterbox that scales again) stays on the CPU. */
     const int one_resize = (im->w1 == f->oriented_w && im->h1 == f->oriented_h) ||
                            (r->geo.unpad_w == im->w1 && r->geo.unpad_h == im->h1);
-    im->route = b->p->nvj && f->format == ODL_IMAGE_JPEG && !f->progressive && !f->cmyk &&
+    im->route = b->p->nvj && f->format == ODL_IMAGE_JPEG && !cpu_share_takes(b->p, job->path) && !f->progressive && !f->cmyk &&
                         (f->components == 1 || f->components == 3) && f->complete && one_resize
                     ? ROUTE_GPU
                     : ROUTE_CPU;
@@ -313,6 +334,7 @@ odl_status odl_gpu_prep_create(odl_device dev, const odl_gpu_prep_options *o, od
     p->dev = dev;
     p->cuda = dev.type == ODL_DEV_CUDA;
     p->o = *o;
+    p->cpu_share = o->cpu_share < 0 ? odl_gpu_prep_default_cpu_share(o->threads) : o->cpu_share > 100 ? 100 : o->cpu_share;
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv, NULL);
     odl_status st = ODL_OK;
@@ -360,8 +382,12 @@ odl_status odl_gpu_prep_create(odl_device dev, const odl_gpu_prep_options *o, od
     } else {
         const odl_nvjpeg_backend nb = odl_nvjpeg_backend_of(p->nvj);
         p->decoder = nb == ODL_NVJPEG_HARDWARE ? ODL_DECODER_NVJPEG_HW : ODL_DECODER_NVJPEG_HYBRID;
-        snprintf(p->note, sizeof p->note, "nvJPEG %s %s%s (%s)", odl_nvjpeg_version(p->nvj), odl_nvjpeg_backend_name(nb),
-                 odl_nvjpeg_interpolated(p->nvj) ? ", chroma upsampling by interpolation" : "", odl_nvjpeg_library(p->nvj));
+        char share[64] = "";
+        if (p->cpu_share > 0)
+            snprintf(share, sizeof share, "; %d%% of its JPEGs on %d CPU threads beside it", p->cpu_share, o->threads);
+        snprintf(p->note, sizeof p->note, "nvJPEG %s %s%s (%s)%s", odl_nvjpeg_version(p->nvj), odl_nvjpeg_backend_name(nb),
+                 odl_nvjpeg_interpolated(p->nvj) ? ", chroma upsampling by interpolation" : "", odl_nvjpeg_library(p->nvj),
+                 share);
     }
     if (pthread_create(&p->feeder, NULL, feeder_main, p) != 0) {
         st = ODL_ERR(ODL_E_NOMEM, "image prep: cannot start its feeder thread");

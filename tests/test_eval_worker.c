@@ -163,7 +163,7 @@ static void test_coco8_square(void) {
         const char *fake = getenv("FAKE_NVJPEG_LIB");
         if (fake && fake[0]) {
             char env[2048];
-            snprintf(env, sizeof env, "ODL_NVJPEG_LIBRARY='%s'", fake);
+            snprintf(env, sizeof env, "ODL_NVJPEG_CPU_SHARE=0 ODL_NVJPEG_LIBRARY='%s'", fake);
             snprintf(args, sizeof args, "--weights '%s' --data '%s' --square --device cpu --backend-post --output '%s/sq3'",
                      g_weights, g_coco8, g_tmp);
             int rc3 = run_eval_env(env, args, "sq3", &o2, &e2);
@@ -175,6 +175,24 @@ static void test_coco8_square(void) {
                    "metrics with the stand-in nvJPEG differ, or decoded counts cpu %ld / nvjpeg-hardware %ld", n_cpu, n_nv);
             free(m1);
             free(m3);
+            free(o2);
+            free(e2);
+            /* half of nvJPEG's candidates on the CPU threads beside it (ODL_NVJPEG_CPU_SHARE): both decoders
+             * count images, 8 in all, and the metrics are the same */
+            snprintf(env, sizeof env, "ODL_NVJPEG_CPU_SHARE=50 ODL_NVJPEG_LIBRARY='%s'", fake);
+            snprintf(args, sizeof args, "--weights '%s' --data '%s' --square --device cpu --backend-post --output '%s/sq6'",
+                     g_weights, g_coco8, g_tmp);
+            int rc6 = run_eval_env(env, args, "sq6", &o2, &e2);
+            TCHECK(rc6 == 0 && strstr(e2, "50% of its JPEGs on"), "ODL_NVJPEG_CPU_SHARE=50: exit %d: %s", rc6, e2);
+            long c6 = -1, g6 = -1;
+            char *m6c = metrics_but_decoded("sq6", "cpu", &c6), *m6g = metrics_but_decoded("sq6", "nvjpeg-hardware", &g6);
+            m1 = metrics_but_decoded("sq", "cpu", &n_cpu);
+            printf("ODL_NVJPEG_CPU_SHARE=50: %ld images on the CPU, %ld on nvJPEG\n", c6, g6);
+            TCHECK(m1 && m6c && !strcmp(m1, m6c) && c6 > 0 && g6 > 0 && c6 + g6 == 8,
+                   "CPU share 50: metrics differ, or decoded cpu %ld / nvjpeg-hardware %ld", c6, g6);
+            free(m1);
+            free(m6c);
+            free(m6g);
             free(o2);
             free(e2);
         }

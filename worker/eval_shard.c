@@ -118,7 +118,8 @@ odl_status eval_ctx_create(odl_yolov5 *net, const eval_opts *o, eval_ctx **out) 
             goto fail;
         }
         const odl_gpu_prep_options po = {.threads = threads < 1 ? 1 : threads, .max_batch = B,
-                                         .nvjpeg = strcmp(o->decoder, "cpu") != 0, .keep_host = 0};
+                                         .nvjpeg = strcmp(o->decoder, "cpu") != 0, .keep_host = 0,
+                                         .cpu_share = strcmp(o->decoder, "auto") == 0 ? -1 : 0};
         ODL_CHECK_GOTO(odl_gpu_prep_create(c->dev, &po, &c->gp), st, fail);
         for (int s = 0; s < 2; s++) {
             nms_slot *n = &c->ns[s];

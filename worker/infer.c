@@ -452,7 +452,8 @@ static odl_status dev_infer_create(odl_yolov5 *net, const infer_opts *o, int B, 
     }
     const int few = strcmp(o->decoder, "auto") == 0 && n_images < NVJPEG_MIN_IMAGES; /* --decoder nvjpeg: any */
     const odl_gpu_prep_options po = {.threads = threads, .max_batch = B,
-                                     .nvjpeg = strcmp(o->decoder, "cpu") != 0 && !few, .keep_host = o->save_images};
+                                     .nvjpeg = strcmp(o->decoder, "cpu") != 0 && !few, .keep_host = o->save_images,
+                                     .cpu_share = strcmp(o->decoder, "auto") == 0 ? -1 : 0};
     ODL_CHECK_GOTO(odl_gpu_prep_create(d->dev, &po, &d->gp), st, fail);
     ODL_CHECK_GOTO(odl_mem_alloc(d->dev, sizeof(float) * rows, (void **)&d->d_rows), st, fail);
     ODL_CHECK_GOTO(odl_mem_alloc(d->dev, sizeof(int32_t) * (size_t)B, (void **)&d->d_cnt), st, fail);

@@ -53,7 +53,16 @@ typedef struct odl_gpu_prep_options {
     int nvjpeg;    /* 1: decode on the GPU with nvJPEG where it opens (ODL_NVJPEG and the rest of
                       odl/nvjpeg.h apply); 0: every image on the CPU */
     int keep_host; /* 1: odl_gpu_prep_host_image gives each image's decoded pixels on the host */
+    int cpu_share; /* with nvJPEG: percent (0..100) of the JPEGs it could take that decode on the CPU
+                      threads instead, so that both decoders work at once; chosen by a hash of the file's
+                      name, so an image takes the same decoder whatever its batch or rank. 0: every one on
+                      nvJPEG; -1: odl_gpu_prep_default_cpu_share(threads) */
 } odl_gpu_prep_options;
+
+/* The CPU share (percent) that keeps `threads` CPU decoders and nvJPEG's hardware engines busy together:
+ * ODL_NVJPEG_CPU_SHARE where set, else threads / (threads + NVJPEG_THREADS_EQUIV) with the H200's
+ * hardware decoder counted as that many libjpeg-turbo threads (datasets/gpu_prep.c gives the figures). */
+ODL_API int odl_gpu_prep_default_cpu_share(int threads);
 
 typedef struct odl_gpu_prep odl_gpu_prep;
 typedef struct odl_gpu_prep_batch odl_gpu_prep_batch;
