@@ -1,6 +1,6 @@
 /* Detection input on a device (include/odl/gpu_prep.h).
  *
- * Per batch (a slot; two slots, used in turn):
+ * Per batch (a slot; ODL_GPU_PREP_DEPTH slots, used in turn):
  *   stage 1, pool threads: read the file, parse its headers (odl_image_info_of), plan the geometry
  *     (odl_prep_plan, the CPU path's), choose the route: nvJPEG candidate or CPU;
  *   feeder thread: nvJPEG's own header check of the candidates (the handle is one thread's), the layout of
@@ -25,7 +25,7 @@
 #include "odl/log.h"
 #include "odl/nvjpeg.h"
 
-#define NSLOTS 2
+#define NSLOTS ODL_GPU_PREP_DEPTH
 
 enum { ROUTE_NONE = 0, ROUTE_CPU = 1, ROUTE_GPU = 2 };
 
@@ -110,13 +110,13 @@ static void img_fail(struct odl_gpu_prep_batch *b, int k, odl_status st) {
     b->im[k].route = ROUTE_NONE;
 }
 
-/* The H200's hardware decoder counted in libjpeg-turbo threads, for the default CPU share. */
-#define NVJPEG_THREADS_EQUIV 6
-
-int odl_gpu_prep_default_cpu_share(int threads) {
+/* 0 unless ODL_NVJPEG_CPU_SHARE says otherwise: on the H200 (2026-12-03, 512-file eval, fp16 batch 32,
+ * 16 threads) no share beat the hardware decoder alone -- 2220 images/s at 0%, 2156 at 30%, 2118 at 50%,
+ * 2135 at 70%, 1850 with every image on the CPU: the loop's pace is set by something other than
+ * either decoder's rate (bench/results/2026-12-03). */
+int odl_gpu_prep_default_cpu_share(void) {
     if (odl_env_is_set(ODL_ENV_NVJPEG_CPU_SHARE)) return (int)odl_env_int(ODL_ENV_NVJPEG_CPU_SHARE);
-    if (threads < 1) threads = 1;
-    return 100 * threads / (threads + NVJPEG_THREADS_EQUIV);
+    return 0;
 }
 
 /* Whether the CPU share takes the image at path: FNV-1a of its file name (not the folder: the same
@@ -334,7 +334,7 @@ odl_status odl_gpu_prep_create(odl_device dev, const odl_gpu_prep_options *o, od
     p->dev = dev;
     p->cuda = dev.type == ODL_DEV_CUDA;
     p->o = *o;
-    p->cpu_share = o->cpu_share < 0 ? odl_gpu_prep_default_cpu_share(o->threads) : o->cpu_share > 100 ? 100 : o->cpu_share;
+    p->cpu_share = o->cpu_share < 0 ? odl_gpu_prep_default_cpu_share() : o->cpu_share > 100 ? 100 : o->cpu_share;
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv, NULL);
     odl_status st = ODL_OK;

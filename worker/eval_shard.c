@@ -51,6 +51,10 @@ typedef struct group {
     const float *pred;
 } group;
 
+/* Groups alive at once on the device path: the one whose statistics are pending, the one computing and
+ * up to ODL_GPU_PREP_DEPTH decoding (the CPU path uses two). */
+#define NGROUPS (ODL_GPU_PREP_DEPTH + 2)
+
 /* The device NMS buffers of one group in flight. */
 typedef struct nms_slot {
     float *out, *h_out;
@@ -67,7 +71,7 @@ struct eval_ctx {
     odl_prep_pool *pool;   /* CPU path */
     odl_gpu_prep *gp;      /* device path */
     odl_nms_params np;
-    group g[3];
+    group g[NGROUPS];
     nms_slot ns[2];
     int *nd;
     odl_detection *det;
@@ -104,7 +108,7 @@ odl_status eval_ctx_create(odl_yolov5 *net, const eval_opts *o, eval_ctx **out) 
         st = ODL_ERR(ODL_E_NOMEM, "evaluation buffers");
         goto fail;
     }
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < NGROUPS; k++) {
         c->g[k].jobs = calloc((size_t)B, sizeof(odl_prep_job));
         c->g[k].res = calloc((size_t)B, sizeof(odl_prep_result));
         if (!c->g[k].jobs || !c->g[k].res) {
@@ -149,7 +153,7 @@ fail:
 
 void eval_ctx_free(eval_ctx *c) {
     if (!c) return;
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < NGROUPS; k++) {
         odl_prep_wait(c->g[k].pending); /* never leave the pool writing into freed buffers */
         free(c->g[k].jobs);
         free(c->g[k].res);
@@ -389,25 +393,34 @@ static odl_status dev_finish(eval_ctx *c, group *q) {
     return ODL_OK;
 }
 
+/* Keep the image prep full: groups formed and submitted until ODL_GPU_PREP_DEPTH are decoding or the
+ * shard is used up. g is the ring, *tail its next free entry, *queued the groups submitted and not yet
+ * launched. */
+static odl_status dev_top_up(eval_ctx *c, const odl_det_dataset *ds, const int *order, const int *shape, int *next, int hi,
+                             int *tail, int *queued) {
+    while (*queued < ODL_GPU_PREP_DEPTH && *next < hi) {
+        group *q = &c->g[*tail];
+        form_group(c->o, q, ds, order, shape, next, hi);
+        ODL_CHECK(odl_gpu_prep_submit(c->gp, q->jobs, q->n, q->res, &q->b));
+        *tail = (*tail + 1) % NGROUPS;
+        (*queued)++;
+    }
+    return ODL_OK;
+}
+
+/* The device loop over a ring of groups: while group cur computes, the one before it is matched against
+ * its labels and up to ODL_GPU_PREP_DEPTH - 1 after it decode. */
 static odl_status dev_shard(eval_ctx *c, const odl_det_dataset *ds, const int *order, const int *shape, int lo, int hi,
                             int rank, const odl_fault_plan *faults, int64_t *batches, bytes *out, double t[3]) {
     if (c->o->batch > 4096) return ODL_ERR(ODL_E_INVAL, "--batch-size %d: at most 4096 on a device", c->o->batch);
-    int next = lo, cur = 0, prev = -1, slot = 0;
+    int next = lo, cur = 0, prev = -1, slot = 0, tail = 0, queued = 0;
     odl_status st = ODL_OK;
     group *g = c->g;
-    for (int k = 0; k < 3; k++) g[k].b = NULL;
-    if (next < hi) {
-        form_group(c->o, &g[0], ds, order, shape, &next, hi);
-        ODL_CHECK(odl_gpu_prep_submit(c->gp, g[0].jobs, g[0].n, g[0].res, &g[0].b));
-    }
-    while (g[cur].b) {
+    for (int k = 0; k < NGROUPS; k++) g[k].b = NULL;
+    ODL_CHECK_GOTO(dev_top_up(c, ds, order, shape, &next, hi, &tail, &queued), st, out);
+    while (queued) {
         group *q = &g[cur];
-        const int nx = (cur + 1) % 3;
         double t0 = odl_mono_ms();
-        if (next < hi) { /* the next group decodes while this one computes */
-            form_group(c->o, &g[nx], ds, order, shape, &next, hi);
-            ODL_CHECK_GOTO(odl_gpu_prep_submit(c->gp, g[nx].jobs, g[nx].n, g[nx].res, &g[nx].b), st, out);
-        }
         ODL_CHECK_GOTO(odl_gpu_prep_wait(q->b), st, out);
         ODL_CHECK_GOTO(decode_errors(q), st, out);
         double t1 = odl_mono_ms();
@@ -418,12 +431,14 @@ static odl_status dev_shard(eval_ctx *c, const odl_det_dataset *ds, const int *o
         ODL_CHECK_GOTO(dev_launch(c, q), st, out);
         odl_gpu_prep_release(q->b);
         q->b = NULL;
+        queued--;
+        ODL_CHECK_GOTO(dev_top_up(c, ds, order, shape, &next, hi, &tail, &queued), st, out);
         double t2 = odl_mono_ms();
         t[1] += t2 - t1;
         if (prev >= 0) ODL_CHECK_GOTO(group_stats(c, &g[prev], ds, order, rank, faults, batches, out), st, out);
         t[2] += odl_mono_ms() - t2;
         prev = cur;
-        cur = nx;
+        cur = (cur + 1) % NGROUPS;
     }
     if (prev >= 0) {
         double t1 = odl_mono_ms();
@@ -434,7 +449,7 @@ static odl_status dev_shard(eval_ctx *c, const odl_det_dataset *ds, const int *o
         t[2] += odl_mono_ms() - t2;
     }
 out:
-    for (int k = 0; k < 3; k++)
+    for (int k = 0; k < NGROUPS; k++)
         if (g[k].b) { /* a failure midway: hand the prep its batches back */
             odl_gpu_prep_wait(g[k].b);
             odl_gpu_prep_release(g[k].b);

@@ -16,7 +16,8 @@
  *   odl_gpu_prep_letterbox on the caller's stream (the forward's): waits for the prep stream, then the
  *                         letterbox kernel writes the network input;
  *   odl_gpu_prep_release  the batch's buffers go back (reused once the caller's stream passes them).
- * Two batches may be in flight (submitted and not released) at a time; buffers, streams, threads and
+ * ODL_GPU_PREP_DEPTH batches may be in flight (submitted and not released) at a time, so a caller can
+ * keep the files of later batches reading while one decodes and another computes; buffers, streams, threads and
  * the nvJPEG decoder live as long as the odl_gpu_prep, so a program keeps one for a whole run (the
  * evaluation keeps one across the coordinator's chunks).
  *
@@ -47,6 +48,12 @@ typedef enum odl_decoder {
 /* "cpu", "nvjpeg-hardware", "nvjpeg-gpu-hybrid". */
 ODL_API const char *odl_decoder_name(int decoder);
 
+/* Batches in flight at once (each holds its own device and pinned arenas). On the H200 (512-file eval,
+ * fp16 batch 32, 16 threads; bench/results/2026-12-03) three rather than two took the CPU decoder from
+ * 1850 to 2120-2130 images/s; nvJPEG's hardware decoder stayed where it was (2220 with two, 2020-2110
+ * with three): what paces that loop is not yet found. */
+#define ODL_GPU_PREP_DEPTH 3
+
 typedef struct odl_gpu_prep_options {
     int threads;   /* CPU threads for file reads, headers and CPU decodes (>= 1) */
     int max_batch; /* images per batch (>= 1) */
@@ -56,13 +63,12 @@ typedef struct odl_gpu_prep_options {
     int cpu_share; /* with nvJPEG: percent (0..100) of the JPEGs it could take that decode on the CPU
                       threads instead, so that both decoders work at once; chosen by a hash of the file's
                       name, so an image takes the same decoder whatever its batch or rank. 0: every one on
-                      nvJPEG; -1: odl_gpu_prep_default_cpu_share(threads) */
+                      nvJPEG; -1: odl_gpu_prep_default_cpu_share() */
 } odl_gpu_prep_options;
 
-/* The CPU share (percent) that keeps `threads` CPU decoders and nvJPEG's hardware engines busy together:
- * ODL_NVJPEG_CPU_SHARE where set, else threads / (threads + NVJPEG_THREADS_EQUIV) with the H200's
- * hardware decoder counted as that many libjpeg-turbo threads (datasets/gpu_prep.c gives the figures). */
-ODL_API int odl_gpu_prep_default_cpu_share(int threads);
+/* The default CPU share (percent) of --decoder auto: ODL_NVJPEG_CPU_SHARE where set, else 0 (on the H200
+ * no share was faster than nvJPEG's hardware decoder alone; datasets/gpu_prep.c gives the figures). */
+ODL_API int odl_gpu_prep_default_cpu_share(void);
 
 typedef struct odl_gpu_prep odl_gpu_prep;
 typedef struct odl_gpu_prep_batch odl_gpu_prep_batch;
@@ -82,7 +88,7 @@ ODL_API const char *odl_gpu_prep_nvjpeg_note(const odl_gpu_prep *p);
 /* Queue n (1..max_batch) jobs sharing one letterbox size (every job's out_w and out_h equal; u8 is
  * ignored): job k's outcome goes to res[k] (status and message, sizes, gain, pad, geometry and the
  * decoder, as odl_prep_image gives them). jobs and res must stay valid until odl_gpu_prep_release.
- * Blocks while two batches are in flight. Errors (the batch was not queued): ODL_E_INVAL, ODL_E_NOMEM. */
+ * Blocks while ODL_GPU_PREP_DEPTH batches are in flight. Errors (the batch was not queued): ODL_E_INVAL, ODL_E_NOMEM. */
 ODL_API odl_status odl_gpu_prep_submit(odl_gpu_prep *p, const odl_prep_job *jobs, int n, odl_prep_result *res,
                                        odl_gpu_prep_batch **out);
 /* Until every image of b is decoded on the CPU or queued on the GPU; then res[] is final. Errors: a
