@@ -761,9 +761,18 @@ class Soak:
             committed = max([s for t, s, p in self.commits] or [0])
             lo = min(cur, committed)
             hi = cur + int(self.rate * 60) + 2 * self.every
-            f.blocked = [s for s in range((lo // self.every + 1) * self.every, hi + 1, self.every)]
-            for s in f.blocked:
-                os.makedirs(os.path.join(ck, "ckpt-%08d.h5.tmp" % s), exist_ok=True)
+            due = [s for s in range((lo // self.every + 1) * self.every, hi + 1, self.every)]
+            f.blocked = []
+            for s in due:
+                try:
+                    os.makedirs(os.path.join(ck, "ckpt-%08d.h5.tmp" % s), exist_ok=True)
+                    f.blocked.append(s)
+                except FileExistsError:
+                    pass  # that checkpoint is being written at this moment: its temporary file has the name
+            if not f.blocked:
+                f.blocked = ["none"]
+                f.note = "no checkpoint write could be refused (each one due was already being written)"
+                return
             f.note = "checkpoint writes of steps %d..%d refused" % (f.blocked[0], f.blocked[-1])
         else:
             os.chmod(ck, 0o555)
@@ -775,7 +784,7 @@ class Soak:
         if f.blocked == ["chmod"]:
             os.chmod(ck, 0o755)
         else:
-            for s in f.blocked:
+            for s in (b for b in f.blocked if isinstance(b, int)):
                 p = os.path.join(ck, "ckpt-%08d.h5.tmp" % s)
                 if os.path.isdir(p):
                     os.rmdir(p)
