@@ -770,7 +770,6 @@ class Soak:
                 except FileExistsError:
                     pass  # that checkpoint is being written at this moment: its temporary file has the name
             if not f.blocked:
-                f.blocked = ["none"]
                 f.note = "no checkpoint write could be refused (each one due was already being written)"
                 return
             f.note = "checkpoint writes of steps %d..%d refused" % (f.blocked[0], f.blocked[-1])
@@ -784,7 +783,7 @@ class Soak:
         if f.blocked == ["chmod"]:
             os.chmod(ck, 0o755)
         else:
-            for s in (b for b in f.blocked if isinstance(b, int)):
+            for s in f.blocked:
                 p = os.path.join(ck, "ckpt-%08d.h5.tmp" % s)
                 if os.path.isdir(p):
                     os.rmdir(p)

@@ -180,7 +180,7 @@ static void test_coco8_square(void) {
             free(e2);
             /* half of nvJPEG's candidates on the CPU threads beside it (ODL_NVJPEG_CPU_SHARE): both decoders
              * count images, 8 in all, and the metrics are the same; batches of 1, so that 8 groups go round
-             * the device loop's ring (ODL_GPU_PREP_DEPTH decoding, one computing, one being matched) */
+             * the device loop's ring (ODL_GPU_PREP_DEPTH in flight, one being matched) */
             snprintf(env, sizeof env, "ODL_NVJPEG_CPU_SHARE=50 ODL_NVJPEG_LIBRARY='%s'", fake);
             snprintf(args, sizeof args, "--weights '%s' --data '%s' --square --device cpu --backend-post --batch-size 1 --output '%s/sq6'",
                      g_weights, g_coco8, g_tmp);

@@ -51,9 +51,9 @@ typedef struct group {
     const float *pred;
 } group;
 
-/* Groups alive at once on the device path: the one whose statistics are pending, the one computing and
- * up to ODL_GPU_PREP_DEPTH decoding (the CPU path uses two). */
-#define NGROUPS (ODL_GPU_PREP_DEPTH + 2)
+/* Groups alive at once on the device path: the one whose statistics are pending and up to
+ * ODL_GPU_PREP_DEPTH decoding or computing (the CPU path uses two). */
+#define NGROUPS (ODL_GPU_PREP_DEPTH + 1)
 
 /* The device NMS buffers of one group in flight. */
 typedef struct nms_slot {
@@ -393,9 +393,9 @@ static odl_status dev_finish(eval_ctx *c, group *q) {
     return ODL_OK;
 }
 
-/* Keep the image prep full: groups formed and submitted until ODL_GPU_PREP_DEPTH are decoding or the
- * shard is used up. g is the ring, *tail its next free entry, *queued the groups submitted and not yet
- * launched. */
+/* Keep the image prep full: groups formed and submitted until ODL_GPU_PREP_DEPTH are in flight or the
+ * shard is used up. c->g is the ring, *tail its next free entry, *queued the groups submitted and not
+ * yet launched. */
 static odl_status dev_top_up(eval_ctx *c, const odl_det_dataset *ds, const int *order, const int *shape, int *next, int hi,
                              int *tail, int *queued) {
     while (*queued < ODL_GPU_PREP_DEPTH && *next < hi) {
@@ -417,10 +417,11 @@ static odl_status dev_shard(eval_ctx *c, const odl_det_dataset *ds, const int *o
     odl_status st = ODL_OK;
     group *g = c->g;
     for (int k = 0; k < NGROUPS; k++) g[k].b = NULL;
-    ODL_CHECK_GOTO(dev_top_up(c, ds, order, shape, &next, hi, &tail, &queued), st, out);
-    while (queued) {
-        group *q = &g[cur];
+    for (;;) {
         double t0 = odl_mono_ms();
+        ODL_CHECK_GOTO(dev_top_up(c, ds, order, shape, &next, hi, &tail, &queued), st, out);
+        if (!queued) break;
+        group *q = &g[cur];
         ODL_CHECK_GOTO(odl_gpu_prep_wait(q->b), st, out);
         ODL_CHECK_GOTO(decode_errors(q), st, out);
         double t1 = odl_mono_ms();
@@ -432,7 +433,6 @@ static odl_status dev_shard(eval_ctx *c, const odl_det_dataset *ds, const int *o
         odl_gpu_prep_release(q->b);
         q->b = NULL;
         queued--;
-        ODL_CHECK_GOTO(dev_top_up(c, ds, order, shape, &next, hi, &tail, &queued), st, out);
         double t2 = odl_mono_ms();
         t[1] += t2 - t1;
         if (prev >= 0) ODL_CHECK_GOTO(group_stats(c, &g[prev], ds, order, rank, faults, batches, out), st, out);
