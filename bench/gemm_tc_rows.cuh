@@ -15,6 +15,8 @@
  * and 512 (forward NT, data gradient NN, weight gradient TN).
  * SOL = achieved / ceiling, the ceiling of each precision cuBLAS's rate at 8192^3 NN (4096^3 with --quick)
  * measured in this process (the precision's first row); --fixed-peaks uses the stored baselines.json ones.
+ * Own and cuBLAS are timed in alternation, GPU time only (time_pair_us): clock drift falls on both, and
+ * neither pays its host-side launch cost (a training step replays them in a CUDA graph).
  * Check: rel L2 of own C against cuBLAS SGEMM without TF32 below 2e-3 (tf32), 1.6e-2 (bf16), 2e-3 (fp16)
  * (a few times one input rounding); the same-precision cuBLAS result's rel L2 is printed beside it. */
 #include <cuda_bf16.h>
@@ -145,9 +147,9 @@ static void gemm_tc_row(const char *name, TcPrec prec, bool typed, int ta, int t
     g_checks++;
     const bool ok = rel < (prec == TC_BF16 ? 1.6e-2 : 2e-3);
     if (!ok) g_bad++;
-    const double t_blas = time_us([&](int r) { blas(r, Cblas.p); }, reps);
+    double t_blas = 0.0, t_own = 0.0;
+    time_pair_us([&](int r) { blas(r, Cblas.p); }, [&](int r) { own(r, false); }, reps, &t_blas, &t_own);
     if (sets_peak && !g_opt.fixed_peaks) peak = g_peak_tc[prec] = flops / t_blas * 1e6;
-    const double t_own = time_us([&](int r) { own(r, false); }, reps);
     const double t_fp32 = with_fp32 ? time_us([&](int r) { own(r, true); }, reps) : 0.0;
     const std::string shape = fmt("%dx%dx%d %c%c", M, N, K, ta ? 'T' : 'N', tb ? 'T' : 'N');
     const std::string row = fmt("%s %s %s", kTcPrecName[prec], typed ? "typed" : "lowp", name);

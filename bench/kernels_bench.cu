@@ -201,6 +201,53 @@ static double time_us(F fn, int reps, int warm = 3) {
     return 1e3 * (m % 2 ? ms[m / 2] : 0.5 * (ms[m / 2 - 1] + ms[m / 2]));
 }
 
+/* One thread spinning for `ns` nanoseconds of the GPU's clock: queued before a timed region, it keeps the GPU
+ * busy while the host submits what follows, so that the events time GPU work only, not the host's launch
+ * overhead (which differs between cuBLAS and our entry points). */
+__global__ void spin_kernel(long long ns) {
+    long long t0;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    for (;;) {
+        long long t;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+        if (t - t0 >= ns) break;
+    }
+}
+
+/* Two ways of doing the same work timed in alternation (A, B, A, B, ...), medians of each, GPU time only (a
+ * spin kernel ahead of each pair hides both host sides): clock and power drift over the run falls on both
+ * alike, so their ratio is fairer than that of two time_us runs in turn. */
+template <class FA, class FB>
+static void time_pair_us(FA fa, FB fb, int reps, double *us_a, double *us_b, int warm = 3) {
+    for (int i = 0; i < warm; i++) fa(i), fb(i);
+    CK(cudaStreamSynchronize(g_stream));
+    cudaEvent_t e[3];
+    for (cudaEvent_t &x : e) CK(cudaEventCreate(&x));
+    std::vector<float> ta, tb;
+    for (int r = 0; r < reps; r++) {
+        spin_kernel<<<1, 1, 0, g_stream>>>(200000);
+        CK(cudaEventRecord(e[0], g_stream));
+        fa(r);
+        CK(cudaEventRecord(e[1], g_stream));
+        fb(r);
+        CK(cudaEventRecord(e[2], g_stream));
+        CK(cudaEventSynchronize(e[2]));
+        float a = 0.0f, b = 0.0f;
+        CK(cudaEventElapsedTime(&a, e[0], e[1]));
+        CK(cudaEventElapsedTime(&b, e[1], e[2]));
+        ta.push_back(a);
+        tb.push_back(b);
+    }
+    for (cudaEvent_t &x : e) cudaEventDestroy(x);
+    auto median = [](std::vector<float> &v) {
+        std::sort(v.begin(), v.end());
+        const size_t m = v.size();
+        return 1e3 * (m % 2 ? v[m / 2] : 0.5 * (v[m / 2 - 1] + v[m / 2]));
+    };
+    *us_a = median(ta);
+    *us_b = median(tb);
+}
+
 /* Repetitions for a kernel expected to take about `est_us`: roughly half a second of timing. */
 static int reps_for(double est_us) {
     if (g_opt.reps > 0) return g_opt.reps;

@@ -17,8 +17,11 @@
  *   - Warpgroups 1..CONSUMERS each own 64 rows of the tile: per stage they issue BK / k wgmma.mma_async
  *     m64nBNk{16,8} on descriptors of the swizzled stage, commit, wait for the previous group
  *     (wgmma.wait_group 1: one group in flight) and release the previous stage to the producer.
- *   - After the last K step the consumers apply the epilogue to their accumulators in registers and store
- *     them (two columns per store), while the producer already fills the ring for the next unit.
+ *   - After the last K step each consumer warp stores its 16 rows while the producer already fills the ring
+ *     for the next unit: the plain epilogue (C = acc) of a slice inside C straight from the registers, two
+ *     columns per store; any other through a small shared-memory staging buffer, 32 columns at a time,
+ *     with the epilogue's code in one rolled loop (unrolled over the 128 accumulators it was half a
+ *     megabyte of SASS, fetched cold at every tile: a third of the consumers' time on the H200).
  *   - Split-K: units of one tile write raw partial sums to the workspace; splitk_reduce adds them in split
  *     order and applies the epilogue (deterministic, as gemm_core.cuh's).
  * Layouts: wgmma's A is M x K and B is K x N in shared memory, K-major (K contiguous) or, for 16-bit
@@ -140,17 +143,18 @@ const char *tile_name(int t) { return t >= 0 && t < kTileCount ? kTiles[t].name 
 void plan_builtin(int64_t M, int64_t N, int64_t K, int esz, int *tile, int *splits) {
     const int64_t sms = sm_count();
     const int64_t bk = kRowBytes / esz;
-    /* 128 x 128 once its tiles fill most multiprocessors (on an H200 it beat 128 x 256 at every size from
-     * 2048^3 to 8192^3, bench/results/2026-12-01/sm90), else 64 x 128, with split-K when even those leave
-     * multiprocessors idle */
+    /* 128 x 256 once its tiles fill every multiprocessor and K is long enough to amortise a tile's pipeline
+     * fill and epilogue; else 128 x 128 once its tiles fill most multiprocessors; else 64 x 128, with split-K
+     * when even those leave multiprocessors idle (H200 figures: bench/results/2026-12-04/gemm) */
+    const int64_t kb = cdiv(K > 0 ? K : 1, bk);
     int t = 2;
-    if (cdiv(M, 128) * cdiv(N, 128) >= sms * 3 / 4) t = 1;
+    if (cdiv(M, 128) * cdiv(N, 256) >= sms && kb >= 8) t = 0;
+    else if (cdiv(M, 128) * cdiv(N, 128) >= sms * 3 / 4) t = 1;
     const int64_t tiles = cdiv(M, kTiles[t].bm) * cdiv(N, kTiles[t].bn);
-    const int64_t kblocks = cdiv(K > 0 ? K : 1, bk);
     int64_t sp = 1;
-    if (tiles < sms && kblocks >= 8) {
+    if (tiles < sms && kb >= 8) {
         sp = sms / tiles;
-        if (sp > kblocks / 4) sp = kblocks / 4;
+        if (sp > kb / 4) sp = kb / 4;
         if (sp > 32) sp = 32;
         while (sp > 1 && (sp * M * N > INT_MAX || sp * M * N * 4 > ((int64_t)256 << 20))) sp--;
         if (sp < 1) sp = 1;
@@ -316,7 +320,8 @@ odl_status gemm(const Args &a, int tile, int splits, size_t reserve) {
     out.ldc = a.ldc;
     out.zstride = 0;
     out.ctype = a.c_type;
-    out.pair = (a.ldc % 2) == 0 && ((uintptr_t)a.C % (2 * gemm_type_size(a.c_type))) == 0;
+    out.vec = a.ldc % 4 == 0 && N % 4 == 0 && (uintptr_t)a.C % (4 * gemm_type_size(a.c_type)) == 0 &&
+              (uintptr_t)a.ep.residual % 16 == 0;
     Params p;
     memset(&p, 0, sizeof p);
     p.M = M;
@@ -349,7 +354,7 @@ odl_status gemm(const Args &a, int tile, int splits, size_t reserve) {
     part.ldc = N;
     part.zstride = (int64_t)M * N;
     part.ctype = GEMM_T_F32;
-    part.pair = (N % 2) == 0;
+    part.vec = N % 4 == 0;
     ODL_CHECK(run(part, epi_raw()));
     /* the reduction's output and C: splits of the tile order kept (kblocks per split may cut the count) */
     const int bk = kRowBytes / esz;

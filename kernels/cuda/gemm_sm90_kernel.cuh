@@ -28,6 +28,9 @@ namespace {
 
 
 constexpr int kGroupM = 8;
+/* The epilogue goes through shared memory, one warp's 16 rows x 32 columns at a time: kEpiLd = 40 floats per
+ * row keeps both the fragment's float2 stores and the row reads free of bank conflicts. */
+constexpr int kEpiRows = 16, kEpiCols = 32, kEpiLd = 40;
 
 /* One kernel configuration: element type, tile, pipeline depth and operand majors (MN = 1: M- or
  * N-major in memory and shared memory, the wgmma transpose immediate). */
@@ -42,7 +45,10 @@ struct Cfg {
     static constexpr int MN_BOX = kRowBytes / ESZ; /* MN elements of one MN-major box row */
     static constexpr int A_BYTES = BM * kRowBytes, B_BYTES = BN * kRowBytes;
     static constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
-    static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + 1024 /* base alignment */ + 2 * STAGES * 8;
+    /* after the stages: the mbarriers (128 bytes), then each consumer warp's epilogue staging buffer */
+    static constexpr int BAR_BYTES = 128;
+    static constexpr int EPI_BYTES = CONSUMERS * 4 * kEpiRows * kEpiLd * 4;
+    static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + BAR_BYTES + EPI_BYTES + 1024 /* base alignment */;
     using Op = Wgmma<IN, BN, A_MN, B_MN>;
     static constexpr int KSTEPS = BK / Op::K;
     /* setmaxnreg: the producer keeps 40 registers, the consumers share the rest of the 64K */
@@ -51,6 +57,7 @@ struct Cfg {
     static_assert(BM % 64 == 0 && CONSUMERS >= 1 && CONSUMERS <= 2, "64 rows per consumer warpgroup");
     static_assert(BN % 64 == 0 && BN <= 256, "wgmma N and the TMA box limit");
     static_assert(SMEM_BYTES <= 227 * 1024, "shared memory per block");
+    static_assert(2 * STAGES * 8 <= BAR_BYTES, "mbarriers");
     static_assert(IN != WgIn::TF32 || (A_MN == 0 && B_MN == 0), "tf32 operands are K-major");
     static_assert(128 * (PRODUCER_REGS + CONSUMERS * CONSUMER_REGS) <= 65536, "register file");
 };
@@ -74,20 +81,78 @@ __device__ __forceinline__ Unit unit_of(const Params &p, int u, int BM, int BN) 
     return r;
 }
 
-/* The consumer's m64nBN accumulator fragment (rows r0, r0 + 8; columns n0 + 8j + 2(lane % 4) + {0, 1})
- * through the epilogue into C of element type T. Fully unrolled: acc stays in registers. */
+/* Stores chunk c (columns 32c .. 32c + 31) of a warp's accumulator fragment (rows lane / 4 (+ 8), columns
+ * 8j + 2 (lane % 4) (+ 1)) into its staging buffer: an if-chain over the chunks, so that the registers are
+ * indexed by constants while the loop over chunks stays rolled. */
+template <int BN, int C0 = 0>
+__device__ __forceinline__ void stage_chunk(float *buf, const float (&acc)[BN / 2], int c, int r, int q) {
+    if constexpr (C0 < BN / kEpiCols) {
+        if (c == C0) {
+#pragma unroll
+            for (int jj = 0; jj < kEpiCols / 8; jj++) {
+                const int j = C0 * (kEpiCols / 8) + jj;
+                *reinterpret_cast<float2 *>(&buf[r * kEpiLd + jj * 8 + 2 * q]) = make_float2(acc[j * 4], acc[j * 4 + 1]);
+                *reinterpret_cast<float2 *>(&buf[(r + 8) * kEpiLd + jj * 8 + 2 * q]) =
+                    make_float2(acc[j * 4 + 2], acc[j * 4 + 3]);
+            }
+        } else {
+            stage_chunk<BN, C0 + 1>(buf, acc, c, r, q);
+        }
+    }
+}
+
+/* The plain epilogue (C = acc, alpha 1, nothing else) of a warp's 16 x BN slice wholly inside C, with o.vec:
+ * straight from the fragment's registers, two columns per store (a warp's store covers whole 32-byte sectors),
+ * no staging. */
 template <class T, int BN>
-__device__ __forceinline__ void epilogue(const TypedOut &o, const Epi &ep, const float (&acc)[BN / 2], int r0, int n0,
-                                         int M, int N) {
+__device__ __forceinline__ void store_plain(const TypedOut &o, const float (&acc)[BN / 2], int row0, int n0) {
     const int lane = threadIdx.x % 32;
+    T *c0 = static_cast<T *>(o.C) + (int64_t)(row0 + lane / 4) * o.ldc + n0 + 2 * (lane % 4);
+    T *c1 = c0 + 8 * o.ldc;
 #pragma unroll
     for (int j = 0; j < BN / 8; j++) {
-        const int n = n0 + j * 8 + 2 * (lane % 4);
-        const bool n1 = n + 1 < N;
-        if (n < N) {
-            if (r0 < M) store2<T>(o, ep, r0, n, n1, acc[j * 4], acc[j * 4 + 1]);
-            if (r0 + 8 < M) store2<T>(o, ep, r0 + 8, n, n1, acc[j * 4 + 2], acc[j * 4 + 3]);
+        put2<T>(c0 + 8 * j, acc[j * 4], acc[j * 4 + 1]);
+        put2<T>(c1 + 8 * j, acc[j * 4 + 2], acc[j * 4 + 3]);
+    }
+}
+
+/* A warp's 16 x BN slice of the consumer's m64nBN accumulator fragment, rows row0 .., through the epilogue
+ * into C of element type T. The fragment goes 32 columns at a time through the warp's staging buffer `buf`
+ * (kEpiRows x kEpiLd floats); then, with o.vec, each lane stores 4 consecutive columns of a row (a warp: 4
+ * rows of 128 contiguous bytes of float32 per store), else one column of each row. The loop over chunks
+ * stays rolled so that the epilogue's code appears once (unrolled over 128 registers it made the kernel half
+ * a megabyte of code, fetched anew at every tile). */
+template <class T, int BN>
+__device__ __forceinline__ void epilogue(float *buf, const TypedOut &o, const Epi &ep, const float (&acc)[BN / 2],
+                                         int row0, int n0, int M, int N) {
+    const int lane = threadIdx.x % 32;
+    const int rows = min(kEpiRows, M - row0);
+    const bool plain = ep.alpha == 1.0f && ep.beta == 0.0f && !ep.bias && !ep.residual && ep.act == ODL_ACT_NONE;
+#pragma unroll 1
+    for (int c = 0; c < BN / kEpiCols; c++) {
+        stage_chunk<BN>(buf, acc, c, lane / 4, lane % 4);
+        __syncwarp();
+        if (o.vec) {
+            const int col = 4 * (lane % 8), n = n0 + c * kEpiCols + col;
+            if (n < N) {
+#pragma unroll
+                for (int it = 0; it < kEpiRows / 4; it++) {
+                    const int i = it * 4 + lane / 8;
+                    if (i < rows) {
+                        const float4 v = *reinterpret_cast<const float4 *>(&buf[i * kEpiLd + col]);
+                        float r[4] = {v.x, v.y, v.z, v.w};
+                        store4<T>(o, ep, plain, row0 + i, n, r);
+                    }
+                }
+            }
+        } else {
+            const int n = n0 + c * kEpiCols + lane;
+            if (n < N) {
+#pragma unroll 1
+                for (int i = 0; i < rows; i++) store1<T>(o, ep, row0 + i, n, buf[i * kEpiLd + lane]);
+            }
         }
+        __syncwarp();
     }
 }
 
@@ -154,6 +219,9 @@ __global__ void __launch_bounds__(C::THREADS, 1)
     /* ---- consumers ---- */
     setmaxnreg_inc<C::CONSUMER_REGS>();
     const int cw = wg - 1; /* this warpgroup's 64 rows of the tile */
+    /* this warp's epilogue buffer (warps 4.. are the consumers') */
+    float *ebuf = reinterpret_cast<float *>(smem + C::STAGES * C::STAGE_BYTES + C::BAR_BYTES) +
+                  (threadIdx.x / 32 - 4) * kEpiRows * kEpiLd;
     float acc[C::BN / 2];
     int s = 0;
     uint32_t phase = 0;
@@ -195,10 +263,17 @@ __global__ void __launch_bounds__(C::THREADS, 1)
         /* ---- epilogue (split-K: raw partial sums into this split's float32 slice) ---- */
         TypedOut o = out;
         if (p.splits > 1) o.C = static_cast<float *>(o.C) + (int64_t)w.split * o.zstride;
-        const int r0 = w.m0 + cw * 64 + (tid / 32) * 16 + (tid % 32) / 4;
-        if (o.ctype == GEMM_T_BF16) epilogue<__nv_bfloat16, C::BN>(o, ep, acc, r0, w.n0, p.M, p.N);
-        else if (o.ctype == GEMM_T_F16) epilogue<__half, C::BN>(o, ep, acc, r0, w.n0, p.M, p.N);
-        else epilogue<float, C::BN>(o, ep, acc, r0, w.n0, p.M, p.N);
+        const int row0 = w.m0 + cw * 64 + (tid / 32) * 16;
+        const bool plain = ep.alpha == 1.0f && ep.beta == 0.0f && !ep.bias && !ep.residual && ep.act == ODL_ACT_NONE;
+        if (plain && o.vec && row0 + 16 <= p.M && w.n0 + C::BN <= p.N) {
+            if (o.ctype == GEMM_T_BF16) store_plain<__nv_bfloat16, C::BN>(o, acc, row0, w.n0);
+            else if (o.ctype == GEMM_T_F16) store_plain<__half, C::BN>(o, acc, row0, w.n0);
+            else store_plain<float, C::BN>(o, acc, row0, w.n0);
+        } else if (row0 < p.M) {
+            if (o.ctype == GEMM_T_BF16) epilogue<__nv_bfloat16, C::BN>(ebuf, o, ep, acc, row0, w.n0, p.M, p.N);
+            else if (o.ctype == GEMM_T_F16) epilogue<__half, C::BN>(ebuf, o, ep, acc, row0, w.n0, p.M, p.N);
+            else epilogue<float, C::BN>(ebuf, o, ep, acc, row0, w.n0, p.M, p.N);
+        }
     }
 #endif
 }

@@ -362,9 +362,9 @@ __global__ void splitk_reduce_typed_kernel(const float *__restrict__ part, int s
         fN.divmod(i, m, n);
         float s = 0.0f;
         for (int z = 0; z < splits; z++) s += part[(int64_t)z * total + i];
-        if (o.ctype == GEMM_T_BF16) store2<__nv_bfloat16>(o, ep, m, n, false, s, 0.0f);
-        else if (o.ctype == GEMM_T_F16) store2<__half>(o, ep, m, n, false, s, 0.0f);
-        else store2<float>(o, ep, m, n, false, s, 0.0f);
+        if (o.ctype == GEMM_T_BF16) store1<__nv_bfloat16>(o, ep, m, n, s);
+        else if (o.ctype == GEMM_T_F16) store1<__half>(o, ep, m, n, s);
+        else store1<float>(o, ep, m, n, s);
     }
 }
 
@@ -375,7 +375,7 @@ odl_status splitk_reduce_typed(const float *part, int splits, int M, int N, void
     o.ldc = ldc;
     o.zstride = 0;
     o.ctype = c_type;
-    o.pair = false;
+    o.vec = false;
     const int threads = 256;
     splitk_reduce_typed_kernel<<<grid_for((int64_t)M * N, threads), threads, 0, stream()>>>(part, splits, M, N,
                                                                                            FastDiv(N), o, ep);

@@ -6,6 +6,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <stdint.h>
 
 #include "gemm_core.cuh"
 
@@ -22,7 +23,8 @@ struct TypedOut {
     int64_t ldc;
     int64_t zstride;
     int ctype; /* GEMM_T_* of C */
-    bool pair; /* two consecutive columns at even n are one aligned store (ldc even, C 8-byte aligned) */
+    bool vec;  /* four consecutive columns at n % 4 == 0 are one aligned store: C (and residual) 4-element
+                  aligned, ldc and N multiples of 4 */
 };
 
 __device__ __forceinline__ float load_c(const TypedOut &o, int64_t off) {
@@ -40,38 +42,97 @@ __device__ __forceinline__ float epi1(const TypedOut &o, const Epi &ep, int m, i
     return v;
 }
 
-/* Stores (m, n) and, when n1, (m, n + 1), through the epilogue; T is C's element type. */
-template <class T> __device__ __forceinline__ void put2(T *c, bool n1, bool pair, float v0, float v1);
-template <> __device__ __forceinline__ void put2<float>(float *c, bool n1, bool pair, float v0, float v1) {
-    if (n1 && pair) *reinterpret_cast<float2 *>(c) = make_float2(v0, v1);
-    else {
-        c[0] = v0;
-        if (n1) c[1] = v1;
-    }
+/* One element (m, n) of C through the epilogue, rounded once to T (nearest even). */
+template <class T> __device__ __forceinline__ T to_typed(float v);
+template <> __device__ __forceinline__ float to_typed<float>(float v) { return v; }
+template <> __device__ __forceinline__ __nv_bfloat16 to_typed<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+template <> __device__ __forceinline__ __half to_typed<__half>(float v) { return __float2half_rn(v); }
+
+template <class T> __device__ __forceinline__ void store1(const TypedOut &o, const Epi &ep, int m, int n, float v) {
+    const int64_t off = (int64_t)m * o.ldc + n;
+    static_cast<T *>(o.C)[off] = to_typed<T>(epi1(o, ep, m, n, off, v));
 }
-template <> __device__ __forceinline__ void put2<__nv_bfloat16>(__nv_bfloat16 *c, bool n1, bool pair, float v0, float v1) {
-    if (n1 && pair) *reinterpret_cast<__nv_bfloat162 *>(c) = __floats2bfloat162_rn(v0, v1);
-    else {
-        c[0] = __float2bfloat16_rn(v0);
-        if (n1) c[1] = __float2bfloat16_rn(v1);
-    }
+
+/* Four consecutive elements (m, n .. n + 3) of C, with o.vec (n % 4 == 0): one 16-byte (float32) or 8-byte
+ * store, and C, residual and a column bias read as vectors. plain: alpha 1 and nothing else (no reads). */
+template <class T> __device__ __forceinline__ void load4(const T *p, float (&r)[4]);
+template <> __device__ __forceinline__ void load4<float>(const float *p, float (&r)[4]) {
+    const float4 v = *reinterpret_cast<const float4 *>(p);
+    r[0] = v.x, r[1] = v.y, r[2] = v.z, r[3] = v.w;
 }
-template <> __device__ __forceinline__ void put2<__half>(__half *c, bool n1, bool pair, float v0, float v1) {
-    if (n1 && pair) *reinterpret_cast<__half2 *>(c) = __floats2half2_rn(v0, v1);
-    else {
-        c[0] = __float2half_rn(v0);
-        if (n1) c[1] = __float2half_rn(v1);
-    }
+template <> __device__ __forceinline__ void load4<__nv_bfloat16>(const __nv_bfloat16 *p, float (&r)[4]) {
+    const uint2 u = *reinterpret_cast<const uint2 *>(p);
+    const float2 a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&u.x));
+    const float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&u.y));
+    r[0] = a.x, r[1] = a.y, r[2] = b.x, r[3] = b.y;
+}
+template <> __device__ __forceinline__ void load4<__half>(const __half *p, float (&r)[4]) {
+    const uint2 u = *reinterpret_cast<const uint2 *>(p);
+    const float2 a = __half22float2(*reinterpret_cast<const __half2 *>(&u.x));
+    const float2 b = __half22float2(*reinterpret_cast<const __half2 *>(&u.y));
+    r[0] = a.x, r[1] = a.y, r[2] = b.x, r[3] = b.y;
+}
+template <class T> __device__ __forceinline__ void put4(T *p, const float (&r)[4]);
+template <> __device__ __forceinline__ void put4<float>(float *p, const float (&r)[4]) {
+    *reinterpret_cast<float4 *>(p) = make_float4(r[0], r[1], r[2], r[3]);
+}
+template <> __device__ __forceinline__ void put4<__nv_bfloat16>(__nv_bfloat16 *p, const float (&r)[4]) {
+    __nv_bfloat162 a = __floats2bfloat162_rn(r[0], r[1]), b = __floats2bfloat162_rn(r[2], r[3]);
+    uint2 u;
+    u.x = *reinterpret_cast<uint32_t *>(&a);
+    u.y = *reinterpret_cast<uint32_t *>(&b);
+    *reinterpret_cast<uint2 *>(p) = u;
+}
+template <> __device__ __forceinline__ void put4<__half>(__half *p, const float (&r)[4]) {
+    __half2 a = __floats2half2_rn(r[0], r[1]), b = __floats2half2_rn(r[2], r[3]);
+    uint2 u;
+    u.x = *reinterpret_cast<uint32_t *>(&a);
+    u.y = *reinterpret_cast<uint32_t *>(&b);
+    *reinterpret_cast<uint2 *>(p) = u;
+}
+
+/* Two consecutive elements v0, v1 at p (8-byte aligned for float32, 4-byte for 16-bit types). */
+template <class T> __device__ __forceinline__ void put2(T *p, float v0, float v1);
+template <> __device__ __forceinline__ void put2<float>(float *p, float v0, float v1) {
+    *reinterpret_cast<float2 *>(p) = make_float2(v0, v1);
+}
+template <> __device__ __forceinline__ void put2<__nv_bfloat16>(__nv_bfloat16 *p, float v0, float v1) {
+    *reinterpret_cast<__nv_bfloat162 *>(p) = __floats2bfloat162_rn(v0, v1);
+}
+template <> __device__ __forceinline__ void put2<__half>(__half *p, float v0, float v1) {
+    *reinterpret_cast<__half2 *>(p) = __floats2half2_rn(v0, v1);
 }
 
 template <class T>
-__device__ __forceinline__ void store2(const TypedOut &o, const Epi &ep, int m, int n, bool n1, float v0, float v1) {
+__device__ __forceinline__ void store4(const TypedOut &o, const Epi &ep, bool plain, int m, int n, float (&r)[4]) {
     const int64_t off = (int64_t)m * o.ldc + n;
-    v0 = epi1(o, ep, m, n, off, v0);
-    if (n1) v1 = epi1(o, ep, m, n + 1, off + 1, v1);
-    put2<T>(static_cast<T *>(o.C) + off, n1, o.pair, v0, v1);
+    T *c = static_cast<T *>(o.C) + off;
+    if (!plain) {
+#pragma unroll
+        for (int j = 0; j < 4; j++) r[j] *= ep.alpha;
+        if (ep.beta != 0.0f) {
+            float cv[4];
+            load4<T>(c, cv);
+#pragma unroll
+            for (int j = 0; j < 4; j++) r[j] = fmaf(ep.beta, cv[j], r[j]);
+        }
+        if (ep.bias) {
+#pragma unroll
+            for (int j = 0; j < 4; j++) r[j] += ep.bias[ep.bias_per_row ? m : n + j];
+        }
+        if (ep.act != ODL_ACT_NONE) {
+#pragma unroll
+            for (int j = 0; j < 4; j++) r[j] = act_apply(ep.act, r[j]);
+        }
+        if (ep.residual) {
+            float q[4];
+            load4<float>(ep.residual + off, q);
+#pragma unroll
+            for (int j = 0; j < 4; j++) r[j] += q[j];
+        }
+    }
+    put4<T>(c, r);
 }
-
 
 /* C (c_type, ldc) = epilogue(sum over z < splits of part[z * M * N + m * N + n]), z in increasing order
  * (deterministic); splits = 1 applies a typed epilogue to a float32 product. */
