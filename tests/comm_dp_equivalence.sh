@@ -8,7 +8,7 @@
 #   4 ranks    x batch 16   (mpirun, 0.1 MiB gradient buckets: several buckets)
 # and mnist_cnn for 6 steps (the last one short) as 1 x 32 and 2 x 16. Every rank dumps its parameters (ODL_DUMP_PARAMS);
 # the runs must agree within float tolerance and all ranks of a run must be bitwise equal.
-# Data: $ODL_FASHION_MNIST, else /usr/share/datasets/fashion-mnist; skipped (77) when absent.
+# Data: $ODL_FMNIST_DIR, else /usr/share/datasets/fashion-mnist; skipped (77) when absent.
 set -u
 src="$1"
 worker="$2"

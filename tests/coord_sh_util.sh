@@ -22,11 +22,11 @@ job_procs() {
         tr '\0' '\n' 2>/dev/null <"$e" | grep -qxF "ODL_JOB_DIR=$d" && { p=${e#/proc/}; echo "${p%%/*}"; }
     done
 }
-# need_fashion_mnist: sets $data (ODL_FASHION_MNIST or the Debian package's folder), or skips (77).
+# need_fashion_mnist: sets $data (ODL_FMNIST_DIR or the Debian package's folder), or skips (77).
 need_fashion_mnist() {
-    data="${ODL_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}"
+    data="${ODL_FMNIST_DIR:-/usr/share/datasets/fashion-mnist}"
     if [ ! -e "$data/train-images-idx3-ubyte.gz" ] && [ ! -e "$data/train-images-idx3-ubyte" ]; then
-        echo "SKIP: no Fashion-MNIST in $data (set ODL_FASHION_MNIST)"
+        echo "SKIP: no Fashion-MNIST in $data (set ODL_FMNIST_DIR)"
         exit 77
     fi
 }

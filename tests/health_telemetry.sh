@@ -23,9 +23,9 @@ src="$1"
 worker="$2"
 coord="$3"
 fake="$4"
-data="${ODL_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}"
+data="${ODL_FMNIST_DIR:-/usr/share/datasets/fashion-mnist}"
 if [ ! -e "$data/train-images-idx3-ubyte.gz" ] && [ ! -e "$data/train-images-idx3-ubyte" ]; then
-    echo "SKIP: no Fashion-MNIST in $data (set ODL_FASHION_MNIST)"
+    echo "SKIP: no Fashion-MNIST in $data (set ODL_FMNIST_DIR)"
     exit 77
 fi
 command -v mpirun >/dev/null 2>&1 || { echo "SKIP: no mpirun"; exit 77; }

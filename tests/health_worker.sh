@@ -11,9 +11,9 @@
 set -u
 src="$1"
 worker="$2"
-data="${ODL_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}"
+data="${ODL_FMNIST_DIR:-/usr/share/datasets/fashion-mnist}"
 if [ ! -e "$data/train-images-idx3-ubyte.gz" ] && [ ! -e "$data/train-images-idx3-ubyte" ]; then
-    echo "SKIP: no Fashion-MNIST in $data (set ODL_FASHION_MNIST)"
+    echo "SKIP: no Fashion-MNIST in $data (set ODL_FMNIST_DIR)"
     exit 77
 fi
 tmp=$(mktemp -d /tmp/odl_health_worker.XXXXXX)

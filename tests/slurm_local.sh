@@ -13,7 +13,7 @@
 set -u
 src="$1"
 worker="$2"
-data="${ODL_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}"
+data="${ODL_FMNIST_DIR:-/usr/share/datasets/fashion-mnist}"
 for b in munged slurmctld slurmd sbatch scontrol sinfo srun; do
     if ! command -v "$b" >/dev/null 2>&1; then
         echo "SKIP: $b not found (apt-get install slurm-wlm munge)"
@@ -25,7 +25,7 @@ if [ "$(id -u)" != 0 ]; then
     exit 77
 fi
 if [ ! -e "$data/train-images-idx3-ubyte.gz" ] && [ ! -e "$data/train-images-idx3-ubyte" ]; then
-    echo "SKIP: no Fashion-MNIST in $data (set ODL_FASHION_MNIST)"
+    echo "SKIP: no Fashion-MNIST in $data (set ODL_FMNIST_DIR)"
     exit 77
 fi
 

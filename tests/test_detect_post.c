@@ -303,5 +303,6 @@ int main(int argc, char **argv) {
     odl_yolov5_free(net);
     free(ref_in);
     free(pred);
+    if (dev.type == ODL_DEV_CUDA) TOK(odl_cuda_shutdown()); /* no device memory left in use */
     return odl_test_finish("detect_post");
 }
