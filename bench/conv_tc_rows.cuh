@@ -1,7 +1,7 @@
 /* odl_bench_kernels --only convtc: the kernel-lab rows of the tensor-core convolutions (kernels/cuda/conv2d_tc.cu:
  * odl_cuda_conv2d_fwd_lowp, _bwd_data_lowp, _bwd_weight_lowp in TF32 and BF16) beside cuDNN in the same
  * precision, in this process. Included by kernels_bench.cu after its convolution section; uses its buffers,
- * timing (time_us: events, warm-up, median; inputs rotated over enough copies to exceed twice the L2, the
+ * timing (time_pair_us: own and cuDNN alternating, GPU time only, medians; inputs rotated over enough copies to exceed twice the L2, the
  * weights of fwd / bwd_data not, as conv_time), CSV, conv_shape / kYoloConvs, and gemm_tc_rows.cuh's
  * bfloat16 conversion, precision names and ceilings.
  *
@@ -221,7 +221,8 @@ static void conv_tc_case(const char *name, const odl_conv2d_shape &s, ConvDir di
     fp32(0, Ref.p);
     const char *ref_name = "odl fp32";
 #endif
-    const double t_fp32 = time_us([&](int r) { fp32(r, o32(r)); }, reps_fp32);
+    double t_fp32 = 0.0, t_none = 0.0;
+    time_pair_us([&](int r) { fp32(r, o32(r)); }, [](int) {}, reps_fp32, &t_fp32, &t_none);
 
     for (TcPrec tp : {TC_TF32, TC_BF16}) {
         const odl_precision prec = tp == TC_BF16 ? ODL_PRECISION_BF16 : ODL_PRECISION_TF32;
@@ -231,8 +232,8 @@ static void conv_tc_case(const char *name, const odl_conv2d_shape &s, ConvDir di
         g_checks++;
         const bool ok = rel < (tp == TC_BF16 ? 1.6e-2 : 2e-3);
         if (!ok) g_bad++;
-        const double t_own = time_us([&](int r) { own(r, prec, o32(r)); }, reps);
-        double t_dnn = 0.0, rel_dnn = NAN;
+        auto own_fn = [&](int r) { own(r, prec, o32(r)); };
+        double t_own = 0.0, t_dnn = 0.0, rel_dnn = NAN;
         std::string chose = "-";
 #ifdef ODL_BENCH_HAVE_CUDNN
         if (tp == TC_TF32) {
@@ -241,7 +242,7 @@ static void conv_tc_case(const char *name, const odl_conv2d_shape &s, ConvDir di
                 poison(O.p, no);
                 dn.run(A.p, B.p, O.p);
                 rel_dnn = rel_l2(O.p, Ref.p, no);
-                t_dnn = time_us([&](int r) { dn.run(a32(r), b32(r), o32(r)); }, reps);
+                time_pair_us([&](int r) { dn.run(a32(r), b32(r), o32(r)); }, own_fn, reps, &t_dnn, &t_own);
                 chose = dn.chose();
             } else {
                 chose = fmt("none (%s)", cudnnGetErrorString(dn.find_status));
@@ -264,13 +265,14 @@ static void conv_tc_case(const char *name, const odl_conv2d_shape &s, ConvDir di
                 from_bf16_kernel<<<1024, 256, 0, g_stream>>>(oh, Of.p, no);
                 CK(cudaGetLastError());
                 rel_dnn = rel_l2(Of.p, Ref.p, no);
-                t_dnn = time_us([&](int r) { dn.run(a16(r), b16(r), o16(r)); }, reps);
+                time_pair_us([&](int r) { dn.run(a16(r), b16(r), o16(r)); }, own_fn, reps, &t_dnn, &t_own);
                 chose = dn.chose();
             } else {
                 chose = fmt("none (%s)", cudnnGetErrorString(dn.find_status));
             }
         }
 #endif
+        if (t_own == 0.0) time_pair_us(own_fn, [](int) {}, reps, &t_own, &t_none);
         ConvTcSum &sum = g_convtc_sum[tp];
         sum.n++;
         sum.log_fp32 += std::log(t_fp32 / t_own);
