@@ -81,7 +81,15 @@ def env_of(test):
     return env
 
 
-def run_one(san, tool, test, logdir, timeout):
+def run_one(san, tool, test, logdir, timeout, deadline):
+    """One (tool, test) run; deadline (time.monotonic() value, or None): a run not started by then is
+    "not run", and none outlasts it."""
+    if deadline is not None:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return {"tool": tool, "test": test["name"], "errors": 0, "warnings": 0, "leaks": 0,
+                    "status": "not run (deadline)", "rc": None, "wall_s": 0.0, "log": ""}
+        timeout = min(timeout, left)
     log = os.path.join(logdir, tool, test["name"] + ".log")
     os.makedirs(os.path.dirname(log), exist_ok=True)
     cmd = [san, "--tool", tool, "--target-processes", "all", "--require-cuda-init", "no",
@@ -137,6 +145,9 @@ def main():
     ap.add_argument("-j", dest="jobs", type=int, default=1,
                     help="runs at once on the GPU (default 1: some tests take half the GPU's memory for their pool)")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per run (default 1800)")
+    ap.add_argument("--deadline", type=float,
+                    help="seconds for the whole script: later runs are not started, runs in flight are ended, and "
+                         "the summary is still written (for a lent GPU's call limit)")
     ap.add_argument("--sanitizer", default=os.environ.get("COMPUTE_SANITIZER"), help="compute-sanitizer to use")
     ap.add_argument("--no-fixtures", action="store_true",
                     help="do not set up the fixtures first (they are there already; the script's own test)")
@@ -170,10 +181,11 @@ def main():
             print(r.stdout[-4000:])
             print("sanitize_gpu: a fixture failed; the tests that need it will skip or fail")
     print("sanitize_gpu: %s, %d tests x %s, %s" % (san, len(tests), ",".join(tools), a.build), flush=True)
+    deadline = time.monotonic() + a.deadline if a.deadline else None
     jobs = [(tool, t) for tool in tools for t in tests]
     results = []
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, a.jobs)) as ex:
-        futs = [ex.submit(run_one, san, tool, t, logdir, a.timeout) for tool, t in jobs]
+        futs = [ex.submit(run_one, san, tool, t, logdir, a.timeout, deadline) for tool, t in jobs]
         for f in concurrent.futures.as_completed(futs):
             r = f.result()
             results.append(r)
@@ -192,20 +204,24 @@ def main():
         ran = sum(r["status"] == "ok" for r in rs)
         skipped = sum(r["status"] == "skipped" for r in rs)
         timed = sum(r["status"] == "timed out" for r in rs)
-        failed = len(rs) - ran - skipped - timed
+        not_run = sum(r["status"].startswith("not run") for r in rs)
+        failed = len(rs) - ran - skipped - timed - not_run
         total += n_err
-        lines.append("sanitize_gpu: %s: %d error%s%s%s (%d tests: %d ran, %d skipped, %d failed, %d timed out)" % (
+        lines.append("sanitize_gpu: %s: %d error%s%s%s (%d tests: %d ran, %d skipped, %d failed, %d timed out%s)" % (
             tool, n_err, "" if n_err == 1 else "s", ", %d warnings" % n_warn if n_warn else "",
-            " of which %d device-memory leaks" % n_leak if n_leak else "", len(rs), ran, skipped, failed, timed))
+            " of which %d device-memory leaks" % n_leak if n_leak else "", len(rs), ran, skipped, failed, timed,
+            ", %d not run: deadline" % not_run if not_run else ""))
         broken += ["%s %s: %d errors" % (tool, r["test"], r["errors"]) for r in rs if r["errors"]]
         broken += ["%s %s: %s" % (tool, r["test"], r["status"]) for r in rs
-                   if r["status"] not in ("ok", "skipped")]
-    if not any(r["status"] == "ok" for r in results):
-        print("\n".join(lines))
-        print("sanitize_gpu: nothing ran (every test skipped: no GPU, or no reference data?)")
-        return 3
-    last = "sanitize_gpu: %d errors" % total if not broken else "sanitize_gpu: %d errors; %s" % (total, "; ".join(broken))
-    lines.append(last)
+                   if r["status"] not in ("ok", "skipped") and not r["status"].startswith("not run")]
+        if not_run:
+            broken.append("%s: %d runs not started before the deadline" % (tool, not_run))
+    nothing = all(r["status"] == "skipped" for r in results)
+    if nothing:
+        lines.append("sanitize_gpu: nothing ran (every test skipped: no GPU, or no reference data?)")
+    else:
+        lines.append("sanitize_gpu: %d errors" % total if not broken else
+                     "sanitize_gpu: %d errors; %s" % (total, "; ".join(broken)))
     print("\n".join(lines))
     with open(os.path.join(a.out_dir, "summary.txt"), "w") as f:
         f.write("\n".join("%-9s %-36s %4d errors %4d warnings %8.1f s  %s" % (
@@ -213,7 +229,7 @@ def main():
             for r in sorted(results, key=lambda r: (r["tool"], r["test"]))) + "\n" + "\n".join(lines) + "\n")
     with open(os.path.join(a.out_dir, "results.json"), "w") as f:
         json.dump({"sanitizer": san, "build": a.build, "tools": tools, "results": results}, f, indent=1)
-    return 1 if broken else 0
+    return 3 if nothing else 1 if broken else 0
 
 
 if __name__ == "__main__":

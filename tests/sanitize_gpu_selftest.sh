@@ -24,6 +24,7 @@ done
 n=0
 case "$FAKE_ERRORS" in "$tool:"*) pat=${FAKE_ERRORS#*:}; pat=${pat%:*}; printf '%s\n' "$*" | grep -q -- "$pat" && n=${FAKE_ERRORS##*:} ;; esac
 echo "test output (not run)"
+[ -n "${FAKE_SLEEP:-}" ] && sleep "$FAKE_SLEEP"
 [ "$tool" = racecheck ] && echo "========= RACECHECK SUMMARY: $n hazards displayed ($n errors, 1 warning)"
 # FAKE_RACE_ONLY: racecheck as on the H200 (compute-sanitizer 2025): its RACECHECK SUMMARY line alone
 [ "$tool" = racecheck ] && [ -n "${FAKE_RACE_ONLY:-}" ] && exit 0
@@ -55,6 +56,14 @@ rc=$?
 if [ $rc = 1 ] && tail -1 "$tmp/log" | grep -q "sanitize_gpu: 2 errors; racecheck test_gemm_tc_gpu: 2 errors"; then
     echo "ok   2 hazards from the RACECHECK SUMMARY line alone: counted, named, exit 1"
 else echo "FAIL racecheck summary alone, errors: exit $rc"; cat "$tmp/log"; fail=1; fi
+rm -f "$tmp/out/summary.txt"
+FAKE_SLEEP=5 FAKE_ERRORS="none::0" sh "$src/bench/sanitize_gpu.sh" "$tmp/out" --build "$build" --sanitizer "$tmp/compute-sanitizer" \
+    --no-fixtures -R 'test_ops_gpu|test_gemm_tc_gpu' --tools memcheck -j 1 --deadline 1 >"$tmp/log" 2>&1
+rc=$?
+if [ $rc = 1 ] && grep -q "memcheck: 0 errors (2 tests: 0 ran, 0 skipped, 0 failed, 1 timed out, 1 not run: deadline)" "$tmp/log" &&
+    tail -1 "$tmp/log" | grep -q "memcheck: 1 runs not started before the deadline" && [ -s "$tmp/out/summary.txt" ]; then
+    echo "ok   --deadline: the run in flight ended, the next not started, the summary written, exit 1"
+else echo "FAIL --deadline: exit $rc"; cat "$tmp/log"; fail=1; fi
 [ -s "$tmp/out/summary.txt" ] && [ -s "$tmp/out/logs/racecheck/test_gemm_tc_gpu.log" ] && ok=1 || ok=0
 if [ $ok = 1 ]; then echo "ok   summary.txt and one log per run"; else echo "FAIL no summary or logs"; fail=1; fi
 [ $fail = 0 ] && echo "sanitize_gpu_selftest: passed"
