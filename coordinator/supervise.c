@@ -183,6 +183,10 @@ static void on_child_closed(uv_handle_t *h) {
 
 static void on_child_exit(uv_process_t *p, int64_t status, int term_signal) {
     coord *c = (coord *)((char *)p - offsetof(coord, child.proc));
+    /* JOB_FAILING: a rank's failure was seen and the coordinator killed the group itself, so a signal here
+     * is its own SIGKILL, not the job's status (which of the two a launcher shows depends on which event
+     * the loop saw first: tests/coord_test.sh refused_rank saw 137 once, 1 otherwise) */
+    const int ended_by_us = c->state == JOB_FAILING;
     c->child.alive = 0;
     uv_close((uv_handle_t *)p, on_child_closed);
     /* Anything of the group still running (a rank that outlived its launcher) ends with it. */
@@ -229,7 +233,7 @@ static void on_child_exit(uv_process_t *p, int64_t status, int term_signal) {
     if (c->restarts >= c->o.max_restarts) {
         ODL_LOG_ERROR("giving up after %d restart%s (--max-restarts %d): %s", c->restarts, c->restarts == 1 ? "" : "s",
                       c->o.max_restarts, c->failure);
-        coord_finish(c, code ? code : COORD_EXIT_FAILED);
+        coord_finish(c, code && !(ended_by_us && term_signal) ? code : COORD_EXIT_FAILED);
         return;
     }
     int doublings = c->restarts < COORD_BACKOFF_DOUBLINGS ? c->restarts : COORD_BACKOFF_DOUBLINGS;

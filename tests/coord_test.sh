@@ -492,6 +492,7 @@ refused_rank)
 p0=\$!
 "$peer" "\$ODL_COORD_ADDR" "$tmp/other_secret" 1 2 1 30 >"$tmp/peer1.txt" 2>&1
 kill -9 \$p0   # as mpirun ends the job when one rank fails
+sleep 5       # the coordinator sees rank 0 go, kills this group itself (SIGKILL) and still exits 1, not 137
 exit 1
 EOS
     ASAN_OPTIONS=detect_leaks=1 "$coord" --job-dir "$job" --listen 127.0.0.1:0 --http off --max-restarts 0 \
