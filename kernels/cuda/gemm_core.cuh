@@ -126,27 +126,37 @@ __device__ __forceinline__ void epi_store1(const Out &out, const Epi &ep, int m,
     base[o] = v;
 }
 
-/* Four outputs at columns n..n+3 of row m (n % 4 == 0), all inside the output, with out.vec: 16-byte
- * accesses; the activation is a template parameter so that the unrolled tile epilogue carries one
- * activation's code. */
-template <int ACT, class Out>
-__device__ __forceinline__ void epi_store4(const Out &out, const Epi &ep, int m, int n, const float *v) {
-    float *base = out.base();
-    const int64_t o = out.off(m, n);
-    float r[4] = {v[0] * ep.alpha, v[1] * ep.alpha, v[2] * ep.alpha, v[3] * ep.alpha};
+/* Four consecutive elements of C at p (aligned for one vector access) as float32; gemm_typed.cuh adds the
+ * bfloat16 and float16 ones. */
+template <class T> __device__ __forceinline__ void load4(const T *p, float (&r)[4]);
+template <> __device__ __forceinline__ void load4<float>(const float *p, float (&r)[4]) {
+    const float4 v = *reinterpret_cast<const float4 *>(p);
+    r[0] = v.x, r[1] = v.y, r[2] = v.z, r[3] = v.w;
+}
+
+/* r, four outputs at columns n..n+3 of row m (output offset o), through the epilogue: alpha, beta * C (C's
+ * four values at c, of element type T, read only when beta != 0), bias, the activation act, residual
+ * (float32 at o). The one copy of this order for every 4-wide store (epi_store4 here, the typed GEMM's
+ * store4). */
+template <class T>
+__device__ __forceinline__ void epi_apply4(const Epi &ep, int act, int m, int n, int64_t o, float (&r)[4],
+                                           const T *c) {
+#pragma unroll
+    for (int j = 0; j < 4; j++) r[j] *= ep.alpha;
     if (ep.beta != 0.0f) {
-        const float4 c = *reinterpret_cast<const float4 *>(base + o);
-        r[0] = fmaf(ep.beta, c.x, r[0]);
-        r[1] = fmaf(ep.beta, c.y, r[1]);
-        r[2] = fmaf(ep.beta, c.z, r[2]);
-        r[3] = fmaf(ep.beta, c.w, r[3]);
+        float cv[4];
+        load4<T>(c, cv);
+#pragma unroll
+        for (int j = 0; j < 4; j++) r[j] = fmaf(ep.beta, cv[j], r[j]);
     }
     if (ep.bias) {
 #pragma unroll
         for (int j = 0; j < 4; j++) r[j] += ep.bias[ep.bias_per_row ? m : n + j];
     }
+    if (act != ODL_ACT_NONE) {
 #pragma unroll
-    for (int j = 0; j < 4; j++) r[j] = act_apply(ACT, r[j]);
+        for (int j = 0; j < 4; j++) r[j] = act_apply(act, r[j]);
+    }
     if (ep.residual) {
         const float4 q = *reinterpret_cast<const float4 *>(ep.residual + o);
         r[0] += q.x;
@@ -154,6 +164,36 @@ __device__ __forceinline__ void epi_store4(const Out &out, const Epi &ep, int m,
         r[2] += q.z;
         r[3] += q.w;
     }
+}
+
+/* The staged epilogues (gemm_mma.cuh's mma_epilogue, gemm_sm90_kernel.cuh's epilogue) pass a warp's
+ * accumulators through shared memory kEpiRows x kEpiCols at a time, rows kEpiLd floats apart (40: the
+ * fragment's float2 stores and the row reads are free of bank conflicts). */
+constexpr int kEpiRows = 16, kEpiCols = 32, kEpiLd = 40;
+
+/* kEpiCols columns of a warp's m16 accumulator fragment into its staging buffer: f[4j + e] (j < 4) is row
+ * r = lane / 4 (+ 8 for e >= 2), column 8j + 2q + e % 2 with q = lane % 4 -- the layout of both mma.sync
+ * m16n8 and wgmma m64nN (per warp) accumulators. f is indexed by constants only, so it stays in registers. */
+__device__ __forceinline__ void stage_frag(float *buf, const float *f, int r, int q) {
+#pragma unroll
+    for (int j = 0; j < kEpiCols / 8; j++) {
+        *reinterpret_cast<float2 *>(&buf[r * kEpiLd + j * 8 + 2 * q]) = make_float2(f[j * 4], f[j * 4 + 1]);
+        *reinterpret_cast<float2 *>(&buf[(r + 8) * kEpiLd + j * 8 + 2 * q]) = make_float2(f[j * 4 + 2], f[j * 4 + 3]);
+    }
+}
+
+/* ACT of epi_store4: the activation is ep.act, read at run time (the staged epilogues of gemm_mma.cuh). */
+constexpr int kActOfEpi = -1;
+
+/* Four outputs at columns n..n+3 of row m (n % 4 == 0), all inside the output, with out.vec: 16-byte
+ * accesses. ACT: a constant activation, so that the unrolled tile epilogue carries one activation's code
+ * per instantiation, or kActOfEpi. */
+template <int ACT, class Out>
+__device__ __forceinline__ void epi_store4(const Out &out, const Epi &ep, int m, int n, const float *v) {
+    float *base = out.base();
+    const int64_t o = out.off(m, n);
+    float r[4] = {v[0], v[1], v[2], v[3]};
+    epi_apply4(ep, ACT == kActOfEpi ? ep.act : ACT, m, n, o, r, base + o);
     *reinterpret_cast<float4 *>(base + o) = make_float4(r[0], r[1], r[2], r[3]);
 }
 
@@ -349,6 +389,20 @@ __device__ __forceinline__ void mainloop(LA &la, LB &lb, int kb, int ke, float (
     }
 }
 
+/* Block tile origin (m0, n0) of blockIdx.x in groups of group_m tile rows (Triton's grouped order:
+ * consecutive blocks share A and B panels in L2). */
+template <class Cfg>
+__device__ __forceinline__ void tile_origin(int M, int N, int group_m, int &m0, int &n0) {
+    const int tiles_m = (M + Cfg::BM - 1) / Cfg::BM;
+    const int tiles_n = (N + Cfg::BN - 1) / Cfg::BN;
+    const int pid = blockIdx.x;
+    const int width = group_m * tiles_n;
+    const int first_m = (pid / width) * group_m;
+    const int gsz = min(tiles_m - first_m, group_m);
+    m0 = (first_m + (pid % width) % gsz) * Cfg::BM;
+    n0 = ((pid % width) / gsz) * Cfg::BN;
+}
+
 /* C tile = epilogue(A * B) for blockIdx.x's tile and blockIdx.z's k range [z * k_chunk, ...).
  * k_chunk is a multiple of BK (every split but the last covers whole slices). */
 template <class Cfg, class LA, class LB, class Out>
@@ -357,14 +411,8 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MINB)
                       int k_chunk, int group_m) {
     __shared__ __align__(16) float smem[Cfg::SMEM_FLOATS];
     constexpr int TM = Cfg::TM, TN = Cfg::TN;
-    const int tiles_m = (M + Cfg::BM - 1) / Cfg::BM;
-    const int tiles_n = (N + Cfg::BN - 1) / Cfg::BN;
-    const int pid = blockIdx.x;
-    const int width = group_m * tiles_n;
-    const int first_m = (pid / width) * group_m;
-    const int gsz = min(tiles_m - first_m, group_m);
-    const int m0 = (first_m + (pid % width) % gsz) * Cfg::BM;
-    const int n0 = ((pid % width) / gsz) * Cfg::BN;
+    int m0, n0;
+    tile_origin<Cfg>(M, N, group_m, m0, n0);
     const int kb = (int)blockIdx.z * k_chunk;
     const int ke = min(K, kb + k_chunk);
 

@@ -205,23 +205,6 @@ __device__ __forceinline__ void mma_mainloop_async(LA &la, LB &lb, int kb, int k
     cp_async_wait<0>();
 }
 
-/* Block tile origin (m0, n0) of blockIdx.x in groups of group_m tile rows (gemm_core.cuh's order). */
-template <class Cfg>
-__device__ __forceinline__ void tile_origin(int M, int N, int group_m, int &m0, int &n0) {
-    const int tiles_m = (M + Cfg::BM - 1) / Cfg::BM;
-    const int tiles_n = (N + Cfg::BN - 1) / Cfg::BN;
-    const int pid = blockIdx.x;
-    const int width = group_m * tiles_n;
-    const int first_m = (pid / width) * group_m;
-    const int gsz = min(tiles_m - first_m, group_m);
-    m0 = (first_m + (pid % width) % gsz) * Cfg::BM;
-    n0 = ((pid % width) / gsz) * Cfg::BN;
-}
-
-/* The epilogue of a warp goes through shared memory 16 rows x 32 columns at a time (kMmaEpiLd = 40 floats per
- * row: the fragment's float2 stores and the row reads are free of bank conflicts). */
-constexpr int kMmaEpiRows = 16, kMmaEpiCols = 32, kMmaEpiLd = 40;
-
 /* Stores chunk c (fragment row block i = c / (NT / 4), columns 32 (c % (NT / 4)) ..) of a warp's accumulators
  * (rows lane / 4 (+ 8), columns 8j + 2 (lane % 4) (+ 1)) into its staging buffer: an if-chain over the chunks,
  * so that the registers are indexed by constants while the loop over chunks stays rolled. */
@@ -232,51 +215,15 @@ __device__ __forceinline__ void mma_stage_chunk(float *buf, const float (&acc)[C
     if constexpr (C0 < Cfg::MT * JG) {
         if (c == C0) {
             constexpr int i = C0 / JG, jg = C0 % JG;
-#pragma unroll
-            for (int jj = 0; jj < 4; jj++) {
-                const float *v = acc[i][jg * 4 + jj];
-                *reinterpret_cast<float2 *>(&buf[r * kMmaEpiLd + jj * 8 + 2 * q]) = make_float2(v[0], v[1]);
-                *reinterpret_cast<float2 *>(&buf[(r + 8) * kMmaEpiLd + jj * 8 + 2 * q]) = make_float2(v[2], v[3]);
-            }
+            stage_frag(buf, &acc[i][jg * 4][0], r, q);
         } else {
             mma_stage_chunk<Cfg, C0 + 1>(buf, acc, c, r, q);
         }
     }
 }
 
-/* Columns n .. n + 3 of row m, all inside the output (n % 4 == 0; out.vec: contiguous, 16-byte aligned). */
-template <class Out>
-__device__ __forceinline__ void epi_store4v(const Out &out, const Epi &ep, int m, int n, float4 v) {
-    float *base = out.base();
-    const int64_t o = out.off(m, n);
-    float r[4] = {v.x * ep.alpha, v.y * ep.alpha, v.z * ep.alpha, v.w * ep.alpha};
-    if (ep.beta != 0.0f) {
-        const float4 c = *reinterpret_cast<const float4 *>(base + o);
-        r[0] = fmaf(ep.beta, c.x, r[0]);
-        r[1] = fmaf(ep.beta, c.y, r[1]);
-        r[2] = fmaf(ep.beta, c.z, r[2]);
-        r[3] = fmaf(ep.beta, c.w, r[3]);
-    }
-    if (ep.bias) {
-#pragma unroll
-        for (int j = 0; j < 4; j++) r[j] += ep.bias[ep.bias_per_row ? m : n + j];
-    }
-    if (ep.act != ODL_ACT_NONE) {
-#pragma unroll
-        for (int j = 0; j < 4; j++) r[j] = act_apply(ep.act, r[j]);
-    }
-    if (ep.residual) {
-        const float4 q = *reinterpret_cast<const float4 *>(ep.residual + o);
-        r[0] += q.x;
-        r[1] += q.y;
-        r[2] += q.z;
-        r[3] += q.w;
-    }
-    *reinterpret_cast<float4 *>(base + o) = make_float4(r[0], r[1], r[2], r[3]);
-}
-
 /* The accumulators of the block through the epilogue (split z = blockIdx.z of out), each warp through its
- * own kMmaEpiRows x kMmaEpiLd slice of `smem` (the main loop's, free once every warp has left it): with
+ * own kEpiRows x kEpiLd slice of `smem` (the main loop's, free once every warp has left it): with
  * out.vec a lane stores 4 consecutive columns of a row, else one column of each row. The loop over chunks
  * stays rolled, so the epilogue's code appears once (unrolled over every accumulator it was most of the
  * kernel's code, and the H200 stalled on instruction fetch). */
@@ -284,11 +231,11 @@ template <class Cfg, class Out>
 __device__ __forceinline__ void mma_epilogue(Out out, const Epi &ep, const float (&acc)[Cfg::MT][Cfg::NT][4], int m0,
                                              int n0, int M, int N, float *smem) {
     static_assert(Cfg::NT % 4 == 0, "warps of whole 32-column chunks");
-    static_assert(Cfg::THREADS / 32 * kMmaEpiRows * kMmaEpiLd <= 2 * Cfg::BK * (Cfg::LDA + Cfg::LDB),
+    static_assert(Cfg::THREADS / 32 * kEpiRows * kEpiLd <= 2 * Cfg::BK * (Cfg::LDA + Cfg::LDB),
                   "the staging slices fit in the main loop's shared memory");
     out.select_split(blockIdx.z);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    float *buf = smem + warp * kMmaEpiRows * kMmaEpiLd;
+    float *buf = smem + warp * kEpiRows * kEpiLd;
     const int wm = m0 + (warp / Cfg::WARPS_N) * Cfg::WM, wn = n0 + (warp % Cfg::WARPS_N) * Cfg::WN;
     constexpr int JG = Cfg::NT / 4;
     __syncthreads(); /* every warp is done with the main loop's shared memory */
@@ -296,26 +243,25 @@ __device__ __forceinline__ void mma_epilogue(Out out, const Epi &ep, const float
     for (int c = 0; c < Cfg::MT * JG; c++) {
         mma_stage_chunk<Cfg>(buf, acc, c, lane / 4, lane % 4);
         __syncwarp();
-        const int row0 = wm + (c / JG) * 16, col0 = wn + (c % JG) * kMmaEpiCols;
+        const int row0 = wm + (c / JG) * 16, col0 = wn + (c % JG) * kEpiCols;
         if (out.vec) {
             const int col = 4 * (lane % 8), n = col0 + col;
 #pragma unroll
-            for (int it = 0; it < kMmaEpiRows / 4; it++) {
+            for (int it = 0; it < kEpiRows / 4; it++) {
                 const int r = it * 4 + lane / 8, m = row0 + r;
                 if (m >= M || n >= N) continue;
-                const float4 v = *reinterpret_cast<const float4 *>(&buf[r * kMmaEpiLd + col]);
-                if (n + 3 < N) epi_store4v(out, ep, m, n, v);
-                else {
-                    const float e[4] = {v.x, v.y, v.z, v.w};
+                const float4 v = *reinterpret_cast<const float4 *>(&buf[r * kEpiLd + col]);
+                const float e[4] = {v.x, v.y, v.z, v.w};
+                if (n + 3 < N) epi_store4<kActOfEpi>(out, ep, m, n, e);
+                else
                     for (int t = 0; t < 4 && n + t < N; t++) epi_store1(out, ep, m, n + t, e[t]);
-                }
             }
         } else {
             const int n = col0 + lane;
             if (n < N) {
 #pragma unroll 1
-                for (int r = 0; r < kMmaEpiRows && row0 + r < M; r++)
-                    epi_store1(out, ep, row0 + r, n, buf[r * kMmaEpiLd + lane]);
+                for (int r = 0; r < kEpiRows && row0 + r < M; r++)
+                    epi_store1(out, ep, row0 + r, n, buf[r * kEpiLd + lane]);
             }
         }
         __syncwarp();

@@ -28,9 +28,6 @@ namespace {
 
 
 constexpr int kGroupM = 8;
-/* The epilogue goes through shared memory, one warp's 16 rows x 32 columns at a time: kEpiLd = 40 floats per
- * row keeps both the fragment's float2 stores and the row reads free of bank conflicts. */
-constexpr int kEpiRows = 16, kEpiCols = 32, kEpiLd = 40;
 
 /* One kernel configuration: element type, tile, pipeline depth and operand majors (MN = 1: M- or
  * N-major in memory and shared memory, the wgmma transpose immediate). */
@@ -88,13 +85,7 @@ template <int BN, int C0 = 0>
 __device__ __forceinline__ void stage_chunk(float *buf, const float (&acc)[BN / 2], int c, int r, int q) {
     if constexpr (C0 < BN / kEpiCols) {
         if (c == C0) {
-#pragma unroll
-            for (int jj = 0; jj < kEpiCols / 8; jj++) {
-                const int j = C0 * (kEpiCols / 8) + jj;
-                *reinterpret_cast<float2 *>(&buf[r * kEpiLd + jj * 8 + 2 * q]) = make_float2(acc[j * 4], acc[j * 4 + 1]);
-                *reinterpret_cast<float2 *>(&buf[(r + 8) * kEpiLd + jj * 8 + 2 * q]) =
-                    make_float2(acc[j * 4 + 2], acc[j * 4 + 3]);
-            }
+            stage_frag(buf, &acc[C0 * kEpiCols / 2], r, q);
         } else {
             stage_chunk<BN, C0 + 1>(buf, acc, c, r, q);
         }
@@ -121,13 +112,12 @@ __device__ __forceinline__ void store_plain(const TypedOut &o, const float (&acc
  * (kEpiRows x kEpiLd floats); then, with o.vec, each lane stores 4 consecutive columns of a row (a warp: 4
  * rows of 128 contiguous bytes of float32 per store), else one column of each row. The loop over chunks
  * stays rolled so that the epilogue's code appears once (unrolled over 128 registers it made the kernel half
- * a megabyte of code, fetched anew at every tile). */
+ * a megabyte of code, fetched anew at every tile). plain: C = acc (alpha 1, nothing else). */
 template <class T, int BN>
-__device__ __forceinline__ void epilogue(float *buf, const TypedOut &o, const Epi &ep, const float (&acc)[BN / 2],
-                                         int row0, int n0, int M, int N) {
+__device__ __forceinline__ void epilogue(float *buf, const TypedOut &o, const Epi &ep, bool plain,
+                                         const float (&acc)[BN / 2], int row0, int n0, int M, int N) {
     const int lane = threadIdx.x % 32;
     const int rows = min(kEpiRows, M - row0);
-    const bool plain = ep.alpha == 1.0f && ep.beta == 0.0f && !ep.bias && !ep.residual && ep.act == ODL_ACT_NONE;
 #pragma unroll 1
     for (int c = 0; c < BN / kEpiCols; c++) {
         stage_chunk<BN>(buf, acc, c, lane / 4, lane % 4);
@@ -270,9 +260,9 @@ __global__ void __launch_bounds__(C::THREADS, 1)
             else if (o.ctype == GEMM_T_F16) store_plain<__half, C::BN>(o, acc, row0, w.n0);
             else store_plain<float, C::BN>(o, acc, row0, w.n0);
         } else if (row0 < p.M) {
-            if (o.ctype == GEMM_T_BF16) epilogue<__nv_bfloat16, C::BN>(ebuf, o, ep, acc, row0, w.n0, p.M, p.N);
-            else if (o.ctype == GEMM_T_F16) epilogue<__half, C::BN>(ebuf, o, ep, acc, row0, w.n0, p.M, p.N);
-            else epilogue<float, C::BN>(ebuf, o, ep, acc, row0, w.n0, p.M, p.N);
+            if (o.ctype == GEMM_T_BF16) epilogue<__nv_bfloat16, C::BN>(ebuf, o, ep, plain, acc, row0, w.n0, p.M, p.N);
+            else if (o.ctype == GEMM_T_F16) epilogue<__half, C::BN>(ebuf, o, ep, plain, acc, row0, w.n0, p.M, p.N);
+            else epilogue<float, C::BN>(ebuf, o, ep, plain, acc, row0, w.n0, p.M, p.N);
         }
     }
 #endif

@@ -53,13 +53,7 @@ template <class T> __device__ __forceinline__ void store1(const TypedOut &o, con
     static_cast<T *>(o.C)[off] = to_typed<T>(epi1(o, ep, m, n, off, v));
 }
 
-/* Four consecutive elements (m, n .. n + 3) of C, with o.vec (n % 4 == 0): one 16-byte (float32) or 8-byte
- * store, and C, residual and a column bias read as vectors. plain: alpha 1 and nothing else (no reads). */
-template <class T> __device__ __forceinline__ void load4(const T *p, float (&r)[4]);
-template <> __device__ __forceinline__ void load4<float>(const float *p, float (&r)[4]) {
-    const float4 v = *reinterpret_cast<const float4 *>(p);
-    r[0] = v.x, r[1] = v.y, r[2] = v.z, r[3] = v.w;
-}
+/* gemm_core.cuh's load4 for 16-bit C. */
 template <> __device__ __forceinline__ void load4<__nv_bfloat16>(const __nv_bfloat16 *p, float (&r)[4]) {
     const uint2 u = *reinterpret_cast<const uint2 *>(p);
     const float2 a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&u.x));
@@ -103,34 +97,13 @@ template <> __device__ __forceinline__ void put2<__half>(__half *p, float v0, fl
     *reinterpret_cast<__half2 *>(p) = __floats2half2_rn(v0, v1);
 }
 
+/* Four consecutive elements (m, n .. n + 3) of C, with o.vec (n % 4 == 0): one 16-byte (float32) or 8-byte
+ * store, and C and residual read as vectors. plain: alpha 1 and nothing else (no reads). */
 template <class T>
 __device__ __forceinline__ void store4(const TypedOut &o, const Epi &ep, bool plain, int m, int n, float (&r)[4]) {
     const int64_t off = (int64_t)m * o.ldc + n;
     T *c = static_cast<T *>(o.C) + off;
-    if (!plain) {
-#pragma unroll
-        for (int j = 0; j < 4; j++) r[j] *= ep.alpha;
-        if (ep.beta != 0.0f) {
-            float cv[4];
-            load4<T>(c, cv);
-#pragma unroll
-            for (int j = 0; j < 4; j++) r[j] = fmaf(ep.beta, cv[j], r[j]);
-        }
-        if (ep.bias) {
-#pragma unroll
-            for (int j = 0; j < 4; j++) r[j] += ep.bias[ep.bias_per_row ? m : n + j];
-        }
-        if (ep.act != ODL_ACT_NONE) {
-#pragma unroll
-            for (int j = 0; j < 4; j++) r[j] = act_apply(ep.act, r[j]);
-        }
-        if (ep.residual) {
-            float q[4];
-            load4<float>(ep.residual + off, q);
-#pragma unroll
-            for (int j = 0; j < 4; j++) r[j] += q[j];
-        }
-    }
+    if (!plain) epi_apply4(ep, ep.act, m, n, off, r, static_cast<const T *>(c));
     put4<T>(c, r);
 }
 
