@@ -221,8 +221,7 @@ static void conv_tc_case(const char *name, const odl_conv2d_shape &s, ConvDir di
     fp32(0, Ref.p);
     const char *ref_name = "odl fp32";
 #endif
-    double t_fp32 = 0.0, t_none = 0.0;
-    time_pair_us([&](int r) { fp32(r, o32(r)); }, [](int) {}, reps_fp32, &t_fp32, &t_none);
+    const double t_fp32 = time_gpu_us([&](int r) { fp32(r, o32(r)); }, reps_fp32);
 
     for (TcPrec tp : {TC_TF32, TC_BF16}) {
         const odl_precision prec = tp == TC_BF16 ? ODL_PRECISION_BF16 : ODL_PRECISION_TF32;
@@ -272,7 +271,7 @@ static void conv_tc_case(const char *name, const odl_conv2d_shape &s, ConvDir di
             }
         }
 #endif
-        if (t_own == 0.0) time_pair_us(own_fn, [](int) {}, reps, &t_own, &t_none);
+        if (t_own == 0.0) t_own = time_gpu_us(own_fn, reps);
         ConvTcSum &sum = g_convtc_sum[tp];
         sum.n++;
         sum.log_fp32 += std::log(t_fp32 / t_own);

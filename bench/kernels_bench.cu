@@ -248,6 +248,13 @@ static void time_pair_us(FA fa, FB fb, int reps, double *us_a, double *us_b, int
     *us_b = median(tb);
 }
 
+/* One way of doing the work, GPU time only (time_pair_us beside an empty second). */
+template <class F> static double time_gpu_us(F fn, int reps) {
+    double us = 0.0, none = 0.0;
+    time_pair_us(fn, [](int) {}, reps, &us, &none);
+    return us;
+}
+
 /* Repetitions for a kernel expected to take about `est_us`: roughly half a second of timing. */
 static int reps_for(double est_us) {
     if (g_opt.reps > 0) return g_opt.reps;
