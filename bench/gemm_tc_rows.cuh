@@ -150,7 +150,7 @@ static void gemm_tc_row(const char *name, TcPrec prec, bool typed, int ta, int t
     double t_blas = 0.0, t_own = 0.0;
     time_pair_us([&](int r) { blas(r, Cblas.p); }, [&](int r) { own(r, false); }, reps, &t_blas, &t_own);
     if (sets_peak && !g_opt.fixed_peaks) peak = g_peak_tc[prec] = flops / t_blas * 1e6;
-    const double t_fp32 = with_fp32 ? time_us([&](int r) { own(r, true); }, reps) : 0.0;
+    const double t_fp32 = with_fp32 ? time_gpu_us([&](int r) { own(r, true); }, reps) : 0.0;
     const std::string shape = fmt("%dx%dx%d %c%c", M, N, K, ta ? 'T' : 'N', tb ? 'T' : 'N');
     const std::string row = fmt("%s %s %s", kTcPrecName[prec], typed ? "typed" : "lowp", name);
     const std::string chose = tc_config_of(prec, typed, ta, tb, M, N, K, cfg);
