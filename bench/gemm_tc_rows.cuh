@@ -171,6 +171,18 @@ static void gemm_tc_quick() {
     gemm_tc_row("gemm 4096", TC_BF16, true, 0, 0, 4096, 4096, 4096, false);
 }
 
+/* The MNIST network's fc1 GEMMs (9216 -> 128) at batch 64 and 512: forward, data and weight gradient, each
+ * precision, typed and (tf32, bf16) through gemm_lowp. Alone: --only fc1 (for a profiler). */
+static void gemm_tc_fc1_rows() {
+    for (TcPrec p : {TC_TF32, TC_BF16, TC_FP16})
+        for (int typed = 1; typed >= (p == TC_FP16 ? 1 : 0); typed--)
+            for (int Bn : {64, 512}) {
+                gemm_tc_row(fmt("fc1 fwd B%d", Bn).c_str(), p, typed, 0, 1, Bn, 128, 9216, !typed);
+                gemm_tc_row(fmt("fc1 dx B%d", Bn).c_str(), p, typed, 0, 0, Bn, 9216, 128, !typed);
+                gemm_tc_row(fmt("fc1 dW B%d", Bn).c_str(), p, typed, 1, 0, 128, 9216, Bn, !typed);
+            }
+}
+
 static void gemm_tc_rows() {
     const int S_peak = g_opt.quick ? 4096 : 8192;
     if (g_opt.fixed_peaks)
@@ -199,13 +211,7 @@ static void gemm_tc_rows() {
     for (TcPrec p : {TC_TF32, TC_BF16})
         for (int c = 0; c < odl_cuda_gemm_lowp_num_configs(); c++)
             gemm_tc_row(fmt("gemm 4096 cfg%d", c).c_str(), p, false, 0, 0, 4096, 4096, 4096, false, c);
-    for (TcPrec p : precs)
-        for (int typed = 1; typed >= (p == TC_FP16 ? 1 : 0); typed--)
-            for (int Bn : {64, 512}) {
-                gemm_tc_row(fmt("fc1 fwd B%d", Bn).c_str(), p, typed, 0, 1, Bn, 128, 9216, !typed);
-                gemm_tc_row(fmt("fc1 dx B%d", Bn).c_str(), p, typed, 0, 0, Bn, 9216, 128, !typed);
-                gemm_tc_row(fmt("fc1 dW B%d", Bn).c_str(), p, typed, 1, 0, 128, 9216, Bn, !typed);
-            }
+    gemm_tc_fc1_rows();
 }
 
 /* odl_bench_kernels --tune [--tune-out FILE]: every wgmma configuration (tile x split-K) of each shape

@@ -1,7 +1,7 @@
 /* odl_bench_kernels: times the CUDA backend's own kernels beside cuBLAS / cuDNN on the same GPU and
  * checks every timed result against them.
  *
- *   odl_bench_kernels [--quick] [--only gemm|conv|ew|check|tc|convtc] [--reps N] [--csv FILE] [--fixed-peaks]
+ *   odl_bench_kernels [--quick] [--only gemm|conv|ew|check|tc|tcq|fc1|convtc] [--reps N] [--csv FILE] [--fixed-peaks]
  *
  * What it does, in order (bench/README.md has the details):
  *   1. ceilings: a 1 GiB cudaMemcpy device-to-device (bytes read + written) and cuBLAS SGEMM 8192^3
@@ -15,7 +15,8 @@
  *      configuration vs cuBLAS SGEMM; the MNIST CNN's GEMMs and convolutions (N = 64, 512) and
  *      YOLOv5n's convolutions at 640x640 batch 1 (fwd, bwd_data, bwd_weight) vs cuDNN with the fastest
  *      FMA (non-tensor-op) algorithm of cudnnFind*; relu / add / silu on 2^28 floats vs copy;
- *      --only tc: the TF32 / BF16 / FP16 tensor-core GEMM vs cuBLAS in the same precision (gemm_tc_rows.cuh).
+ *      --only tc: the TF32 / BF16 / FP16 tensor-core GEMM vs cuBLAS in the same precision (gemm_tc_rows.cuh);
+ *      --only tcq / fc1: one bf16 4096^3 row / the MNIST fc1 rows of it alone (for a profiler).
  *      --only convtc: the TF32 / BF16 tensor-core convolutions (the MNIST CNN's, YOLOv5n's) vs cuDNN in the
  *      same precision and odl's FP32 FMA kernels (conv_tc_rows.cuh). Not in the default sweep: its 124
  *      cudnnFind* calls (each timing every algorithm) are expected to add well over 20 s to it.
@@ -879,7 +880,7 @@ static void measure_ceilings() {
 }
 
 static void usage() {
-    printf("usage: odl_bench_kernels [--quick] [--only gemm|conv|ew|check|tc|convtc] [--reps N] [--csv FILE] "
+    printf("usage: odl_bench_kernels [--quick] [--only gemm|conv|ew|check|tc|tcq|fc1|convtc] [--reps N] [--csv FILE] "
            "[--fixed-peaks]\n"
            "       odl_bench_kernels --tune [--tune-out FILE]   (time the wgmma GEMM configurations, write the table)\n");
 }
@@ -973,6 +974,11 @@ int main(int argc, char **argv) {
     if (all || only == "ew") ew_time();
     if (all || only == "tc") gemm_tc_rows();
     if (only == "tcq") gemm_tc_quick();
+    if (only == "fc1") {
+        printf("%-28s %-20s %9s %8s %6s %10s %8s %9s\n", "name", "shape", "own_us", "TFLOP/s", "SOL", "cublas_us",
+               "blas/own", "fp32_us");
+        gemm_tc_fc1_rows();
+    }
     if (only == "convtc") conv_tc_rows(); /* not in `all`: see conv_tc_rows.cuh */
 
     /* the short table last (the end of the output is what a remote run shows): forced GEMM

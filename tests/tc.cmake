@@ -10,6 +10,11 @@ odl_add_test(test_gemm_tc SOURCES test_gemm_tc.c ops_ref.c LABELS unit ARGS --ba
 add_test(NAME test_gemm_tc_gpu COMMAND test_gemm_tc --backend cuda)
 set_tests_properties(test_gemm_tc_gpu PROPERTIES TIMEOUT 300 LABELS gpu SKIP_RETURN_CODE 77
   ENVIRONMENT "ODL_SOURCE_DIR=${PROJECT_SOURCE_DIR};ODL_BINARY_DIR=${PROJECT_BINARY_DIR}")
+# The same cases on the wgmma kernels of a 9.0 device with the TF32 swap off (an N-major B transposed into a
+# copy instead, as the plan still does where A is M-major and the larger operand).
+add_test(NAME test_gemm_tc_gpu_noswap COMMAND test_gemm_tc --backend cuda --quick)
+set_tests_properties(test_gemm_tc_gpu_noswap PROPERTIES TIMEOUT 300 LABELS gpu SKIP_RETURN_CODE 77
+  ENVIRONMENT "ODL_GEMM_TF32_SWAP=0;ODL_SOURCE_DIR=${PROJECT_SOURCE_DIR};ODL_BINARY_DIR=${PROJECT_BINARY_DIR}")
 # odl_worker --precision end to end on the CPU (default fp32 bit for bit; tf32 / bf16 train as well; bad values).
 add_test(NAME worker_precision COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_precision_worker.sh $<TARGET_FILE:odl_worker>)
 set_tests_properties(worker_precision PROPERTIES LABELS integration TIMEOUT 900 SKIP_RETURN_CODE 77)

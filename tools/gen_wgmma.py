@@ -55,6 +55,27 @@ for name, types, k, trans in KINDS:
         print("    }")
         print("};")
 print("""
+/* tf32 with A from registers: a[4] is the thread's m64k8 A fragment (PTX ISA "Register fragments" for
+ * wgmma .m64nNk8: warp w of the warpgroup holds rows 16w + lane / 4 (+ 8: a[1], a[3]) and columns lane % 4
+ * (+ 4: a[2], a[3]), float32 bits whose upper 19 the tensor cores read); B as in Wgmma. The registers are
+ * read asynchronously: they must keep their values until the wgmma group retires (wgmma.wait_group). */
+template <int N> struct WgmmaRegA;""")
+for n in NS:
+    regs = n // 2
+    dlist = ", ".join("%%%d" % i for i in range(regs))
+    a0, b, s = regs, regs + 4, regs + 5
+    cons = ", ".join('"+f"(d[%d])' % i for i in range(regs))
+    print("template <> struct WgmmaRegA<%d> {" % n)
+    print("    static constexpr int K = 8;")
+    print("    static __device__ __forceinline__ void run(float (&d)[%d], const uint32_t (&a)[4], uint64_t db, uint32_t scale_d) {" % regs)
+    print('        asm volatile("{\\n .reg .pred p;\\n setp.ne.b32 p, %%%d, 0;\\n"' % s)
+    print('                     " wgmma.mma_async.sync.aligned.m64n%dk8.f32.tf32.tf32 {%s}, {%%%d, %%%d, %%%d, %%%d}, %%%d, p, 1, 1;\\n}\\n"'
+          % (n, dlist, a0, a0 + 1, a0 + 2, a0 + 3, b))
+    print("                     : %s" % cons)
+    print('                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d));')
+    print("    }")
+    print("};")
+print("""
 } // namespace sm90
 } // namespace odlk
 

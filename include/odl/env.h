@@ -54,6 +54,7 @@ extern "C" {
     X(SCONTROL, STR, "scontrol", 0, 0, "the scontrol program that drains fenced nodes") \
     X(NODE_NAME, STR, "", 0, 0, "node name of health findings, the worker's stop message and drains (unset: the short host name; tests emulate nodes with it)") \
     X(GEMM_SM90, BOOL, "1", 0, 0, "0/off: GEMMs on compute capability 9.0 take the mma.sync kernels of gemm_tc.cu instead of the wgmma + TMA ones of gemm_sm90.cu") \
+    X(GEMM_TF32_SWAP, BOOL, "1", 0, 0, "0/off: a TF32 GEMM with an N-major B on compute capability 9.0 transposes B into a copy first instead of computing the transposed product with A from registers (kernels/cuda/gemm_sm90.cu)") \
     X(CONV_TC_TILE, STR, "", 0, 0, "forces the tile of the TF32/BF16 tensor-core convolutions (fwd and bwd_data): 64x256, 32x256 or 64x128 (unset: the built-in plan)") \
     X(GEMM_CONFIG, STR, "", 0, 0, "forces the wgmma GEMM's configuration: TILE[:SPLITS[:CTAS]], TILE one of 128x256, 128x128, 64x128 or its index (unset: the tuned table, else the built-in plan)") \
     X(GEMM_TABLE, STR, "", 0, 0, "the tuned GEMM table odl_bench_kernels --tune writes and GEMMs read (unset: $XDG_CACHE_HOME/odl/gemm_sm90.tsv, else ~/.cache/odl/gemm_sm90.tsv)") \

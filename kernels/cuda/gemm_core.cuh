@@ -432,6 +432,23 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MINB)
 
 /* fin(m, n) = epilogue(sum over z < splits of part's element (m, n) of split z), z in increasing order
  * (part.zstride apart): deterministic. */
+/* p[0] + p[stride] + ... + p[(splits - 1) * stride], added in that order (the split-K reductions'
+ * determinism), the loads issued 8 at a time: one at a time, a 32-way split of a small product waited for
+ * 32 round trips to L2 (4.4 us on an H200 for MNIST fc1's forward at batch 64). */
+__device__ __forceinline__ float sum_splits(const float *__restrict__ p, int64_t stride, int splits) {
+    float s = 0.0f;
+    int z = 0;
+    for (; z + 8 <= splits; z += 8) {
+        float v[8];
+#pragma unroll
+        for (int j = 0; j < 8; j++) v[j] = p[(int64_t)(z + j) * stride];
+#pragma unroll
+        for (int j = 0; j < 8; j++) s += v[j];
+    }
+    for (; z < splits; z++) s += p[(int64_t)z * stride];
+    return s;
+}
+
 template <class Out>
 __global__ void splitk_reduce_kernel(Out part, int splits, int M, int N, FastDiv fN, Out fin, Epi ep) {
     const int total = M * N;
@@ -439,10 +456,7 @@ __global__ void splitk_reduce_kernel(Out part, int splits, int M, int N, FastDiv
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
         int m, n;
         fN.divmod(i, m, n);
-        const int64_t o = part.off(m, n);
-        float s = 0.0f;
-        for (int z = 0; z < splits; z++) s += ws[(int64_t)z * part.zstride + o];
-        epi_store1(fin, ep, m, n, s);
+        epi_store1(fin, ep, m, n, sum_splits(ws + part.off(m, n), part.zstride, splits));
     }
 }
 

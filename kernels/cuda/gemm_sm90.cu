@@ -26,8 +26,13 @@
  *     order and applies the epilogue (deterministic, as gemm_core.cuh's).
  * Layouts: wgmma's A is M x K and B is K x N in shared memory, K-major (K contiguous) or, for 16-bit
  * inputs, MN-major (the transpose immediates), so every trans_a / trans_b is a TMA load without a copy.
- * TF32 wgmma reads K-major operands only: an MN-major float32 operand is first transposed into the
- * workspace (transpose_kernel, bits unchanged).
+ * TF32 wgmma reads K-major operands only, except for A from registers. An N-major float32 B (the NN and TN
+ * layouts: a linear layer's data and weight gradients) makes the kernel compute the transposed product
+ * C^T = op(B)^T op(A)^T instead (swap_of): B, M-major in that product, is read into registers, op(A)^T is
+ * its K-major B, and the epilogue stores C^T transposed, i.e. C. Only an M-major A of a swapped product
+ * (TN), or any MN-major operand that ODL_GEMM_TF32_SWAP=0 leaves, is first transposed into the workspace
+ * (transpose_kernel, bits unchanged): 19 MB of copy for MNIST fc1's weight gradient at batch 512 before,
+ * 256 KB now.
  * TF32 rounding: the tensor cores read float32 operands' upper 19 bits; odl_cuda_sm90_tf32_rounding says
  * what this device does (measured once, see below) so that the tests can hold it to it.
  * Limits: M, N, K < 2^31; operand bases 16-byte aligned and leading dimensions whose byte size is a multiple
@@ -103,6 +108,12 @@ const TileDesc kTiles[kTileCount] = {
 namespace {
 int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+/* Whether a's product runs swapped (see the top): a tf32 product whose B is N-major, unless A is M-major
+ * and the larger of the two (then transposing A would cost more than transposing B). */
+bool swap_of(const Args &a) {
+    return a.ab_type == GEMM_T_F32 && !a.trans_b && (!a.trans_a || a.M <= a.N) && odl_env_bool(ODL_ENV_GEMM_TF32_SWAP);
+}
+
 struct DevState {
     int checked; /* 0 unknown, 1 yes, -1 no */
 };
@@ -144,12 +155,14 @@ void plan_builtin(int64_t M, int64_t N, int64_t K, int esz, int *tile, int *spli
     const int64_t sms = sm_count();
     const int64_t bk = kRowBytes / esz;
     /* 128 x 256 once its tiles fill every multiprocessor and K is long enough to amortise a tile's pipeline
-     * fill and epilogue; else 128 x 128 once its tiles fill most multiprocessors; else 64 x 128, with split-K
-     * when even those leave multiprocessors idle (H200 figures: bench/results/2026-12-04/gemm) */
+     * fill and epilogue; else 128 x 128 once its tiles fill most multiprocessors, or when 64 x 128 tiles
+     * would spill into a second wave (MNIST fc1's 9216 rows: 144 tiles on 132 multiprocessors, twice the time
+     * of 72 tiles of 128 x 128, whose two consumer warpgroups each do a 64 x 128 tile's work); else 64 x 128,
+     * with split-K when even those leave multiprocessors idle (H200: bench/results/2026-12-04/gemm) */
     const int64_t kb = cdiv(K > 0 ? K : 1, bk);
     int t = 2;
     if (cdiv(M, 128) * cdiv(N, 256) >= sms && kb >= 8) t = 0;
-    else if (cdiv(M, 128) * cdiv(N, 128) >= sms * 3 / 4) t = 1;
+    else if (cdiv(M, 128) * cdiv(N, 128) >= sms * 3 / 4 || cdiv(M, 64) * cdiv(N, 128) > sms) t = 1;
     const int64_t tiles = cdiv(M, kTiles[t].bm) * cdiv(N, kTiles[t].bn);
     int64_t sp = 1;
     if (tiles < sms && kb >= 8) {
@@ -202,7 +215,8 @@ int forced_ctas() {
 
 void plan(const Args &a, int *tile, int *splits) {
     const int esz = gemm_type_size(a.ab_type);
-    plan_builtin(a.M, a.N, a.K, esz, tile, splits);
+    if (swap_of(a)) plan_builtin(a.N, a.M, a.K, esz, tile, splits); /* the kernel's M x N is N x M */
+    else plan_builtin(a.M, a.N, a.K, esz, tile, splits);
     char forced[16];
     int fs = 0, fc = 0;
     odl_gemm_table_row row;
@@ -250,8 +264,8 @@ odl_status resolve(const Args &a, int *tile, int *splits) {
     return ODL_OK;
 }
 
-/* Workspace layout of gemm(): tf32 transposes of MN-major operands (rows of K rounded to 16 bytes), then
- * the split-K partial sums; each region 256-byte aligned. */
+/* Workspace layout of gemm(): tf32 transposes of MN-major operands (rows of K rounded to 16 bytes; none of
+ * B in a swapped product), then the split-K partial sums; each region 256-byte aligned. */
 struct WsLayout {
     int64_t ld_t;
     size_t at, bt, part;
@@ -262,7 +276,7 @@ WsLayout layout_of(const Args &a, int splits) {
     const bool tf32 = a.ab_type == GEMM_T_F32;
     w.ld_t = (a.K + 3) / 4 * 4;
     w.at = tf32 && a.trans_a ? (size_t)cdiv(a.M * w.ld_t * 4, 256) * 256 : 0;
-    w.bt = tf32 && !a.trans_b ? (size_t)cdiv(a.N * w.ld_t * 4, 256) * 256 : 0;
+    w.bt = tf32 && !a.trans_b && !swap_of(a) ? (size_t)cdiv(a.N * w.ld_t * 4, 256) * 256 : 0;
     w.part = splits > 1 ? (size_t)cdiv((int64_t)splits * a.M * a.N * 4, 256) * 256 : 0;
     return w;
 }
@@ -313,6 +327,18 @@ odl_status gemm(const Args &a, int tile, int splits, size_t reserve) {
         ldb = ldb_t;
         b_mn = false;
     }
+    /* swapped: the kernel's A is B as it is (M-major, into registers), its B is op(A) K-major */
+    const bool sw = swap_of(a);
+    if (sw) {
+        const void *t = A;
+        const int64_t lt = lda;
+        A = B;
+        lda = ldb;
+        B = t;
+        ldb = lt;
+        a_mn = true;
+        b_mn = false;
+    }
 
     const Epi ep = epi_of(&a);
     TypedOut out;
@@ -324,8 +350,8 @@ odl_status gemm(const Args &a, int tile, int splits, size_t reserve) {
               (uintptr_t)a.ep.residual % 16 == 0;
     Params p;
     memset(&p, 0, sizeof p);
-    p.M = M;
-    p.N = N;
+    p.M = sw ? N : M; /* the kernel's product; C stays the caller's M x N */
+    p.N = sw ? M : N;
     p.K = K;
     p.splits = splits;
     const int fc = forced_ctas();

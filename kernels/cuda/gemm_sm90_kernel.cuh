@@ -30,11 +30,14 @@ namespace {
 constexpr int kGroupM = 8;
 
 /* One kernel configuration: element type, tile, pipeline depth and operand majors (MN = 1: M- or
- * N-major in memory and shared memory, the wgmma transpose immediate). */
-template <WgIn IN_, int BM_, int BN_, int STAGES_, int A_MN_, int B_MN_>
+ * N-major in memory and shared memory, the wgmma transpose immediate). SWAP (tf32 only): the kernel
+ * computes the transposed product C^T = op(B)^T op(A)^T of gemm_sm90.cu's caller, its A operand (the
+ * caller's B) M-major in shared memory and read into registers (tf32 wgmma has no transpose bit, but
+ * the register form takes any layout), and stores C^T transposed, i.e. the caller's C. */
+template <WgIn IN_, int BM_, int BN_, int STAGES_, int A_MN_, int B_MN_, int SWAP_ = 0>
 struct Cfg {
     static constexpr WgIn IN = IN_;
-    static constexpr int BM = BM_, BN = BN_, STAGES = STAGES_, A_MN = A_MN_, B_MN = B_MN_;
+    static constexpr int BM = BM_, BN = BN_, STAGES = STAGES_, A_MN = A_MN_, B_MN = B_MN_, SWAP = SWAP_;
     static constexpr int CONSUMERS = BM / 64;
     static constexpr int THREADS = 128 * (CONSUMERS + 1);
     static constexpr int ESZ = IN == WgIn::TF32 ? 4 : 2;
@@ -46,7 +49,7 @@ struct Cfg {
     static constexpr int BAR_BYTES = 128;
     static constexpr int EPI_BYTES = CONSUMERS * 4 * kEpiRows * kEpiLd * 4;
     static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + BAR_BYTES + EPI_BYTES + 1024 /* base alignment */;
-    using Op = Wgmma<IN, BN, A_MN, B_MN>;
+    using Op = Wgmma<IN, BN, SWAP ? 0 : A_MN, B_MN>; /* SWAP: WgmmaRegA instead */
     static constexpr int KSTEPS = BK / Op::K;
     /* setmaxnreg: the producer keeps 40 registers, the consumers share the rest of the 64K */
     static constexpr int PRODUCER_REGS = 40;
@@ -55,7 +58,8 @@ struct Cfg {
     static_assert(BN % 64 == 0 && BN <= 256, "wgmma N and the TMA box limit");
     static_assert(SMEM_BYTES <= 227 * 1024, "shared memory per block");
     static_assert(2 * STAGES * 8 <= BAR_BYTES, "mbarriers");
-    static_assert(IN != WgIn::TF32 || (A_MN == 0 && B_MN == 0), "tf32 operands are K-major");
+    static_assert(IN != WgIn::TF32 || (B_MN == 0 && A_MN == SWAP), "tf32 operands are K-major, A M-major only through registers");
+    static_assert(!SWAP || (IN == WgIn::TF32 && A_MN), "SWAP: tf32, A M-major");
     static_assert(128 * (PRODUCER_REGS + CONSUMERS * CONSUMER_REGS) <= 65536, "register file");
 };
 
@@ -146,6 +150,59 @@ __device__ __forceinline__ void epilogue(float *buf, const TypedOut &o, const Ep
     }
 }
 
+/* SWAP: this thread's tf32 A fragments of the KSTEPS k8 steps of one stage (wgmma_ops.cuh's WgmmaRegA
+ * layout) from the stage's M-major A: boxes of 32 rows (M) x 32 K, each K row 128 bytes with the 16-byte
+ * chunks swizzled by K row % 8 (TMA's 128-byte swizzle). m: this thread's first row in the tile. */
+template <class C>
+__device__ __forceinline__ void load_a_frags(uint32_t (&af)[C::KSTEPS][4], const unsigned char *sa, int m, int t) {
+    auto at = [&](int mm, int k) {
+        const int off = (mm / 32) * (C::BK * kRowBytes) + k * kRowBytes + ((((mm % 32) / 4) ^ (k % 8)) << 4) + (mm % 4) * 4;
+        return *reinterpret_cast<const uint32_t *>(sa + off);
+    };
+#pragma unroll
+    for (int j = 0; j < C::KSTEPS; j++) {
+        const int k = 8 * j + t;
+        af[j][0] = at(m, k);
+        af[j][1] = at(m + 8, k);
+        af[j][2] = at(m, k + 4);
+        af[j][3] = at(m + 8, k + 4);
+    }
+}
+
+/* SWAP's epilogue: the warp's 16 x BN slice of C^T (rows row0 .. of the kernel's M = columns of C, columns
+ * n0 .. = rows of C) staged as in epilogue(), then stored transposed: each lane takes 4 consecutive columns
+ * of C (16 rows of the slice: a warp's store is 8 rows of C, 64 contiguous bytes of float32 each). M, N:
+ * the kernel's (C is N x M). */
+template <class T, int BN>
+__device__ __forceinline__ void epilogue_t(float *buf, const TypedOut &o, const Epi &ep, bool plain,
+                                           const float (&acc)[BN / 2], int row0, int n0, int M, int N) {
+    const int lane = threadIdx.x % 32;
+    const int rows = min(kEpiRows, M - row0);
+    const int mc = 4 * (lane % 4); /* this lane's first slice row: C column row0 + mc */
+#pragma unroll 1
+    for (int c = 0; c < BN / kEpiCols; c++) {
+        stage_chunk<BN>(buf, acc, c, lane / 4, lane % 4);
+        __syncwarp();
+#pragma unroll
+        for (int it = 0; it < kEpiCols / 8; it++) {
+            const int j = it * 8 + lane / 4, n = n0 + c * kEpiCols + j; /* C row */
+            if (n < N) {
+                float r[4];
+#pragma unroll
+                for (int e = 0; e < 4; e++) r[e] = buf[(mc + e) * kEpiLd + j];
+                if (o.vec && mc + 4 <= rows) {
+                    store4<T>(o, ep, plain, n, row0 + mc, r);
+                } else {
+#pragma unroll
+                    for (int e = 0; e < 4; e++)
+                        if (mc + e < rows) store1<T>(o, ep, n, row0 + mc + e, r[e]);
+                }
+            }
+        }
+        __syncwarp();
+    }
+}
+
 template <class C>
 __global__ void __launch_bounds__(C::THREADS, 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtensorMap tmB,
@@ -224,6 +281,10 @@ __global__ void __launch_bounds__(C::THREADS, 1)
     constexpr uint32_t b_kstep = C::B_MN ? C::Op::K * kRowBytes : C::Op::K * C::ESZ;
     const uint32_t a_rows = C::A_MN ? cw * kBox : cw * 64 * kRowBytes;
 
+    /* SWAP: this thread's A fragments of the current stage */
+    uint32_t af[C::KSTEPS][4];
+    const int a_m = cw * 64 + (tid / 32) * 16 + (tid % 32) / 4, a_t = tid % 4;
+
     for (int u = blockIdx.x; u < p.units; u += gridDim.x) {
         const Unit w = unit_of(p, u, C::BM, C::BN);
         int prev = -1;
@@ -231,15 +292,26 @@ __global__ void __launch_bounds__(C::THREADS, 1)
             mbar_wait(&full[s], phase);
             const uint32_t sa = smem_addr(smem + s * C::STAGE_BYTES) + a_rows;
             const uint32_t sb = smem_addr(smem + s * C::STAGE_BYTES + C::A_BYTES);
+            if constexpr (C::SWAP) load_a_frags<C>(af, smem + s * C::STAGE_BYTES, a_m, a_t);
             wgmma_fence();
 #pragma unroll
-            for (int j = 0; j < C::KSTEPS; j++)
-                C::Op::run(acc, desc_sw128(sa + j * a_kstep, a_lbo, 1024), desc_sw128(sb + j * b_kstep, b_lbo, 1024),
-                           (kb > w.kb0 || j > 0) ? 1u : 0u);
+            for (int j = 0; j < C::KSTEPS; j++) {
+                const uint32_t sc = (kb > w.kb0 || j > 0) ? 1u : 0u;
+                const uint64_t db = desc_sw128(sb + j * b_kstep, b_lbo, 1024);
+                if constexpr (C::SWAP) WgmmaRegA<C::BN>::run(acc, af[j], db, sc);
+                else C::Op::run(acc, desc_sw128(sa + j * a_kstep, a_lbo, 1024), db, sc);
+            }
             wgmma_commit();
-            wgmma_wait<1>(); /* the previous stage's group has retired: release it */
-            if (prev >= 0 && tid == 0) mbar_arrive(&empty[prev]);
-            prev = s;
+            if constexpr (C::SWAP) {
+                /* the next stage's fragment loads may not overlap this group: ptxas serialises every
+                 * wgmma of a kernel where a register input is written while a group is in flight */
+                wgmma_wait<0>();
+                if (tid == 0) mbar_arrive(&empty[s]);
+            } else {
+                wgmma_wait<1>(); /* the previous stage's group has retired: release it */
+                if (prev >= 0 && tid == 0) mbar_arrive(&empty[prev]);
+                prev = s;
+            }
             if (++s == C::STAGES) {
                 s = 0;
                 phase ^= 1;
@@ -255,7 +327,13 @@ __global__ void __launch_bounds__(C::THREADS, 1)
         if (p.splits > 1) o.C = static_cast<float *>(o.C) + (int64_t)w.split * o.zstride;
         const int row0 = w.m0 + cw * 64 + (tid / 32) * 16;
         const bool plain = ep.alpha == 1.0f && ep.beta == 0.0f && !ep.bias && !ep.residual && ep.act == ODL_ACT_NONE;
-        if (plain && o.vec && row0 + 16 <= p.M && w.n0 + C::BN <= p.N) {
+        if constexpr (C::SWAP) {
+            if (row0 < p.M) {
+                if (o.ctype == GEMM_T_BF16) epilogue_t<__nv_bfloat16, C::BN>(ebuf, o, ep, plain, acc, row0, w.n0, p.M, p.N);
+                else if (o.ctype == GEMM_T_F16) epilogue_t<__half, C::BN>(ebuf, o, ep, plain, acc, row0, w.n0, p.M, p.N);
+                else epilogue_t<float, C::BN>(ebuf, o, ep, plain, acc, row0, w.n0, p.M, p.N);
+            }
+        } else if (plain && o.vec && row0 + 16 <= p.M && w.n0 + C::BN <= p.N) {
             if (o.ctype == GEMM_T_BF16) store_plain<__nv_bfloat16, C::BN>(o, acc, row0, w.n0);
             else if (o.ctype == GEMM_T_F16) store_plain<__half, C::BN>(o, acc, row0, w.n0);
             else store_plain<float, C::BN>(o, acc, row0, w.n0);
@@ -326,14 +404,14 @@ odl_status launch(const void *A, int64_t lda, const void *B, int64_t ldb, int ab
 }
 
 
-template <WgIn IN, int A_MN, int B_MN>
+template <WgIn IN, int A_MN, int B_MN, int SWAP = 0>
 odl_status run_tile(int tile, const void *A, int64_t lda, const void *B, int64_t ldb, int abtype, const Params &p,
                     const TypedOut &out, const Epi &ep, int ctas) {
     /* the rows of gemm_sm90.cu's kTiles, in order */
     switch (tile) {
-    case 0: return launch<Cfg<IN, 128, 256, 4, A_MN, B_MN>>(A, lda, B, ldb, abtype, p, out, ep, ctas, kTiles[0].name);
-    case 1: return launch<Cfg<IN, 128, 128, 6, A_MN, B_MN>>(A, lda, B, ldb, abtype, p, out, ep, ctas, kTiles[1].name);
-    default: return launch<Cfg<IN, 64, 128, 8, A_MN, B_MN>>(A, lda, B, ldb, abtype, p, out, ep, ctas, kTiles[2].name);
+    case 0: return launch<Cfg<IN, 128, 256, 4, A_MN, B_MN, SWAP>>(A, lda, B, ldb, abtype, p, out, ep, ctas, kTiles[0].name);
+    case 1: return launch<Cfg<IN, 128, 128, 6, A_MN, B_MN, SWAP>>(A, lda, B, ldb, abtype, p, out, ep, ctas, kTiles[1].name);
+    default: return launch<Cfg<IN, 64, 128, 8, A_MN, B_MN, SWAP>>(A, lda, B, ldb, abtype, p, out, ep, ctas, kTiles[2].name);
     }
 }
 
@@ -341,6 +419,8 @@ template <WgIn IN>
 odl_status run_layout(bool a_mn, bool b_mn, int tile, const void *A, int64_t lda, const void *B, int64_t ldb,
                       int abtype, const Params &p, const TypedOut &out, const Epi &ep, int ctas) {
     if constexpr (IN == WgIn::TF32) {
+        /* an M-major tf32 A is gemm_sm90.cu's swapped product (its A in registers, C stored transposed) */
+        if (a_mn) return run_tile<IN, 1, 0, 1>(tile, A, lda, B, ldb, abtype, p, out, ep, ctas);
         return run_tile<IN, 0, 0>(tile, A, lda, B, ldb, abtype, p, out, ep, ctas);
     } else {
         if (!a_mn && !b_mn) return run_tile<IN, 0, 0>(tile, A, lda, B, ldb, abtype, p, out, ep, ctas);

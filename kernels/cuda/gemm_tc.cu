@@ -360,8 +360,7 @@ __global__ void splitk_reduce_typed_kernel(const float *__restrict__ part, int s
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
         int m, n;
         fN.divmod(i, m, n);
-        float s = 0.0f;
-        for (int z = 0; z < splits; z++) s += part[(int64_t)z * total + i];
+        const float s = sum_splits(part + i, total, splits);
         if (o.ctype == GEMM_T_BF16) store1<__nv_bfloat16>(o, ep, m, n, s);
         else if (o.ctype == GEMM_T_F16) store1<__half>(o, ep, m, n, s);
         else store1<float>(o, ep, m, n, s);
