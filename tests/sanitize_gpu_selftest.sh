@@ -32,7 +32,7 @@ echo "========= ERROR SUMMARY: $n errors"
 EOS
 chmod +x "$tmp/compute-sanitizer"
 run() { FAKE_ERRORS="$1" sh "$src/bench/sanitize_gpu.sh" "$tmp/out" --build "$build" --sanitizer "$tmp/compute-sanitizer" \
-    --no-fixtures -R 'test_ops_gpu|test_gemm_tc_gpu' >"$tmp/log" 2>&1; }
+    --no-fixtures -R '^(test_ops_gpu|test_gemm_tc_gpu)$' >"$tmp/log" 2>&1; }
 run "none::0"
 rc=$?
 if [ $rc = 0 ] && tail -1 "$tmp/log" | grep -qx "sanitize_gpu: 0 errors" &&
@@ -58,7 +58,7 @@ if [ $rc = 1 ] && tail -1 "$tmp/log" | grep -q "sanitize_gpu: 2 errors; racechec
 else echo "FAIL racecheck summary alone, errors: exit $rc"; cat "$tmp/log"; fail=1; fi
 rm -f "$tmp/out/summary.txt"
 FAKE_SLEEP=5 FAKE_ERRORS="none::0" sh "$src/bench/sanitize_gpu.sh" "$tmp/out" --build "$build" --sanitizer "$tmp/compute-sanitizer" \
-    --no-fixtures -R 'test_ops_gpu|test_gemm_tc_gpu' --tools memcheck -j 1 --deadline 1 >"$tmp/log" 2>&1
+    --no-fixtures -R '^(test_ops_gpu|test_gemm_tc_gpu)$' --tools memcheck -j 1 --deadline 1 >"$tmp/log" 2>&1
 rc=$?
 if [ $rc = 1 ] && grep -q "memcheck: 0 errors (2 tests: 0 ran, 0 skipped, 0 failed, 1 timed out, 1 not run: deadline)" "$tmp/log" &&
     tail -1 "$tmp/log" | grep -q "memcheck: 1 runs not started before the deadline" && [ -s "$tmp/out/summary.txt" ]; then
