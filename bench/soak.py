@@ -44,6 +44,9 @@ import sys
 import time
 import urllib.request
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from soak_eval import EvalRuns  # noqa: E402
+
 KINDS = ["kill", "hang", "stop", "slow", "xid79", "xid13", "coord_kill", "preempt", "ckpt_ro"]
 IN_WORKER = {"kill", "hang", "stop", "slow", "xid79", "xid13"}
 ESCALATE_AFTER, ESCALATE_WINDOW_S = 3, 3600  # the Xid table's defaults (docs/health.md)
@@ -136,6 +139,8 @@ class Soak:
         self.disk_max = (0, 0, 0)  # live ckpt files, bytes, superseded
         self.gpu_rows = []
         self.t_mon = self.t_res = self.t_gpu = 0
+        self.evals = EvalRuns(self, a.eval_every, a.eval_weights, a.eval_data, "eval-differs" in a.plant) \
+            if a.eval_every > 0 else None
 
     # ------------------------------------------------------------------ setup
     def say(self, text):
@@ -188,13 +193,19 @@ class Soak:
         self.hosts = os.path.join(self.out, "hosts")
         with open(self.hosts, "w") as f:
             f.write("".join("%s slots=1\n" % n for n in self.nodes))
-        self.mpi_flags = ["--oversubscribe", "--mca", "plm_rsh_agent", rsh, "--mca", "plm_rsh_no_tree_spawn", "1",
+        # plm rsh named: an environment may choose another launcher (OMPI_MCA_plm=isolated launches on
+        # this host only, and then refuses the emulated nodes as "already filled")
+        self.mpi_flags = ["--oversubscribe", "--mca", "plm", "rsh", "--mca", "plm_rsh_agent", rsh, "--mca", "plm_rsh_no_tree_spawn", "1",
                           "--mca", "routed", "direct", "--mca", "btl_base_warn_component_unused", "0"]
         if os.getuid() == 0:
             self.mpi_flags.append("--allow-run-as-root")
         self.worker_args = ["--task=train", "--model=" + a.model, "--data_dir", a.data, "--device", a.device,
                             "--seed", str(a.seed), "--progress", "off", "--batch-size", str(a.batch),
                             "--max-train-samples", str(a.samples), "--epochs", "1000000", "--gamma", "1"]
+        if a.device == "cuda":
+            # a relaunched generation starts while the old one may still hold its pool, and the evaluations
+            # share the GPU: a small reservation that grows on demand
+            self.worker_args += ["--preallocate-fraction", "0.05"]
         self.steps_per_epoch_full = -(-a.samples // (a.batch * a.ranks))
         self.calibrate()
         self.every = max(5, int(round(self.rate * a.checkpoint_s)))
@@ -205,6 +216,8 @@ class Soak:
                      self.out, a.ranks, ",".join(self.nodes), a.model, a.device, a.batch, a.samples,
                      self.steps_per_epoch_full, self.every, self.every / self.rate, a.keep, a.pace_ms, a.timeout,
                      a.gap, a.seed, ", planted: " + ",".join(a.plant) if a.plant else ""))
+        if self.evals:
+            self.evals.setup()
 
     def mpi_cmd(self, hostfile, np_):
         return [self.mpirun] + self.mpi_flags + ["--hostfile", hostfile, "-np", str(np_), self.bin["odl_worker"]] + \
@@ -468,6 +481,8 @@ class Soak:
         if self.a.device == "cuda" and now - self.t_gpu >= 10:
             self.t_gpu = now
             self.sample_gpu(now)
+        if self.evals:
+            self.evals.tick(now)
 
     def sample_gpu(self, now):
         smi = shutil.which("nvidia-smi")
@@ -481,9 +496,13 @@ class Soak:
             f = [x.strip() for x in ln.split(",")]
             if len(f) == 3:
                 self.gpu_rows.append((now, "gpu", int(f[0]), float(f[1]), float(f[2])))
+        # per process: only the soak's own (the training job's and the evaluations'), whatever else runs there
+        mine = {pid for pid, gen, comm, st in self.job_procs()}
+        if self.evals and self.evals.run:
+            mine.update(self.evals.job_pids(self.evals.run["job"]))
         for ln in apps.stdout.splitlines():
             f = [x.strip() for x in ln.split(",")]
-            if len(f) == 2 and f[0].isdigit():
+            if len(f) == 2 and f[0].isdigit() and int(f[0]) in mine:
                 self.gpu_rows.append((now, "pid", int(f[0]), 0.0, float(f[1])))
         # rank 0's device pool, from its last epoch record (worker/train.c: pool_peak_mib, pool_reserved_mib)
         try:
@@ -532,6 +551,8 @@ class Soak:
         last_ending = next((f for f in reversed(chain) if f.kind != "slow"), None)
         shrunk = last_ending is not None and self.fencing(last_ending)
         allowed = [k for k in self.a.kinds if not (shrunk and k.startswith("xid"))]
+        if self.a.ranks == 1:  # a fence would leave no node to relaunch on: no Xid 79, no third Xid 13 in the hour
+            allowed = [k for k in allowed if k != "xid79" and not (k == "xid13" and self.xid13_escalates(self.nodes[0], chain))]
         if not allowed:
             allowed = [k for k in self.a.kinds if not k.startswith("xid")] or ["kill"]
         while True:
@@ -552,14 +573,19 @@ class Soak:
             f.node = self.nodes[self.rng.randrange(self.a.ranks)]
             f.xid = int(kind[3:])
         if kind == "xid13":
-            # the coordinator counts the reports (DIR/xid_history.json): those that acted and those to come
-            recent = [x for x in chain if x.kind == "xid13" and x.node == f.node and x.at > f.at - ESCALATE_WINDOW_S
-                      and (x.injected or x in self.queue)]
-            f.escalates = len(recent) + 1 >= ESCALATE_AFTER
+            f.escalates = self.xid13_escalates(f.node, chain, f.at)
         if kind == "slow":
             f.ms = self.rng.randrange(150, 400)
         self.queue.append(f)
         return f
+
+    def xid13_escalates(self, node, chain, at=None):
+        """Whether one more Xid 13 on NODE would be the one the coordinator fences for: it counts the reports
+        (DIR/xid_history.json), those that acted and those to come."""
+        at = time.time() if at is None else at
+        recent = [x for x in chain if x.kind == "xid13" and x.node == node and x.at > at - ESCALATE_WINDOW_S
+                  and (x.injected or x in self.queue)]
+        return len(recent) + 1 >= ESCALATE_AFTER
 
     def fill_queue(self):
         """Two faults ahead that end a generation (every kind but slow@), among those that have not acted: a
@@ -923,6 +949,8 @@ class Soak:
     def finish(self):
         a = self.a
         # the job runs on: one more checkpoint, every rank connected, then the final preemption
+        if self.evals:
+            self.evals.finish()
         self.say("faults done; stopping the job with SIGTERM after its next checkpoint")
         n0 = len(self.commits)
         ok = self.wait(lambda: len(self.commits) > n0 and self.metrics.get("odl_ranks_alive", 0) ==
@@ -956,6 +984,8 @@ class Soak:
         for x in self.unexplained_failures():
             self.problem("faults", "a failure no fault explains: generation %d failed: %s" % (x[1], x[2]))
         self.check_params(lineage)
+        if self.evals:
+            self.evals.report()
         self.summary()
 
     # ------------------------------------------------------------------ end checks
@@ -1145,7 +1175,8 @@ class Soak:
             for r in self.gpu_rows:
                 if r[1] == "pid":
                     per_pid[r[2]].append(r[4])
-            mem_growth = max([max(v[1:]) - v[1] for v in per_pid.values() if len(v) >= 3] or [0])
+            judged_gpu = [v for v in per_pid.values() if len(v) >= 3]
+            mem_growth = max([max(v[1:]) - v[1] for v in judged_gpu] or [0])
             # the pool's peak: the same model and batch in every generation, so one value all along
             by_gen = collections.defaultdict(list)
             for r in self.gpu_rows:
@@ -1153,16 +1184,17 @@ class Soak:
                     by_gen[r[2]].append(r[4])
             peaks = [v for g in by_gen.values() for v in g[1:]]
             pool_spread = max(peaks) - min(peaks) if peaks else 0.0
-            self.say("GPU: utilisation mean %.0f%% (%d samples every 10 s); per-process GPU memory growth after its "
-                     "first sample at most %.0f MiB; rank 0's pool peak %s MiB over %d samples (spread %.1f MiB)" % (
-                         sum(util) / max(1, len(util)), len(util), mem_growth,
+            self.say("GPU: utilisation mean %.0f%% (%d samples every 10 s; the whole GPU, whatever runs there); "
+                     "per-process GPU memory growth after its second sample at most %.0f MiB (%d of the soak's "
+                     "processes sampled 3 times or more); rank 0's pool peak %s MiB over %d samples (spread %.1f MiB)" % (
+                         sum(util) / max(1, len(util)), len(util), mem_growth, len(judged_gpu),
                          "%.1f-%.1f" % (min(peaks), max(peaks)) if peaks else "n/a", len(peaks), pool_spread))
             if mem_growth > self.a.rss_bound_mib:
                 self.problem("memory", "a worker's GPU memory grew %.0f MiB" % mem_growth)
             if pool_spread > self.a.rss_bound_mib:
                 self.problem("memory", "rank 0's device pool peak varied by %.1f MiB" % pool_spread)
         errs = []
-        for p in glob.glob(os.path.join(self.out, "coord.*.log")):
+        for p in glob.glob(os.path.join(self.out, "coord.*.log")) + glob.glob(os.path.join(self.out, "eval", "*.log")):
             errs += [ln.strip() for ln in open(p, errors="replace") if re.search(r"CUDA error|cuda.*failed|NCCL error", ln)]
         if errs:
             self.problem("memory", "%d CUDA/NCCL error lines, the first: %s" % (len(errs), errs[0][:200]))
@@ -1256,6 +1288,8 @@ class Soak:
             self.exit = 0
 
     def cleanup(self):
+        if self.evals:
+            self.evals.cleanup()
         if self.coord and self.coord.poll() is None:
             os.kill(self.coord.pid, signal.SIGKILL)
             self.coord.wait()
@@ -1278,7 +1312,9 @@ def main():
     ap.add_argument("minutes", type=float, help="minutes of faults")
     ap.add_argument("out_dir", help="the soak's folder (job directory, logs, records); replaced if a soak's")
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    ap.add_argument("--ranks", type=int, default=2, help="ranks, one per emulated node (default 2)")
+    ap.add_argument("--ranks", type=int, default=2,
+                    help="ranks, one per emulated node (default 2; with 1, no fault that fences: no xid79, no "
+                         "escalating xid13)")
     ap.add_argument("--seed", type=int, default=1, help="of the faults and of the training (default 1)")
     ap.add_argument("--gap", default="10-20", help="seconds between faults, MIN-MAX (default 10-20)")
     ap.add_argument("--kinds", default=",".join(KINDS), help="fault kinds to draw from (default all: %s)" % ",".join(KINDS))
@@ -1286,7 +1322,7 @@ def main():
     ap.add_argument("--backoff", type=float, default=0.05, help="the coordinator's --backoff (default 0.05 s)")
     ap.add_argument("--keep", type=int, default=3, help="checkpoints kept (default 3)")
     ap.add_argument("--checkpoint-s", type=float, default=2.5, help="seconds between checkpoints (default 2.5)")
-    ap.add_argument("--pace-ms", type=int, help="rank 0 sleeps this after each step (default: cpu 40, cuda 0)")
+    ap.add_argument("--pace-ms", type=int, help="rank 0 sleeps this after each step (default: cpu 40, cuda 10)")
     ap.add_argument("--model", help="default: cpu mnist_mlp, cuda mnist (the CNN)")
     ap.add_argument("--batch", type=int, help="per rank (default: cpu 32, cuda 64)")
     ap.add_argument("--samples", type=int, help="training samples per epoch (default: cpu 3200, cuda 60000)")
@@ -1294,18 +1330,32 @@ def main():
     ap.add_argument("--fd-bound", type=int, default=4,
                     help="open files' variation allowed (default 4: a checkpoint write holds its file and folder)")
     ap.add_argument("--warmup-s", type=float, default=10, help="seconds of a process's start not judged for memory")
-    ap.add_argument("--plant", default="", help="test switch: lose-sample and/or leftover (comma-separated): the soak "
-                                                "must say so and exit 1")
+    ap.add_argument("--plant", default="", help="test switch: lose-sample, leftover and/or eval-differs "
+                                                "(comma-separated): the soak must say so and exit 1")
+    ap.add_argument("--eval-every", type=float, default=0,
+                    help="seconds between evaluation jobs beside the training (bench/soak_eval.py; default 0: none)")
+    test_data = os.environ.get("ODL_TEST_DATA") or os.environ.get("ODL_TEST_DATA_DEFAULT") or os.path.join(
+        os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "shared", "data")
+    ap.add_argument("--eval-weights", help="YOLOv5 weights, .h5 (default: BUILD/yolov5n.h5)")
+    ap.add_argument("--eval-data", default=os.path.join(test_data, "yolov5", "coco8"),
+                    help="the evaluation's data set (default: $ODL_TEST_DATA/yolov5/coco8)")
     ap.add_argument("--build", default=os.environ.get("ODL_BUILD", "build"))
     ap.add_argument("--data", default=os.environ.get("ODL_FMNIST_DIR", "/usr/share/datasets/fashion-mnist"))
     a = ap.parse_args()
     a.kinds = [k for k in a.kinds.split(",") if k]
     a.plant = [p for p in a.plant.split(",") if p]
-    bad = [k for k in a.kinds if k not in KINDS] + [p for p in a.plant if p not in ("lose-sample", "leftover")]
-    if bad or not a.kinds or a.ranks < 2 or not re.fullmatch(r"[\d.]+-[\d.]+", a.gap):
+    bad = [k for k in a.kinds if k not in KINDS] + \
+        [p for p in a.plant if p not in ("lose-sample", "leftover", "eval-differs")]
+    if a.ranks == 1:
+        if "xid79" in a.kinds and "--kinds" in " ".join(sys.argv):
+            ap.error("--kinds xid79 with one rank: the fence would leave no node to relaunch on")
+        a.kinds = [k for k in a.kinds if k != "xid79"]
+    if bad or not a.kinds or a.ranks < 1 or not re.fullmatch(r"[\d.]+-[\d.]+", a.gap):
         ap.error("bad --kinds/--plant/--ranks/--gap: %s" % ",".join(bad))
+    a.eval_weights = a.eval_weights or os.path.join(a.build, "yolov5n.h5")
     cpu = a.device == "cpu"
-    a.pace_ms = a.pace_ms if a.pace_ms is not None else (40 if cpu else 0)
+    # cuda: 10 ms keeps the fault-free replay of a 20-minute soak to a couple of minutes (it runs unpaced)
+    a.pace_ms = a.pace_ms if a.pace_ms is not None else (40 if cpu else 10)
     a.model = a.model or ("mnist_mlp" if cpu else "mnist")
     a.batch = a.batch or (32 if cpu else 64)
     a.samples = a.samples or (3200 if cpu else 60000)

@@ -12,3 +12,11 @@ if(ODL_HAVE_COORDINATOR AND ODL_HAVE_MPI AND TARGET odl_worker AND TARGET comm_c
            ${PROJECT_BINARY_DIR})
   set_tests_properties(soak soak_planted PROPERTIES TIMEOUT 600 LABELS soak RUN_SERIAL TRUE SKIP_RETURN_CODE 77)
 endif()
+#   soak_eval      soak: one rank and an evaluation job every 4 s beside it (bench/soak_eval.py), every
+#                  metrics.json equal to an unsupervised evaluation's; and with --plant eval-differs the
+#                  differing one named, exit 1 (tests/soak_eval.sh)
+if(ODL_HAVE_COORDINATOR AND ODL_HAVE_MPI AND TARGET odl_worker AND TARGET comm_compare_params)
+  add_test(NAME soak_eval COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/soak_eval.sh ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR})
+  set_tests_properties(soak_eval PROPERTIES TIMEOUT 600 LABELS soak RUN_SERIAL TRUE SKIP_RETURN_CODE 77
+    FIXTURES_REQUIRED yolov5_weights ENVIRONMENT "ODL_TEST_DATA=$ENV{ODL_TEST_DATA};ODL_TEST_DATA_DEFAULT=${ODL_TEST_DATA_DEFAULT}")
+endif()
