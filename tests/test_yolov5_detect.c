@@ -108,12 +108,13 @@ typedef struct job {
 } job;
 
 int main(int argc, char **argv) {
+    /* the weights first: a skip after the device is set up would leave its pool allocated (memcheck's leak) */
+    const char *wpath = yolo_weights_path(argc, argv);
+    if (!wpath) return ODL_TEST_SKIP;
     odl_device dev;
     int r = yolo_test_device(argc, argv, &dev);
     if (r) return r;
     const int square = argc > 2 && !strcmp(argv[2], "square");
-    const char *wpath = yolo_weights_path(argc, argv);
-    if (!wpath) return ODL_TEST_SKIP;
     const char *jpath = odl_test_data_path(square ? "yolov5/reference/detect_square640.json" : "yolov5/reference/detect_rect640.json");
     json_t *root = j_load(jpath);
     if (!root) {
