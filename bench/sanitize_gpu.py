@@ -149,6 +149,9 @@ def main():
                     help="seconds for the whole script: later runs are not started, runs in flight are ended, and "
                          "the summary is still written (for a lent GPU's call limit)")
     ap.add_argument("--sanitizer", default=os.environ.get("COMPUTE_SANITIZER"), help="compute-sanitizer to use")
+    ap.add_argument("--longest-first", metavar="RESULTS_JSON", action="append", default=[],
+                    help="start the runs that took longest in these earlier results.json files first (with -j and a "
+                         "deadline, the long ones then overlap the short); runs they do not have come first of all")
     ap.add_argument("--no-fixtures", action="store_true",
                     help="do not set up the fixtures first (they are there already; the script's own test)")
     a = ap.parse_args()
@@ -183,6 +186,17 @@ def main():
     print("sanitize_gpu: %s, %d tests x %s, %s" % (san, len(tests), ",".join(tools), a.build), flush=True)
     deadline = time.monotonic() + a.deadline if a.deadline else None
     jobs = [(tool, t) for tool in tools for t in tests]
+    if a.longest_first:
+        took = {}
+        for path in a.longest_first:
+            try:
+                for r in json.load(open(path))["results"]:
+                    if not r["status"].startswith("not run"):  # a run in flight at a deadline took at least that
+                        took[(r["tool"], r["test"])] = max(took.get((r["tool"], r["test"]), 0.0), r["wall_s"])
+            except (OSError, ValueError, KeyError) as e:
+                print("sanitize_gpu: error: --longest-first %s: %s" % (path, e), file=sys.stderr)
+                return 2
+        jobs.sort(key=lambda j: -took.get((j[0], j[1]["name"]), float("inf")))  # stable: ties keep their order
     results = []
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, a.jobs)) as ex:
         futs = [ex.submit(run_one, san, tool, t, logdir, a.timeout, deadline) for tool, t in jobs]

@@ -64,6 +64,30 @@ if [ $rc = 1 ] && grep -q "memcheck: 0 errors (2 tests: 0 ran, 0 skipped, 0 fail
     tail -1 "$tmp/log" | grep -q "memcheck: 1 runs not started before the deadline" && [ -s "$tmp/out/summary.txt" ]; then
     echo "ok   --deadline: the run in flight ended, the next not started, the summary written, exit 1"
 else echo "FAIL --deadline: exit $rc"; cat "$tmp/log"; fail=1; fi
+# --longest-first: earlier results.json files say which run took longest (the longest time of any file);
+# with -j 1 that one starts, and ends, first
+cat >"$tmp/earlier.json" <<'EOJ'
+{"results": [{"tool": "memcheck", "test": "test_ops_gpu", "wall_s": 1.0, "status": "ok"},
+             {"tool": "memcheck", "test": "test_gemm_tc_gpu", "wall_s": 400.0, "status": "timed out"}]}
+EOJ
+echo '{"results": [{"tool": "memcheck", "test": "test_ops_gpu", "wall_s": 900.0, "status": "ok"}]}' >"$tmp/later.json"
+lf() { # want files...
+    want=$1
+    shift
+    FAKE_ERRORS="none::0" sh "$src/bench/sanitize_gpu.sh" "$tmp/lf" --build "$build" --sanitizer "$tmp/compute-sanitizer" \
+        --no-fixtures -R '^(test_ops_gpu|test_gemm_tc_gpu)$' --tools memcheck -j 1 "$@" >"$tmp/log" 2>&1
+    rc=$?
+    got=$(sed -n 's/^memcheck  *\([a-z_0-9]*\) .*/\1/p' "$tmp/log" | head -1)
+    if [ $rc = 0 ] && [ "$got" = "$want" ]; then echo "ok   --longest-first $*: $got started first"
+    else echo "FAIL --longest-first $*: exit $rc, first run $got (want $want)"; cat "$tmp/log"; fail=1; fi
+}
+lf test_gemm_tc_gpu --longest-first "$tmp/earlier.json"
+lf test_ops_gpu --longest-first "$tmp/earlier.json" --longest-first "$tmp/later.json"
+FAKE_ERRORS="none::0" sh "$src/bench/sanitize_gpu.sh" "$tmp/lf" --build "$build" --sanitizer "$tmp/compute-sanitizer" \
+    --no-fixtures -R '^test_ops_gpu$' --tools memcheck --longest-first "$tmp/missing.json" >"$tmp/log" 2>&1
+rc=$?
+if [ $rc = 2 ] && grep -q "longest-first .*missing.json" "$tmp/log"; then echo "ok   --longest-first of a missing file: exit 2 naming it"
+else echo "FAIL --longest-first missing file: exit $rc"; cat "$tmp/log"; fail=1; fi
 [ -s "$tmp/out/summary.txt" ] && [ -s "$tmp/out/logs/racecheck/test_gemm_tc_gpu.log" ] && ok=1 || ok=0
 if [ $ok = 1 ]; then echo "ok   summary.txt and one log per run"; else echo "FAIL no summary or logs"; fail=1; fi
 [ $fail = 0 ] && echo "sanitize_gpu_selftest: passed"
