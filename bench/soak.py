@@ -174,6 +174,8 @@ class Soak:
             os.makedirs(os.path.join(self.out, d), exist_ok=True)
         open(os.path.join(self.out, ".soak"), "w").close()
         self.mpirun = mpirun
+        if self.evals:
+            self.evals.check_inputs()
         if a.device == "cuda":
             smi = shutil.which("nvidia-smi")
             n = len(subprocess.run([smi, "-L"], capture_output=True, text=True).stdout.splitlines()) if smi else 0
@@ -210,10 +212,10 @@ class Soak:
         self.calibrate()
         self.every = max(5, int(round(self.rate * a.checkpoint_s)))
         self.min_steps = 2 * self.every + 5
-        self.say("%s: %d ranks on emulated nodes %s, %s on %s, batch %d per rank, %d samples per epoch (%d steps), "
+        self.say("%s: %d rank%s on emulated node%s %s, %s on %s, batch %d per rank, %d samples per epoch (%d steps), "
                  "checkpoint every %d steps (~%.1f s) keeping %d, rank 0 paced at %d ms a step, --timeout %g s, "
                  "faults every %s s (seed %d)%s" % (
-                     self.out, a.ranks, ",".join(self.nodes), a.model, a.device, a.batch, a.samples,
+                     self.out, a.ranks, "s" if a.ranks > 1 else "", "s" if a.ranks > 1 else "", ",".join(self.nodes), a.model, a.device, a.batch, a.samples,
                      self.steps_per_epoch_full, self.every, self.every / self.rate, a.keep, a.pace_ms, a.timeout,
                      a.gap, a.seed, ", planted: " + ",".join(a.plant) if a.plant else ""))
         if self.evals:
@@ -1256,8 +1258,8 @@ class Soak:
             self.problem("params", "the final parameters differ from the fault-free replay (%s): %s" % (sched, "; ".join(diff)))
         else:
             self.params_equal = True
-            self.say("params: the final parameters (step %d, %d ranks) equal bit for bit a fault-free replay (%s; %.1f s)" % (
-                segs[-1]["to"], world, sched, time.time() - t0))
+            self.say("params: the final parameters (step %d, %d rank%s) equal bit for bit a fault-free replay (%s; %.1f s)" % (
+                segs[-1]["to"], world, "s" if world > 1 else "", sched, time.time() - t0))
 
     def summary(self):
         faults = [f for f in self.history if f.injected]
@@ -1339,8 +1341,11 @@ def main():
     ap.add_argument("--eval-weights", help="YOLOv5 weights, .h5 (default: BUILD/yolov5n.h5)")
     ap.add_argument("--eval-data", default=os.path.join(test_data, "yolov5", "coco8"),
                     help="the evaluation's data set (default: $ODL_TEST_DATA/yolov5/coco8)")
-    ap.add_argument("--build", default=os.environ.get("ODL_BUILD", "build"))
-    ap.add_argument("--data", default=os.environ.get("ODL_FMNIST_DIR", "/usr/share/datasets/fashion-mnist"))
+    ap.add_argument("--build", default=os.environ.get("ODL_BUILD", "build"),
+                    help="the build folder with odl_worker, odl_coordinator, odl_health (default $ODL_BUILD or build; "
+                         "a `cmake --preset cpu` build is build-cpu)")
+    ap.add_argument("--data", default=os.environ.get("ODL_FMNIST_DIR", "/usr/share/datasets/fashion-mnist"),
+                    help="Fashion-MNIST (default $ODL_FMNIST_DIR or /usr/share/datasets/fashion-mnist)")
     a = ap.parse_args()
     a.kinds = [k for k in a.kinds.split(",") if k]
     a.plant = [p for p in a.plant.split(",") if p]

@@ -35,11 +35,18 @@ class EvalRuns:
                 "--img-size", "640" if cuda else "320", "--batch-size", "2", "--device", self.s.a.device,
                 "--output", out]
 
+    def check_inputs(self):
+        """Before any run: a missing weights file or data set is an error (the user asked for evaluations)."""
+        if not os.path.exists(self.weights):
+            raise SystemExit("soak: error: --eval-every needs the YOLOv5 weights %s: make them with `ctest --test-dir "
+                             "BUILD -R '^yolov5_convert$'` (or tools/convert_yolov5.py), or give --eval-weights"
+                             % self.weights)
+        if not os.path.isdir(self.data):
+            raise SystemExit("soak: error: --eval-every needs the data set %s: set ODL_TEST_DATA to the folder holding "
+                             "yolov5/coco8 (default ../shared/data beside the checkout), or give --eval-data" % self.data)
+
     def setup(self):
-        """The unsupervised reference; a missing weights file or data set is an error (the user asked for it)."""
-        for p in (self.weights, self.data):
-            if not os.path.exists(p):
-                raise SystemExit("soak: error: --eval-every needs %s (--eval-weights / --eval-data)" % p)
+        """The unsupervised reference, whose metrics.json every supervised job must equal."""
         os.makedirs(self.dir, exist_ok=True)
         out = os.path.join(self.dir, "ref")
         t0 = time.time()
