@@ -221,6 +221,11 @@ class Soak:
         if self.evals:
             self.evals.setup()
 
+    def local_mpi(self, np_):
+        """Plain mpirun on this machine, no emulated nodes (the replay, the evaluation jobs): the environment's
+        launcher (shared memory, far faster than the emulated nodes' TCP)."""
+        return [self.mpirun, "--oversubscribe"] + (["--allow-run-as-root"] if os.getuid() == 0 else []) + ["-np", str(np_)]
+
     def mpi_cmd(self, hostfile, np_):
         return [self.mpirun] + self.mpi_flags + ["--hostfile", hostfile, "-np", str(np_), self.bin["odl_worker"]] + \
             self.worker_args
@@ -388,11 +393,11 @@ class Soak:
     def slow_active(self):
         return any(f.kind == "slow" and f.injected and f.gen == self.cur_gen for f in self.history + self.queue)
 
-    def job_procs(self):
-        """This job's processes on this machine: the environment names the job directory (coordinator/leftovers.c
-        finds them the same way)."""
+    def job_procs(self, job=None):
+        """A job's processes on this machine (the training job's, or those of the job directory JOB): the
+        environment names the job directory (coordinator/leftovers.c finds them the same way)."""
         out = []
-        want = ("ODL_JOB_DIR=" + os.path.realpath(self.job)).encode()
+        want = ("ODL_JOB_DIR=" + os.path.realpath(job or self.job)).encode()
         for p in os.listdir("/proc"):
             if not p.isdigit():
                 continue
@@ -1204,10 +1209,8 @@ class Soak:
     def replay_run(self, i, seg, resume, last):
         d = os.path.join(self.out, "replay", "seg%d" % i)
         os.makedirs(d, exist_ok=True)
-        # plain mpirun on this machine (shared memory, no emulated nodes: far faster than their TCP); the
-        # ranks' sums are the same for either transport
-        cmd = [self.mpirun, "--oversubscribe"] + (["--allow-run-as-root"] if os.getuid() == 0 else []) + \
-            ["-np", str(seg["world"]), self.bin["odl_worker"]] + self.worker_args + \
+        # the ranks' sums are the same for either transport
+        cmd = self.local_mpi(seg["world"]) + [self.bin["odl_worker"]] + self.worker_args + \
             ["--max-steps", str(seg["to"]), "--checkpoint-dir", d, "--checkpoint-every", "1000000000"]
         if self.a.device == "cuda":
             env_gpus = ",".join(str(i) for i in range(seg["world"]))

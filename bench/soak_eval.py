@@ -24,7 +24,7 @@ class EvalRuns:
         self.ref = None          # metrics.json bytes of the unsupervised run
         self.ref_map = ""
         self.run = None          # the job in flight: dict
-        self.done = []           # judged jobs: dict(i, killed, rc, wall_s, equal, relaunches)
+        self.done = []           # judged jobs: dict(i, killed, rc, wall_s)
         self.next_at = 0.0
         self.stopping = False
 
@@ -65,19 +65,7 @@ class EvalRuns:
         self.next_at = time.time() + self.every
 
     def job_pids(self, job):
-        want = ("ODL_JOB_DIR=" + os.path.realpath(job)).encode()
-        pids = []
-        for p in os.listdir("/proc"):
-            if not p.isdigit():
-                continue
-            try:
-                if want in open("/proc/%s/environ" % p, "rb").read().split(b"\0"):
-                    st = open("/proc/%s/stat" % p).read()
-                    if st[st.rindex(")") + 2] not in "ZX":
-                        pids.append(int(p))
-            except (OSError, ValueError):
-                continue
-        return pids
+        return [pid for pid, gen, comm, state in self.s.job_procs(job) if state not in "ZX"]
 
     def start(self):
         i = len(self.done) + 1
@@ -89,8 +77,7 @@ class EvalRuns:
         args = self.worker_args(out)
         if self.plant and i == 2:
             args += ["--conf-thres", "0.01"]  # test switch: another evaluation, so its metrics.json differs
-        mpi = [self.s.mpirun, "--oversubscribe", "--mca", "btl_base_warn_component_unused", "0"] + \
-            (["--allow-run-as-root"] if os.getuid() == 0 else []) + ["-np", "1", self.s.bin["odl_worker"]]
+        mpi = self.s.local_mpi(1) + [self.s.bin["odl_worker"]]
         cmd = [self.s.bin["odl_coordinator"], "--job-dir", job, "--listen", "127.0.0.1:0", "--http", "off",
                "--timeout", str(self.s.a.timeout), "--backoff", "0", "--max-restarts", "2", "--"] + mpi + args
         log = open(os.path.join(self.dir, "job%d.log" % i), "w")
