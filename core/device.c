@@ -7,6 +7,7 @@
 #include "odl/device.h"
 
 #include "core/device_internal.h"
+#include "odl/env.h"
 
 #include <pthread.h>
 #include <stdint.h>
@@ -163,6 +164,9 @@ odl_status odl_cuda_init(int index, double fraction) {
         if (!p->grow) {
             size_t free_b = 0, total_b = 0;
             e = cudaMemGetInfo(&free_b, &total_b);
+            /* several GPU processes sharing one device (a sanitizer's parallel runs) each take a part */
+            double most = (double)odl_env_int(ODL_ENV_CUDA_POOL_PERCENT_MAX) / 100;
+            if (fraction > most) fraction = most;
             size_t cap = (size_t)((double)free_b * fraction) / ODL_POOL_ALIGN * ODL_POOL_ALIGN;
             void *base = NULL;
             if (e != cudaSuccess)

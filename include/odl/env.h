@@ -53,6 +53,7 @@ extern "C" {
     X(NVJPEG_BACKEND, STR, "", 0, 0, "hardware or gpu-hybrid: force that nvJPEG backend (unset: hardware where the GPU has JPEG engines, else gpu-hybrid)") \
     X(SCONTROL, STR, "scontrol", 0, 0, "the scontrol program that drains fenced nodes") \
     X(NODE_NAME, STR, "", 0, 0, "node name of health findings, the worker's stop message and drains (unset: the short host name; tests emulate nodes with it)") \
+    X(CUDA_POOL_PERCENT_MAX, INT, "100", 1, 100, "at most this percent of the free GPU memory a pre-allocated pool reserves, whatever memory.preallocate_fraction says (bench/sanitize_gpu.sh sets it when it runs several GPU tests at once)") \
     X(GEMM_SM90, BOOL, "1", 0, 0, "0/off: GEMMs on compute capability 9.0 take the mma.sync kernels of gemm_tc.cu instead of the wgmma + TMA ones of gemm_sm90.cu") \
     X(GEMM_TF32_SWAP, BOOL, "1", 0, 0, "0/off: a TF32 GEMM with an N-major B on compute capability 9.0 transposes B into a copy first instead of computing the transposed product with A from registers (kernels/cuda/gemm_sm90.cu)") \
     X(CONV_TC_TILE, STR, "", 0, 0, "forces the tile of the TF32/BF16 tensor-core convolutions (fwd and bwd_data): 64x256, 32x256 or 64x128 (unset: the built-in plan)") \
