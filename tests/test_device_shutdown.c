@@ -1,12 +1,15 @@
 /* test_device_shutdown: odl_cuda_shutdown reports live device memory as uv_loop_close reports a busy
  * loop (ODL_E_BUSY, the pools kept, the memory still valid), releases the CUDA backend's workspace
  * through the table's release entry (registered with core's teardown hooks), and then frees the pools;
- * a pool that grows on demand (ODL_CUDA_POOL_GROW) takes arenas as requests need them and reuses them.
+ * a pool that grows on demand (ODL_CUDA_POOL_GROW) takes arenas as requests need them and reuses them;
+ * ODL_CUDA_POOL_PERCENT_MAX caps what a pre-allocated pool reserves.
  * Label gpu: exits 77 without a CUDA device; in a CPU-only build odl_cuda_shutdown is a no-op. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "odl/backend.h"
 #include "odl/device.h"
+#include "odl/env.h"
 #include "odl/ops.h"
 #include "test_util.h"
 
@@ -75,5 +78,27 @@ int main(void) {
     odl_mem_free(odl_cuda(0), a);
     TOK(odl_cuda_shutdown());
     TFAIL(odl_cuda_init(0, 1.5), ODL_E_INVAL);
+    /* ODL_CUDA_POOL_PERCENT_MAX caps the up-front reservation (several GPU processes sharing a device):
+     * 10% of the free memory asked for, at most 1% taken. Free memory may move between the two pools
+     * (other processes), hence a factor 4 rather than 10. */
+    const char *was = getenv("ODL_CUDA_POOL_PERCENT_MAX");
+    char *saved = was ? strdup(was) : NULL;
+    odl_pool_stats u, c1;
+    setenv("ODL_CUDA_POOL_PERCENT_MAX", "100", 1);
+    TOK(odl_env_reload());
+    TOK(odl_cuda_init(0, 0.1));
+    TOK(odl_pool_get_stats(odl_cuda(0), &u));
+    TOK(odl_cuda_shutdown());
+    setenv("ODL_CUDA_POOL_PERCENT_MAX", "1", 1);
+    TOK(odl_env_reload());
+    TOK(odl_cuda_init(0, 0.1));
+    TOK(odl_pool_get_stats(odl_cuda(0), &c1));
+    TOK(odl_cuda_shutdown());
+    TCHECK(c1.reserved > 0 && c1.reserved * 4 <= u.reserved, "10%% asked under a 1%% cap: %zu bytes reserved, %zu "
+           "without the cap", c1.reserved, u.reserved);
+    if (saved) setenv("ODL_CUDA_POOL_PERCENT_MAX", saved, 1);
+    else unsetenv("ODL_CUDA_POOL_PERCENT_MAX");
+    free(saved);
+    TOK(odl_env_reload());
     return odl_test_finish("test_device_shutdown");
 }
