@@ -31,7 +31,8 @@ ODL_API int odl_cuda_device_count(void);
  * NVML and the kernel log. Errors: ODL_E_CUDA, ODL_E_NODEV (CPU-only build). */
 ODL_API odl_status odl_cuda_pci_bus_id(int index, char *buf, size_t cap);
 /* Make `index` the calling thread's current CUDA device and create its pool if needed.
- * preallocate_fraction in (0, 1]: fraction of free memory the pool reserves up front in one cudaMalloc
+ * preallocate_fraction in (0, 1]: fraction of free memory the pool reserves up front in one cudaMalloc,
+ * at most ODL_CUDA_POOL_PERCENT_MAX percent (odl/env.h; several processes sharing one GPU)
  * (the program passes memory.preallocate_fraction); ODL_CUDA_POOL_GROW: no reservation, the pool takes
  * arenas of at least 32 MiB from the driver when a request does not fit and keeps them until
  * odl_cuda_shutdown (memory.preallocate_fraction 0); 0 = the choice of the last odl_cuda_init that made
