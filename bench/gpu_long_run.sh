@@ -4,7 +4,7 @@
 # session of its own so that it outlives the command that started it; later commands wait and collect.
 #   bench/gpu_long_run.sh start MINUTES [sanitize_gpu.sh options...]   start both (no options: no sanitizer)
 #   bench/gpu_long_run.sh start-soak MINUTES | start-sanitize [options]  one of them (the soak first: it
-#                                                                       empties $W; each copies $ODL_TEST_DATA)
+#                                                                       empties $W; each copies what it is given)
 #   bench/gpu_long_run.sh wait SECONDS                                  until both ended or SECONDS passed
 #   bench/gpu_long_run.sh collect OUT_DIR                               summaries to OUT_DIR, the rest in logs.tgz
 # Binaries from $ODL_BUILD (default build/). Fashion-MNIST ($ODL_FMNIST_DIR) and the test data
@@ -19,18 +19,24 @@ build=${ODL_BUILD:-build}
 what=${1:-}
 shift || true
 
-# the test data (or the part carried this time) under $W/data, which the runs then read
-copy_data() {
-    [ -n "${ODL_TEST_DATA:-}" ] && [ "$ODL_TEST_DATA" != "$W/data" ] && cp -r "$ODL_TEST_DATA"/. "$W/data/"
+# Fashion-MNIST and the test data (or the part carried this time) under $W, which the runs then read
+copy_inputs() {
+    mkdir -p "$W/fmnist" "$W/data" || exit 2
+    if [ -n "${ODL_FMNIST_DIR:-}" ] && [ "$ODL_FMNIST_DIR" != "$W/fmnist" ]; then
+        cp "$ODL_FMNIST_DIR"/* "$W/fmnist/" || exit 2
+    fi
+    if [ -n "${ODL_TEST_DATA:-}" ] && [ "$ODL_TEST_DATA" != "$W/data" ]; then
+        cp -r "$ODL_TEST_DATA"/. "$W/data/" || exit 2
+    fi
     export ODL_FMNIST_DIR=$W/fmnist ODL_TEST_DATA=$W/data
 }
 
 alive() { [ -f "$W/$1.pid" ] && kill -0 "$(cat "$W/$1.pid")" 2>/dev/null; }
 
 start_soak() {
-    rm -rf "$W" && mkdir -p "$W/fmnist" "$W/data" || exit 2
-    cp "${ODL_FMNIST_DIR:?ODL_FMNIST_DIR}"/* "$W/fmnist/" || exit 2
-    copy_data
+    : "${ODL_FMNIST_DIR:?ODL_FMNIST_DIR}"
+    rm -rf "$W" || exit 2
+    copy_inputs
     setsid nohup bench/soak.sh "$1" "$W/soak" --device cuda --ranks 1 --eval-every 30 --build "$build" \
         --data "$W/fmnist" --eval-data "$W/data/yolov5/coco8" >"$W/soak.log" 2>&1 </dev/null &
     echo $! >"$W/soak.pid"
@@ -38,7 +44,7 @@ start_soak() {
 }
 
 start_sanitize() {
-    mkdir -p "$W/data" && copy_data
+    copy_inputs
     setsid nohup bench/sanitize_gpu.sh "$W/sanitize" --build "$build" "$@" >"$W/sanitize.log" 2>&1 </dev/null &
     echo $! >"$W/sanitize.pid"
     echo "started: sanitizer pid $!; logs in $W"
@@ -50,7 +56,7 @@ start)
     minutes=${1:?minutes}
     shift
     start_soak "$minutes"
-    [ $# -gt 0 ] && start_sanitize "$@"
+    if [ $# -gt 0 ]; then start_sanitize "$@"; fi
     ;;
 start-soak)
     start_soak "${1:?minutes}"

@@ -187,10 +187,9 @@ def main():
         # each test's pool would take half of the GPU's free memory: the later of several at once would get
         # too little; a share each leaves room for all and for what else runs on the GPU
         os.environ["ODL_CUDA_POOL_PERCENT_MAX"] = str(max(1, 60 // a.jobs))
-    print("sanitize_gpu: %s, %d tests x %s, %s%s" % (
-        san, len(tests), ",".join(tools), a.build,
-        ", pools at most %s%% of free memory each" % os.environ["ODL_CUDA_POOL_PERCENT_MAX"]
-        if "ODL_CUDA_POOL_PERCENT_MAX" in os.environ else ""), flush=True)
+    cap = os.environ.get("ODL_CUDA_POOL_PERCENT_MAX")
+    print("sanitize_gpu: %s, %d tests x %s, %s%s" % (san, len(tests), ",".join(tools), a.build,
+          ", pools at most %s%% of free memory each" % cap if cap else ""), flush=True)
     deadline = time.monotonic() + a.deadline if a.deadline else None
     jobs = [(tool, t) for tool in tools for t in tests]
     if a.longest_first:
