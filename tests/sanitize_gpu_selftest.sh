@@ -23,7 +23,7 @@ while [ $# -gt 0 ]; do
 done
 n=0
 case "$FAKE_ERRORS" in "$tool:"*) pat=${FAKE_ERRORS#*:}; pat=${pat%:*}; printf '%s\n' "$*" | grep -q -- "$pat" && n=${FAKE_ERRORS##*:} ;; esac
-echo "test output (not run)"
+echo "test output (not run); pool cap ${ODL_CUDA_POOL_PERCENT_MAX:-none}"
 [ -n "${FAKE_SLEEP:-}" ] && sleep "$FAKE_SLEEP"
 [ "$tool" = racecheck ] && echo "========= RACECHECK SUMMARY: $n hazards displayed ($n errors, 1 warning)"
 # FAKE_RACE_ONLY: racecheck as on the H200 (compute-sanitizer 2025): its RACECHECK SUMMARY line alone
@@ -88,6 +88,14 @@ FAKE_ERRORS="none::0" sh "$src/bench/sanitize_gpu.sh" "$tmp/lf" --build "$build"
 rc=$?
 if [ $rc = 2 ] && grep -q "longest-first .*missing.json" "$tmp/log"; then echo "ok   --longest-first of a missing file: exit 2 naming it"
 else echo "FAIL --longest-first missing file: exit $rc"; cat "$tmp/log"; fail=1; fi
+# -j 2: each test's pool capped at 60/2 percent of the free memory (ODL_CUDA_POOL_PERCENT_MAX), said once
+FAKE_ERRORS="none::0" env -u ODL_CUDA_POOL_PERCENT_MAX sh "$src/bench/sanitize_gpu.sh" "$tmp/cap" --build "$build" --sanitizer "$tmp/compute-sanitizer" \
+    --no-fixtures -R '^(test_ops_gpu|test_gemm_tc_gpu)$' --tools memcheck -j 2 >"$tmp/log" 2>&1
+rc=$?
+if [ $rc = 0 ] && grep -q "pools at most 30% of free memory each" "$tmp/log" &&
+    grep -q "pool cap 30" "$tmp/cap/logs/memcheck/test_ops_gpu.log" && grep -q "pool cap 30" "$tmp/cap/logs/memcheck/test_gemm_tc_gpu.log"; then
+    echo "ok   -j 2: every test's pool capped at 30%"
+else echo "FAIL -j 2 pool cap: exit $rc"; cat "$tmp/log"; fail=1; fi
 [ -s "$tmp/out/summary.txt" ] && [ -s "$tmp/out/logs/racecheck/test_gemm_tc_gpu.log" ] && ok=1 || ok=0
 if [ $ok = 1 ]; then echo "ok   summary.txt and one log per run"; else echo "FAIL no summary or logs"; fail=1; fi
 [ $fail = 0 ] && echo "sanitize_gpu_selftest: passed"
