@@ -3,13 +3,16 @@
 # (bench/soak.sh --device cuda --ranks 1 --eval-every 30) and bench/sanitize_gpu.sh, each started in a
 # session of its own so that it outlives the command that started it; later commands wait and collect.
 #   bench/gpu_long_run.sh start MINUTES [sanitize_gpu.sh options...]   start both (no options: no sanitizer)
-#   bench/gpu_long_run.sh start-soak MINUTES | start-sanitize [options]  one of them (the soak first: it
-#                                                                       empties $W; each copies what it is given)
-#   bench/gpu_long_run.sh wait SECONDS                                  until both ended or SECONDS passed
-#   bench/gpu_long_run.sh collect OUT_DIR                               summaries to OUT_DIR, the rest in logs.tgz
+#   bench/gpu_long_run.sh start-soak MINUTES                            the soak alone (first: it empties $W)
+#   bench/gpu_long_run.sh start-sanitize [--name NAME] [options]        a sanitizer run (NAME: default
+#                                                                       sanitize; several runs side by side,
+#                                                                       each its tools and tests, by name)
+#   bench/gpu_long_run.sh wait SECONDS                                  until every run ended or SECONDS passed
+#   bench/gpu_long_run.sh collect OUT_DIR                               soak.log, every run's summary in
+#                                                                       sanitize_summaries.txt, the rest in logs.tgz
 # Binaries from $ODL_BUILD (default build/). Fashion-MNIST ($ODL_FMNIST_DIR) and the test data
 # ($ODL_TEST_DATA) are copied under /tmp/odl-long first: a folder the device tool carried is removed by
-# the next command that does not carry it again. Both runs share the GPU, so the soak's utilisation
+# the next command that does not carry it again. The runs share the GPU, so the soak's utilisation
 # figure counts the sanitizer's work too (the soak's per-process checks count only its own).
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -44,11 +47,21 @@ start_soak() {
 }
 
 start_sanitize() {
+    local name=sanitize
+    if [ "${1:-}" = --name ]; then
+        name=${2:?--name NAME}
+        shift 2
+    fi
+    case $name in soak | *[!A-Za-z0-9_-]*) echo "gpu_long_run: error: --name $name: letters, digits, _ and - (not soak)" >&2; exit 2 ;; esac
     copy_inputs
-    setsid nohup bench/sanitize_gpu.sh "$W/sanitize" --build "$build" "$@" >"$W/sanitize.log" 2>&1 </dev/null &
-    echo $! >"$W/sanitize.pid"
-    echo "started: sanitizer pid $!; logs in $W"
+    setsid nohup bench/sanitize_gpu.sh "$W/$name" --build "$build" "$@" >"$W/$name.log" 2>&1 </dev/null &
+    echo $! >"$W/$name.pid"
+    echo "started: sanitizer run $name, pid $!; logs in $W"
 }
+
+# the runs started under $W: the soak and each named sanitizer run (NAME.pid beside NAME.log)
+runs() { (cd "$W" 2>/dev/null && for f in *.pid; do [ -f "$f" ] && echo "${f%.pid}"; done); }
+any_alive() { local r; for r in $(runs); do alive "$r" && return 0; done; return 1; }
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 case "$what" in
@@ -66,26 +79,29 @@ start-sanitize)
     ;;
 wait)
     end=$((SECONDS + ${1:?seconds}))
-    while [ $SECONDS -lt $end ] && { alive soak || alive sanitize; }; do sleep 5; done
-    for r in soak sanitize; do
-        [ -f "$W/$r.pid" ] || continue
+    while [ $SECONDS -lt $end ] && any_alive; do sleep 5; done
+    for r in $(runs); do
         if alive $r; then echo "$r: running; last line: $(tail -1 "$W/$r.log")"; else echo "$r: ended; last line: $(tail -1 "$W/$r.log")"; fi
     done
     ;;
 collect)
     out=${1:?out dir}
     mkdir -p "$out" || exit 2
-    cp "$W"/soak.log "$W"/sanitize.log "$out"/ 2>/dev/null
-    cp "$W/sanitize/summary.txt" "$W/sanitize/results.json" "$out"/ 2>/dev/null
-    # everything else in one file (the device tool brings back at most 8): the soak's records and every
-    # sanitizer log, less checkpoints and the per-step sample records
-    (cd "$W" && find soak sanitize -type f \( -name '*.log' -o -name '*.json' -o -name '*.jsonl' -o -name '*.csv' \
-        -o -name '*.txt' -o -name '*.err' -o -name '*.out' \) -size -4M ! -name '*.gen*.rank*.txt' 2>/dev/null |
-        tar czf "$out/logs.tgz" -T -)
+    cp "$W"/soak.log "$out"/ 2>/dev/null
+    san=$(runs | grep -vx soak)
+    for r in $san; do
+        if [ -f "$W/$r/summary.txt" ]; then echo "## $r"; cat "$W/$r/summary.txt"; else echo "## $r: no summary; its log ends:"; tail -5 "$W/$r.log"; fi
+    done >"$out/sanitize_summaries.txt" 2>&1
+    [ -n "$san" ] || rm -f "$out/sanitize_summaries.txt"
+    # everything else in one file (the device tool brings back at most 8): the soak's records, every
+    # sanitizer run's log, results.json and per-test logs, less checkpoints and the per-step sample records
+    (cd "$W" && find soak $san $(for r in $san; do echo "$r.log"; done) -type f \( -name '*.log' -o -name '*.json' \
+        -o -name '*.jsonl' -o -name '*.csv' -o -name '*.txt' -o -name '*.err' -o -name '*.out' -o -name '*.rc' \) \
+        -size -4M ! -name '*.gen*.rank*.txt' 2>/dev/null | tar czf "$out/logs.tgz" -T -)
     ls -la "$out"
     ;;
 *)
-    sed -n '2,11p' "$0"
+    sed -n '2,18p' "$0"
     exit 2
     ;;
 esac
