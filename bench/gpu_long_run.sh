@@ -11,13 +11,13 @@
 #   bench/gpu_long_run.sh collect OUT_DIR                               soak.log, every run's summary in
 #                                                                       sanitize_summaries.txt, the rest in logs.tgz
 # Binaries from $ODL_BUILD (default build/). Fashion-MNIST ($ODL_FMNIST_DIR) and the test data
-# ($ODL_TEST_DATA) are copied under /tmp/odl-long first: a folder the device tool carried is removed by
+# ($ODL_TEST_DATA) are copied under /tmp/odl-long ($ODL_LONG_DIR) first: a folder the device tool carried is removed by
 # the next command that does not carry it again. The runs share the GPU, so the soak's utilisation
 # figure counts the sanitizer's work too (the soak's per-process checks count only its own).
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root" || exit 2
-W=/tmp/odl-long
+W=${ODL_LONG_DIR:-/tmp/odl-long} # the runs' folder (a test sets its own)
 build=${ODL_BUILD:-build}
 what=${1:-}
 shift || true

@@ -2,7 +2,8 @@
 # bench/sanitize_gpu.sh's own logic without a GPU: a stand-in compute-sanitizer prints the summaries a
 # real one prints ("========= ERROR SUMMARY: N errors", racecheck's hazard summary) with counts chosen
 # here, after running nothing; the script must add them up per tool, name the test that had errors and
-# exit 1, and exit 0 with `sanitize_gpu: 0 errors` when every count is 0.
+# exit 1, and exit 0 with `sanitize_gpu: 0 errors` when every count is 0. Also bench/gpu_long_run.sh's named
+# sanitizer runs (start-sanitize --name, wait, collect) with the same stand-in.
 #   tests/sanitize_gpu_selftest.sh SRCDIR BUILDDIR
 set -u
 src="$1"
@@ -115,6 +116,24 @@ if [ $rc = 3 ] && grep -q "memcheck: 0 errors (1 tests: 0 ran, 1 skipped, 0 fail
 else echo "FAIL skip before CUDA: exit $rc"; cat "$tmp/log"; fail=1; fi
 # --longest-first takes several files after one flag (as a shell glob gives them)
 lf test_ops_gpu --longest-first "$tmp/earlier.json" "$tmp/later.json"
+# bench/gpu_long_run.sh: two named sanitizer runs side by side (errors in one), waited for and collected
+# together; the name "soak" is the soak's and refused
+glr() { env -u ODL_FMNIST_DIR -u ODL_TEST_DATA ODL_LONG_DIR="$tmp/long" ODL_BUILD="$build" bash "$src/bench/gpu_long_run.sh" "$@"; }
+FAKE_ERRORS="initcheck:test_ops_gpu:4" glr start-sanitize --name init --tools initcheck -R '^test_ops_gpu$' --no-fixtures \
+    --sanitizer "$tmp/compute-sanitizer" >"$tmp/log" 2>&1 &&
+    FAKE_ERRORS="none::0" glr start-sanitize --name race --tools racecheck -R '^test_gemm_tc_gpu$' --no-fixtures \
+        --sanitizer "$tmp/compute-sanitizer" >>"$tmp/log" 2>&1 &&
+    glr wait 60 >>"$tmp/log" 2>&1 && glr collect "$tmp/collected" >>"$tmp/log" 2>&1
+rc=$?
+glr start-sanitize --name soak --tools memcheck >>"$tmp/log" 2>&1
+rc_soak=$?
+S="$tmp/collected/sanitize_summaries.txt"
+if [ $rc = 0 ] && [ $rc_soak = 2 ] && grep -qx "## init" "$S" && grep -qx "## race" "$S" &&
+    grep -q "sanitize_gpu: 4 errors; initcheck test_ops_gpu: 4 errors" "$S" && grep -q "sanitize_gpu: racecheck: 0 errors" "$S" &&
+    grep -q "^init: ended" "$tmp/log" && grep -q "^race: ended" "$tmp/log" &&
+    tar tzf "$tmp/collected/logs.tgz" | grep -qx "init/results.json" && tar tzf "$tmp/collected/logs.tgz" | grep -qx "race/results.json"; then
+    echo "ok   gpu_long_run.sh: two named runs waited for and collected (4 errors in one), --name soak refused"
+else echo "FAIL gpu_long_run.sh named runs: exit $rc, --name soak exit $rc_soak"; cat "$tmp/log" "$S"; fail=1; fi
 [ -s "$tmp/out/summary.txt" ] && [ -s "$tmp/out/logs/racecheck/test_gemm_tc_gpu.log" ] && ok=1 || ok=0
 if [ $ok = 1 ]; then echo "ok   summary.txt and one log per run"; else echo "FAIL no summary or logs"; fail=1; fi
 [ $fail = 0 ] && echo "sanitize_gpu_selftest: passed"
