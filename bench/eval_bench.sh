@@ -41,16 +41,16 @@ fi
 targ=(); [ -s "$O/torch_baselines.json" ] && targ=(--torch "$O/torch_baselines.json")
 timeout 300 "$B/bench/yolov5_bench" --weights "$W" --image "$D/yolov5/images/bus.jpg" --batch 32 "${targ[@]}" \
   >"$O/yolov5_bench.txt" 2>&1 || { echo "yolov5_bench failed:"; tail -5 "$O/yolov5_bench.txt"; }
-for run in auto:512 cpu:512 auto5120:5120; do
-  dec=${run%%:*}; n=${run#*:}
+for run in auto:auto:512 cpu:cpu:512 auto5120:auto:5120; do # tag (its files' names):decoder:files
+  IFS=: read -r tag dec n <<<"$run"
   smi=""
   if command -v nvidia-smi >/dev/null; then
-    nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits -lms 100 >"$O/util_$dec.txt" 2>/dev/null &
+    nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits -lms 100 >"$O/util_$tag.txt" 2>/dev/null &
     smi=$!
   fi
   "$B"/odl_worker --task=eval --model=yolov5 --weights "$W" --data "$O/pipeline$n" --square --half --batch-size 32 \
-    --workers 16 --device cuda --decoder "${dec%5120}" --output "$O/eval_$dec" >"$O/eval_$dec.out" 2>"$O/eval_$dec.log" ||
-    { echo "eval --decoder ${dec%5120} over $n files failed:"; tail -5 "$O/eval_$dec.log"; }
+    --workers 16 --device cuda --decoder "$dec" --output "$O/eval_$tag" >"$O/eval_$tag.out" 2>"$O/eval_$tag.log" ||
+    { echo "eval --decoder $dec over $n files failed:"; tail -5 "$O/eval_$tag.log"; }
   [ -n "$smi" ] && kill "$smi" 2>/dev/null
 done
 ts=()
@@ -118,9 +118,9 @@ for prec in ("fp32", "fp16"):
     c = yb.get(f"{prec}_e2e_bus_cpu_path_ms", float("nan"))
     print(f"|   same on the CPU image path, {prec} (ms) | {c:.2f} | | {ratio(c, te)} | |")
 print(f"| --task=infer bus.jpg, whole process (ms, median of 7) | {proc:.1f} | detect_process {tproc} | {ratio(proc, tproc)} | |")
-for dec in ("auto", "cpu", "auto5120"):
-    e = ev(dec)
-    print(f"\neval --decoder {dec}: decoded {e['decoded'] or '?'}; per image on rank 0: {e['per']}")
+for tag, what in (("auto", "--decoder auto"), ("cpu", "--decoder cpu"), ("auto5120", "--decoder auto, 5,120 files")):
+    e = ev(tag)
+    print(f"\neval {what}: decoded {e['decoded'] or '?'}; per image on rank 0: {e['per']}")
 PY
 echo
 sed -n '/end to end by stage/,/^{/p' "$O/yolov5_bench.txt" | grep -v '^{'

@@ -11,9 +11,9 @@
 #   bench/gpu_long_run.sh collect OUT_DIR                               soak.log, every run's summary in
 #                                                                       sanitize_summaries.txt, the rest in logs.tgz
 # Binaries from $ODL_BUILD (default build/). Fashion-MNIST ($ODL_FMNIST_DIR) and the test data
-# ($ODL_TEST_DATA) are copied under /tmp/odl-long ($ODL_LONG_DIR) first: a folder the device tool carried is removed by
-# the next command that does not carry it again. The runs share the GPU, so the soak's utilisation
-# figure counts the sanitizer's work too (the soak's per-process checks count only its own).
+# ($ODL_TEST_DATA) are copied under /tmp/odl-long ($ODL_LONG_DIR) first: a folder the device tool
+# carried is removed by the next command that does not carry it again. The runs share the GPU, so the
+# soak's utilisation figure counts the sanitizers' work too (the soak's per-process checks count only its own).
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root" || exit 2
@@ -89,10 +89,11 @@ collect)
     mkdir -p "$out" || exit 2
     cp "$W"/soak.log "$out"/ 2>/dev/null
     san=$(runs | grep -vx soak)
-    for r in $san; do
-        if [ -f "$W/$r/summary.txt" ]; then echo "## $r"; cat "$W/$r/summary.txt"; else echo "## $r: no summary; its log ends:"; tail -5 "$W/$r.log"; fi
-    done >"$out/sanitize_summaries.txt" 2>&1
-    [ -n "$san" ] || rm -f "$out/sanitize_summaries.txt"
+    if [ -n "$san" ]; then
+        for r in $san; do
+            if [ -f "$W/$r/summary.txt" ]; then echo "## $r"; cat "$W/$r/summary.txt"; else echo "## $r: no summary; its log ends:"; tail -5 "$W/$r.log"; fi
+        done >"$out/sanitize_summaries.txt" 2>&1
+    fi
     # everything else in one file (the device tool brings back at most 8): the soak's records, every
     # sanitizer run's log, results.json and per-test logs, less checkpoints and the per-step sample records
     (cd "$W" && find soak $san $(for r in $san; do echo "$r.log"; done) -type f \( -name '*.log' -o -name '*.json' \
@@ -101,7 +102,7 @@ collect)
     ls -la "$out"
     ;;
 *)
-    sed -n '2,18p' "$0"
+    sed -n '2,12p' "$0"
     exit 2
     ;;
 esac
