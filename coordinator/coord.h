@@ -41,6 +41,12 @@
  * a checkpoint request can be cancelled and re-issued (each retry further ahead) a few times, each
  * within a timeout, and the write itself takes its time. */
 #define COORD_STOP_GRACE_S(timeout_s) (6 * (timeout_s) + 30)
+/* A failed job's ranks are told to end at once (Shutdown) and its process group is SIGKILLed this long
+ * after the failure unless its command exits first: a rank that dies writes its last lines into a pipe its
+ * launcher relays (mpirun's I/O forwarding), and killing the launcher at once lost them (3 of 16 "fires
+ * now" lines of killed evaluation ranks in the GPU soak of 2026-12-06). mpirun, seeing its ranks end,
+ * exits by itself well within it; a rank that cannot read the Shutdown (SIGSTOPped) is killed with it. */
+#define COORD_KILL_GRACE_MS 1000
 /* Smoothing of a rank's steps per second (an exponential moving average: the new rate's weight). */
 #define COORD_RATE_EMA_WEIGHT 0.3
 
@@ -54,7 +60,7 @@
 typedef enum coord_job_state {
     JOB_IDLE,      /* no child (before the first launch, during backoff) */
     JOB_RUNNING,
-    JOB_FAILING,   /* a failure was seen; the process group was killed; waiting for the child's exit */
+    JOB_FAILING,   /* a failure was seen; waiting for the child's exit (killed after COORD_KILL_GRACE_MS) */
     JOB_STOPPING,  /* preemption: waiting for the checkpoint and the ranks' exit */
     JOB_DONE,
 } coord_job_state;
@@ -142,7 +148,7 @@ struct coord {
     coord_opts o;
     uv_loop_t loop;
     uv_tcp_t server;
-    uv_timer_t tick, backoff;
+    uv_timer_t tick, backoff, kill_grace;
     uv_signal_t sig_term, sig_int, sig_usr1;
     struct {
         uv_process_t proc;
@@ -226,6 +232,9 @@ void coord_conn_tick(coord *c);
 odl_status coord_server_start(coord *c);
 void coord_server_tick(coord *c);
 void coord_members_reset(coord *c);
+/* Tells every connected rank to end itself now (Shutdown{reason}: it logs the reason and exits with
+ * ODL_WORKER_EXIT_COORD_LOST); the connections stay open until the ranks close them. */
+void coord_members_end(coord *c, const char *reason);
 void coord_request_checkpoint(coord *c, int stop);
 /* A rank is registered and has not said it finished: there is training to checkpoint. */
 int coord_ranks_training(const coord *c);

@@ -219,6 +219,8 @@ static odl_status start(coord *c) {
     c->tick.data = c;
     uv_timer_init(&c->loop, &c->backoff);
     c->backoff.data = c;
+    uv_timer_init(&c->loop, &c->kill_grace);
+    c->kill_grace.data = c;
     uv_signal_t *sigs[3] = {&c->sig_term, &c->sig_int, &c->sig_usr1};
     int nums[3] = {SIGTERM, SIGINT, SIGUSR1};
     for (int i = 0; i < 3; i++) {

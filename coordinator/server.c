@@ -77,6 +77,15 @@ void coord_members_reset(coord *c) {
     c->world_size = 0;
 }
 
+void coord_members_end(coord *c, const char *reason) {
+    Odl__Envelope e = ODL__ENVELOPE__INIT;
+    Odl__Shutdown sd = ODL__SHUTDOWN__INIT;
+    sd.reason = (char *)reason;
+    e.msg_case = ODL__ENVELOPE__MSG_SHUTDOWN;
+    e.shutdown = &sd;
+    coord_conn_send_members(c, &e);
+}
+
 /* The pending checkpoint request, to k or (k NULL) to every member. */
 static void send_request(coord *c, coord_conn *k) {
     Odl__Envelope e = ODL__ENVELOPE__INIT;
@@ -278,6 +287,11 @@ static int ckpt_dir_of(const char *path, int64_t step, char *dir, size_t cap) {
  * checkpoint directory's manifest and retention (odl_ckpt_commit). In that order a failure anywhere
  * leaves the committed file on disk: retention only deletes files older than the one just committed. */
 static void on_written_report(coord *c, coord_conn *k, const Odl__CheckpointWritten *w) {
+    if (c->state == JOB_FAILING) { /* written after the failure (an application Xid may have spoilt the weights) */
+        ODL_LOG_WARN("rank %d wrote the checkpoint of step %" PRId64 " after generation %" PRIu64 " failed: not committed; "
+                     "the last committed one stays step %" PRId64, k->rank, w->step, c->generation, c->ck.step);
+        return;
+    }
     if (!w->ok) {
         ODL_LOG_ERROR("rank %d could not write the checkpoint of step %" PRId64 ": %s; the last committed one stays step %" PRId64,
                       k->rank, w->step, w->error, c->ck.step);

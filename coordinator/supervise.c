@@ -24,6 +24,10 @@ static void kill_group(coord *c, int sig) {
     if (c->child.alive && c->child.pid > 1) kill(-(pid_t)c->child.pid, sig);
 }
 
+static void on_kill_grace(uv_timer_t *t) {
+    kill_group(t->data, SIGKILL);
+}
+
 void coord_finish(coord *c, int exit_code) {
     c->state = JOB_DONE;
     c->exit_code = exit_code;
@@ -117,7 +121,12 @@ void coord_job_fail(coord *c, const char *fmt, ...) {
     append_refusal(c);
     ODL_LOG_ERROR("generation %" PRIu64 " failed: %s; killing the job's process group", c->generation, c->failure);
     c->state = JOB_FAILING;
-    kill_group(c, SIGKILL);
+    /* The failed generation must not step, checkpoint or report on: its ranks end now; the launcher gets
+     * COORD_KILL_GRACE_MS to relay their last lines and exit before the group is killed. */
+    char reason[96];
+    snprintf(reason, sizeof reason, "generation %" PRIu64 " failed (the coordinator's log names the cause)", c->generation);
+    coord_members_end(c, reason);
+    if (c->child.alive) uv_timer_start(&c->kill_grace, on_kill_grace, COORD_KILL_GRACE_MS, 0);
     if (!c->child.alive && !c->o.cmd) { /* serve-only: nothing to relaunch */
         coord_members_reset(c);
         c->state = JOB_RUNNING;
@@ -187,6 +196,7 @@ static void on_child_exit(uv_process_t *p, int64_t status, int term_signal) {
      * is its own SIGKILL, not the job's status (which of the two a launcher shows depends on which event
      * the loop saw first: tests/coord_test.sh refused_rank saw 137 once, 1 otherwise) */
     const int ended_by_us = c->state == JOB_FAILING;
+    uv_timer_stop(&c->kill_grace);
     c->child.alive = 0;
     uv_close((uv_handle_t *)p, on_child_closed);
     /* Anything of the group still running (a rank that outlived its launcher) ends with it. */

@@ -36,7 +36,7 @@ target_include_directories(coord_peer PRIVATE ${PROJECT_SOURCE_DIR} ${PROJECT_BI
 
 if(ODL_HAVE_MPI AND TARGET odl_worker AND TARGET comm_compare_params)
   # coord_test.sh runs the MPI ranks without leak detection, the coordinator with it (ASan builds).
-  foreach(case kill hang stop coordinator_restart restart_leftovers refuse bad_input metrics checkpoint_now preempt
+  foreach(case kill hang last_words stop coordinator_restart restart_leftovers refuse bad_input metrics checkpoint_now preempt
                give_up evaluate retain commit_refused write_fails serve_preempt damaged_state
                bad_options two_fenced refused_rank)
     set(labels fault mpi)

@@ -10,6 +10,10 @@
 #                        uninterrupted run's bit for bit
 #   hang                 the same with hang@rank=1,step=15 (rank 1 stops inside its next collective and
 #                        keeps heartbeating)
+#   last_words           kill@rank=1,step=15 with the job's output passing through a relay that holds each chunk
+#                        0.3 s (as mpirun's I/O forwarding, a process of the job's group): the dying rank's
+#                        last line still reaches the log (the group is killed COORD_KILL_GRACE_MS after the
+#                        failure unless it ends first)
 #   coordinator_restart  the coordinator is kill -9ed mid-job; its workers end; started again on the same DIR it
 #                        finishes the job at a higher generation, same parameters
 #   restart_leftovers    the same with generation 1 frozen (SIGSTOP): the restarted coordinator ends its processes
@@ -55,7 +59,7 @@ cleanup() {
     [ -n "$bg" ] && kill -KILL "$bg" 2>/dev/null
     # Nothing of this test may outlive it: the job's ranks carry $tmp in their arguments.
     for p in $(pgrep -f -- "$tmp/" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
-    rm -rf "$tmp"
+    [ -n "${ODL_KEEP_TMP:-}" ] || rm -rf "$tmp"
 }
 trap cleanup EXIT
 fail=0
@@ -191,6 +195,37 @@ kill | hang)
     expect_line "$tmp/coord.log" "generation 2: started .*resuming from .*ckpt-00000010.h5" "resumed from the committed step 10"
     [ "$(json_field "$job/state.json" generation)" = 2 ] && ok "state.json: generation 2" || bad "state.json: $(cat "$job/state.json")"
     same_params
+    loop_closed "$tmp/coord.log" 0
+    ;;
+last_words)
+    cat >"$tmp/relay.py" <<'EOS'
+import os, select, sys, time
+hold = float(sys.argv[1])
+queue, eof = [], False
+while queue or not eof:
+    wait = max(0.0, queue[0][0] - time.monotonic()) if queue else None
+    ready = select.select([] if eof else [0], [], [], wait)[0]
+    if ready:
+        chunk = os.read(0, 65536)
+        if chunk:
+            queue.append((time.monotonic() + hold, chunk))
+        else:
+            eof = True
+    while queue and queue[0][0] <= time.monotonic():
+        os.write(1, queue.pop(0)[1])
+EOS
+    cat >"$tmp/relayed.sh" <<EOS
+#!/bin/sh
+sh "$mpirun_sh" 2 "$worker" $(echo $wargs) 2>&1 | python3 "$tmp/relay.py" 0.3
+EOS
+    ODL_FAULT="kill@rank=1,step=15;slow@rank=0,step=0,ms=40" ASAN_OPTIONS=detect_leaks=1 "$coord" --job-dir "$job" \
+        --listen 127.0.0.1:0 --timeout $timeout_s --backoff 0.2 --checkpoint-every 10 --max-restarts 1 -- \
+        env ASAN_OPTIONS=detect_leaks=0 sh "$tmp/relayed.sh" >"$tmp/coord.log" 2>&1
+    rc=$?
+    expect_rc 0 "job finished"
+    expect_line "$tmp/coord.log" "generation 1 failed: rank 1 (node [^)]*) disconnected at step" "failure named rank 1"
+    expect_line "$tmp/coord.log" "ODL_FAULT: kill@rank=1,step=15 fires now" "the dying rank's last line, held 0.3 s by the relay, reached the log"
+    expect_relaunches 1 "$tmp/coord.log"
     loop_closed "$tmp/coord.log" 0
     ;;
 coordinator_restart)
