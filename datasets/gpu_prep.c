@@ -21,6 +21,7 @@
 
 #include "datasets/prep_internal.h"
 #include "odl/backend.h"
+#include "odl/clock.h"
 #include "odl/env.h"
 #include "odl/log.h"
 #include "odl/nvjpeg.h"
@@ -81,6 +82,7 @@ struct odl_gpu_prep {
     size_t *nv_len, *nv_pitch;
     uint8_t **nv_dst;
     int *nv_idx;
+    odl_gpu_prep_stats stats; /* under mu */
 };
 
 const char *odl_decoder_name(int d) {
@@ -214,16 +216,26 @@ static int64_t align256(int64_t v) { return (v + 255) & ~(int64_t)255; }
 /* nvJPEG's output rows: 256-byte aligned, as hardware decoders like their surfaces' pitch. */
 static int64_t nv_pitch(const pimg *im) { return align256((int64_t)3 * im->info.width); }
 
-/* The feeder's work on one slot. */
-static void feed(odl_gpu_prep *p, struct odl_gpu_prep_batch *b) {
+/* Milliseconds since *t, which moves to now. */
+static double lap(double *t) {
+    const double now = odl_mono_ms(), d = now - *t;
+    *t = now;
+    return d;
+}
+
+/* The feeder's work on one slot; its phases' times added to *ts. */
+static void feed(odl_gpu_prep *p, struct odl_gpu_prep_batch *b, odl_gpu_prep_stats *ts) {
     odl_error_clear();
+    double t = odl_mono_ms(), t0 = t;
     odl_prep_wait(b->stage);
     b->stage = NULL;
+    ts->stage1_wait_ms += lap(&t);
     odl_status st;
     /* nvJPEG's own check of its candidates */
     for (int k = 0; k < b->n; k++)
         if (b->im[k].route == ROUTE_GPU && !odl_nvjpeg_supported(p->nvj, b->im[k].bytes, b->im[k].len))
             b->im[k].route = ROUTE_CPU;
+    ts->nvjpeg_check_ms += lap(&t);
     /* layout: every usable image a device region big enough for either route (a failed nvJPEG batch
      * falls back to the CPU), and a pinned one for the CPU route */
     int64_t dev_end = 0, pin_end = 0;
@@ -244,6 +256,7 @@ static void feed(odl_gpu_prep *p, struct odl_gpu_prep_batch *b) {
         goto out;
     }
     b->done_recorded = b->ready_recorded = 0;
+    ts->reuse_ms += lap(&t);
     /* nvJPEG's images (listed before stage 2 runs: it may mark the images it fails) */
     int ng = 0;
     for (int k = 0; k < b->n; k++) {
@@ -261,6 +274,7 @@ static void feed(odl_gpu_prep *p, struct odl_gpu_prep_batch *b) {
         goto out;
     }
     /* nvJPEG, meanwhile, on the prep stream */
+    lap(&t);
     if (ng) {
         st = odl_nvjpeg_decode_batch(p->nvj, ng, p->nv_data, p->nv_len, p->nv_dst, p->nv_pitch, p->ps);
         if (st == ODL_OK) {
@@ -277,8 +291,10 @@ static void feed(odl_gpu_prep *p, struct odl_gpu_prep_batch *b) {
             }
         }
     }
+    ts->nvjpeg_call_ms += lap(&t);
     odl_prep_wait(b->stage);
     b->stage = NULL;
+    ts->stage2_wait_ms += lap(&t);
     /* uploads of the CPU images, the letterbox sources, `ready` */
     for (int k = 0; k < b->n; k++) {
         pimg *im = &b->im[k];
@@ -297,11 +313,37 @@ static void feed(odl_gpu_prep *p, struct odl_gpu_prep_batch *b) {
     }
     if ((st = ev_record(p, b->ready, p->ps)) != ODL_OK) slot_fail(b, st);
     else b->ready_recorded = 1;
+    ts->upload_ms += lap(&t);
+    for (int k = 0; k < b->n; k++) {
+        if (b->im[k].route == ROUTE_GPU) ts->images_nvjpeg++;
+        else if (b->im[k].route == ROUTE_CPU) ts->images_cpu++;
+    }
 out:
     if (b->stage) {
         odl_prep_wait(b->stage);
         b->stage = NULL;
     }
+    ts->batches++;
+    ts->busy_ms += odl_mono_ms() - t0;
+}
+
+static void add_stats(odl_gpu_prep_stats *a, const odl_gpu_prep_stats *b) {
+    a->batches += b->batches;
+    a->images_nvjpeg += b->images_nvjpeg;
+    a->images_cpu += b->images_cpu;
+    a->stage1_wait_ms += b->stage1_wait_ms;
+    a->nvjpeg_check_ms += b->nvjpeg_check_ms;
+    a->reuse_ms += b->reuse_ms;
+    a->nvjpeg_call_ms += b->nvjpeg_call_ms;
+    a->stage2_wait_ms += b->stage2_wait_ms;
+    a->upload_ms += b->upload_ms;
+    a->busy_ms += b->busy_ms;
+}
+
+void odl_gpu_prep_get_stats(odl_gpu_prep *p, odl_gpu_prep_stats *out) {
+    pthread_mutex_lock(&p->mu);
+    *out = p->stats;
+    pthread_mutex_unlock(&p->mu);
 }
 
 static void *feeder_main(void *arg) {
@@ -316,8 +358,10 @@ static void *feeder_main(void *arg) {
         p->qhead = (p->qhead + 1) % NSLOTS;
         p->qcount--;
         pthread_mutex_unlock(&p->mu);
-        feed(p, b);
+        odl_gpu_prep_stats ts = {0};
+        feed(p, b, &ts);
         pthread_mutex_lock(&p->mu);
+        add_stats(&p->stats, &ts);
         b->fed = 1;
         pthread_cond_broadcast(&p->cv);
     }

@@ -194,6 +194,13 @@ static void test_coco8_square(void) {
             char *m6c = metrics_but_decoded("sq6", "cpu", &c6), *m6g = metrics_but_decoded("sq6", "nvjpeg-hardware", &g6);
             m1 = metrics_but_decoded("sq", "cpu", &n_cpu);
             printf("ODL_NVJPEG_CPU_SHARE=50: %ld images on the CPU, %ld on nvJPEG\n", c6, g6);
+            /* the feeder's line counts the same images by decoder */
+            const char *pl = strstr(e2, "image prep on rank 0, its feeder thread per batch: "), *pc = pl ? strstr(pl, "; busy ") : NULL;
+            long pn = -1, pcpu = -1;
+            int busy = -1;
+            if (pc) sscanf(pc, "; busy %d%% of the loop; %ld images to nvJPEG, %ld on the CPU", &busy, &pn, &pcpu);
+            TCHECK(pl && busy >= 0 && pn == g6 && pcpu == c6, "image prep line: %ld to nvJPEG, %ld on the CPU (want %ld, %ld): %s",
+                   pn, pcpu, g6, c6, e2);
             TCHECK(m1 && m6c && !strcmp(m1, m6c) && c6 > 0 && g6 > 0 && c6 + g6 == 8,
                    "CPU share 50: metrics differ, or decoded cpu %ld / nvjpeg-hardware %ld", c6, g6);
             free(m1);

@@ -579,6 +579,17 @@ static odl_status eval_results(eval_run *r) {
             "%.2f ms matching per image; pipeline %.1f images/s on rank 0%s; %d images in %.2f s wall (%.1f "
             "images/s over %d rank(s))\n",
             t[0] / n, t[1] / n, t[2] / n, n / (loop / 1e3), busy, r->ds.n, wall / 1e3, r->ds.n / (wall / 1e3), r->world);
+    odl_gpu_prep_stats ps;
+    if (eval_ctx_prep_stats(r->ec, &ps) && ps.batches > 0) {
+        const double b = (double)ps.batches;
+        fprintf(stderr,
+                "odl_worker: image prep on rank 0, its feeder thread per batch: %.2f ms waiting for file reads+headers, "
+                "%.2f ms nvJPEG header checks, %.2f ms slot reuse, %.2f ms in nvJPEG's batched decode call, %.2f ms "
+                "waiting for CPU decodes, %.2f ms uploads; busy %.0f%% of the loop; %" PRId64 " images to nvJPEG, %" PRId64
+                " on the CPU\n",
+                ps.stage1_wait_ms / b, ps.nvjpeg_check_ms / b, ps.reuse_ms / b, ps.nvjpeg_call_ms / b, ps.stage2_wait_ms / b,
+                ps.upload_ms / b, 100 * ps.busy_ms / loop, ps.images_nvjpeg, ps.images_cpu);
+    }
     return st;
 }
 

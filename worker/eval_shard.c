@@ -190,6 +190,12 @@ double eval_ctx_device_ms(const eval_ctx *c, double *forward_ms, double *nms_ms,
     return c->device_ms[0] + c->device_ms[1];
 }
 
+int eval_ctx_prep_stats(const eval_ctx *c, odl_gpu_prep_stats *out) {
+    if (!c->gp) return 0;
+    odl_gpu_prep_get_stats(c->gp, out);
+    return 1;
+}
+
 /* Statistics of one image from its nd detections after NMS (letterboxed pixels; mapped here). */
 static odl_status image_stats(eval_ctx *c, odl_detection *det, int nd, const odl_det_sample *s, const odl_prep_result *pr,
                               int index, bytes *out) {

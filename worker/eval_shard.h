@@ -10,6 +10,7 @@
 
 #include "odl/det_metrics.h"
 #include "odl/fault.h"
+#include "odl/gpu_prep.h"
 #include "odl/labels.h"
 #include "odl/precision.h"
 #include "odl/yolov5.h"
@@ -55,6 +56,8 @@ const char *eval_ctx_decoder_note(const eval_ctx *c);
 /* Milliseconds the device spent on this run's letterbox, forward and NMS (CUDA events around each
  * batch's work; 0 on the CPU), and the split: letterbox + forward, NMS + the copy of the boxes, batches. */
 double eval_ctx_device_ms(const eval_ctx *c, double *forward_ms, double *nms_ms, int64_t *batches);
+/* The device path's image prep statistics (odl_gpu_prep_get_stats) into *out: 1, or 0 on the CPU path. */
+int eval_ctx_prep_stats(const eval_ctx *c, odl_gpu_prep_stats *out);
 
 /* Evaluate samples order[lo..hi) into `out` (one record per image, in order). After each batch the
  * ODL_FAULT faults of step ++*batches fire (a step of an evaluation is one batch of this rank).

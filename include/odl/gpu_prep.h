@@ -106,6 +106,22 @@ ODL_API odl_status odl_gpu_prep_host_image(odl_gpu_prep_batch *b, int k, odl_ima
 /* The batch's buffers go back to the prep (after its letterbox, if any, on the caller's stream). */
 ODL_API void odl_gpu_prep_release(odl_gpu_prep_batch *b);
 
+/* Where the feeder thread's time went (host clock, milliseconds summed over the batches it fed): the
+ * feeder handles one batch at a time, so when busy_ms nears the caller's wall time it is what paces the
+ * pipeline, and its largest phase says why. */
+typedef struct odl_gpu_prep_stats {
+    int64_t batches, images_nvjpeg, images_cpu; /* images by the decoder that ended up taking them */
+    double stage1_wait_ms; /* waiting for the pool's file reads, header parses and plans of the batch */
+    double nvjpeg_check_ms; /* nvJPEG's own header checks of its candidates */
+    double reuse_ms;       /* waiting for the slot's previous letterbox and uploads; growing its arenas */
+    double nvjpeg_call_ms; /* inside nvjpegDecodeBatchedInitialize + nvjpegDecodeBatched (the host's part) */
+    double stage2_wait_ms; /* waiting for the batch's CPU decodes (its CPU share and fallbacks) */
+    double upload_ms;      /* queuing the CPU images' uploads and the batch's ready event */
+    double busy_ms;        /* the sum of the above */
+} odl_gpu_prep_stats;
+/* A snapshot of p's statistics (taken under its lock: callable while batches are in flight). */
+ODL_API void odl_gpu_prep_get_stats(odl_gpu_prep *p, odl_gpu_prep_stats *out);
+
 #ifdef __cplusplus
 }
 #endif
