@@ -3,7 +3,8 @@
  * Per batch (a slot; ODL_GPU_PREP_DEPTH slots, used in turn):
  *   stage 1, pool threads: read the file, parse its headers (odl_image_info_of), plan the geometry
  *     (odl_prep_plan, the CPU path's), choose the route: nvJPEG candidate or CPU;
- *   feeder thread: nvJPEG's own header check of the candidates (the handle is one thread's), the layout of
+ *   a feeder thread (options.feeders of them, each taking the next slot queued; each has its own nvJPEG
+ *     handle, state and stream): nvJPEG's own header check of the candidates, the layout of
  *     the slot's arenas (each image a region of the device arena; CPU images also one of the pinned arena),
  *     stage 2 queued on the pool (CPU decodes into the pinned arena), nvJPEG's batched decode into the
  *     device arena on the prep stream, then, once stage 2 is done, the uploads of the CPU images on the
@@ -66,22 +67,28 @@ struct odl_gpu_prep {
     int cpu_share; /* o.cpu_share resolved: percent of nvJPEG's candidates decoded on the CPU */
     const odl_backend *be;
     odl_prep_pool *pool;
-    odl_nvjpeg *nvj;
+    odl_nvjpeg *nvj; /* feeder 0's: whether nvJPEG decodes at all, and the note */
     int decoder;
     char note[1200];
-    odl_stream ps;
+    odl_stream ps; /* feeder 0's */
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    pthread_t feeder;
-    int feeder_started, stop;
+    struct feeder {
+        odl_gpu_prep *p;
+        pthread_t th;
+        int started;
+        odl_nvjpeg *nvj; /* a handle and state of its own (a state is one thread's); NULL: no nvJPEG */
+        odl_stream ps;   /* its decodes, uploads and ready events */
+        /* its nvJPEG batch */
+        const uint8_t **nv_data;
+        size_t *nv_len, *nv_pitch;
+        uint8_t **nv_dst;
+        int *nv_idx;
+    } fd[NSLOTS];
+    int n_feeders, stop;
     struct odl_gpu_prep_batch slot[NSLOTS];
-    int queue[NSLOTS], qhead, qcount; /* slots for the feeder, in submit order */
+    int queue[NSLOTS], qhead, qcount; /* slots for the feeders, in submit order */
     int next;                          /* the slot the next submit takes */
-    /* the feeder's nvJPEG batch */
-    const uint8_t **nv_data;
-    size_t *nv_len, *nv_pitch;
-    uint8_t **nv_dst;
-    int *nv_idx;
     odl_gpu_prep_stats stats; /* under mu */
 };
 
@@ -224,7 +231,8 @@ static double lap(double *t) {
 }
 
 /* The feeder's work on one slot; its phases' times added to *ts. */
-static void feed(odl_gpu_prep *p, struct odl_gpu_prep_batch *b, odl_gpu_prep_stats *ts) {
+static void feed(struct feeder *fd, struct odl_gpu_prep_batch *b, odl_gpu_prep_stats *ts) {
+    odl_gpu_prep *p = fd->p;
     odl_error_clear();
     double t = odl_mono_ms(), t0 = t;
     odl_prep_wait(b->stage);
@@ -233,7 +241,7 @@ static void feed(odl_gpu_prep *p, struct odl_gpu_prep_batch *b, odl_gpu_prep_sta
     odl_status st;
     /* nvJPEG's own check of its candidates */
     for (int k = 0; k < b->n; k++)
-        if (b->im[k].route == ROUTE_GPU && !odl_nvjpeg_supported(p->nvj, b->im[k].bytes, b->im[k].len))
+        if (b->im[k].route == ROUTE_GPU && !odl_nvjpeg_supported(fd->nvj, b->im[k].bytes, b->im[k].len))
             b->im[k].route = ROUTE_CPU;
     ts->nvjpeg_check_ms += lap(&t);
     /* layout: every usable image a device region big enough for either route (a failed nvJPEG batch
@@ -262,11 +270,11 @@ static void feed(odl_gpu_prep *p, struct odl_gpu_prep_batch *b, odl_gpu_prep_sta
     for (int k = 0; k < b->n; k++) {
         pimg *im = &b->im[k];
         if (im->route != ROUTE_GPU) continue;
-        p->nv_idx[ng] = k;
-        p->nv_data[ng] = im->bytes;
-        p->nv_len[ng] = im->len;
-        p->nv_dst[ng] = b->dev + im->off;
-        p->nv_pitch[ng] = (size_t)nv_pitch(im);
+        fd->nv_idx[ng] = k;
+        fd->nv_data[ng] = im->bytes;
+        fd->nv_len[ng] = im->len;
+        fd->nv_dst[ng] = b->dev + im->off;
+        fd->nv_pitch[ng] = (size_t)nv_pitch(im);
         ng++;
     }
     if ((st = odl_prep_pool_run(p->pool, b->n, stage2, b, &b->stage)) != ODL_OK) {
@@ -276,14 +284,14 @@ static void feed(odl_gpu_prep *p, struct odl_gpu_prep_batch *b, odl_gpu_prep_sta
     /* nvJPEG, meanwhile, on the prep stream */
     lap(&t);
     if (ng) {
-        st = odl_nvjpeg_decode_batch(p->nvj, ng, p->nv_data, p->nv_len, p->nv_dst, p->nv_pitch, p->ps);
+        st = odl_nvjpeg_decode_batch(fd->nvj, ng, fd->nv_data, fd->nv_len, fd->nv_dst, fd->nv_pitch, fd->ps);
         if (st == ODL_OK) {
-            for (int g = 0; g < ng; g++) b->res[p->nv_idx[g]].decoder = p->decoder;
+            for (int g = 0; g < ng; g++) b->res[fd->nv_idx[g]].decoder = p->decoder;
         } else {
             /* the whole batch failed: its images one by one on the CPU, each with its own outcome */
             ODL_LOG_WARN("%s; decoding its %d images on the CPU", odl_error_msg(), ng);
             odl_prep_wait(b->stage);
-            for (int g = 0; g < ng; g++) b->im[p->nv_idx[g]].route = ROUTE_CPU;
+            for (int g = 0; g < ng; g++) b->im[fd->nv_idx[g]].route = ROUTE_CPU;
             b->stage = NULL;
             if ((st = odl_prep_pool_run(p->pool, b->n, stage2, b, &b->stage)) != ODL_OK) {
                 slot_fail(b, st);
@@ -300,7 +308,7 @@ static void feed(odl_gpu_prep *p, struct odl_gpu_prep_batch *b, odl_gpu_prep_sta
         pimg *im = &b->im[k];
         const odl_letterbox *g = &b->res[k].geo;
         if (im->route == ROUTE_CPU) {
-            st = odl_memcpy_async(b->dev + im->off, p->dev, b->pin + im->pin_off, odl_cpu(), (size_t)3 * im->w1 * im->h1, p->ps);
+            st = odl_memcpy_async(b->dev + im->off, p->dev, b->pin + im->pin_off, odl_cpu(), (size_t)3 * im->w1 * im->h1, fd->ps);
             if (st != ODL_OK) {
                 slot_fail(b, st);
                 goto out;
@@ -311,7 +319,7 @@ static void feed(odl_gpu_prep *p, struct odl_gpu_prep_batch *b, odl_gpu_prep_sta
                                               im->info.orientation, g->unpad_w, g->unpad_h, g->left, g->top, 0};
         }
     }
-    if ((st = ev_record(p, b->ready, p->ps)) != ODL_OK) slot_fail(b, st);
+    if ((st = ev_record(p, b->ready, fd->ps)) != ODL_OK) slot_fail(b, st);
     else b->ready_recorded = 1;
     ts->upload_ms += lap(&t);
     for (int k = 0; k < b->n; k++) {
@@ -347,7 +355,8 @@ void odl_gpu_prep_get_stats(odl_gpu_prep *p, odl_gpu_prep_stats *out) {
 }
 
 static void *feeder_main(void *arg) {
-    odl_gpu_prep *p = arg;
+    struct feeder *fd = arg;
+    odl_gpu_prep *p = fd->p;
     if (p->cuda && odl_cuda_init(p->dev.index, 0) != ODL_OK)
         ODL_LOG_ERROR("image feeder: %s", odl_error_msg()); /* every slot then fails on its first CUDA call */
     pthread_mutex_lock(&p->mu);
@@ -359,7 +368,7 @@ static void *feeder_main(void *arg) {
         p->qcount--;
         pthread_mutex_unlock(&p->mu);
         odl_gpu_prep_stats ts = {0};
-        feed(p, b, &ts);
+        feed(fd, b, &ts);
         pthread_mutex_lock(&p->mu);
         add_stats(&p->stats, &ts);
         b->fed = 1;
@@ -388,7 +397,24 @@ odl_status odl_gpu_prep_create(odl_device dev, const odl_gpu_prep_options *o, od
         goto fail;
     }
     ODL_CHECK_GOTO(odl_prep_pool_create(o->threads, &p->pool), st, fail);
-    if (p->cuda) ODL_CHECK_GOTO(odl_stream_create(&p->ps), st, fail);
+    p->n_feeders = o->feeders > 0 ? o->feeders : (int)odl_env_int(ODL_ENV_GPU_PREP_FEEDERS);
+    if (p->n_feeders < 1) p->n_feeders = 1;
+    if (p->n_feeders > NSLOTS) p->n_feeders = NSLOTS;
+    for (int f = 0; f < p->n_feeders; f++) {
+        struct feeder *fd = &p->fd[f];
+        fd->p = p;
+        if (p->cuda) ODL_CHECK_GOTO(odl_stream_create(&fd->ps), st, fail);
+        fd->nv_data = calloc((size_t)B, sizeof *fd->nv_data);
+        fd->nv_len = calloc((size_t)B, sizeof *fd->nv_len);
+        fd->nv_pitch = calloc((size_t)B, sizeof *fd->nv_pitch);
+        fd->nv_dst = calloc((size_t)B, sizeof *fd->nv_dst);
+        fd->nv_idx = calloc((size_t)B, sizeof *fd->nv_idx);
+        if (!fd->nv_data || !fd->nv_len || !fd->nv_pitch || !fd->nv_dst || !fd->nv_idx) {
+            st = ODL_ERR(ODL_E_NOMEM, "image prep buffers");
+            goto fail;
+        }
+    }
+    p->ps = p->fd[0].ps;
     for (int s = 0; s < NSLOTS; s++) {
         struct odl_gpu_prep_batch *b = &p->slot[s];
         b->p = p;
@@ -405,39 +431,51 @@ odl_status odl_gpu_prep_create(odl_device dev, const odl_gpu_prep_options *o, od
             ODL_CHECK_GOTO(odl_event_create(&b->done), st, fail);
         }
     }
-    p->nv_data = calloc((size_t)B, sizeof *p->nv_data);
-    p->nv_len = calloc((size_t)B, sizeof *p->nv_len);
-    p->nv_pitch = calloc((size_t)B, sizeof *p->nv_pitch);
-    p->nv_dst = calloc((size_t)B, sizeof *p->nv_dst);
-    p->nv_idx = calloc((size_t)B, sizeof *p->nv_idx);
-    if (!p->nv_data || !p->nv_len || !p->nv_pitch || !p->nv_dst || !p->nv_idx) {
-        st = ODL_ERR(ODL_E_NOMEM, "image prep buffers");
-        goto fail;
-    }
     /* nvJPEG: on CUDA devices; on the CPU only through a stand-in (tests) */
     p->decoder = ODL_DECODER_CPU;
     if (!o->nvjpeg) {
         snprintf(p->note, sizeof p->note, "nvJPEG not used (CPU decoding asked for)");
     } else if (!p->cuda && !odl_env_str(ODL_ENV_NVJPEG_LIBRARY)[0]) {
         snprintf(p->note, sizeof p->note, "nvJPEG not used on the CPU device");
-    } else if (odl_nvjpeg_open(&p->nvj) != ODL_OK) {
+    } else if (odl_nvjpeg_open(&p->fd[0].nvj) != ODL_OK) {
         snprintf(p->note, sizeof p->note, "%s; JPEGs are decoded on the CPU", odl_error_msg_user());
         odl_error_clear();
     } else {
+        p->nvj = p->fd[0].nvj;
         const odl_nvjpeg_backend nb = odl_nvjpeg_backend_of(p->nvj);
+        /* the other feeders' handles: on the same backend, or fewer feeders */
+        for (int f = 1; f < p->n_feeders; f++) {
+            if (odl_nvjpeg_open(&p->fd[f].nvj) != ODL_OK || odl_nvjpeg_backend_of(p->fd[f].nvj) != nb) {
+                ODL_LOG_WARN("image prep: nvJPEG for feeder %d: %s; %d feeder%s", f,
+                             p->fd[f].nvj ? "another backend" : odl_error_msg_user(), f, f == 1 ? "" : "s");
+                odl_error_clear();
+                odl_nvjpeg_close(p->fd[f].nvj);
+                p->fd[f].nvj = NULL;
+                for (int g = f; g < p->n_feeders; g++) {
+                    if (p->cuda) odl_stream_destroy(p->fd[g].ps);
+                    p->fd[g].ps = NULL;
+                }
+                p->n_feeders = f;
+                break;
+            }
+        }
         p->decoder = nb == ODL_NVJPEG_HARDWARE ? ODL_DECODER_NVJPEG_HW : ODL_DECODER_NVJPEG_HYBRID;
-        char share[64] = "";
+        char share[64] = "", feeders[48] = "";
         if (p->cpu_share > 0)
             snprintf(share, sizeof share, "; %d%% of its JPEGs on %d CPU threads beside it", p->cpu_share, o->threads);
-        snprintf(p->note, sizeof p->note, "nvJPEG %s %s%s (%s)%s", odl_nvjpeg_version(p->nvj), odl_nvjpeg_backend_name(nb),
+        if (p->n_feeders > 1) snprintf(feeders, sizeof feeders, "; %d batches at once", p->n_feeders);
+        snprintf(p->note, sizeof p->note, "nvJPEG %s %s%s (%s)%s%s", odl_nvjpeg_version(p->nvj), odl_nvjpeg_backend_name(nb),
                  odl_nvjpeg_interpolated(p->nvj) ? ", chroma upsampling by interpolation" : "", odl_nvjpeg_library(p->nvj),
-                 share);
+                 share, feeders);
     }
-    if (pthread_create(&p->feeder, NULL, feeder_main, p) != 0) {
-        st = ODL_ERR(ODL_E_NOMEM, "image prep: cannot start its feeder thread");
-        goto fail;
+    p->stats.feeders = p->n_feeders;
+    for (int f = 0; f < p->n_feeders; f++) {
+        if (pthread_create(&p->fd[f].th, NULL, feeder_main, &p->fd[f]) != 0) {
+            st = ODL_ERR(ODL_E_NOMEM, "image prep: cannot start its feeder thread");
+            goto fail;
+        }
+        p->fd[f].started = 1;
     }
-    p->feeder_started = 1;
     *out = p;
     return ODL_OK;
 fail:
@@ -447,13 +485,12 @@ fail:
 
 void odl_gpu_prep_free(odl_gpu_prep *p) {
     if (!p) return;
-    if (p->feeder_started) {
-        pthread_mutex_lock(&p->mu);
-        p->stop = 1;
-        pthread_cond_broadcast(&p->cv);
-        pthread_mutex_unlock(&p->mu);
-        pthread_join(p->feeder, NULL);
-    }
+    pthread_mutex_lock(&p->mu);
+    p->stop = 1;
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    for (int f = 0; f < NSLOTS; f++)
+        if (p->fd[f].started) pthread_join(p->fd[f].th, NULL);
     for (int s = 0; s < NSLOTS; s++) {
         struct odl_gpu_prep_batch *b = &p->slot[s];
         odl_prep_wait(b->stage);
@@ -474,14 +511,17 @@ void odl_gpu_prep_free(odl_gpu_prep *p) {
             odl_event_destroy(b->done);
         }
     }
-    odl_nvjpeg_close(p->nvj);
-    if (p->cuda) odl_stream_destroy(p->ps);
+    for (int f = 0; f < NSLOTS; f++) {
+        struct feeder *fd = &p->fd[f];
+        odl_nvjpeg_close(fd->nvj);
+        if (p->cuda && fd->ps) odl_stream_destroy(fd->ps);
+        free(fd->nv_data);
+        free(fd->nv_len);
+        free(fd->nv_pitch);
+        free(fd->nv_dst);
+        free(fd->nv_idx);
+    }
     odl_prep_pool_free(p->pool);
-    free(p->nv_data);
-    free(p->nv_len);
-    free(p->nv_pitch);
-    free(p->nv_dst);
-    free(p->nv_idx);
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->cv);
     free(p);

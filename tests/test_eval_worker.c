@@ -184,8 +184,8 @@ static void test_coco8_square(void) {
             free(e2);
             /* half of nvJPEG's candidates on the CPU threads beside it (ODL_NVJPEG_CPU_SHARE): both decoders
              * count images, 8 in all, and the metrics are the same; batches of 1, so that 8 groups go round
-             * the device loop's ring (ODL_GPU_PREP_DEPTH in flight, one being matched) */
-            snprintf(env, sizeof env, "ODL_NVJPEG_CPU_SHARE=50 ODL_NVJPEG_LIBRARY='%s'", fake);
+             * the device loop's ring (ODL_GPU_PREP_DEPTH in flight, one being matched), fed by 3 feeders at once */
+            snprintf(env, sizeof env, "ODL_NVJPEG_CPU_SHARE=50 ODL_GPU_PREP_FEEDERS=3 ODL_NVJPEG_LIBRARY='%s'", fake);
             snprintf(args, sizeof args, "--weights '%s' --data '%s' --square --device cpu --backend-post --batch-size 1 --output '%s/sq6'",
                      g_weights, g_coco8, g_tmp);
             int rc6 = run_eval_env(env, args, "sq6", &o2, &e2);
@@ -195,7 +195,7 @@ static void test_coco8_square(void) {
             m1 = metrics_but_decoded("sq", "cpu", &n_cpu);
             printf("ODL_NVJPEG_CPU_SHARE=50: %ld images on the CPU, %ld on nvJPEG\n", c6, g6);
             /* the feeder's line counts the same images by decoder */
-            const char *pl = strstr(e2, "image prep on rank 0, its feeder thread per batch: "), *pc = pl ? strstr(pl, "; busy ") : NULL;
+            const char *pl = strstr(e2, "image prep on rank 0, 3 feeder threads, per batch: "), *pc = pl ? strstr(pl, "; busy ") : NULL;
             long pn = -1, pcpu = -1;
             int busy = -1;
             if (pc) sscanf(pc, "; busy %d%% of the loop; %ld images to nvJPEG, %ld on the CPU", &busy, &pn, &pcpu);

@@ -195,6 +195,100 @@ static void check_batch(odl_device dev, odl_gpu_prep *gp, odl_gpu_prep_batch *b,
     free(ref);
 }
 
+/* Every batch kind through a prep with `feeders` feeder threads (ODL_GPU_PREP_DEPTH of them: every
+ * batch in flight decodes at once, each on its own nvJPEG state). */
+static void run_prep(odl_device dev, int feeders, stats *sv) {
+    odl_gpu_prep *gp = NULL;
+    const odl_gpu_prep_options o = {.threads = 3, .max_batch = 24, .nvjpeg = 1, .keep_host = 1, .feeders = feeders};
+    TOK(odl_gpu_prep_create(dev, &o, &gp));
+    if (!gp) return;
+    printf("%d feeder(s): decoder: %s; %s\n", feeders, odl_decoder_name(odl_gpu_prep_decoder(gp)), odl_gpu_prep_nvjpeg_note(gp));
+    if (mode == MODE_ABSENT) TCHECK(odl_gpu_prep_decoder(gp) == ODL_DECODER_CPU, "no nvJPEG, yet %s",
+                                    odl_decoder_name(odl_gpu_prep_decoder(gp)));
+    if (mode == MODE_FAKE) TCHECK(is_nvjpeg(odl_gpu_prep_decoder(gp)), "the stand-in nvJPEG is not used: %s",
+                                  odl_gpu_prep_nvjpeg_note(gp));
+
+    /* batch 1: val.py's input (load_size 640, square 640, no upscale in the letterbox) of every kind */
+    const int have_data = odl_test_have_data("yolov5/images/bus.jpg");
+    file f1[] = {{"base.jpg", 1, 0},   {"wide.jpg", 1, 0},  {"big.jpg", 1, 0},     {"prog.jpg", 0, 0},  {"cmyk.jpg", 0, 0},
+                 {"grey.jpg", 1, 0},   {"rgb.png", 0, 0},   {"unsup.jpg", 1, 1},   {"trunc.jpg", -1, 0}, {"text.jpg", -1, 0},
+                 {"corrupt.jpg", -1, 0}, {"missing.jpg", -1, 0}, {"exif2.jpg", 1, 0}, {"exif3.jpg", 1, 0}, {"exif4.jpg", 1, 0},
+                 {"exif5.jpg", 1, 0},  {"exif6.jpg", 1, 0}, {"exif7.jpg", 1, 0},   {"exif8.jpg", 1, 0},
+                 {"data:yolov5/images/bus.jpg", 1, 0}, {"data:yolov5/images/zidane.jpg", 1, 0}};
+    const int n1 = (int)(sizeof f1 / sizeof *f1) - (have_data ? 0 : 2);
+    odl_prep_job j1[32], j2[8], j3[4];
+    odl_prep_result r1[32], r2[8], r3[4];
+    for (int k = 0; k < n1; k++) j1[k] = (odl_prep_job){path_of(f1[k].name), 640, 640, 640, 0};
+    /* batch 2: an upscale to 1024 in the letterbox (detect.py's scaleup), with orientation */
+    file f2[] = {{"base.jpg", 1, 0}, {"grey.jpg", 1, 0}, {"exif6.jpg", 1, 0}, {"exif7.jpg", 1, 0}, {"prog.jpg", 0, 0}};
+    const int n2 = (int)(sizeof f2 / sizeof *f2);
+    for (int k = 0; k < n2; k++) j2[k] = (odl_prep_job){path_of(f2[k].name), 0, 1024, 1024, 1};
+    /* batch 3: the stand-in fails the nvJPEG batch as a whole; every image still comes out right */
+    file f3[] = {{"base.jpg", 1, 0}, {"fail.jpg", 1, 0}, {"grey.jpg", 1, 0}, {"prog.jpg", 0, 0}};
+    if (mode == MODE_FAKE) f3[0].gpu = f3[1].gpu = f3[2].gpu = 0;
+    const int n3 = (int)(sizeof f3 / sizeof *f3);
+    for (int k = 0; k < n3; k++) j3[k] = (odl_prep_job){path_of(f3[k].name), 640, 640, 640, 0};
+
+    /* batch 4: val.py's load resize, then a letterbox that scales again (a target smaller than the load
+     * size): two resizes, which stay on the CPU (the GPU resizes once) */
+    file f4[] = {{"base.jpg", 0, 0}, {"big.jpg", 0, 0}, {"grey.jpg", 0, 0}};
+    const int n4 = (int)(sizeof f4 / sizeof *f4);
+    odl_prep_job j4[4];
+    odl_prep_result r4[4];
+    for (int k = 0; k < n4; k++) j4[k] = (odl_prep_job){path_of(f4[k].name), 640, 320, 320, 0};
+
+    char logp[4200];
+    snprintf(logp, sizeof logp, "%s/fake_nvjpeg.log", dir);
+    if (mode == MODE_FAKE) setenv("FAKE_NVJPEG_LOG", logp, 1); /* read by the stand-in library, not by odl */
+    odl_gpu_prep_batch *b1 = NULL, *b2 = NULL, *b3 = NULL;
+    TOK(odl_gpu_prep_submit(gp, j1, n1, r1, &b1));
+    TOK(odl_gpu_prep_submit(gp, j2, n2, r2, &b2)); /* two in flight */
+    if (b1) check_batch(dev, gp, b1, j1, r1, f1, n1, "square640", sv);
+    TOK(odl_gpu_prep_submit(gp, j3, n3, r3, &b3));
+    if (b2) check_batch(dev, gp, b2, j2, r2, f2, n2, "up1024", sv);
+    if (b3) check_batch(dev, gp, b3, j3, r3, f3, n3, "failbatch", sv);
+    odl_gpu_prep_batch *b4 = NULL;
+    TOK(odl_gpu_prep_submit(gp, j4, n4, r4, &b4));
+    if (b4) check_batch(dev, gp, b4, j4, r4, f4, n4, "tworesize", sv);
+    if (mode == MODE_FAKE) {
+        char *log = odl_test_read_text(logp);
+        TCHECK(log && strstr(log, "fail 3"), "the stand-in's log has no failed batch of 3: %s", log ? log : "(none)");
+        free(log);
+    }
+
+    /* keep_host: an EXIF-rotated image's pixels as odl_image_load gives them */
+    {
+        odl_prep_job hj[1] = {{path_of("exif6.jpg"), 0, 64, 96, 1}};
+        odl_prep_result hr[1];
+        odl_gpu_prep_batch *hb = NULL;
+        odl_image want = {0}, have = {0};
+        TOK(odl_image_load(hj[0].path, &want));
+        TOK(odl_letterbox_geometry_hw(want.width, want.height, 64, 96, 0, 32, 1, &hr[0].geo));
+        TOK(odl_gpu_prep_submit(gp, hj, 1, hr, &hb));
+        if (hb) {
+            TOK(odl_gpu_prep_wait(hb));
+            TOK(odl_gpu_prep_host_image(hb, 0, &have));
+            int bad = !have.data || have.width != want.width || have.height != want.height;
+            int64_t nd = 0;
+            for (size_t e = 0; !bad && e < (size_t)3 * want.width * want.height; e++) nd += have.data[e] != want.data[e];
+            TCHECK(!bad && (mode == MODE_CUDA ? nd < (int64_t)want.width * want.height * 3 : nd == 0),
+                   "host image of exif6.jpg (%s): %dx%d, %lld bytes differ", odl_decoder_name(hr[0].decoder), have.width,
+                   have.height, (long long)nd);
+            odl_gpu_prep_release(hb);
+        }
+        odl_image_free(&want);
+        odl_image_free(&have);
+    }
+    odl_gpu_prep_stats ps;
+    odl_gpu_prep_get_stats(gp, &ps);
+    TCHECK(ps.feeders == feeders && ps.batches == 5 && ps.images_nvjpeg + ps.images_cpu > 0,
+           "%d feeder(s): stats say %d feeders, %lld batches, %lld + %lld images", feeders, ps.feeders, (long long)ps.batches,
+           (long long)ps.images_nvjpeg, (long long)ps.images_cpu);
+    if (mode == MODE_FAKE && feeders > 1)
+        TCHECK(strstr(odl_gpu_prep_nvjpeg_note(gp), "batches at once") != NULL, "note: %s", odl_gpu_prep_nvjpeg_note(gp));
+    odl_gpu_prep_free(gp);
+}
+
 int main(int argc, char **argv) {
     const char *m = argc > 1 ? argv[1] : "absent";
     if (!strcmp(m, "write") && argc > 2) { /* the test images into DIR, for tests/infer_device.sh */
@@ -236,89 +330,10 @@ int main(int argc, char **argv) {
     odl_nvjpeg_close(nv);
     odl_error_clear();
 
-    odl_gpu_prep *gp = NULL;
-    const odl_gpu_prep_options o = {.threads = 3, .max_batch = 24, .nvjpeg = 1, .keep_host = 1};
-    TOK(odl_gpu_prep_create(dev, &o, &gp));
-    if (!gp) return odl_test_finish("test_gpu_prep");
-    printf("decoder: %s; %s\n", odl_decoder_name(odl_gpu_prep_decoder(gp)), odl_gpu_prep_nvjpeg_note(gp));
-    if (mode == MODE_ABSENT) TCHECK(odl_gpu_prep_decoder(gp) == ODL_DECODER_CPU, "no nvJPEG, yet %s",
-                                    odl_decoder_name(odl_gpu_prep_decoder(gp)));
-    if (mode == MODE_FAKE) TCHECK(is_nvjpeg(odl_gpu_prep_decoder(gp)), "the stand-in nvJPEG is not used: %s",
-                                  odl_gpu_prep_nvjpeg_note(gp));
-
-    /* batch 1: val.py's input (load_size 640, square 640, no upscale in the letterbox) of every kind */
-    const int have_data = odl_test_have_data("yolov5/images/bus.jpg");
-    file f1[] = {{"base.jpg", 1, 0},   {"wide.jpg", 1, 0},  {"big.jpg", 1, 0},     {"prog.jpg", 0, 0},  {"cmyk.jpg", 0, 0},
-                 {"grey.jpg", 1, 0},   {"rgb.png", 0, 0},   {"unsup.jpg", 1, 1},   {"trunc.jpg", -1, 0}, {"text.jpg", -1, 0},
-                 {"corrupt.jpg", -1, 0}, {"missing.jpg", -1, 0}, {"exif2.jpg", 1, 0}, {"exif3.jpg", 1, 0}, {"exif4.jpg", 1, 0},
-                 {"exif5.jpg", 1, 0},  {"exif6.jpg", 1, 0}, {"exif7.jpg", 1, 0},   {"exif8.jpg", 1, 0},
-                 {"data:yolov5/images/bus.jpg", 1, 0}, {"data:yolov5/images/zidane.jpg", 1, 0}};
-    const int n1 = (int)(sizeof f1 / sizeof *f1) - (have_data ? 0 : 2);
-    odl_prep_job j1[32], j2[8], j3[4];
-    odl_prep_result r1[32], r2[8], r3[4];
-    for (int k = 0; k < n1; k++) j1[k] = (odl_prep_job){path_of(f1[k].name), 640, 640, 640, 0};
-    /* batch 2: an upscale to 1024 in the letterbox (detect.py's scaleup), with orientation */
-    file f2[] = {{"base.jpg", 1, 0}, {"grey.jpg", 1, 0}, {"exif6.jpg", 1, 0}, {"exif7.jpg", 1, 0}, {"prog.jpg", 0, 0}};
-    const int n2 = (int)(sizeof f2 / sizeof *f2);
-    for (int k = 0; k < n2; k++) j2[k] = (odl_prep_job){path_of(f2[k].name), 0, 1024, 1024, 1};
-    /* batch 3: the stand-in fails the nvJPEG batch as a whole; every image still comes out right */
-    file f3[] = {{"base.jpg", 1, 0}, {"fail.jpg", 1, 0}, {"grey.jpg", 1, 0}, {"prog.jpg", 0, 0}};
-    if (mode == MODE_FAKE) f3[0].gpu = f3[1].gpu = f3[2].gpu = 0;
-    const int n3 = (int)(sizeof f3 / sizeof *f3);
-    for (int k = 0; k < n3; k++) j3[k] = (odl_prep_job){path_of(f3[k].name), 640, 640, 640, 0};
-
-    /* batch 4: val.py's load resize, then a letterbox that scales again (a target smaller than the load
-     * size): two resizes, which stay on the CPU (the GPU resizes once) */
-    file f4[] = {{"base.jpg", 0, 0}, {"big.jpg", 0, 0}, {"grey.jpg", 0, 0}};
-    const int n4 = (int)(sizeof f4 / sizeof *f4);
-    odl_prep_job j4[4];
-    odl_prep_result r4[4];
-    for (int k = 0; k < n4; k++) j4[k] = (odl_prep_job){path_of(f4[k].name), 640, 320, 320, 0};
-
-    char logp[4200];
-    snprintf(logp, sizeof logp, "%s/fake_nvjpeg.log", dir);
-    if (mode == MODE_FAKE) setenv("FAKE_NVJPEG_LOG", logp, 1); /* read by the stand-in library, not by odl */
     stats sv = {0};
-    odl_gpu_prep_batch *b1 = NULL, *b2 = NULL, *b3 = NULL;
-    TOK(odl_gpu_prep_submit(gp, j1, n1, r1, &b1));
-    TOK(odl_gpu_prep_submit(gp, j2, n2, r2, &b2)); /* two in flight */
-    if (b1) check_batch(dev, gp, b1, j1, r1, f1, n1, "square640", &sv);
-    TOK(odl_gpu_prep_submit(gp, j3, n3, r3, &b3));
-    if (b2) check_batch(dev, gp, b2, j2, r2, f2, n2, "up1024", &sv);
-    if (b3) check_batch(dev, gp, b3, j3, r3, f3, n3, "failbatch", &sv);
-    odl_gpu_prep_batch *b4 = NULL;
-    TOK(odl_gpu_prep_submit(gp, j4, n4, r4, &b4));
-    if (b4) check_batch(dev, gp, b4, j4, r4, f4, n4, "tworesize", &sv);
-    if (mode == MODE_FAKE) {
-        char *log = odl_test_read_text(logp);
-        TCHECK(log && strstr(log, "fail 3"), "the stand-in's log has no failed batch of 3: %s", log ? log : "(none)");
-        free(log);
-    }
-
-    /* keep_host: an EXIF-rotated image's pixels as odl_image_load gives them */
-    {
-        odl_prep_job hj[1] = {{path_of("exif6.jpg"), 0, 64, 96, 1}};
-        odl_prep_result hr[1];
-        odl_gpu_prep_batch *hb = NULL;
-        odl_image want = {0}, have = {0};
-        TOK(odl_image_load(hj[0].path, &want));
-        TOK(odl_letterbox_geometry_hw(want.width, want.height, 64, 96, 0, 32, 1, &hr[0].geo));
-        TOK(odl_gpu_prep_submit(gp, hj, 1, hr, &hb));
-        if (hb) {
-            TOK(odl_gpu_prep_wait(hb));
-            TOK(odl_gpu_prep_host_image(hb, 0, &have));
-            int bad = !have.data || have.width != want.width || have.height != want.height;
-            int64_t nd = 0;
-            for (size_t e = 0; !bad && e < (size_t)3 * want.width * want.height; e++) nd += have.data[e] != want.data[e];
-            TCHECK(!bad && (mode == MODE_CUDA ? nd < (int64_t)want.width * want.height * 3 : nd == 0),
-                   "host image of exif6.jpg (%s): %dx%d, %lld bytes differ", odl_decoder_name(hr[0].decoder), have.width,
-                   have.height, (long long)nd);
-            odl_gpu_prep_release(hb);
-        }
-        odl_image_free(&want);
-        odl_image_free(&have);
-    }
-    odl_gpu_prep_free(gp);
+    /* one feeder, then every slot its own (batches decoding at once) */
+    for (int feeders = 1; feeders <= ODL_GPU_PREP_DEPTH && !odl_test_failures; feeders += ODL_GPU_PREP_DEPTH - 1)
+        run_prep(dev, feeders, &sv);
     if (mode == MODE_CUDA) {
         if (sv.gpu_images)
             printf("nvJPEG vs libjpeg-turbo over %d images: worst mean |diff| %.3f, worst 99.9th percentile %.1f, max %.1f "

@@ -583,12 +583,13 @@ static odl_status eval_results(eval_run *r) {
     if (eval_ctx_prep_stats(r->ec, &ps) && ps.batches > 0) {
         const double b = (double)ps.batches;
         fprintf(stderr,
-                "odl_worker: image prep on rank 0, its feeder thread per batch: %.2f ms waiting for file reads+headers, "
+                "odl_worker: image prep on rank 0, %d feeder thread%s, per batch: %.2f ms waiting for file reads+headers, "
                 "%.2f ms nvJPEG header checks, %.2f ms slot reuse, %.2f ms in nvJPEG's batched decode call, %.2f ms "
                 "waiting for CPU decodes, %.2f ms uploads; busy %.0f%% of the loop; %" PRId64 " images to nvJPEG, %" PRId64
                 " on the CPU\n",
-                ps.stage1_wait_ms / b, ps.nvjpeg_check_ms / b, ps.reuse_ms / b, ps.nvjpeg_call_ms / b, ps.stage2_wait_ms / b,
-                ps.upload_ms / b, 100 * ps.busy_ms / loop, ps.images_nvjpeg, ps.images_cpu);
+                ps.feeders, ps.feeders == 1 ? "" : "s", ps.stage1_wait_ms / b, ps.nvjpeg_check_ms / b, ps.reuse_ms / b,
+                ps.nvjpeg_call_ms / b, ps.stage2_wait_ms / b, ps.upload_ms / b, 100 * ps.busy_ms / (loop * ps.feeders),
+                ps.images_nvjpeg, ps.images_cpu);
     }
     return st;
 }

@@ -64,6 +64,8 @@ typedef struct odl_gpu_prep_options {
                       threads instead, so that both decoders work at once; chosen by a hash of the file's
                       name, so an image takes the same decoder whatever its batch or rank. 0: every one on
                       nvJPEG; -1: odl_gpu_prep_default_cpu_share() */
+    int feeders;   /* batches fed at once (1..ODL_GPU_PREP_DEPTH), each by a thread with an nvJPEG state of
+                      its own; 0: ODL_GPU_PREP_FEEDERS (default 1) */
 } odl_gpu_prep_options;
 
 /* The default CPU share (percent) of --decoder auto: ODL_NVJPEG_CPU_SHARE where set, else 0 (on the H200
@@ -106,10 +108,11 @@ ODL_API odl_status odl_gpu_prep_host_image(odl_gpu_prep_batch *b, int k, odl_ima
 /* The batch's buffers go back to the prep (after its letterbox, if any, on the caller's stream). */
 ODL_API void odl_gpu_prep_release(odl_gpu_prep_batch *b);
 
-/* Where the feeder thread's time went (host clock, milliseconds summed over the batches it fed): the
- * feeder handles one batch at a time, so when busy_ms nears the caller's wall time it is what paces the
- * pipeline, and its largest phase says why. */
+/* Where the feeder threads' time went (host clock, milliseconds summed over the batches they fed): a
+ * feeder handles one batch at a time, so when busy_ms / feeders nears the caller's wall time the feeders
+ * pace the pipeline, and the largest phase says why. */
 typedef struct odl_gpu_prep_stats {
+    int feeders; /* feeder threads running */
     int64_t batches, images_nvjpeg, images_cpu; /* images by the decoder that ended up taking them */
     double stage1_wait_ms; /* waiting for the pool's file reads, header parses and plans of the batch */
     double nvjpeg_check_ms; /* nvJPEG's own header checks of its candidates */
