@@ -10,6 +10,7 @@
 #      The same --decoder auto eval over 5,120 files (the set repeated): a 512-file run is 16 batches, and its
 #      first batch (lazy kernel loading, pool and buffer growth, the decoder's first call) weighs in it;
 #      the steady rate, (5120 - 512) / (T5120 - T512) over the loop times, says what a batch costs after it;
+#      and the 5,120-file eval with 2 and 3 feeder threads (ODL_GPU_PREP_FEEDERS), then 3 with a 30% CPU share;
 #   2. end to end on bus.jpg in the process (yolov5_bench: decode .. NMS, fp32 and fp16, median of 50),
 #      beside PyTorch's in-process e2e_bus_fp32_ms_median (yolov5n);
 #   3. odl_worker --task=infer on bus.jpg as a whole process (start to exit, median of 7, --no-save-images:
@@ -41,14 +42,17 @@ fi
 targ=(); [ -s "$O/torch_baselines.json" ] && targ=(--torch "$O/torch_baselines.json")
 timeout 300 "$B/bench/yolov5_bench" --weights "$W" --image "$D/yolov5/images/bus.jpg" --batch 32 "${targ[@]}" \
   >"$O/yolov5_bench.txt" 2>&1 || { echo "yolov5_bench failed:"; tail -5 "$O/yolov5_bench.txt"; }
-for run in auto:auto:512 cpu:cpu:512 auto5120:auto:5120; do # tag (its files' names):decoder:files
-  IFS=: read -r tag dec n <<<"$run"
+# tag (its files' names):decoder:files:feeders:CPU share (ODL_GPU_PREP_FEEDERS, ODL_NVJPEG_CPU_SHARE)
+for run in auto:auto:512:1:0 cpu:cpu:512:1:0 auto5120:auto:5120:1:0 f2_5120:auto:5120:2:0 f3_5120:auto:5120:3:0 \
+  f3s30_5120:auto:5120:3:30; do
+  IFS=: read -r tag dec n feeders share <<<"$run"
   smi=""
   if command -v nvidia-smi >/dev/null; then
     nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits -lms 100 >"$O/util_$tag.txt" 2>/dev/null &
     smi=$!
   fi
-  "$B"/odl_worker --task=eval --model=yolov5 --weights "$W" --data "$O/pipeline$n" --square --half --batch-size 32 \
+  ODL_GPU_PREP_FEEDERS=$feeders ODL_NVJPEG_CPU_SHARE=$share \
+    "$B"/odl_worker --task=eval --model=yolov5 --weights "$W" --data "$O/pipeline$n" --square --half --batch-size 32 \
     --workers 16 --device cuda --decoder "$dec" --output "$O/eval_$tag" >"$O/eval_$tag.out" 2>"$O/eval_$tag.log" ||
     { echo "eval --decoder $dec over $n files failed:"; tail -5 "$O/eval_$tag.log"; }
   [ -n "$smi" ] && kill "$smi" 2>/dev/null
@@ -76,7 +80,7 @@ try:
 except Exception:
     pass
 def ev(dec):
-    r = {"pipe": float("nan"), "wall": float("nan"), "busy": float("nan"), "util": float("nan"), "decoded": "", "per": ""}
+    r = {"pipe": float("nan"), "wall": float("nan"), "busy": float("nan"), "util": float("nan"), "decoded": "", "per": "", "prep": ""}
     try:
         log = open(os.path.join(out, f"eval_{dec}.log")).read()
     except OSError:
@@ -86,6 +90,7 @@ def ev(dec):
     m = re.search(r"device busy ([0-9.]+)%", log); r["busy"] = float(m.group(1)) if m else r["busy"]
     m = re.search(r"images decoded: (.*)", log); r["decoded"] = m.group(1) if m else ""
     m = re.search(r"speed on rank 0: (.*per image)", log); r["per"] = m.group(1) if m else ""
+    m = re.search(r"image prep on rank 0, (.*)", log); r["prep"] = m.group(1) if m else ""
     try:
         u = [float(x) for x in open(os.path.join(out, f"util_{dec}.txt")) if x.strip() and float(x) > 0]
         r["util"] = sum(u) / len(u) if u else float("nan")
@@ -112,15 +117,20 @@ steady = (5120 - 512) / (5120 / e5["pipe"] - 512 / e512["pipe"]) if e5["pipe"] =
 print(f"| 5,120-file eval, nvJPEG (images/s) | {e5['pipe']:.0f} | odl forward only {fwd:.0f} | {ratio(e5['pipe'], fwd)} | |")
 print(f"|   steady, (5120 - 512) / (T5120 - T512) over the loop times (images/s) | {steady:.0f} | | {ratio(steady, fwd)} | |")
 print(f"|   GPU utilisation: nvidia-smi / device busy, % | {e5['util']:.0f} / {e5['busy']:.0f} | | | > 80 |")
+for tag, what in (("f2_5120", "2 feeders"), ("f3_5120", "3 feeders"), ("f3s30_5120", "3 feeders, CPU share 30%")):
+    e = ev(tag)
+    print(f"|   same, {what} (images/s) | {e['pipe']:.0f} | odl forward only {fwd:.0f} | {ratio(e['pipe'], fwd)} | >= 0.8x |")
 for prec in ("fp32", "fp16"):
     v = yb.get(f"{prec}_e2e_bus_ms", float("nan"))
     print(f"| bus.jpg end to end in the process, {prec} (ms) | {v:.2f} ({yb.get('e2e_decoder', '?')}) | PyTorch fp32 {te} | {ratio(v, te)} | <= 0.5x |")
     c = yb.get(f"{prec}_e2e_bus_cpu_path_ms", float("nan"))
     print(f"|   same on the CPU image path, {prec} (ms) | {c:.2f} | | {ratio(c, te)} | |")
 print(f"| --task=infer bus.jpg, whole process (ms, median of 7) | {proc:.1f} | detect_process {tproc} | {ratio(proc, tproc)} | |")
-for tag, what in (("auto", "--decoder auto"), ("cpu", "--decoder cpu"), ("auto5120", "--decoder auto, 5,120 files")):
+for tag, what in (("auto", "--decoder auto"), ("cpu", "--decoder cpu"), ("auto5120", "--decoder auto, 5,120 files"),
+                  ("f2_5120", "5,120 files, 2 feeders"), ("f3_5120", "5,120 files, 3 feeders"),
+                  ("f3s30_5120", "5,120 files, 3 feeders, CPU share 30%")):
     e = ev(tag)
-    print(f"\neval {what}: decoded {e['decoded'] or '?'}; per image on rank 0: {e['per']}")
+    print(f"\neval {what}: decoded {e['decoded'] or '?'}; per image on rank 0: {e['per']}; image prep: {e['prep'] or '?'}")
 PY
 echo
 sed -n '/end to end by stage/,/^{/p' "$O/yolov5_bench.txt" | grep -v '^{'
