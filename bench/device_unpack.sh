@@ -1,0 +1,17 @@
+# shellcheck shell=bash
+# On the lent GPU machine, in the repository root: `source bench/device_unpack.sh SRC` (SRC from
+# bench/device_pack.sh, carried). Unpacks SRC/build.txz into build/ (replacing it), puts SRC/lib on
+# LD_LIBRARY_PATH (from /opt/odl-deps/lib, outside the checkout, which a later call may not carry), and sets
+# ODL_FMNIST_DIR and ODL_TEST_DATA where SRC has them. Returns 2 when the build cannot be unpacked.
+odl_unpack_src=$(cd "${1:?usage: source bench/device_unpack.sh SRC}" && pwd)
+mkdir -p /opt/odl-deps/lib && cp "$odl_unpack_src"/lib/* /opt/odl-deps/lib/ 2>/dev/null
+export LD_LIBRARY_PATH=/opt/odl-deps/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+if rm -rf build && mkdir -p build && tar xJf "$odl_unpack_src/build.txz" -C build; then
+  [ -d "$odl_unpack_src/fmnist" ] && export ODL_FMNIST_DIR=$odl_unpack_src/fmnist
+  [ -d "$odl_unpack_src/data" ] && export ODL_TEST_DATA=$odl_unpack_src/data
+  if ldd build/odl_worker | grep -q "not found"; then echo "device_unpack: missing libraries:"; ldd build/odl_worker | grep "not found"; fi
+  true
+else
+  echo "device_unpack: error: cannot unpack $odl_unpack_src/build.txz" >&2
+  false
+fi
