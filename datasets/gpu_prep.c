@@ -39,7 +39,7 @@ typedef struct pimg {
     int decoded;        /* CPU route: stage 2 has run on it */
     int w1, h1;         /* the CPU route's upload: oriented, after the load_size resize */
     int64_t off;        /* region in the device arena */
-    int64_t pin_off;    /* CPU route: region in the pinned arena */
+    int64_t pin_off;    /* CPU route: region in the pinned arena (laid out only for the CPU route) */
     odl_image host;     /* keep_host, CPU route: the decoded image */
 } pimg;
 
@@ -220,6 +220,19 @@ static odl_status arena(odl_gpu_prep *p, int device, uint8_t **buf, size_t *cap,
 
 static int64_t align256(int64_t v) { return (v + 255) & ~(int64_t)255; }
 
+/* Grow the pinned arena to `need` bytes keeping its first `keep` (CPU images already decoded into it). */
+static odl_status pin_arena_keep(struct odl_gpu_prep_batch *b, size_t need, size_t keep) {
+    if (need <= b->pin_cap) return ODL_OK;
+    const size_t nc = need + need / 4;
+    uint8_t *nb = NULL;
+    ODL_CHECK(odl_host_alloc_pinned(nc, (void **)&nb));
+    if (keep) memcpy(nb, b->pin, keep);
+    odl_host_free_pinned(b->pin);
+    b->pin = nb;
+    b->pin_cap = nc;
+    return ODL_OK;
+}
+
 /* nvJPEG's output rows: 256-byte aligned, as hardware decoders like their surfaces' pitch. */
 static int64_t nv_pitch(const pimg *im) { return align256((int64_t)3 * im->info.width); }
 
@@ -245,7 +258,8 @@ static void feed(struct feeder *fd, struct odl_gpu_prep_batch *b, odl_gpu_prep_s
             b->im[k].route = ROUTE_CPU;
     ts->nvjpeg_check_ms += lap(&t);
     /* layout: every usable image a device region big enough for either route (a failed nvJPEG batch
-     * falls back to the CPU), and a pinned one for the CPU route */
+     * falls back to the CPU), and a pinned one for the CPU route only (pinned memory is slow to allocate:
+     * nvJPEG's images get theirs if their batch falls back) */
     int64_t dev_end = 0, pin_end = 0;
     for (int k = 0; k < b->n; k++) {
         pimg *im = &b->im[k];
@@ -253,8 +267,11 @@ static void feed(struct feeder *fd, struct odl_gpu_prep_batch *b, odl_gpu_prep_s
         const int64_t raw = nv_pitch(im) * im->info.height, cpu = (int64_t)3 * im->w1 * im->h1;
         im->off = dev_end;
         dev_end = align256(dev_end + (raw > cpu ? raw : cpu));
-        im->pin_off = pin_end;
-        pin_end = align256(pin_end + cpu);
+        im->pin_off = -1;
+        if (im->route == ROUTE_CPU) {
+            im->pin_off = pin_end;
+            pin_end = align256(pin_end + cpu);
+        }
     }
     /* the slot's earlier use: its letterbox has read the device arena, its uploads have read the pinned one */
     if ((st = ev_sync(p, b->done, b->done_recorded)) != ODL_OK || (st = ev_sync(p, b->ready, b->ready_recorded)) != ODL_OK ||
@@ -291,8 +308,18 @@ static void feed(struct feeder *fd, struct odl_gpu_prep_batch *b, odl_gpu_prep_s
             /* the whole batch failed: its images one by one on the CPU, each with its own outcome */
             ODL_LOG_WARN("%s; decoding its %d images on the CPU", odl_error_msg(), ng);
             odl_prep_wait(b->stage);
-            for (int g = 0; g < ng; g++) b->im[fd->nv_idx[g]].route = ROUTE_CPU;
             b->stage = NULL;
+            const size_t keep = (size_t)pin_end;
+            for (int g = 0; g < ng; g++) {
+                pimg *im = &b->im[fd->nv_idx[g]];
+                im->route = ROUTE_CPU;
+                im->pin_off = pin_end;
+                pin_end = align256(pin_end + (int64_t)3 * im->w1 * im->h1);
+            }
+            if ((st = pin_arena_keep(b, (size_t)pin_end + 256, keep)) != ODL_OK) {
+                slot_fail(b, st);
+                goto out;
+            }
             if ((st = odl_prep_pool_run(p->pool, b->n, stage2, b, &b->stage)) != ODL_OK) {
                 slot_fail(b, st);
                 goto out;
