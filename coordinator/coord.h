@@ -232,9 +232,9 @@ void coord_conn_tick(coord *c);
 odl_status coord_server_start(coord *c);
 void coord_server_tick(coord *c);
 void coord_members_reset(coord *c);
-/* Tells every connected rank to end itself now (Shutdown{reason}: it logs the reason and exits with
- * ODL_WORKER_EXIT_COORD_LOST); the connections stay open until the ranks close them. */
-void coord_members_end(coord *c, const char *reason);
+/* Tells the rank on k (NULL: every connected rank) to end itself now (Shutdown{reason}: it logs the
+ * reason and exits with ODL_WORKER_EXIT_COORD_LOST); the connections stay open until the ranks close them. */
+void coord_members_end(coord *c, coord_conn *k, const char *reason);
 void coord_request_checkpoint(coord *c, int stop);
 /* A rank is registered and has not said it finished: there is training to checkpoint. */
 int coord_ranks_training(const coord *c);

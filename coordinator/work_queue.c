@@ -397,12 +397,7 @@ void coord_work_tick(coord *c) {
         const coord_rank *x = &c->ranks[r];
         if (!x->conn || x->finished) continue;
         ODL_LOG_ERROR("evaluation queue: rank %d (node %s, pid %u) is stuck: %s; ending it", r, x->node, x->pid, why);
-        Odl__Envelope e = ODL__ENVELOPE__INIT;
-        Odl__Shutdown sd = ODL__SHUTDOWN__INIT;
-        sd.reason = why;
-        e.msg_case = ODL__ENVELOPE__MSG_SHUTDOWN;
-        e.shutdown = &sd;
-        coord_conn_send(x->conn, &e);
+        coord_members_end(c, x->conn, why);
     }
 }
 
