@@ -199,39 +199,29 @@ static void stage2(void *ctx, int k) {
     else odl_image_free(&img);
 }
 
-/* Grow an arena to `need` bytes (the slot's earlier use must be over: the caller waited for it). */
-static odl_status arena(odl_gpu_prep *p, int device, uint8_t **buf, size_t *cap, size_t need) {
+/* Grow an arena to `need` bytes (the slot's earlier use must be over: the caller waited for it), a
+ * pinned one keeping its first `keep` bytes (CPU images already decoded into it); a device one keeps
+ * nothing and is freed first, so that the device holds one arena at a time. */
+static odl_status arena(odl_gpu_prep *p, int device, uint8_t **buf, size_t *cap, size_t need, size_t keep) {
     if (need <= *cap) return ODL_OK;
-    size_t nc = need + need / 4;
+    const size_t nc = need + need / 4;
     if (device) {
         odl_mem_free(p->dev, *buf);
         *buf = NULL;
         *cap = 0;
         ODL_CHECK(odl_mem_alloc(p->dev, nc, (void **)buf));
     } else {
+        uint8_t *nb = NULL;
+        ODL_CHECK(odl_host_alloc_pinned(nc, (void **)&nb));
+        if (keep) memcpy(nb, *buf, keep);
         odl_host_free_pinned(*buf);
-        *buf = NULL;
-        *cap = 0;
-        ODL_CHECK(odl_host_alloc_pinned(nc, (void **)buf));
+        *buf = nb;
     }
     *cap = nc;
     return ODL_OK;
 }
 
 static int64_t align256(int64_t v) { return (v + 255) & ~(int64_t)255; }
-
-/* Grow the pinned arena to `need` bytes keeping its first `keep` (CPU images already decoded into it). */
-static odl_status pin_arena_keep(struct odl_gpu_prep_batch *b, size_t need, size_t keep) {
-    if (need <= b->pin_cap) return ODL_OK;
-    const size_t nc = need + need / 4;
-    uint8_t *nb = NULL;
-    ODL_CHECK(odl_host_alloc_pinned(nc, (void **)&nb));
-    if (keep) memcpy(nb, b->pin, keep);
-    odl_host_free_pinned(b->pin);
-    b->pin = nb;
-    b->pin_cap = nc;
-    return ODL_OK;
-}
 
 /* nvJPEG's output rows: 256-byte aligned, as hardware decoders like their surfaces' pitch. */
 static int64_t nv_pitch(const pimg *im) { return align256((int64_t)3 * im->info.width); }
@@ -275,8 +265,8 @@ static void feed(struct feeder *fd, struct odl_gpu_prep_batch *b, odl_gpu_prep_s
     }
     /* the slot's earlier use: its letterbox has read the device arena, its uploads have read the pinned one */
     if ((st = ev_sync(p, b->done, b->done_recorded)) != ODL_OK || (st = ev_sync(p, b->ready, b->ready_recorded)) != ODL_OK ||
-        (st = arena(p, 1, &b->dev, &b->dev_cap, (size_t)dev_end + 256)) != ODL_OK ||
-        (st = arena(p, 0, &b->pin, &b->pin_cap, (size_t)pin_end + 256)) != ODL_OK) {
+        (st = arena(p, 1, &b->dev, &b->dev_cap, (size_t)dev_end + 256, 0)) != ODL_OK ||
+        (st = arena(p, 0, &b->pin, &b->pin_cap, (size_t)pin_end + 256, 0)) != ODL_OK) {
         slot_fail(b, st);
         goto out;
     }
@@ -316,7 +306,7 @@ static void feed(struct feeder *fd, struct odl_gpu_prep_batch *b, odl_gpu_prep_s
                 im->pin_off = pin_end;
                 pin_end = align256(pin_end + (int64_t)3 * im->w1 * im->h1);
             }
-            if ((st = pin_arena_keep(b, (size_t)pin_end + 256, keep)) != ODL_OK) {
+            if ((st = arena(p, 0, &b->pin, &b->pin_cap, (size_t)pin_end + 256, keep)) != ODL_OK) {
                 slot_fail(b, st);
                 goto out;
             }
@@ -335,6 +325,7 @@ static void feed(struct feeder *fd, struct odl_gpu_prep_batch *b, odl_gpu_prep_s
         pimg *im = &b->im[k];
         const odl_letterbox *g = &b->res[k].geo;
         if (im->route == ROUTE_CPU) {
+            ts->images_cpu++;
             st = odl_memcpy_async(b->dev + im->off, p->dev, b->pin + im->pin_off, odl_cpu(), (size_t)3 * im->w1 * im->h1, fd->ps);
             if (st != ODL_OK) {
                 slot_fail(b, st);
@@ -342,6 +333,7 @@ static void feed(struct feeder *fd, struct odl_gpu_prep_batch *b, odl_gpu_prep_s
             }
             b->h_src[k] = (odl_letterbox_src){im->off, 3 * im->w1, im->w1, im->h1, 1, g->unpad_w, g->unpad_h, g->left, g->top, 0};
         } else if (im->route == ROUTE_GPU) {
+            ts->images_nvjpeg++;
             b->h_src[k] = (odl_letterbox_src){im->off, nv_pitch(im), im->info.width, im->info.height,
                                               im->info.orientation, g->unpad_w, g->unpad_h, g->left, g->top, 0};
         }
@@ -349,10 +341,6 @@ static void feed(struct feeder *fd, struct odl_gpu_prep_batch *b, odl_gpu_prep_s
     if ((st = ev_record(p, b->ready, fd->ps)) != ODL_OK) slot_fail(b, st);
     else b->ready_recorded = 1;
     ts->upload_ms += lap(&t);
-    for (int k = 0; k < b->n; k++) {
-        if (b->im[k].route == ROUTE_GPU) ts->images_nvjpeg++;
-        else if (b->im[k].route == ROUTE_CPU) ts->images_cpu++;
-    }
 out:
     if (b->stage) {
         odl_prep_wait(b->stage);

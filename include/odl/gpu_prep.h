@@ -120,7 +120,7 @@ typedef struct odl_gpu_prep_stats {
     double nvjpeg_call_ms; /* inside nvjpegDecodeBatchedInitialize + nvjpegDecodeBatched (the host's part) */
     double stage2_wait_ms; /* waiting for the batch's CPU decodes (its CPU share and fallbacks) */
     double upload_ms;      /* queuing the CPU images' uploads and the batch's ready event */
-    double busy_ms;        /* the sum of the above */
+    double busy_ms;        /* the feeders' whole time on their batches: the phases above and the rest */
 } odl_gpu_prep_stats;
 /* A snapshot of p's statistics (taken under its lock: callable while batches are in flight). */
 ODL_API void odl_gpu_prep_get_stats(odl_gpu_prep *p, odl_gpu_prep_stats *out);
