@@ -71,6 +71,16 @@ void coord_conn_send_members(coord *c, Odl__Envelope *e) {
         if (k->state == CONN_MEMBER) coord_conn_send(k, e);
 }
 
+void coord_conn_send_shutdown(coord *c, coord_conn *k, const char *reason) {
+    Odl__Envelope e = ODL__ENVELOPE__INIT;
+    Odl__Shutdown sd = ODL__SHUTDOWN__INIT;
+    sd.reason = (char *)reason;
+    e.msg_case = ODL__ENVELOPE__MSG_SHUTDOWN;
+    e.shutdown = &sd;
+    if (k) coord_conn_send(k, &e);
+    else coord_conn_send_members(c, &e);
+}
+
 void coord_conn_refuse(coord_conn *k, uint64_t *counter, const char *fmt, ...) {
     char why[400];
     va_list ap;

@@ -221,6 +221,9 @@ struct coord_conn {
 odl_status coord_conn_listen(coord *c, const coord_conn_events *ev);
 void coord_conn_send(coord_conn *k, Odl__Envelope *e); /* queue one frame to k (closes k on failure) */
 void coord_conn_send_members(coord *c, Odl__Envelope *e);
+/* Tells the rank on k (NULL: every connected rank) to end itself now (Shutdown{reason}: it logs the
+ * reason and exits with ODL_WORKER_EXIT_COORD_LOST); the connections stay open until the ranks close them. */
+void coord_conn_send_shutdown(coord *c, coord_conn *k, const char *reason);
 void coord_conn_close(coord_conn *k);
 void coord_conn_close_all(coord *c);
 /* Count the refusal, log it, send Refused with the reason, close. */
@@ -232,9 +235,6 @@ void coord_conn_tick(coord *c);
 odl_status coord_server_start(coord *c);
 void coord_server_tick(coord *c);
 void coord_members_reset(coord *c);
-/* Tells the rank on k (NULL: every connected rank) to end itself now (Shutdown{reason}: it logs the
- * reason and exits with ODL_WORKER_EXIT_COORD_LOST); the connections stay open until the ranks close them. */
-void coord_members_end(coord *c, coord_conn *k, const char *reason);
 void coord_request_checkpoint(coord *c, int stop);
 /* A rank is registered and has not said it finished: there is training to checkpoint. */
 int coord_ranks_training(const coord *c);

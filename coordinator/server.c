@@ -77,16 +77,6 @@ void coord_members_reset(coord *c) {
     c->world_size = 0;
 }
 
-void coord_members_end(coord *c, coord_conn *k, const char *reason) {
-    Odl__Envelope e = ODL__ENVELOPE__INIT;
-    Odl__Shutdown sd = ODL__SHUTDOWN__INIT;
-    sd.reason = (char *)reason;
-    e.msg_case = ODL__ENVELOPE__MSG_SHUTDOWN;
-    e.shutdown = &sd;
-    if (k) coord_conn_send(k, &e);
-    else coord_conn_send_members(c, &e);
-}
-
 /* The pending checkpoint request, to k or (k NULL) to every member. */
 static void send_request(coord *c, coord_conn *k) {
     Odl__Envelope e = ODL__ENVELOPE__INIT;

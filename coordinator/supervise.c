@@ -125,7 +125,7 @@ void coord_job_fail(coord *c, const char *fmt, ...) {
      * COORD_KILL_GRACE_MS to relay their last lines and exit before the group is killed. */
     char reason[96];
     snprintf(reason, sizeof reason, "generation %" PRIu64 " failed (the coordinator's log names the cause)", c->generation);
-    coord_members_end(c, NULL, reason);
+    coord_conn_send_shutdown(c, NULL, reason);
     if (c->child.alive) uv_timer_start(&c->kill_grace, on_kill_grace, COORD_KILL_GRACE_MS, 0);
     if (!c->child.alive && !c->o.cmd) { /* serve-only: nothing to relaunch */
         coord_members_reset(c);

@@ -397,7 +397,7 @@ void coord_work_tick(coord *c) {
         const coord_rank *x = &c->ranks[r];
         if (!x->conn || x->finished) continue;
         ODL_LOG_ERROR("evaluation queue: rank %d (node %s, pid %u) is stuck: %s; ending it", r, x->node, x->pid, why);
-        coord_members_end(c, x->conn, why);
+        coord_conn_send_shutdown(c, x->conn, why);
     }
 }
 
