@@ -119,10 +119,10 @@ static void img_fail(struct odl_gpu_prep_batch *b, int k, odl_status st) {
     b->im[k].route = ROUTE_NONE;
 }
 
-/* 0 unless ODL_NVJPEG_CPU_SHARE says otherwise: on the H200 (2026-12-03, 512-file eval, fp16 batch 32,
- * 16 threads) no share beat the hardware decoder alone -- 2220 images/s at 0%, 2156 at 30%, 2118 at 50%,
- * 2135 at 70%, 1850 with every image on the CPU: the loop's pace is set by something other than
- * either decoder's rate (bench/results/2026-12-03). */
+/* 0 unless ODL_NVJPEG_CPU_SHARE says otherwise: at batch 32 (fp16, 16 threads) no share beat the
+ * hardware decoder alone, on the H200 over 512 files (2220 images/s at 0%, 2156 at 30%, 2118 at 50%) nor
+ * on the H100 over 5,120 (3,013 at 0%, 2,775-2,932 at 15-50%): the CPU decode threads slow the feeder's
+ * nvJPEG call (bench/results/2026-12-03, 2026-12-06). */
 int odl_gpu_prep_default_cpu_share(void) {
     if (odl_env_is_set(ODL_ENV_NVJPEG_CPU_SHARE)) return (int)odl_env_int(ODL_ENV_NVJPEG_CPU_SHARE);
     return 0;
