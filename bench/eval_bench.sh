@@ -23,18 +23,8 @@
 set -uo pipefail
 B=${1:?build dir}; W=${2:?weights .h5}; D=${3:?data dir}; O=${4:-${OUT:-/tmp/eval_bench}}
 mkdir -p "$O"
-mapfile -t files < <(ls "$D"/yolov5/images/*.jpg "$D"/yolov5/coco8/images/*/*.jpg | LC_ALL=C sort)
-for n in 512 5120; do # the files repeated to n, as symbolic links, with their labels
-  ds="$O/pipeline$n"
-  rm -rf "$ds" && mkdir -p "$ds/images" "$ds/labels"
-  for i in $(seq 0 $((n - 1))); do
-    f=${files[$((i % ${#files[@]}))]}
-    name=$(printf '%04d_%s' "$i" "$(basename "$f")")
-    ln -s "$f" "$ds/images/$name"
-    lab="${f%/*}"; lab="${lab/\/images\//\/labels\/}/$(basename "${f%.*}").txt"
-    [ -f "$lab" ] && ln -s "$lab" "$ds/labels/${name%.*}.txt"
-  done
-done
+here=$(cd "$(dirname "$0")" && pwd)
+for n in 512 5120; do "$here/pipeline_files.sh" "$D" "$n" "$O/pipeline$n"; done
 if [ -n "${TORCH_BASELINES:-}" ] && [ -f "$TORCH_BASELINES" ]; then
   ODL_TEST_DATA="$D" PYTHONUNBUFFERED=1 timeout 400 python3 "$TORCH_BASELINES" "$O/torch_baselines.json" yolov5n \
     yolov5n_pipeline yolov5n_pipeline_nvjpeg detect_process >"$O/torch_baselines.log" 2>&1
