@@ -62,6 +62,8 @@ equal)
     read -r cap rep <<< "$(replays g_$1)"
     [ "${cap:-0}" -eq 3 ] && [ "${rep:-0}" -ge 40 ] || fail "$1: captures '$cap' replays '$rep' (want 3 and >= 40): $(grep 'steps:' g_$1.log)"
     grep -q "CUDA graphs off: train.cuda_graph is off" e_$1.log || fail "--cuda-graph off not said: $(grep -i graph e_$1.log)"
+    grep -Eq "us replayed \([0-9]+; [0-9.]+ us of it in the graph launch\)" g_$1.log ||
+      fail "$1: the replayed steps' host time lacks the graph launch's part: $(grep 'steps:' g_$1.log)"
     same_run g_$1 e_$1 "$1, CUDA graphs ($cap captures, $rep replays) vs op by op"
     grep "steps:" g_$1.log e_$1.log
   done

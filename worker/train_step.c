@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "odl/clock.h"
 #include "odl/device.h"
 #include "odl/fault.h"
 #include "odl/log.h"
@@ -153,7 +154,9 @@ odl_status odl_train_step_run(odl_train_step *ts, odl_batch *b) {
     }
     if (st == ODL_OK && g) {
         if (ts->world > 1) odl_fault_collective(); /* an armed hang@ stops at the step's collectives */
+        const double tl = odl_mono_s();
         st = odl_graph_launch(g->graph, odl_stream_current());
+        if (!captured) ts->replay_launch_s += odl_mono_s() - tl;
         if (st == ODL_OK && ts->hooks && ts->hooks->graph_replayed) st = ts->hooks->graph_replayed(ts->hooks->ctx);
         ts->n_replayed++;
         ts->last = captured ? ODL_STEP_CAPTURED : ODL_STEP_REPLAYED;

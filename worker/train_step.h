@@ -55,6 +55,7 @@ typedef struct odl_train_step {
     int warm;              /* a full step ran op by op since the start */
     odl_step_graph graphs[ODL_TRAIN_STEP_GRAPHS];
     int64_t n_eager, n_replayed, n_captured;
+    double replay_launch_s; /* host time in the graph launches of replayed (not captured) steps, seconds */
     odl_step_how last;     /* how the last step ran */
 } odl_train_step;
 
