@@ -14,9 +14,9 @@ set -uo pipefail
 B=${1:?build dir}; W=${2:?weights .h5}; D=${3:?data dir}; O=${4:-${OUT:-/tmp/decode_sweep}}
 shift $(($# < 4 ? $# : 4))
 specs=("$@")
-[ ${#specs[@]} -gt 0 ] || specs=(32:16:0:1:hardware 32:12:0:1:hardware 32:16:100:1:cpu 32:12:100:1:cpu
-  32:16:40:1:hardware 32:12:40:1:hardware 32:12:40:2:hardware 128:12:40:1:hardware 128:14:45:1:hardware
-  32:16:0:1:gpu-hybrid 64:16:0:1:gpu-hybrid 128:16:0:1:gpu-hybrid)
+[ ${#specs[@]} -gt 0 ] || specs=(32:16:0:1:hardware 32:8:0:1:hardware 32:16:100:1:cpu 32:12:100:1:cpu
+  32:8:30:1:hardware 32:12:40:1:hardware 32:16:40:1:hardware 32:12:40:2:hardware 32:12:30:3:hardware
+  128:12:40:1:hardware 128:14:45:1:hardware 32:16:0:1:gpu-hybrid 64:16:0:1:gpu-hybrid 128:16:0:1:gpu-hybrid)
 here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$O"
 "$here/pipeline_files.sh" "$D" 5120 "$O/files"
