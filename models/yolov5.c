@@ -428,6 +428,7 @@ static void free_layers(odl_yolov5 *m) {
 
 void odl_yolov5_free(odl_yolov5 *m) {
     if (!m) return;
+    yolov5_graphs_drop(m);
     yolov5_half_release(m);
     prof_free(m);
     free_layers(m);
@@ -708,6 +709,7 @@ odl_status odl_yolov5_set_half(odl_yolov5 *m, int half) {
     if (!be) return ODL_ERR(ODL_E_NODEV, "yolov5 --half: no backend for %s", odl_device_name(m->dev));
     if (half && !be->conv2d_f16)
         return ODL_ERR(ODL_E_UNSUPPORTED, "yolov5 --half: backend %s has no float16 kernels", be->name);
+    yolov5_graphs_drop(m); /* their buffers are about to go */
     yolov5_half_release(m);
     for (int i = 0; i < m->nlayers; i++)
         if (m->L[i].type != YL_DETECT) {
@@ -905,12 +907,15 @@ odl_status odl_yolov5_forward(odl_yolov5 *m, const odl_tensor *x, const odl_tens
                        odl_device_name(m->dev));
     }
     ODL_CHECK(odl_yolov5_prepare(m, (int)x->shape[0], (int)x->shape[2], (int)x->shape[3]));
+    if (m->graphs_on && !m->prof) ODL_CHECK(yolov5_graph_forward(m, x));
+    else ODL_CHECK(yolov5_forward_ops(m, x));
+    if (out) *out = &m->L[m->nlayers - 1].out;
+    return ODL_OK;
+}
+
+odl_status yolov5_forward_ops(odl_yolov5 *m, const odl_tensor *x) {
     ODL_CHECK(yolov5_prof_mark(m, 0));
-    if (m->half) {
-        ODL_CHECK(yolov5_half_forward(m, x));
-        if (out) *out = &m->L[m->nlayers - 1].out;
-        return ODL_OK;
-    }
+    if (m->half) return yolov5_half_forward(m, x);
     for (int i = 0; i < m->nlayers; i++) {
         odl_status st = run_layer(m, x, i);
         if (st != ODL_OK) {
@@ -919,6 +924,5 @@ odl_status odl_yolov5_forward(odl_yolov5 *m, const odl_tensor *x, const odl_tens
         }
         ODL_CHECK(yolov5_prof_mark(m, i + 1));
     }
-    if (out) *out = &m->L[m->nlayers - 1].out;
     return ODL_OK;
 }

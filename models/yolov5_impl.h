@@ -56,6 +56,16 @@ typedef struct ylayer {
     int cat_off;       /* channel offset in that buffer */
 } ylayer;
 
+/* A CUDA graph of the forward for one input size, precision and input buffer (models/yolov5_graph.c). */
+#define Y_GRAPHS 8
+typedef struct ygraph {
+    int N, H, W, half;
+    const void *x;  /* the input's device address */
+    uint64_t sig;   /* the model's buffer addresses when captured */
+    int failed;     /* the capture failed: op by op */
+    struct odl_graph *g;
+} ygraph;
+
 /* Tensors waiting for their upload (the views to point into the arena once it exists). */
 typedef struct ystage {
     unsigned char *host; /* the bytes, each tensor at a 256-byte aligned offset */
@@ -95,7 +105,19 @@ struct odl_yolov5 {
     ystage stage;
     odl_tensor warena; /* the float32 weights and biases */
     odl_tensor harena; /* half mode: the float16 weights */
+    /* odl_yolov5_set_graphs */
+    int graphs_on;
+    ygraph graphs[Y_GRAPHS];
+    int n_graphs;
+    int64_t n_captured, n_replayed;
 };
+
+/* The forward's kernels for x on the current stream, op by op (a prepared model, no profiling checks). */
+odl_status yolov5_forward_ops(odl_yolov5 *m, const odl_tensor *x);
+/* The same through a graph of x's size when one can be had (models/yolov5_graph.c); graphs_on only. */
+odl_status yolov5_graph_forward(odl_yolov5 *m, const odl_tensor *x);
+/* Free every graph (set_graphs(0), set_half, free). */
+void yolov5_graphs_drop(odl_yolov5 *m);
 
 
 /* Detect decoding of level `level` through the backend's yolov5_detect_decode op (odl/backend.h; YOLOv5

@@ -6,7 +6,7 @@
 #                     per image), rect mode, bad labels and usage errors through odl_worker
 #                     and with the stand-in nvJPEG (tests/fake_nvjpeg.c) decoding: the same metrics
 #   eval_coco8_gpu    gpu: the same coco8 check with --device cuda (nvJPEG, GPU letterbox, GPU NMS), and
-#                     --decoder cpu within 0.001 of it
+#                     --decoder cpu within 0.001 of it; --cuda-graph on bitwise the op-by-op run
 #   eval_mpi          integration;mpi: 1 = 2 = 3 ranks bit for bit in metrics.json
 #   eval_rank_faults  fault;mpi: a killed rank and a stopped rank end the job without a hang
 #   eval_coord_equal  integration;mpi: 3 ranks under odl_coordinator (chunks from its work queue) = 1

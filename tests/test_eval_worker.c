@@ -8,7 +8,8 @@
  * With FAKE_NVJPEG_LIB (tests/fake_nvjpeg.c), the --backend-post run again with nvJPEG decoding: the same
  * metrics, the 8 images counted as nvJPEG's in metrics.json's "decoded".
  * With argument "cuda" (label gpu): the coco8 check only, with --device cuda (nvJPEG where it is there,
- * GPU letterbox and NMS), and again with --decoder cpu: the metrics within 0.001 of each other. */
+ * GPU letterbox and NMS), and again with --decoder cpu: the metrics within 0.001 of each other; at batch
+ * 2 with --cuda-graph on (one capture, two replays) metrics.json bitwise that of the op-by-op run. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -229,6 +230,27 @@ static void test_coco8_square(void) {
         json_decref(m4);
         free(o2);
         free(e2);
+        /* --cuda-graph on: 4 batches of 2 (the first op by op, the second captured, two replays), every
+         * metric bitwise that of the same run op by op */
+        char *o5, *e5, *o6, *e6;
+        long n5 = 0, n6 = 0;
+        snprintf(args, sizeof args, "--weights '%s' --data '%s' --square --device cuda --batch-size 2 --output '%s/sq5'",
+                 g_weights, g_coco8, g_tmp);
+        int rc5 = run_eval(args, "sq5", &o5, &e5);
+        snprintf(args, sizeof args,
+                 "--weights '%s' --data '%s' --square --device cuda --batch-size 2 --cuda-graph on --output '%s/sq6'",
+                 g_weights, g_coco8, g_tmp);
+        int rc6 = run_eval(args, "sq6", &o6, &e6);
+        TCHECK(rc5 == 0 && rc6 == 0, "--batch-size 2: exit %d, with --cuda-graph on %d: %s", rc5, rc6, e6);
+        TCHECK(strstr(e6, "(1 CUDA graphs, 2 replays)") != NULL, "--cuda-graph on: no graph counts in %s", e6);
+        char *m5 = metrics_but_decoded("sq5", "cpu", &n5), *m6 = metrics_but_decoded("sq6", "cpu", &n6);
+        TCHECK(m5 && m6 && !strcmp(m5, m6), "--cuda-graph on changed metrics.json:\n%s\n%s", m5 ? m5 : "-", m6 ? m6 : "-");
+        free(m5);
+        free(m6);
+        free(o5);
+        free(e5);
+        free(o6);
+        free(e6);
     }
     json_decref(got);
     json_decref(ref);
@@ -306,6 +328,7 @@ static void test_usage(void) {
                  {"--data d", "needs --weights"},
                  {"--weights w.h5 --data d --img-size 100", "multiple of 32"},
                  {"--weights w.h5 --data d --conf-thres 2", "--conf-thres"},
+                 {"--weights w.h5 --data d --cuda-graph yes", "--cuda-graph 'yes': on or off"},
                  {"--weights w.h5 --data d --frobnicate", "unknown option"}};
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         int rc = run_eval(cases[i].args, "usage", &out, &err);

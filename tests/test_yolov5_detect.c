@@ -108,11 +108,9 @@ typedef struct job {
 } job;
 
 int main(int argc, char **argv) {
-    /* the weights first: a skip after the device is set up would leave its pool allocated (memcheck's leak) */
-    const char *wpath = yolo_weights_path(argc, argv);
-    if (!wpath) return ODL_TEST_SKIP;
+    const char *wpath = NULL;
     odl_device dev;
-    int r = yolo_test_device(argc, argv, &dev);
+    int r = yolo_test_start(argc, argv, &wpath, &dev);
     if (r) return r;
     const int square = argc > 2 && !strcmp(argv[2], "square");
     const char *jpath = odl_test_data_path(square ? "yolov5/reference/detect_square640.json" : "yolov5/reference/detect_rect640.json");

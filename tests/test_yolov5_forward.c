@@ -27,11 +27,9 @@ static void check_tensor(const char *what, const float *ours, const float *ref, 
 }
 
 int main(int argc, char **argv) {
-    /* the weights first: a skip after the device is set up would leave its pool allocated (memcheck's leak) */
-    const char *wpath = yolo_weights_path(argc, argv);
-    if (!wpath) return ODL_TEST_SKIP;
+    const char *wpath = NULL;
     odl_device dev;
-    int r = yolo_test_device(argc, argv, &dev);
+    int r = yolo_test_start(argc, argv, &wpath, &dev);
     if (r) return r;
     const char *mode = argc > 2 ? argv[2] : "bus640";
     char ref[4096];

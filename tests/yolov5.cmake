@@ -51,6 +51,8 @@ function(odl_yolo_device_tests name source mode)
     FIXTURES_REQUIRED yolov5_weights ENVIRONMENT "${ODL_YOLO_TEST_ENV}")
 endfunction()
 odl_yolo_device_tests(yolov5_forward_bus640 test_yolov5_forward.c bus640)
+# CUDA graphs of the forward against the op-by-op forward, bitwise (on the CPU: set_graphs changes nothing)
+odl_yolo_device_tests(yolov5_graph test_yolov5_graph.c graph)
 # Same program, other mode: reuse the executable.
 add_test(NAME yolov5_layers_zidane320 COMMAND yolov5_forward_bus640 cpu zidane320 ${_w})
 add_test(NAME yolov5_layers_zidane320_gpu COMMAND yolov5_forward_bus640 cuda zidane320 ${_w})

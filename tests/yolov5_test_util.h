@@ -106,6 +106,14 @@ static inline int yolo_test_device(int argc, char **argv, odl_device *dev) {
     return 0;
 }
 
+/* A YOLOv5 test's start: the weights (yolo_weights_path) first -- a skip after the device is set up would
+ * leave its pool allocated (memcheck's leak) -- then the device (yolo_test_device). 0, ODL_TEST_SKIP or 1. */
+static inline int yolo_test_start(int argc, char **argv, const char **wpath, odl_device *dev) {
+    *wpath = yolo_weights_path(argc, argv);
+    if (!*wpath) return ODL_TEST_SKIP;
+    return yolo_test_device(argc, argv, dev);
+}
+
 /* Copy a device tensor to a malloc'd host float array. */
 static inline float *to_host(const odl_tensor *t) {
     size_t nb = odl_tensor_nbytes(t);

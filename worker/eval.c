@@ -67,7 +67,9 @@ static void eval_usage(FILE *f) {
             "  --backend-post      on the CPU too, the device pipeline: letterbox and NMS through the backend\n"
             "                      entries, as CUDA does (a check of that path; the metrics are the same)\n"
             "  --decoder D         auto or nvjpeg (default: JPEGs on the GPU with nvJPEG where it is there, the\n"
-            "                      rest on CPU threads) or cpu (libjpeg-turbo for every image)\n");
+            "                      rest on CPU threads) or cpu (libjpeg-turbo for every image)\n"
+            "  --cuda-graph on|off replay the forward of each batch size from a CUDA graph (default off: not yet\n"
+            "                      measured on a GPU; the boxes are bitwise the same either way)\n");
 }
 
 /* Returns 0 ok, 2 usage error (message printed), 3 for --help. */
@@ -109,6 +111,7 @@ static int parse_opts(int argc, char **argv, eval_opts *o) {
         ODL_CLI_BOOL_OPT("--backend-post", &o->backend_post, 1),
         ODL_CLI_STR_OPT("--decoder", NULL, &o->decoder),
         ODL_CLI_STR_OPT("--precision", NULL, &o->precision_name),
+        ODL_CLI_STR_OPT("--cuda-graph", NULL, &o->cuda_graph_name),
     };
     const size_t n_opts = sizeof opts / sizeof *opts;
     static const char *const extra[] = {"help"};
@@ -139,6 +142,11 @@ static int parse_opts(int argc, char **argv, eval_opts *o) {
         fprintf(stderr, "odl_worker: error: --img-size %d: must be a multiple of 32\n", o->img_size);
         return 2;
     }
+    if (o->cuda_graph_name && strcmp(o->cuda_graph_name, "on") && strcmp(o->cuda_graph_name, "off")) {
+        fprintf(stderr, "odl_worker: error: --cuda-graph '%s': on or off\n", o->cuda_graph_name);
+        return 2;
+    }
+    o->cuda_graph = o->cuda_graph_name && !strcmp(o->cuda_graph_name, "on");
     return odl_cli_check_decoder(o->decoder);
 }
 
@@ -499,6 +507,7 @@ static odl_status eval_setup(eval_run *r) {
     odl_status st = odl_yolov5_load(o->weights, r->dev, &r->net);
     if (st != ODL_OK) odl_error_prefix("--weights %s", o->weights);
     if (st == ODL_OK && o->half && (st = odl_yolov5_set_half(r->net, 1)) != ODL_OK) odl_error_prefix("--half");
+    if (st == ODL_OK && o->cuda_graph) st = odl_yolov5_set_graphs(r->net, 1);
     odl_set_matmul_precision(o->precision);
     if (st == ODL_OK) st = odl_det_dataset_open(o->data, odl_yolov5_num_classes(r->net), &r->ds);
     if (st == ODL_OK && r->rank == 0) st = odl_output_mkdir_p("--output", o->output);
@@ -569,10 +578,13 @@ static odl_status eval_results(eval_run *r) {
     double fwd_ms = 0, nms_ms = 0;
     int64_t nb = 0;
     const double *t = r->t, loop = t[0] + t[1] + t[2], dev_ms = eval_ctx_device_ms(r->ec, &fwd_ms, &nms_ms, &nb);
-    char busy[160] = "";
+    char busy[240] = "", graphs[80] = "";
+    int64_t g_cap = 0, g_rep = 0;
+    odl_yolov5_graph_counts(r->net, &g_cap, &g_rep);
+    if (g_cap) snprintf(graphs, sizeof graphs, " (%" PRId64 " CUDA graphs, %" PRId64 " replays)", g_cap, g_rep);
     if (dev_ms > 0)
-        snprintf(busy, sizeof busy, "; device busy %.0f%% of the loop (per batch %.2f ms letterbox+forward, %.2f ms NMS)",
-                 100 * dev_ms / loop, fwd_ms / nb, nms_ms / nb);
+        snprintf(busy, sizeof busy, "; device busy %.0f%% of the loop (per batch %.2f ms letterbox+forward%s, %.2f ms NMS)",
+                 100 * dev_ms / loop, fwd_ms / nb, graphs, nms_ms / nb);
     const double n = (double)r->n_mine;
     fprintf(stderr,
             "odl_worker: speed on rank 0: %.2f ms waiting for decode+letterbox, %.2f ms forward+NMS, "

@@ -16,9 +16,10 @@
 #include "odl/yolov5.h"
 
 typedef struct eval_opts {
-    const char *model, *weights, *data, *output, *device, *decoder, *precision_name;
+    const char *model, *weights, *data, *output, *device, *decoder, *precision_name, *cuda_graph_name;
     odl_precision precision; /* --precision: the float32 network's convolutions */
     int img_size, batch, max_det, square, half, save_json, verbose, workers, backend_post;
+    int cuda_graph; /* --cuda-graph on: the forward replayed from CUDA graphs (odl_yolov5_set_graphs) */
     float conf, iou, timeout_s;
     float pool_fraction; /* memory.preallocate_fraction; 0: the pool grows on demand */
 } eval_opts;
