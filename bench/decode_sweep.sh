@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Issue 23's decoder questions in one GPU call: odl_worker --task=eval (fp16, --square) over eval_bench.sh's
-# files repeated to 5,120, once per run spec BATCH:WORKERS:SHARE:FEEDERS:BACKEND --
+# files repeated to 5,120, once per run spec BATCH:WORKERS:SHARE:FEEDERS:BACKEND[:GRAPH] --
 #   BATCH the eval's batch (= the decode batch), WORKERS the CPU decoding threads (--workers), SHARE
 #   ODL_NVJPEG_CPU_SHARE (percent of nvJPEG's JPEGs sent to the CPU), FEEDERS ODL_GPU_PREP_FEEDERS,
 #   BACKEND ODL_NVJPEG_BACKEND (hardware, gpu-hybrid: nvJPEG's batched call decodes Huffman on the GPU
-#   above 50 images), or cpu for --decoder cpu --
+#   above 50 images), or cpu for --decoder cpu, GRAPH on for --cuda-graph on (default off) --
 # beside odl's own forward-only throughput at batch 32 (yolov5_bench, same call), one table row each:
 # images/s of the loop, its ratio to the forward alone, the device's busy share and the feeder's phases.
 # Usage: bench/decode_sweep.sh BUILD_DIR WEIGHTS.h5 DATA_DIR [OUT_DIR] [SPEC...]
@@ -16,7 +16,8 @@ shift $(($# < 4 ? $# : 4))
 specs=("$@")
 [ ${#specs[@]} -gt 0 ] || specs=(32:16:0:1:hardware 32:8:0:1:hardware 32:16:100:1:cpu 32:12:100:1:cpu
   32:8:30:1:hardware 32:12:40:1:hardware 32:16:40:1:hardware 32:12:40:2:hardware 32:12:30:3:hardware
-  128:12:40:1:hardware 128:14:45:1:hardware 32:16:0:1:gpu-hybrid 64:16:0:1:gpu-hybrid 128:16:0:1:gpu-hybrid)
+  128:12:40:1:hardware 128:14:45:1:hardware 32:16:0:1:gpu-hybrid 64:16:0:1:gpu-hybrid 128:16:0:1:gpu-hybrid
+  32:16:0:1:hardware:on 32:16:40:1:hardware:on 32:12:30:3:hardware:on)
 here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$O"
 "$here/pipeline_files.sh" "$D" 5120 "$O/files"
@@ -26,16 +27,16 @@ if [ -z "${NO_FORWARD:-}" ]; then
   fwd=$(grep -o '"fp16_bN_img_per_s": *[0-9.]*' "$O/yolov5_bench.txt" | grep -o '[0-9.]*$' || echo nan)
 fi
 echo "odl forward only, fp16 batch 32 (yolov5_bench, this call): ${fwd:-nan} images/s; $(nproc) cores"
-echo "| batch:workers:share:feeders:backend | images/s | / forward | device busy | decoded | feeder per batch |"
+echo "| batch:workers:share:feeders:backend[:graph] | images/s | / forward | device busy | decoded | feeder per batch |"
 echo "|---|---|---|---|---|---|"
 for spec in "${specs[@]}"; do
-  IFS=: read -r bs workers share feeders backend <<<"$spec"
+  IFS=: read -r bs workers share feeders backend graph <<<"$spec"
   dec=auto; envb=(ODL_NVJPEG_BACKEND="$backend")
   [ "$backend" = cpu ] && dec=cpu envb=()
   log="$O/eval_${spec//:/_}.log"
   env "${envb[@]}" ODL_GPU_PREP_FEEDERS="$feeders" ODL_NVJPEG_CPU_SHARE="$share" timeout 200 "$B"/odl_worker --task=eval \
     --model=yolov5 --weights "$W" --data "$O/files" --square --half --batch-size "$bs" --workers "$workers" \
-    --device cuda --decoder "$dec" --output "$O/out_${spec//:/_}" >/dev/null 2>"$log"
+    --device cuda --decoder "$dec" --cuda-graph "${graph:-off}" --output "$O/out_${spec//:/_}" >/dev/null 2>"$log"
   rc=$?
   python3 - "$log" "$spec" "$fwd" "$rc" <<'PY'
 import re, sys
