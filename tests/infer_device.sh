@@ -7,7 +7,8 @@
 #         give detections.json, the drawn images and the error lines of the CPU path byte for byte;
 #   cuda  the GPU (--decoder nvjpeg) and the GPU with --decoder cpu: both complete with the CPU
 #         path's errors; detections within 2 px / 0.02 (nvJPEG) and 1 px / 0.01 (--decoder cpu) of the CPU
-#         path's (boxes of confidence >= 0.3).
+#         path's (boxes of confidence >= 0.3); --square with --cuda-graph on: detections.json byte for byte
+#         that of --square op by op, the timeline naming its graphs and replays.
 # Usage: infer_device.sh WORKER WEIGHTS PREP_TEST FAKE_NVJPEG cpu|cuda; exit 77 without data or weights.
 set -u
 W=$1 WEIGHTS=$2 PREP=$3 FAKE=$4 MODE=$5
@@ -62,7 +63,13 @@ cpu)
 cuda)
   run gpu -- --device cuda --decoder nvjpeg
   run gcpu -- --device cuda --decoder cpu
-  for v in gpu gcpu; do
+  # square batches of 6: one shape, so that its second batch is captured and later ones replayed
+  run gsq -- --device cuda --decoder cpu --square
+  run ggraph -- --device cuda --decoder cpu --square --cuda-graph on
+  grep -Eq "; [1-9][0-9]* CUDA graphs, [1-9][0-9]* replays" "$T/ggraph.err" ||
+    fail "--cuda-graph on: no graph or replay in the timeline: $(grep timeline "$T/ggraph.err")"
+  cmp "$T/gsq/detections.json" "$T/ggraph/detections.json" || fail "--cuda-graph on: detections.json differs"
+  for v in gpu gcpu gsq ggraph; do
     [ "$(cat "$T/$v.rc")" = 1 ] || fail "$v: exit $(cat "$T/$v.rc"): $(tail -3 "$T/$v.err")"
     diff "$T/cpu.errors" "$T/$v.errors" || fail "$v: other errors than the CPU path's"
   done

@@ -306,6 +306,9 @@ static void worker_runs(const char *weights) {
     snprintf(cmd, sizeof cmd, "'%s' --task=infer --weights='%s' --input='%s' --conf-thres x", worker, weights, dir);
     rc = run_cmd(cmd, err, sizeof err);
     TCHECK(rc == 2 && strstr(err, "--conf-thres"), "bad --conf-thres: exit %d: %s", rc, err);
+    snprintf(cmd, sizeof cmd, "'%s' --task=infer --weights='%s' --input='%s' --cuda-graph 1", worker, weights, dir);
+    rc = run_cmd(cmd, err, sizeof err);
+    TCHECK(rc == 2 && strstr(err, "--cuda-graph '1': on or off"), "bad --cuda-graph: exit %d: %s", rc, err);
     /* Square letterbox, single good image, no drawn copy */
     snprintf(cmd, sizeof cmd, "'%s' --task=infer --weights='%s' --input='%s/zidane.jpg' --output='%s/o5' --device cpu "
              "--square --no-save-images --max-det 2", worker, weights, dir, g_tmp);

@@ -183,6 +183,13 @@ int odl_cli_check_decoder(const char *spec) {
     return 2;
 }
 
+int odl_cli_cuda_graph(const char *spec, int *on) {
+    *on = spec && !strcmp(spec, "on");
+    if (!spec || *on || !strcmp(spec, "off")) return 0;
+    fprintf(stderr, "odl_worker: error: --cuda-graph '%s': on or off\n", spec);
+    return 2;
+}
+
 int odl_cli_yolo_precision(const char *spec, int half, odl_precision *out) {
     *out = ODL_PRECISION_FP32;
     if (spec && odl_precision_parse(spec, out) != ODL_OK) {

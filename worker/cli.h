@@ -81,6 +81,9 @@ odl_status odl_cli_device_choice(const char *spec, odl_device *dev);
  * decodes runs of fewer than 64 images on the CPU (nvJPEG's set-up costs more). 0 when spec is one of
  * them, else 2 after printing the error. */
 int odl_cli_check_decoder(const char *spec);
+/* --cuda-graph on|off of infer and eval: *on = 1 for "on", 0 for "off" or no value (NULL). Returns 0, or 2
+ * after an error line for another value. */
+int odl_cli_cuda_graph(const char *spec, int *on);
 
 /* --precision fp32|tf32|bf16 of --task=infer and --task=eval (docs/PRECISION.md): the float32 network's
  * convolutions on tensor cores with TF32 or BF16 operands and float32 accumulation

@@ -142,11 +142,7 @@ static int parse_opts(int argc, char **argv, eval_opts *o) {
         fprintf(stderr, "odl_worker: error: --img-size %d: must be a multiple of 32\n", o->img_size);
         return 2;
     }
-    if (o->cuda_graph_name && strcmp(o->cuda_graph_name, "on") && strcmp(o->cuda_graph_name, "off")) {
-        fprintf(stderr, "odl_worker: error: --cuda-graph '%s': on or off\n", o->cuda_graph_name);
-        return 2;
-    }
-    o->cuda_graph = o->cuda_graph_name && !strcmp(o->cuda_graph_name, "on");
+    if (odl_cli_cuda_graph(o->cuda_graph_name, &o->cuda_graph)) return 2;
     return odl_cli_check_decoder(o->decoder);
 }
 

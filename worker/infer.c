@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,7 +36,8 @@
 #define MAX_CLASS_FILTER 1024
 
 typedef struct infer_opts {
-    const char *model, *weights, *input, *output, *device, *decoder, *precision_name;
+    const char *model, *weights, *input, *output, *device, *decoder, *precision_name, *cuda_graph_name;
+    int cuda_graph; /* --cuda-graph on: the forward replayed from CUDA graphs (odl_yolov5_set_graphs) */
     odl_precision precision; /* --precision: the float32 network's convolutions */
     int img_size, max_det, square, batch, save_images, half, backend_post;
     int agnostic, save_txt, save_conf;
@@ -69,6 +71,8 @@ static void infer_usage(FILE *f) {
             "                      the GPU with nvJPEG where it is there, the rest on CPU threads) or cpu (libjpeg-turbo)\n"
             "  --backend-post      on the CPU too, the device pipeline (letterbox and candidate rows through the\n"
             "                      backend entries, as CUDA does; a check of that path: the detections are the same)\n"
+            "  --cuda-graph on|off replay the forward of each batch shape from a CUDA graph (captured at its second\n"
+            "                      batch; default off: not yet measured on a GPU; the boxes are bitwise the same)\n"
             "Weights: convert an official YOLOv5 .pt with tools/convert_yolov5.py.\n");
 }
 
@@ -142,6 +146,7 @@ static int parse_opts(int argc, char **argv, infer_opts *o) {
         ODL_CLI_BOOL_OPT("--backend-post", &o->backend_post, 1),
         ODL_CLI_STR_OPT("--decoder", NULL, &o->decoder),
         ODL_CLI_STR_OPT("--precision", NULL, &o->precision_name),
+        ODL_CLI_STR_OPT("--cuda-graph", NULL, &o->cuda_graph_name),
     };
     const size_t n_opts = sizeof opts / sizeof *opts;
     static const char *const extra[] = {"classes", "verbose", "help"};
@@ -185,6 +190,7 @@ static int parse_opts(int argc, char **argv, infer_opts *o) {
         fprintf(stderr, "odl_worker: error: --save-conf goes with --save-txt\n");
         return 2;
     }
+    if (odl_cli_cuda_graph(o->cuda_graph_name, &o->cuda_graph)) return 2;
     return odl_cli_check_decoder(o->decoder);
 }
 
@@ -784,6 +790,7 @@ typedef struct infer_run {
     dev_infer *di;
     double t_start, t_mark, ph[PH_N];
     double t_pre, t_fwd, t_nms; /* decode+letterbox, forward, NMS: all batches */
+    int64_t graphs_captured, graph_replays; /* --cuda-graph on */
 } infer_run;
 
 /* The time since the last mark goes to phase k. */
@@ -817,6 +824,7 @@ static int infer_load(infer_run *r) {
     if (odl_yolov5_upload(r->net, r->dev) != ODL_OK) return fail_user("--weights ");
     phase(r, PH_UPLOAD);
     if (r->o.half && odl_yolov5_set_half(r->net, 1) != ODL_OK) return fail_user("--half: ");
+    if (r->o.cuda_graph && odl_yolov5_set_graphs(r->net, 1) != ODL_OK) return fail_user("--cuda-graph: ");
     odl_set_matmul_precision(r->o.precision);
     return 0;
 }
@@ -939,7 +947,9 @@ static void infer_release(infer_run *r) {
     free(r->hin);
     free(r->hout);
     list_free(&r->files);
+    odl_yolov5_graph_counts(r->net, &r->graphs_captured, &r->graph_replays); /* for the timeline */
     odl_yolov5_free(r->net);
+    r->net = NULL;
     if (r->dev.type == ODL_DEV_CUDA) odl_cuda_shutdown();
     r->t_mark = odl_mono_ms();
     r->ph[PH_SHUTDOWN] = r->t_mark - t0;
@@ -960,6 +970,8 @@ static void infer_timeline(const infer_run *r) {
     if (r->n_groups > 1)
         odl_strbuf_printf(&b, "; later forwards %.1f each (%d)", (r->t_fwd - ph[PH_FIRST_FWD]) / (r->n_groups - 1),
                           r->n_groups - 1);
+    if (r->graphs_captured)
+        odl_strbuf_printf(&b, "; %" PRId64 " CUDA graphs, %" PRId64 " replays", r->graphs_captured, r->graph_replays);
     odl_strbuf_printf(&b, "; %.1f since the task started", r->t_mark - r->t_start);
     ODL_LOG_INFO("%s", line);
 }
