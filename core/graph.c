@@ -66,8 +66,9 @@ odl_status odl_graph_end(odl_stream s, odl_graph **out) {
     if (e == cudaSuccess) e = cudaGraphUpload(r->exec, (cudaStream_t)s);
     if (e != cudaSuccess) {
         cudaGetLastError();
+        const size_t nodes = r->nodes;
         odl_graph_free(r);
-        return ODL_ERR(ODL_E_CUDA, "cudaGraphInstantiate of %zu nodes: %s", r->nodes, cudaGetErrorString(e));
+        return ODL_ERR(ODL_E_CUDA, "cudaGraphInstantiate of %zu nodes: %s", nodes, cudaGetErrorString(e));
     }
     *out = r;
     return ODL_OK;

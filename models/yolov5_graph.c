@@ -1,11 +1,13 @@
 /* CUDA graphs of the YOLOv5 forward (odl_yolov5_set_graphs in odl/yolov5.h).
  *
- * A graph replays fixed kernel arguments: the input size, the precision, and the addresses of the input,
- * of every activation and scratch buffer and of the weights. An entry is keyed by the first three and
- * the input's address, and remembers a signature of the model's own buffer addresses: a prepare that
- * moved any of them (a larger size than any before) makes the entry capture again. The backend's
- * workspace keeps the buffers a growth replaced while graphs may use them (kernels/cuda/backend.cu), and a
- * growth during a capture fails that capture, which then runs op by op. */
+ * A graph replays fixed kernel arguments: the input size, the precision (float16, the float32 network's
+ * matmul precision), the addresses of the input, of every activation and scratch buffer, of the weights
+ * and of the backend's workspace. An entry is keyed by the size, the precisions and the input (the model's
+ * own input buffer by name, since a prepare may move it; another buffer by its address), and remembers a
+ * signature of every address the model owns and of the backend's workspace epoch: when a prepare moved a
+ * buffer or the backend freed workspace memory, the entry captures again. A workspace growth during a
+ * capture fails that capture, which then runs op by op. When the table is full the least recently used
+ * entry makes room. */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,26 +15,29 @@
 #include "models/yolov5_impl.h"
 #include "odl/graph.h"
 #include "odl/log.h"
+#include "odl/precision.h"
 
-static uint64_t mix(uint64_t h, const void *p) {
-    uint64_t v = (uint64_t)(uintptr_t)p;
+static uint64_t mix(uint64_t h, uint64_t v) {
     for (int i = 0; i < 8; i++, v >>= 8) h = (h ^ (v & 0xff)) * 1099511628211ull; /* FNV-1a */
     return h;
 }
+#define MIXP(h, p) mix((h), (uint64_t)(uintptr_t)(p))
 
-/* Every device address a forward's kernels are given, other than the input. */
+/* Every device address a forward's kernels are given, other than a caller's input. */
 static uint64_t buffers_signature(const odl_yolov5 *m) {
     uint64_t h = 14695981039346656037ull;
-    h = mix(h, m->input.data);
-    h = mix(h, m->hinput.data);
-    h = mix(h, m->warena.data);
-    h = mix(h, m->harena.data);
-    for (int s = 0; s < Y_NSCRATCH; s++) h = mix(h, m->scratch[s].data);
+    h = MIXP(h, m->input.data);
+    h = MIXP(h, m->hinput.data);
+    h = MIXP(h, m->warena.data);
+    h = MIXP(h, m->harena.data);
+    for (int s = 0; s < Y_NSCRATCH; s++) h = MIXP(h, m->scratch[s].data);
     for (int i = 0; i < m->nlayers; i++) {
-        h = mix(h, m->L[i].out.data);
-        h = mix(h, m->L[i].hbuf.data);
-        h = mix(h, m->L[i].hv.p);
+        h = MIXP(h, m->L[i].out.data);
+        h = MIXP(h, m->L[i].hbuf.data);
+        h = MIXP(h, m->L[i].hv.p);
     }
+    const odl_backend *be = odl_backend_for(m->dev);
+    if (be && be->workspace_epoch) h = mix(h, be->workspace_epoch());
     return h;
 }
 
@@ -54,12 +59,24 @@ void odl_yolov5_graph_counts(const odl_yolov5 *m, int64_t *captured, int64_t *re
     if (replayed) *replayed = m ? m->n_replayed : 0;
 }
 
-static ygraph *find(odl_yolov5 *m, const odl_tensor *x) {
+/* The entry of this forward's key, a new one (the least recently used one's place when the table is
+ * full), and whether it is new. */
+static ygraph *entry_of(odl_yolov5 *m, const void *xkey, int precision, int *fresh) {
+    ygraph *lru = NULL;
     for (int i = 0; i < m->n_graphs; i++) {
         ygraph *e = &m->graphs[i];
-        if (e->N == m->N && e->H == m->H && e->W == m->W && e->half == m->half && e->x == x->data) return e;
+        if (e->N == m->N && e->H == m->H && e->W == m->W && e->half == m->half && e->precision == precision &&
+            e->x == xkey) {
+            *fresh = 0;
+            return e;
+        }
+        if (!lru || e->used < lru->used) lru = e;
     }
-    return NULL;
+    ygraph *e = m->n_graphs < Y_GRAPHS ? &m->graphs[m->n_graphs++] : lru;
+    odl_graph_free(e->g);
+    *e = (ygraph){.N = m->N, .H = m->H, .W = m->W, .half = m->half, .precision = precision, .x = xkey};
+    *fresh = 1;
+    return e;
 }
 
 /* Capture the forward into e->g; on failure the entry runs op by op from now on (said once). */
@@ -82,16 +99,12 @@ static void capture(odl_yolov5 *m, ygraph *e, const odl_tensor *x, odl_stream s)
 
 odl_status yolov5_graph_forward(odl_yolov5 *m, const odl_tensor *x) {
     const uint64_t sig = buffers_signature(m);
-    ygraph *e = find(m, x);
-    if (!e) { /* a new size: op by op first, so that its lazy set-up is done before a capture */
-        if (m->n_graphs < Y_GRAPHS) {
-            e = &m->graphs[m->n_graphs++];
-            *e = (ygraph){.N = m->N, .H = m->H, .W = m->W, .half = m->half, .x = x->data, .sig = sig};
-        }
-        return yolov5_forward_ops(m, x);
-    }
-    if (e->failed) return yolov5_forward_ops(m, x);
-    if (e->g && e->sig != sig) { /* a buffer moved since the capture */
+    const void *xkey = x->data == m->input.data ? NULL : x->data; /* NULL: the model's own input */
+    int fresh = 0;
+    ygraph *e = entry_of(m, xkey, (int)odl_matmul_precision(), &fresh);
+    e->used = ++m->graph_clock;
+    if (fresh || e->failed) return yolov5_forward_ops(m, x); /* a new key: its lazy set-up before a capture */
+    if (e->g && e->sig != sig) { /* a buffer moved, or workspace memory was freed, since the capture */
         odl_graph_free(e->g);
         e->g = NULL;
     }

@@ -59,9 +59,10 @@ typedef struct ylayer {
 /* A CUDA graph of the forward for one input size, precision and input buffer (models/yolov5_graph.c). */
 #define Y_GRAPHS 8
 typedef struct ygraph {
-    int N, H, W, half;
-    const void *x;  /* the input's device address */
-    uint64_t sig;   /* the model's buffer addresses when captured */
+    int N, H, W, half, precision; /* precision: odl_matmul_precision at the forward */
+    const void *x;  /* a caller's input buffer; NULL: the model's own (odl_yolov5_input) */
+    uint64_t sig;   /* the addresses the forward used when captured (models/yolov5_graph.c) */
+    uint64_t used;  /* the model's graph_clock at its last forward: the least recently used makes room */
     int failed;     /* the capture failed: op by op */
     struct odl_graph *g;
 } ygraph;
@@ -109,6 +110,7 @@ struct odl_yolov5 {
     int graphs_on;
     ygraph graphs[Y_GRAPHS];
     int n_graphs;
+    uint64_t graph_clock;
     int64_t n_captured, n_replayed;
 };
 

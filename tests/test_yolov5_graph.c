@@ -83,9 +83,40 @@ int main(int argc, char **argv) {
         counts(g, c0 + 3 * cuda, r0 + 2 * cuda, "after the other size's capture");
         if (!cuda) counts(g, 0, 0, "on the CPU");
     }
+    /* nine sizes in turn: the ninth takes the place of the least recently used (the first), which is
+     * then new again; the ninth replays */
+    TOK(odl_yolov5_set_graphs(g, 0));
+    TOK(odl_yolov5_set_graphs(g, 1));
+    for (int k = 1; k <= 9; k++) {
+        same(g, ref, px, 1, 32 * k, 64, "one of nine sizes (op by op)");
+        same(g, ref, px, 1, 32 * k, 64, "one of nine sizes (captured)");
+    }
+    counts(g, 15 * cuda, 4 * cuda, "after nine sizes");
+    same(g, ref, px, 1, 32, 64, "the first of nine, evicted (op by op)");
+    same(g, ref, px, 1, 32, 64, "the first of nine again (captured)");
+    same(g, ref, px, 1, 32 * 9, 64, "the ninth (replayed)");
+    counts(g, 16 * cuda, 5 * cuda, "after the eviction");
+    /* a caller's own input buffer: a graph of its own, keyed by its address */
+    odl_tensor own = {0};
+    const int64_t shape[4] = {N, 3, H, W};
+    TOK(odl_tensor_alloc(&own, dev, ODL_F32, 4, shape));
+    TOK(odl_tensor_copy_from_host(&own, px, sizeof(float) * N * 3 * H * W));
+    int64_t nr = 0;
+    float *want = forward(ref, px, N, H, W, &nr);
+    for (int k = 0; k < 3; k++) {
+        const odl_tensor *out = NULL;
+        TOK(odl_yolov5_forward(g, &own, &out));
+        float *got = out ? to_host(out) : NULL;
+        TCHECK(got && want && odl_tensor_numel(out) == nr && !memcmp(got, want, sizeof(float) * (size_t)nr),
+               "a caller's input, forward %d: not the op-by-op output", k + 1);
+        free(got);
+    }
+    counts(g, 17 * cuda, 6 * cuda, "a caller's input: op by op, captured, replayed");
+    free(want);
+    odl_tensor_free(&own);
     TOK(odl_yolov5_set_graphs(g, 0));
     same(g, ref, px, N, H, W, "graphs off");
-    counts(g, 3 * cuda + 3 * cuda, 2 * cuda + 2 * cuda, "graphs off");
+    counts(g, 17 * cuda, 6 * cuda, "graphs off");
     free(px);
     odl_yolov5_free(g);
     odl_yolov5_free(ref);

@@ -223,6 +223,11 @@ typedef struct odl_backend {
     /* Free the backend's cached device buffers (its workspace); NULL when it keeps none. Run by
      * odl_cuda_shutdown before the pools are checked for live allocations. */
     void (*release)(void);
+    /* A count that changes whenever device memory the backend lent to kernels (its workspace) may have been
+     * freed: the retired buffers of a growth freed, the workspace released. A CUDA graph captured at
+     * another count may point into freed memory and must be captured again. NULL when the backend keeps
+     * no such memory. */
+    uint64_t (*workspace_epoch)(void);
 
     /* ---- linear algebra ---- */
     odl_status (*gemm)(const odl_gemm_args *a);

@@ -1,6 +1,7 @@
 /* The CUDA op table (odl/backend.h) and the backend's device facts and workspace (common.cuh).
  * Every entry is one of the project's own kernels (the .cu files beside this one); none calls cuBLAS or cuDNN.
  */
+#include <atomic>
 #include <mutex>
 
 #include "common.cuh"
@@ -45,6 +46,7 @@ struct Workspace {
 };
 static Workspace g_ws[kMaxDevices];
 static std::mutex g_ws_mu;
+static std::atomic<uint64_t> g_ws_epoch{0}; /* odl_backend.workspace_epoch: bumped when buffers are freed */
 
 odl_status workspace(size_t bytes, void **out) {
     int dev = 0;
@@ -59,6 +61,7 @@ odl_status workspace(size_t bytes, void **out) {
         odl_pool_stats ps;
         if (odl_pool_get_stats(odl_cuda(dev), &ps) != ODL_OK || ps.in_use < w.cap || ps.n_allocs < w.n_allocs) {
             odl_error_clear();
+            g_ws_epoch++;
             w.p = nullptr;
             w.cap = 0;
             w.n_retired = 0;
@@ -81,6 +84,7 @@ odl_status workspace(size_t bytes, void **out) {
             ODL_CUDA_CALL(cudaDeviceSynchronize());
             for (int i = 0; i < w.n_retired; i++) odl_mem_free(odl_cuda(dev), w.retired[i]);
             w.n_retired = 0;
+            g_ws_epoch++;
         }
         if (w.p) {
             w.retired[w.n_retired++] = w.p;
@@ -122,14 +126,18 @@ extern "C" void odl_cuda_backend_release(void) {
         w.cap = 0;
         w.n_retired = 0;
     }
+    odlk::g_ws_epoch++;
     if (have_prev) cudaSetDevice(prev);
     cudaGetLastError();
 }
+
+static uint64_t workspace_epoch(void) { return odlk::g_ws_epoch.load(); }
 
 static odl_backend make_table() {
     odl_backend b = {};
     b.name = "cuda";
     b.release = odl_cuda_backend_release;
+    b.workspace_epoch = workspace_epoch;
     b.gemm = odl_cuda_gemm;
     b.conv2d_fwd = odl_cuda_conv2d_fwd;
     b.conv2d_bwd_data = odl_cuda_conv2d_bwd_data;
