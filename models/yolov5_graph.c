@@ -1,13 +1,13 @@
 /* CUDA graphs of the YOLOv5 forward (odl_yolov5_set_graphs in odl/yolov5.h).
  *
- * A graph replays fixed kernel arguments: the input size, the precision (float16, the float32 network's
- * matmul precision), the addresses of the input, of every activation and scratch buffer, of the weights
- * and of the backend's workspace. An entry is keyed by the size, the precisions and the input (the model's
- * own input buffer by name, since a prepare may move it; another buffer by its address), and remembers a
- * signature of every address the model owns and of the backend's workspace epoch: when a prepare moved a
- * buffer or the backend freed workspace memory, the entry captures again. A workspace growth during a
- * capture fails that capture, which then runs op by op. When the table is full the least recently used
- * entry makes room. */
+ * A graph replays fixed kernel arguments: the input size, float16 or not, and the addresses of the input,
+ * of every activation and scratch buffer, of the weights and of the backend's workspace (the matmul
+ * precision is set once per process before any work, odl/precision.h, so it is not part of the key). An
+ * entry is keyed by the size, float16 and the input (the model's own input buffer by name, since a prepare
+ * may move it; another buffer by its address), and remembers a signature of every address the model owns
+ * and of the backend's workspace epoch: when a prepare moved a buffer or the backend freed workspace
+ * memory, the entry captures again. A workspace growth during a capture fails that capture, which then
+ * runs op by op. When the table is full the least recently used entry makes room. */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,7 +15,6 @@
 #include "models/yolov5_impl.h"
 #include "odl/graph.h"
 #include "odl/log.h"
-#include "odl/precision.h"
 
 static uint64_t mix(uint64_t h, uint64_t v) {
     for (int i = 0; i < 8; i++, v >>= 8) h = (h ^ (v & 0xff)) * 1099511628211ull; /* FNV-1a */
@@ -61,12 +60,11 @@ void odl_yolov5_graph_counts(const odl_yolov5 *m, int64_t *captured, int64_t *re
 
 /* The entry of this forward's key, a new one (the least recently used one's place when the table is
  * full), and whether it is new. */
-static ygraph *entry_of(odl_yolov5 *m, const void *xkey, int precision, int *fresh) {
+static ygraph *entry_of(odl_yolov5 *m, const void *xkey, int *fresh) {
     ygraph *lru = NULL;
     for (int i = 0; i < m->n_graphs; i++) {
         ygraph *e = &m->graphs[i];
-        if (e->N == m->N && e->H == m->H && e->W == m->W && e->half == m->half && e->precision == precision &&
-            e->x == xkey) {
+        if (e->N == m->N && e->H == m->H && e->W == m->W && e->half == m->half && e->x == xkey) {
             *fresh = 0;
             return e;
         }
@@ -74,7 +72,7 @@ static ygraph *entry_of(odl_yolov5 *m, const void *xkey, int precision, int *fre
     }
     ygraph *e = m->n_graphs < Y_GRAPHS ? &m->graphs[m->n_graphs++] : lru;
     odl_graph_free(e->g);
-    *e = (ygraph){.N = m->N, .H = m->H, .W = m->W, .half = m->half, .precision = precision, .x = xkey};
+    *e = (ygraph){.N = m->N, .H = m->H, .W = m->W, .half = m->half, .x = xkey};
     *fresh = 1;
     return e;
 }
@@ -101,7 +99,7 @@ odl_status yolov5_graph_forward(odl_yolov5 *m, const odl_tensor *x) {
     const uint64_t sig = buffers_signature(m);
     const void *xkey = x->data == m->input.data ? NULL : x->data; /* NULL: the model's own input */
     int fresh = 0;
-    ygraph *e = entry_of(m, xkey, (int)odl_matmul_precision(), &fresh);
+    ygraph *e = entry_of(m, xkey, &fresh);
     e->used = ++m->graph_clock;
     if (fresh || e->failed) return yolov5_forward_ops(m, x); /* a new key: its lazy set-up before a capture */
     if (e->g && e->sig != sig) { /* a buffer moved, or workspace memory was freed, since the capture */

@@ -59,7 +59,7 @@ typedef struct ylayer {
 /* A CUDA graph of the forward for one input size, precision and input buffer (models/yolov5_graph.c). */
 #define Y_GRAPHS 8
 typedef struct ygraph {
-    int N, H, W, half, precision; /* precision: odl_matmul_precision at the forward */
+    int N, H, W, half;
     const void *x;  /* a caller's input buffer; NULL: the model's own (odl_yolov5_input) */
     uint64_t sig;   /* the addresses the forward used when captured (models/yolov5_graph.c) */
     uint64_t used;  /* the model's graph_clock at its last forward: the least recently used makes room */

@@ -35,6 +35,7 @@
 typedef struct odl_step_graph {
     const void *x; /* the batch buffer the graph reads (a loader slot's), NULL: unused entry */
     int local, global;
+    uint64_t epoch; /* the backend's workspace epoch at the capture (odl_backend.workspace_epoch) */
     odl_graph *graph;
 } odl_step_graph;
 

@@ -113,14 +113,15 @@ ODL_API odl_status odl_yolov5_layer_output_host(const odl_yolov5 *m, int layer, 
 ODL_API odl_status odl_yolov5_set_half(odl_yolov5 *m, int half);
 
 /* CUDA graphs of the forward (odl/graph.h), off by default. With on = 1 on a CUDA model, odl_yolov5_forward
- * keeps a graph per input size [N, 3, H, W], precision (float16, odl_matmul_precision) and input buffer
+ * keeps a graph per input size [N, 3, H, W], float16 or not, and input buffer
  * (the model's own, odl_yolov5_input, or a caller's; up to 8, the least recently used making room for a
  * ninth): the first forward of a size runs op by op (its lazy set-up: the backend's workspace, kernel
  * attributes), the second is captured and launched, later ones replay it -- one launch instead of one per
  * kernel (~70 float32, ~60 float16), which is what bounds a small batch and what a busy host thread slows.
  * Output and outputs of every layer are bitwise those of the op-by-op forward. A graph is captured again
  * when a prepare moved any of the model's buffers or the backend freed workspace memory
- * (odl_backend.workspace_epoch); a capture that fails (CUDA's reason in one warning)
+ * (odl_backend.workspace_epoch); the matmul precision (odl/precision.h) is set once per process before
+ * any forward, as that header says, and is not part of the key; a capture that fails (CUDA's reason in one warning)
  * leaves that size op by op. No effect on the CPU or while profiling (odl_yolov5_set_profile); on = 0
  * frees the graphs. The caller queues the forward on the same stream as ever (odl_stream_current), and
  * must not write the input while a replay may still read it, as with the op-by-op forward.
