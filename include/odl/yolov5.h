@@ -117,7 +117,7 @@ ODL_API odl_status odl_yolov5_set_half(odl_yolov5 *m, int half);
  * (the model's own, odl_yolov5_input, or a caller's; up to 8, the least recently used making room for a
  * ninth): the first forward of a size runs op by op (its lazy set-up: the backend's workspace, kernel
  * attributes), the second is captured and launched, later ones replay it -- one launch instead of one per
- * kernel (~70 float32, ~60 float16), which is what bounds a small batch and what a busy host thread slows.
+ * kernel (one per convolution and more), which is what bounds a small batch and what a busy host thread slows.
  * Output and outputs of every layer are bitwise those of the op-by-op forward. A graph is captured again
  * when a prepare moved any of the model's buffers or the backend freed workspace memory
  * (odl_backend.workspace_epoch); the matmul precision (odl/precision.h) is set once per process before
