@@ -14,7 +14,8 @@
 #   2. end to end on bus.jpg in the process (yolov5_bench: decode .. NMS, fp32 and fp16, median of 50),
 #      beside PyTorch's in-process e2e_bus_fp32_ms_median (yolov5n);
 #   3. odl_worker --task=infer on bus.jpg as a whole process (start to exit, median of 7, --no-save-images:
-#      it prints the boxes, as the peer does), beside PyTorch's detect_process (a python3 process that
+#      it prints the boxes, as the peer does; split into before the task, the task and after its timeline
+#      line -- the process's exit -- from the log's timestamps), beside PyTorch's detect_process (a python3 process that
 #      imports torch, loads the model, reads, detects and prints). In-process and whole-process figures
 #      are compared each with its own peer, never with one another.
 # Usage: bench/eval_bench.sh BUILD_DIR WEIGHTS.h5 DATA_DIR [OUT_DIR]
@@ -48,11 +49,15 @@ for run in auto:auto:512:1:0 cpu:cpu:512:1:0 auto5120:auto:5120:1:0 f2_5120:auto
   [ -n "$smi" ] && kill "$smi" 2>/dev/null
 done
 ts=()
+: >"$O/infer_times.txt"
 for k in 1 2 3 4 5 6 7 8; do
   t0=$(date +%s%N)
   "$B"/odl_worker --task=infer --weights "$W" --input "$D/yolov5/images/bus.jpg" --output "$O/infer" --device cuda \
-    --no-save-images >/dev/null 2>>"$O/infer.log"
-  [ "$k" -gt 1 ] && ts+=($(( ($(date +%s%N) - t0) / 1000 ))) # the first warms the file cache, as detect_process's
+    --no-save-images >/dev/null 2>"$O/infer.$k.log"
+  t1=$(date +%s%N)
+  cat "$O/infer.$k.log" >>"$O/infer.log"
+  echo "$k $t0 $t1" >>"$O/infer_times.txt" # beside the log's clock: what the process spends outside its task
+  [ "$k" -gt 1 ] && ts+=($(( (t1 - t0) / 1000 ))) # the first warms the file cache, as detect_process's
 done
 bus_ms=$(printf '%s\n' "${ts[@]}" | sort -n | sed -n 4p | awk '{printf "%.1f", $1 / 1000}')
 python3 - "$O" "${bus_ms:-nan}" <<'PY'
@@ -116,6 +121,25 @@ for prec in ("fp32", "fp16"):
     c = yb.get(f"{prec}_e2e_bus_cpu_path_ms", float("nan"))
     print(f"|   same on the CPU image path, {prec} (ms) | {c:.2f} | | {ratio(c, te)} | |")
 print(f"| --task=infer bus.jpg, whole process (ms, median of 7) | {proc:.1f} | detect_process {tproc} | {ratio(proc, tproc)} | |")
+# where the whole process's time goes: before the task (exec, loading, main), the task (its timeline line),
+# after that line (the release and the process's exit); the log's UTC timestamps and date's are one clock
+import datetime, statistics
+split = []
+try:
+    for line in open(os.path.join(out, "infer_times.txt")):
+        k, t0, t1 = line.split()
+        if k == "1":
+            continue
+        tl = [l for l in open(os.path.join(out, f"infer.{k}.log")) if "timeline (ms)" in l][-1]
+        at = datetime.datetime.strptime(tl.split()[0], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=datetime.timezone.utc)
+        at_ms = at.timestamp() * 1e3
+        task = float(re.search(r"([0-9.]+) since the task started", tl).group(1))
+        split.append((at_ms - task - int(t0) / 1e6, task, int(t1) / 1e6 - at_ms))
+except Exception as e:
+    print(f"(no start/exit split: {e})")
+if split:
+    b, t_, a = (statistics.median(x[i] for x in split) for i in range(3))
+    print(f"|   of which (medians): before the task {b:.1f}, the task {t_:.1f}, after its timeline line {a:.1f} ms | | | | |")
 for tag, what in (("auto", "--decoder auto"), ("cpu", "--decoder cpu"), ("auto5120", "--decoder auto, 5,120 files"),
                   ("f2_5120", "5,120 files, 2 feeders"), ("f3_5120", "5,120 files, 3 feeders"),
                   ("f3s30_5120", "5,120 files, 3 feeders, CPU share 30%")):
