@@ -25,11 +25,17 @@ static void on_conn_closed(uv_handle_t *h) {
     free(k);
 }
 
+/* Closing first, then the member's event: what the event sets off (a failure, whose Shutdown goes to every
+ * member; a write to k that fails at once and closes it) must find k closing already, or k would be
+ * closed twice (libuv's assertion, seen in coord_refused_rank: rank 0's disconnection failed the job,
+ * whose Shutdown to rank 0's dead socket failed in uv_write). on_conn_closed runs on a later turn of the
+ * loop, so k stays valid through the event. */
 void coord_conn_close(coord_conn *k) {
     if (k->state == CONN_CLOSING) return;
-    if (k->state == CONN_MEMBER && k->c->conn_ev.member_closed) k->c->conn_ev.member_closed(k->c, k);
+    const int member = k->state == CONN_MEMBER;
     k->state = CONN_CLOSING;
     uv_close((uv_handle_t *)&k->tcp, on_conn_closed);
+    if (member && k->c->conn_ev.member_closed) k->c->conn_ev.member_closed(k->c, k);
 }
 
 void coord_conn_close_all(coord *c) {
