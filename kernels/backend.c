@@ -34,6 +34,11 @@ const odl_backend *odl_backend_for(odl_device dev) {
     return NULL;
 }
 
+uint64_t odl_backend_workspace_epoch(odl_device dev) {
+    const odl_backend *be = odl_backend_for(dev);
+    return be && be->workspace_epoch ? be->workspace_epoch() : 0;
+}
+
 #ifndef ODL_HAVE_CUDA
 /* CPU-only build: there is no CUDA op table (kernels/cuda/ defines this function in a CUDA build). */
 const odl_backend *odl_backend_cuda(void) { return NULL; }

@@ -597,7 +597,7 @@ int64_t odl_yolov5_num_predictions(const odl_yolov5 *m, int H, int W) {
  * Buffers
  * ---------------------------------------------------------------------------------------------- */
 
-odl_status yolov5_buf_set(odl_device dev, odl_tensor *t, size_t *cap, odl_dtype dtype, int64_t a, int64_t b, int64_t c,
+odl_status yolov5_buf_set(odl_yolov5 *m, odl_tensor *t, size_t *cap, odl_dtype dtype, int64_t a, int64_t b, int64_t c,
                           int64_t d) {
     int64_t shape[4] = {a, b, c, d};
     int nd = d < 0 ? 3 : 4;
@@ -610,7 +610,8 @@ odl_status yolov5_buf_set(odl_device dev, odl_tensor *t, size_t *cap, odl_dtype 
     }
     odl_tensor_free(t);
     *cap = 0;
-    ODL_CHECK(odl_tensor_alloc(t, dev, dtype, nd, shape));
+    m->buf_gen++; /* whatever the allocation gives: a graph that used the old memory must not run again */
+    ODL_CHECK(odl_tensor_alloc(t, m->dev, dtype, nd, shape));
     *cap = need;
     return ODL_OK;
 }
@@ -644,14 +645,14 @@ odl_status odl_yolov5_prepare(odl_yolov5 *m, int N, int H, int W) {
         ylayer *L = &m->L[i];
         int h = H / L->down, w = W / L->down;
         if (L->type == YL_DETECT) {
-            ODL_CHECK(yolov5_buf_set(m->dev, &L->out, &L->out_cap, ODL_F32, N, odl_yolov5_num_predictions(m, H, W), m->no, -1));
+            ODL_CHECK(yolov5_buf_set(m, &L->out, &L->out_cap, ODL_F32, N, odl_yolov5_num_predictions(m, H, W), m->no, -1));
             for (int l = 0; l < m->nl; l++) {
                 int s = (int)m->strides[l];
                 need_scr(need, 0, N, m->na * m->no, H / s, W / s);
             }
             continue;
         }
-        ODL_CHECK(yolov5_buf_set(m->dev, &L->out, &L->out_cap, ODL_F32, N, L->c_out, h, w));
+        ODL_CHECK(yolov5_buf_set(m, &L->out, &L->out_cap, ODL_F32, N, L->c_out, h, w));
         if (L->type == YL_C3) {
             int c_ = L->cv1.c2;
             for (int s = 0; s < 5; s++) need_scr(need, s, N, c_, h, w);
@@ -663,8 +664,8 @@ odl_status odl_yolov5_prepare(odl_yolov5 *m, int N, int H, int W) {
         }
     }
     for (int s = 0; s < Y_NSCRATCH; s++)
-        if (need[s]) ODL_CHECK(yolov5_buf_set(m->dev, &m->scratch[s], &m->scratch_cap[s], ODL_F32, (int64_t)(need[s] / sizeof(float)), 1, 1, 1));
-    ODL_CHECK(yolov5_buf_set(m->dev, &m->input, &m->input_cap, ODL_F32, N, 3, H, W));
+        if (need[s]) ODL_CHECK(yolov5_buf_set(m, &m->scratch[s], &m->scratch_cap[s], ODL_F32, (int64_t)(need[s] / sizeof(float)), 1, 1, 1));
+    ODL_CHECK(yolov5_buf_set(m, &m->input, &m->input_cap, ODL_F32, N, 3, H, W));
     if (m->half) ODL_CHECK(yolov5_half_prepare(m, N, H, W));
     m->N = N;
     m->H = H;

@@ -4,10 +4,11 @@
  * of every activation and scratch buffer, of the weights and of the backend's workspace (the matmul
  * precision is set once per process before any work, odl/precision.h, so it is not part of the key). An
  * entry is keyed by the size, float16 and the input (the model's own input buffer by name, since a prepare
- * may move it; another buffer by its address), and remembers a signature of every address the model owns
- * and of the backend's workspace epoch: when a prepare moved a buffer or the backend freed workspace
- * memory, the entry captures again. A workspace growth during a capture fails that capture, which then
- * runs op by op. When the table is full the least recently used entry makes room. */
+ * may move it; another buffer by its address), and remembers the model's buffer generation (m->buf_gen,
+ * counted by yolov5_buf_set at every allocation; set_half, which frees and makes the rest, drops every
+ * graph) and the backend's workspace epoch: when either moved, the entry captures again. A workspace
+ * growth during a capture fails that capture, which then runs op by op. When the table is full the least
+ * recently used entry makes room. */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,30 +16,6 @@
 #include "models/yolov5_impl.h"
 #include "odl/graph.h"
 #include "odl/log.h"
-
-static uint64_t mix(uint64_t h, uint64_t v) {
-    for (int i = 0; i < 8; i++, v >>= 8) h = (h ^ (v & 0xff)) * 1099511628211ull; /* FNV-1a */
-    return h;
-}
-#define MIXP(h, p) mix((h), (uint64_t)(uintptr_t)(p))
-
-/* Every device address a forward's kernels are given, other than a caller's input. */
-static uint64_t buffers_signature(const odl_yolov5 *m) {
-    uint64_t h = 14695981039346656037ull;
-    h = MIXP(h, m->input.data);
-    h = MIXP(h, m->hinput.data);
-    h = MIXP(h, m->warena.data);
-    h = MIXP(h, m->harena.data);
-    for (int s = 0; s < Y_NSCRATCH; s++) h = MIXP(h, m->scratch[s].data);
-    for (int i = 0; i < m->nlayers; i++) {
-        h = MIXP(h, m->L[i].out.data);
-        h = MIXP(h, m->L[i].hbuf.data);
-        h = MIXP(h, m->L[i].hv.p);
-    }
-    const odl_backend *be = odl_backend_for(m->dev);
-    if (be && be->workspace_epoch) h = mix(h, be->workspace_epoch());
-    return h;
-}
 
 void yolov5_graphs_drop(odl_yolov5 *m) {
     for (int i = 0; i < m->n_graphs; i++) odl_graph_free(m->graphs[i].g);
@@ -96,19 +73,21 @@ static void capture(odl_yolov5 *m, ygraph *e, const odl_tensor *x, odl_stream s)
 }
 
 odl_status yolov5_graph_forward(odl_yolov5 *m, const odl_tensor *x) {
-    const uint64_t sig = buffers_signature(m);
+    const uint64_t epoch = odl_backend_workspace_epoch(m->dev);
     const void *xkey = x->data == m->input.data ? NULL : x->data; /* NULL: the model's own input */
     int fresh = 0;
     ygraph *e = entry_of(m, xkey, &fresh);
     e->used = ++m->graph_clock;
     if (fresh || e->failed) return yolov5_forward_ops(m, x); /* a new key: its lazy set-up before a capture */
-    if (e->g && e->sig != sig) { /* a buffer moved, or workspace memory was freed, since the capture */
+    /* a buffer moved, or workspace memory was freed, since the capture */
+    if (e->g && (e->buf_gen != m->buf_gen || e->ws_epoch != epoch)) {
         odl_graph_free(e->g);
         e->g = NULL;
     }
     const odl_stream s = odl_stream_current();
     if (!e->g) {
-        e->sig = sig;
+        e->buf_gen = m->buf_gen;
+        e->ws_epoch = epoch;
         capture(m, e, x, s);
         if (!e->g) return yolov5_forward_ops(m, x);
     } else {

@@ -161,7 +161,7 @@ odl_status yolov5_half_prepare(odl_yolov5 *m, int N, int H, int W) {
         ylayer *L = &m->L[i];
         if (L->type == YL_DETECT || L->cat_into >= 0) continue;
         const int h = H / L->down, w = W / L->down;
-        ODL_CHECK(yolov5_buf_set(m->dev, &L->hbuf, &L->hbuf_cap, ODL_F16, N, h, w, L->c_out));
+        ODL_CHECK(yolov5_buf_set(m, &L->hbuf, &L->hbuf_cap, ODL_F16, N, h, w, L->c_out));
         L->hv.p = (odl_half *)L->hbuf.data;
         L->hv.C = L->c_out;
         L->hv.ld = L->c_out;
@@ -174,7 +174,7 @@ odl_status yolov5_half_prepare(odl_yolov5 *m, int N, int H, int W) {
         L->hv.C = L->c_out;
         L->hv.ld = cat->c_out;
     }
-    return yolov5_buf_set(m->dev, &m->hinput, &m->hinput_cap, ODL_F16, N, H, W, IMG_CPAD);
+    return yolov5_buf_set(m, &m->hinput, &m->hinput_cap, ODL_F16, N, H, W, IMG_CPAD);
 }
 
 /* ------------------------------------------------------------------------------------------------

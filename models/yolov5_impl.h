@@ -56,12 +56,12 @@ typedef struct ylayer {
     int cat_off;       /* channel offset in that buffer */
 } ylayer;
 
-/* A CUDA graph of the forward for one input size, precision and input buffer (models/yolov5_graph.c). */
+/* A CUDA graph of the forward for one input size, float16 or not, and input buffer (models/yolov5_graph.c). */
 #define Y_GRAPHS 8
 typedef struct ygraph {
     int N, H, W, half;
     const void *x;  /* a caller's input buffer; NULL: the model's own (odl_yolov5_input) */
-    uint64_t sig;   /* the addresses the forward used when captured (models/yolov5_graph.c) */
+    uint64_t buf_gen, ws_epoch; /* the model's buf_gen and the backend's workspace epoch at the capture */
     uint64_t used;  /* the model's graph_clock at its last forward: the least recently used makes room */
     int failed;     /* the capture failed: op by op */
     struct odl_graph *g;
@@ -106,6 +106,8 @@ struct odl_yolov5 {
     ystage stage;
     odl_tensor warena; /* the float32 weights and biases */
     odl_tensor harena; /* half mode: the float16 weights */
+    uint64_t buf_gen; /* allocations of the forward's buffers (yolov5_buf_set): a captured graph's addresses hold
+                       * while it is unchanged */
     /* odl_yolov5_set_graphs */
     int graphs_on;
     ygraph graphs[Y_GRAPHS];
@@ -137,8 +139,9 @@ odl_status yolov5_stage(odl_yolov5 *m, odl_tensor *t, odl_dtype dtype, int ndim,
 odl_status yolov5_stage_commit(odl_yolov5 *m, odl_tensor *arena);
 void yolov5_stage_free(ystage *s);
 
-/* Give t the shape [a, b, c, d] (or 3-D when d < 0) of dtype, reusing its memory when large enough. */
-odl_status yolov5_buf_set(odl_device dev, odl_tensor *t, size_t *cap, odl_dtype dtype, int64_t a, int64_t b, int64_t c,
+/* Give t, one of m's buffers, the shape [a, b, c, d] (or 3-D when d < 0) of dtype, reusing its memory when
+ * large enough; a new allocation counts in m->buf_gen. */
+odl_status yolov5_buf_set(odl_yolov5 *m, odl_tensor *t, size_t *cap, odl_dtype dtype, int64_t a, int64_t b, int64_t c,
                           int64_t d);
 
 /* Half mode (models/yolov5_half.c): sizes of the float16 buffers for inputs [N, 3, H, W]; the forward. */

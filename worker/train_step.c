@@ -79,11 +79,6 @@ odl_status odl_train_step_sync(odl_train_step *ts, int64_t rng_step) {
     return odl_step_ctx_write(&ts->ctx, ts->opt, rng_step);
 }
 
-static uint64_t workspace_epoch(const odl_train_step *ts) {
-    const odl_backend *be = odl_backend_for(ts->net->device);
-    return be && be->workspace_epoch ? be->workspace_epoch() : 0;
-}
-
 static odl_step_graph *find_graph(odl_train_step *ts, const odl_batch *b) {
     for (int i = 0; i < ODL_TRAIN_STEP_GRAPHS; i++) {
         odl_step_graph *g = &ts->graphs[i];
@@ -96,7 +91,7 @@ static odl_step_graph *find_graph(odl_train_step *ts, const odl_batch *b) {
  * evaluation batch) may point into it: one rank captures again; with several, where a capture is agreed
  * on by all, this rank goes on op by op (its collectives are the same as a replay's). */
 static odl_step_graph *drop_if_stale(odl_train_step *ts, odl_step_graph *g) {
-    if (!g || g->epoch == workspace_epoch(ts)) return g;
+    if (!g || g->epoch == odl_backend_workspace_epoch(ts->net->device)) return g;
     odl_graph_free(g->graph);
     memset(g, 0, sizeof *g);
     if (ts->world > 1) {
@@ -127,7 +122,7 @@ static odl_status capture(odl_train_step *ts, odl_batch *b, odl_step_graph **out
         return st;
     }
     ODL_CHECK(odl_graph_end(s, &g->graph));
-    g->epoch = workspace_epoch(ts);
+    g->epoch = odl_backend_workspace_epoch(ts->net->device);
     g->x = b->x.data;
     g->local = b->local;
     g->global = b->global;

@@ -431,6 +431,9 @@ ODL_API const odl_backend *odl_backend_cpu(void);
 ODL_API const odl_backend *odl_backend_cuda(void);
 /* The table for a device, or NULL (and an error message) when that backend is not built. */
 ODL_API const odl_backend *odl_backend_for(odl_device dev);
+/* The device's backend's workspace_epoch (0 where it keeps no workspace): a CUDA graph captured at another
+ * value must be captured again. */
+ODL_API uint64_t odl_backend_workspace_epoch(odl_device dev);
 
 #ifdef __cplusplus
 }
