@@ -25,7 +25,7 @@ done
 rm -rf "$dest" && mkdir -p "$dest/lib"
 tar cJf "$dest/build.txz" --exclude='*.o' --exclude='*.a' --exclude=odl_bench_kernels --exclude='CMakeFiles/*.dir' \
   --exclude=Testing --exclude='CMakeFiles/CheckCUDA' --exclude='CMakeFiles/3.*' --exclude='*.out' --exclude='*.d' \
-  --exclude=fuzz_coord_wire -C "$build" .
+  --exclude=fuzz_coord_wire --exclude=find_package_work -C "$build" .
 jpeg=$(ldd "$build/odl_worker" | awk '/libjpeg\.so/ {print $3; exit}')
 [ -n "$jpeg" ] && cp -L "$jpeg" "$dest/lib/"
 if [ -n "$fmnist" ]; then mkdir -p "$dest/fmnist" && cp "$fmnist"/*-ubyte.gz "$dest/fmnist/"; fi
