@@ -34,7 +34,8 @@ for spec in "${specs[@]}"; do
   dec=auto; envb=(ODL_NVJPEG_BACKEND="$backend")
   [ "$backend" = cpu ] && dec=cpu envb=()
   log="$O/eval_${spec//:/_}.log"
-  env "${envb[@]}" ODL_GPU_PREP_FEEDERS="$feeders" ODL_NVJPEG_CPU_SHARE="$share" timeout 200 "$B"/odl_worker --task=eval \
+  # a run takes seconds; one that hangs (2026-12-06: a CPU share with one feeder) says where after 10 s
+  env "${envb[@]}" ODL_GPU_PREP_FEEDERS="$feeders" ODL_NVJPEG_CPU_SHARE="$share" ODL_GPU_PREP_STALL_S=10 timeout 45 "$B"/odl_worker --task=eval \
     --model=yolov5 --weights "$W" --data "$O/files" --square --half --batch-size "$bs" --workers "$workers" \
     --device cuda --decoder "$dec" --cuda-graph "${graph:-off}" --output "$O/out_${spec//:/_}" >/dev/null 2>"$log"
   rc=$?
@@ -50,7 +51,9 @@ try:
 except ValueError:
     ratio = "n/a"
 if rc != "0":
-    ips = f"failed ({rc}): " + log.strip().splitlines()[-1][:120] if log.strip() else f"failed ({rc})"
+    stall = re.findall(r"image prep: a batch .*", log)
+    last = stall[-1] if stall else log.strip().splitlines()[-1] if log.strip() else ""
+    ips = f"failed ({rc}): {last[:200]}"
 prep = g(r"per batch: (.*); busy", "?")
 prep = re.sub(r" ms (in |waiting for |nvJPEG header checks|slot reuse|uploads)[^,]*", lambda m: " ms " + m.group(0).split()[-1], prep)
 busy, decoded = g(r"device busy ([0-9]+%)"), g(r"images decoded: (.*)")

@@ -16,9 +16,11 @@
 #include "odl/gpu_prep.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "datasets/prep_internal.h"
 #include "odl/backend.h"
@@ -30,6 +32,18 @@
 #define NSLOTS ODL_GPU_PREP_DEPTH
 
 enum { ROUTE_NONE = 0, ROUTE_CPU = 1, ROUTE_GPU = 2 };
+
+/* What a feeder is doing: the report of a batch that waits too long (odl_gpu_prep_wait) names it. */
+enum { PH_IDLE, PH_STAGE1, PH_CHECK, PH_REUSE, PH_NVJPEG, PH_STAGE2, PH_UPLOAD, PH_COUNT };
+static const char *const phase_name[PH_COUNT] = {
+    "idle",
+    "waiting for its batch's file reads and headers",
+    "in nvJPEG's header checks",
+    "waiting for its slot's earlier use, growing its arenas",
+    "in nvJPEG's batched decode call",
+    "waiting for its batch's CPU decodes",
+    "queuing the uploads",
+};
 
 typedef struct pimg {
     uint8_t *bytes; /* the file */
@@ -79,6 +93,8 @@ struct odl_gpu_prep {
         int started;
         odl_nvjpeg *nvj; /* a handle and state of its own (a state is one thread's); NULL: no nvJPEG */
         odl_stream ps;   /* its decodes, uploads and ready events */
+        _Atomic int phase, phase_images; /* PH_*, and the images of its batch in nvJPEG's call */
+        _Atomic int64_t phase_since_us;  /* odl_mono_ms() * 1000 when the phase began */
         /* its nvJPEG batch */
         const uint8_t **nv_data;
         size_t *nv_len, *nv_pitch;
@@ -233,14 +249,22 @@ static double lap(double *t) {
     return d;
 }
 
+static void set_phase(struct feeder *fd, int phase, int images) {
+    atomic_store(&fd->phase_images, images);
+    atomic_store(&fd->phase_since_us, (int64_t)(odl_mono_ms() * 1000));
+    atomic_store(&fd->phase, phase);
+}
+
 /* The feeder's work on one slot; its phases' times added to *ts. */
 static void feed(struct feeder *fd, struct odl_gpu_prep_batch *b, odl_gpu_prep_stats *ts) {
     odl_gpu_prep *p = fd->p;
     odl_error_clear();
     double t = odl_mono_ms(), t0 = t;
+    set_phase(fd, PH_STAGE1, b->n);
     odl_prep_wait(b->stage);
     b->stage = NULL;
     ts->stage1_wait_ms += lap(&t);
+    set_phase(fd, PH_CHECK, b->n);
     odl_status st;
     /* nvJPEG's own check of its candidates */
     for (int k = 0; k < b->n; k++)
@@ -264,6 +288,7 @@ static void feed(struct feeder *fd, struct odl_gpu_prep_batch *b, odl_gpu_prep_s
         }
     }
     /* the slot's earlier use: its letterbox has read the device arena, its uploads have read the pinned one */
+    set_phase(fd, PH_REUSE, b->n);
     if ((st = ev_sync(p, b->done, b->done_recorded)) != ODL_OK || (st = ev_sync(p, b->ready, b->ready_recorded)) != ODL_OK ||
         (st = arena(p, 1, &b->dev, &b->dev_cap, (size_t)dev_end + 256, 0)) != ODL_OK ||
         (st = arena(p, 0, &b->pin, &b->pin_cap, (size_t)pin_end + 256, 0)) != ODL_OK) {
@@ -290,6 +315,7 @@ static void feed(struct feeder *fd, struct odl_gpu_prep_batch *b, odl_gpu_prep_s
     }
     /* nvJPEG, meanwhile, on the prep stream */
     lap(&t);
+    set_phase(fd, PH_NVJPEG, ng);
     if (ng) {
         st = odl_nvjpeg_decode_batch(fd->nvj, ng, fd->nv_data, fd->nv_len, fd->nv_dst, fd->nv_pitch, fd->ps);
         if (st == ODL_OK) {
@@ -317,9 +343,11 @@ static void feed(struct feeder *fd, struct odl_gpu_prep_batch *b, odl_gpu_prep_s
         }
     }
     ts->nvjpeg_call_ms += lap(&t);
+    set_phase(fd, PH_STAGE2, b->n);
     odl_prep_wait(b->stage);
     b->stage = NULL;
     ts->stage2_wait_ms += lap(&t);
+    set_phase(fd, PH_UPLOAD, b->n);
     /* uploads of the CPU images, the letterbox sources, `ready` */
     for (int k = 0; k < b->n; k++) {
         pimg *im = &b->im[k];
@@ -348,6 +376,7 @@ out:
     }
     ts->batches++;
     ts->busy_ms += odl_mono_ms() - t0;
+    set_phase(fd, PH_IDLE, 0);
 }
 
 static void add_stats(odl_gpu_prep_stats *a, const odl_gpu_prep_stats *b) {
@@ -404,7 +433,11 @@ odl_status odl_gpu_prep_create(odl_device dev, const odl_gpu_prep_options *o, od
     p->o = *o;
     p->cpu_share = o->cpu_share < 0 ? odl_gpu_prep_default_cpu_share() : o->cpu_share > 100 ? 100 : o->cpu_share;
     pthread_mutex_init(&p->mu, NULL);
-    pthread_cond_init(&p->cv, NULL);
+    pthread_condattr_t ca; /* the stall report's timed waits count on the monotonic clock */
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&p->cv, &ca);
+    pthread_condattr_destroy(&ca);
     odl_status st = ODL_OK;
     const int B = o->max_batch;
     if (!(p->be = odl_backend_for(dev)) || !p->be->letterbox_u8) {
@@ -591,11 +624,42 @@ odl_status odl_gpu_prep_submit(odl_gpu_prep *p, const odl_prep_job *jobs, int n,
     return ODL_OK;
 }
 
+/* The stall report: what each feeder has been doing, and for how long, into buf. */
+static void feeders_report(odl_gpu_prep *p, char *buf, size_t cap) {
+    size_t n = 0;
+    buf[0] = 0;
+    const double now = odl_mono_ms();
+    for (int f = 0; f < p->n_feeders && n < cap; f++) {
+        const struct feeder *fd = &p->fd[f];
+        const int ph = atomic_load(&fd->phase), images = atomic_load(&fd->phase_images);
+        const double since_s = (now - (double)atomic_load(&fd->phase_since_us) / 1000) / 1000;
+        char what[48] = "";
+        if (ph != PH_IDLE) snprintf(what, sizeof what, " (%d images) for %.1f s", images, since_s);
+        n += (size_t)snprintf(buf + n, cap - n, "%sfeeder %d %s%s", f ? "; " : "", f, phase_name[ph], what);
+    }
+}
+
 odl_status odl_gpu_prep_wait(odl_gpu_prep_batch *b) {
     if (!b) return ODL_ERR(ODL_E_INVAL, "odl_gpu_prep_wait: NULL batch");
     odl_gpu_prep *p = b->p;
+    const double stall_ms = 1000.0 * (double)odl_env_int(ODL_ENV_GPU_PREP_STALL_S), t0 = odl_mono_ms();
+    double report_at = t0 + stall_ms;
     pthread_mutex_lock(&p->mu);
-    while (!b->fed) pthread_cond_wait(&p->cv, &p->mu);
+    while (!b->fed) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_sec += 1;
+        pthread_cond_timedwait(&p->cv, &p->mu, &ts);
+        const double now = odl_mono_ms();
+        if (b->fed || now < report_at) continue;
+        /* a decode cannot be cancelled (nvJPEG's call, a CPU decode): say where it is, keep waiting */
+        report_at = now + stall_ms;
+        char rep[512];
+        feeders_report(p, rep, sizeof rep);
+        pthread_mutex_unlock(&p->mu);
+        ODL_LOG_WARN("image prep: a batch of %d images has waited %.0f s for its decode: %s", b->n, (now - t0) / 1000, rep);
+        pthread_mutex_lock(&p->mu);
+    }
     pthread_mutex_unlock(&p->mu);
     if (b->fail != ODL_OK) return ODL_ERR(b->fail, "image prep: %s", b->fail_msg);
     return ODL_OK;

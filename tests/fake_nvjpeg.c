@@ -7,12 +7,14 @@
  *   a COM segment "fake-nvjpeg: unsupported"  nvjpegDecodeBatchedSupported says no;
  *   a COM segment "fake-nvjpeg: fail"         nvjpegDecodeBatched fails for the whole batch
  *                                             (NVJPEG_STATUS_EXECUTION_FAILED);
- *   FAKE_NVJPEG_LOG=FILE  one line per batched call: "batch N" (N images decoded) or "fail N".
+ *   FAKE_NVJPEG_LOG=FILE  one line per batched call: "batch N" (N images decoded) or "fail N";
+ *   FAKE_NVJPEG_SLEEP_MS=N  each batched call takes N ms more (a stalled decoder, for the stall report).
  * Enum values and signatures as NVIDIA's nvjpeg.h. */
 #include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <jpeglib.h> /* after stdio.h: it uses FILE and size_t */
 
@@ -145,6 +147,13 @@ static int decode_one(const unsigned char *data, size_t len, const image_t *dst)
 st_t nvjpegDecodeBatched(handle *h, state *s, const unsigned char *const *data, const size_t *lengths, image_t *dst,
                          void *stream) {
     (void)h, (void)stream;
+    const char *sleep_ms = getenv("FAKE_NVJPEG_SLEEP_MS");
+    if (sleep_ms && atoi(sleep_ms) > 0) {
+        const long ms = atol(sleep_ms);
+        struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
+        while (nanosleep(&t, &t) != 0) {
+        }
+    }
     for (int i = 0; i < s->batch; i++)
         if (decode_one(data[i], lengths[i], &dst[i])) {
             log_line("fail", s->batch);

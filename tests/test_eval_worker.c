@@ -6,7 +6,8 @@
  *   rectangular batches; a bad label line (exit 1, one error naming file:line, no metrics.json); a
  *   missing label file (a background image, as val.py); usage errors (exit 2).
  * With FAKE_NVJPEG_LIB (tests/fake_nvjpeg.c), the --backend-post run again with nvJPEG decoding: the same
- * metrics, the 8 images counted as nvJPEG's in metrics.json's "decoded".
+ * metrics, the 8 images counted as nvJPEG's in metrics.json's "decoded"; with a CPU share and 3 feeders;
+ * and with a stalled decoder (2.5 s a call), whose wait logs the feeder's phase (ODL_GPU_PREP_STALL_S=1).
  * With argument "cuda" (label gpu): the coco8 check only, with --device cuda (nvJPEG where it is there,
  * GPU letterbox and NMS), and again with --decoder cpu: the metrics within 0.001 of each other; at batch
  * 2 with --cuda-graph on (one capture, two replays) metrics.json bitwise that of the op-by-op run. */
@@ -207,6 +208,22 @@ static void test_coco8_square(void) {
             free(m1);
             free(m6c);
             free(m6g);
+            free(o2);
+            free(e2);
+            /* a decoder that stalls (the stand-in's call takes 2.5 s) with ODL_GPU_PREP_STALL_S=1: the wait
+             * says where the feeder is, and the run still ends with the same metrics */
+            snprintf(env, sizeof env, "ODL_GPU_PREP_STALL_S=1 FAKE_NVJPEG_SLEEP_MS=2500 ODL_NVJPEG_LIBRARY='%s'", fake);
+            snprintf(args, sizeof args, "--weights '%s' --data '%s' --square --device cpu --backend-post --batch-size 8 --output '%s/sq7'",
+                     g_weights, g_coco8, g_tmp);
+            int rc7 = run_eval_env(env, args, "sq7", &o2, &e2);
+            const char *st7 = strstr(e2, "image prep: a batch of 8 images has waited ");
+            TCHECK(rc7 == 0 && st7 && strstr(st7, "for its decode: feeder 0 in nvJPEG's batched decode call (8 images) for "),
+                   "stalled nvJPEG call: exit %d, no stall report naming it: %s", rc7, e2);
+            m1 = metrics_but_decoded("sq", "cpu", &n_cpu);
+            char *m7 = metrics_but_decoded("sq7", "nvjpeg-hardware", &n_nv);
+            TCHECK(m1 && m7 && !strcmp(m1, m7) && n_nv == 8, "stalled nvJPEG call: metrics differ, or %ld by nvJPEG", n_nv);
+            free(m1);
+            free(m7);
             free(o2);
             free(e2);
         }

@@ -51,6 +51,7 @@ extern "C" {
     X(NVJPEG_LIBRARY, STR, "", 0, 0, "the nvJPEG library to dlopen (unset: libnvjpeg.so.13 on the loader path, in the build's CUDA toolkit or /usr/local/cuda; tests use a stand-in, which also serves the CPU device)") \
     X(NVJPEG_CPU_SHARE, INT, "", 0, 100, "percent of the JPEGs nvJPEG could take that --decoder auto decodes on the CPU threads instead, both decoders at once (unset: 0, docs/eval.md)") \
     X(GPU_PREP_FEEDERS, INT, "1", 1, 3, "threads of the device image prep that each feed one batch at a time (nvJPEG's batched call, with a state of its own, and the wait for the batch's CPU decodes), so that up to this many batches decode at once (docs/eval.md)") \
+    X(GPU_PREP_STALL_S, INT, "60", 1, 86400, "seconds a batch of the device image prep may wait for its decode before the wait logs what each feeder thread is doing, and again every as many seconds (docs/eval.md)") \
     X(NVJPEG_BACKEND, STR, "", 0, 0, "hardware or gpu-hybrid: force that nvJPEG backend (unset: hardware where the GPU has JPEG engines, else gpu-hybrid)") \
     X(SCONTROL, STR, "scontrol", 0, 0, "the scontrol program that drains fenced nodes") \
     X(NODE_NAME, STR, "", 0, 0, "node name of health findings, the worker's stop message and drains (unset: the short host name; tests emulate nodes with it)") \

@@ -95,7 +95,9 @@ ODL_API odl_status odl_gpu_prep_submit(odl_gpu_prep *p, const odl_prep_job *jobs
                                        odl_gpu_prep_batch **out);
 /* Until every image of b is decoded on the CPU or queued on the GPU; then res[] is final. Errors: a
  * failure of the batch as a whole (a CUDA call, memory), naming it; an image's own failure is in its
- * res[k].status only. */
+ * res[k].status only. A wait longer than ODL_GPU_PREP_STALL_S seconds (default 60) logs a warning that
+ * names each feeder thread's phase and how long it has been in it, and again every as many seconds; it
+ * keeps waiting (a decode cannot be cancelled). */
 ODL_API odl_status odl_gpu_prep_wait(odl_gpu_prep_batch *b);
 /* Queue on stream s (NULL on the CPU): wait for b's decoding, then letterbox its images idx[0..m)
  * (ones whose res[k].status is ODL_OK) into y [m, 3, out_h, out_w] float32 on the device. After
