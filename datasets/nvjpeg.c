@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "odl/device.h"
 #include "odl/env.h"
 
 /* ---- from nvjpeg.h ---- */
@@ -246,6 +247,10 @@ odl_status odl_nvjpeg_decode_batch(odl_nvjpeg *j, int n, const uint8_t *const *d
         j->out[k].pitch[0] = pitch[k];
     }
     odl_status s = ODL_OK;
+    /* The JPEG engines can write dst before the work queued on st ahead of the call has run (an upload
+     * into the same arena, a kernel still reading a region the pool handed on), and a device-side wait
+     * does not order them: only a host barrier does (torchcodec#1634, on H100). */
+    if (j->backend == ODL_NVJPEG_HARDWARE && st) ODL_CHECK(odl_stream_synchronize(st));
     NVJ(j->BatchedInit(j->h, j->state, n, 1, NVJPEG_OUTPUT_RGBI), ODL_E_CUDA);
     nvjpegStatus_t r = j->Batched(j->h, j->state, (const unsigned char *const *)data, len, j->out, (cudaStream_t)st);
     if (r != NVJPEG_STATUS_SUCCESS)
