@@ -39,24 +39,26 @@ for spec in "${specs[@]}"; do
     --model=yolov5 --weights "$W" --data "$O/files" --square --half --batch-size "$bs" --workers "$workers" \
     --device cuda --decoder "$dec" --cuda-graph "${graph:-off}" --output "$O/out_${spec//:/_}" >/dev/null 2>"$log"
   rc=$?
-  python3 - "$log" "$spec" "$fwd" "$rc" <<'PY'
+  python3 - "$log" "$spec" "$fwd" "$rc" "$here" <<'PY'
 import re, sys
-log, spec, fwd, rc = open(sys.argv[1]).read(), sys.argv[2], sys.argv[3], sys.argv[4]
-def g(p, d="?"):
-    m = re.search(p, log)
-    return m.group(1) if m else d
-ips = g(r"pipeline ([0-9.]+) images/s", "nan")
+path, spec, fwd, rc = sys.argv[1:5]
+sys.path.insert(0, sys.argv[5])
+import eval_log  # bench/eval_log.py: the eval log's speed lines
+r = eval_log.read(path)
+ips = "nan" if r["pipe"] != r["pipe"] else f"{r['pipe']:.1f}"
 try:
-    ratio = f"{float(ips) / float(fwd):.2f}x" if float(fwd) > 0 else "n/a"
+    ratio = f"{r['pipe'] / float(fwd):.2f}x" if float(fwd) > 0 and r["pipe"] == r["pipe"] else "n/a"
 except ValueError:
     ratio = "n/a"
 if rc != "0":
-    stall = re.findall(r"image prep: a batch .*", log)
-    last = stall[-1] if stall else log.strip().splitlines()[-1] if log.strip() else ""
+    try:
+        lines = open(path).read().strip().splitlines()
+    except OSError:
+        lines = []
+    last = r["stalls"][-1] if r["stalls"] else lines[-1] if lines else ""
     ips = f"failed ({rc}): {last[:200]}"
-prep = g(r"per batch: (.*); busy", "?")
-prep = re.sub(r" ms (in |waiting for |nvJPEG header checks|slot reuse|uploads)[^,]*", lambda m: " ms " + m.group(0).split()[-1], prep)
-busy, decoded = g(r"device busy ([0-9]+%)"), g(r"images decoded: (.*)")
-print(f"| {spec} | {ips} | {ratio} | {busy} | {decoded} | {prep} |")
+prep = ", ".join(f"{ms:.2f} ms {name.split()[-1]}" for name, ms in r["phases"].items()) or "?"
+busy = "?" if r["busy"] != r["busy"] else f"{r['busy']:.0f}%"
+print(f"| {spec} | {ips} | {ratio} | {busy} | {r['decoded'] or '?'} | {prep} |")
 PY
 done

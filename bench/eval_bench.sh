@@ -60,9 +60,11 @@ for k in 1 2 3 4 5 6 7 8; do
   [ "$k" -gt 1 ] && ts+=($(( (t1 - t0) / 1000 ))) # the first warms the file cache, as detect_process's
 done
 bus_ms=$(printf '%s\n' "${ts[@]}" | sort -n | sed -n 4p | awk '{printf "%.1f", $1 / 1000}')
-python3 - "$O" "${bus_ms:-nan}" <<'PY'
+python3 - "$O" "${bus_ms:-nan}" "$here" <<'PY'
 import json, os, re, sys
 out, proc = sys.argv[1], float(sys.argv[2])
+sys.path.insert(0, sys.argv[3])
+import eval_log  # bench/eval_log.py: the eval log's speed lines
 def load(p):
     try:
         return json.load(open(p))
@@ -75,17 +77,8 @@ try:
 except Exception:
     pass
 def ev(dec):
-    r = {"pipe": float("nan"), "wall": float("nan"), "busy": float("nan"), "util": float("nan"), "decoded": "", "per": "", "prep": ""}
-    try:
-        log = open(os.path.join(out, f"eval_{dec}.log")).read()
-    except OSError:
-        return r
-    m = re.search(r"pipeline ([0-9.]+) images/s", log); r["pipe"] = float(m.group(1)) if m else r["pipe"]
-    m = re.search(r"wall \(([0-9.]+) images/s", log); r["wall"] = float(m.group(1)) if m else r["wall"]
-    m = re.search(r"device busy ([0-9.]+)%", log); r["busy"] = float(m.group(1)) if m else r["busy"]
-    m = re.search(r"images decoded: (.*)", log); r["decoded"] = m.group(1) if m else ""
-    m = re.search(r"speed on rank 0: (.*per image)", log); r["per"] = m.group(1) if m else ""
-    m = re.search(r"image prep on rank 0, (.*)", log); r["prep"] = m.group(1) if m else ""
+    r = eval_log.read(os.path.join(out, f"eval_{dec}.log"))
+    r["util"] = float("nan")
     try:
         u = [float(x) for x in open(os.path.join(out, f"util_{dec}.txt")) if x.strip() and float(x) > 0]
         r["util"] = sum(u) / len(u) if u else float("nan")

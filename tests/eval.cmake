@@ -5,6 +5,8 @@
 #   eval_coco8        integration: coco8 --square against reference/coco8_map.json (mAP, per class, boxes
 #                     per image), rect mode, bad labels and usage errors through odl_worker
 #                     and with the stand-in nvJPEG (tests/fake_nvjpeg.c) decoding: the same metrics
+#   eval_log_parse    integration: bench/eval_log.py (the benchmarks' reader of the eval's speed lines) on a
+#                     real eval's log: images/s, decoded counts, image prep phases, a stall report
 #   eval_coco8_gpu    gpu: the same coco8 check with --device cuda (nvJPEG, GPU letterbox, GPU NMS), and
 #                     --decoder cpu within 0.001 of it; --cuda-graph on bitwise the op-by-op run
 #   eval_mpi          integration;mpi: 1 = 2 = 3 ranks bit for bit in metrics.json
@@ -27,6 +29,15 @@ if(TARGET odl_worker)
     add_dependencies(eval_coco8 fake_nvjpeg)
   endif()
   add_dependencies(eval_coco8 odl_worker)
+  if(ODL_HAVE_JPEG AND ODL_HAVE_PNG)
+    find_package(Python3 COMPONENTS Interpreter QUIET)
+    if(Python3_Interpreter_FOUND)
+      add_test(NAME eval_log_parse COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/eval_log_test.py
+               $<TARGET_FILE:odl_worker> ${PROJECT_BINARY_DIR}/yolov5n.h5 $<TARGET_FILE:fake_nvjpeg>)
+      set_tests_properties(eval_log_parse PROPERTIES LABELS integration TIMEOUT 600 SKIP_RETURN_CODE 77
+        FIXTURES_REQUIRED yolov5_weights ENVIRONMENT "${ODL_TEST_ENV}")
+    endif()
+  endif()
   add_test(NAME eval_coco8_gpu COMMAND eval_coco8 cuda --weights=${PROJECT_BINARY_DIR}/yolov5n.h5)
   set_tests_properties(eval_coco8_gpu PROPERTIES TIMEOUT 600 LABELS gpu SKIP_RETURN_CODE 77
     FIXTURES_REQUIRED yolov5_weights ENVIRONMENT "${ODL_TEST_ENV}")
