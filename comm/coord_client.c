@@ -17,7 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "comm/coord_wire.h"
@@ -284,11 +283,7 @@ odl_status odl_coord_client_connect(const char *addr, const char *secret_file, c
     c->fd = c->wake[0] = c->wake[1] = -1;
     pthread_mutex_init(&c->mu, NULL);
     pthread_mutex_init(&c->send_mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&c->work_cv, &ca);
-    pthread_condattr_destroy(&ca);
+    odl_cond_init_mono(&c->work_cv);
     if (cbs) c->cbs = *cbs;
     c->rank = h->rank;
     c->seen_step = -1;
@@ -461,8 +456,7 @@ odl_status odl_coord_client_work_request(odl_coord_client *c, const char *key, i
     e.msg_case = ODL__ENVELOPE__MSG_WORK_REQUEST;
     e.work_request = &r;
     ODL_CHECK(send_env(c, &e));
-    int64_t deadline = odl_mono_ns() + (int64_t)WORK_ANSWER_TIMEOUT_S * 1000000000; /* work_cv's clock */
-    struct timespec until = {(time_t)(deadline / 1000000000), (long)(deadline % 1000000000)};
+    const struct timespec until = odl_mono_deadline((int64_t)WORK_ANSWER_TIMEOUT_S * 1000); /* work_cv's clock */
     int rc = 0;
     pthread_mutex_lock(&c->mu);
     while (!c->work_have && rc != ETIMEDOUT) rc = pthread_cond_timedwait(&c->work_cv, &c->mu, &until);

@@ -20,7 +20,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "datasets/prep_internal.h"
 #include "odl/backend.h"
@@ -433,11 +432,7 @@ odl_status odl_gpu_prep_create(odl_device dev, const odl_gpu_prep_options *o, od
     p->o = *o;
     p->cpu_share = o->cpu_share < 0 ? odl_gpu_prep_default_cpu_share() : o->cpu_share > 100 ? 100 : o->cpu_share;
     pthread_mutex_init(&p->mu, NULL);
-    pthread_condattr_t ca; /* the stall report's timed waits count on the monotonic clock */
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&p->cv, &ca);
-    pthread_condattr_destroy(&ca);
+    odl_cond_init_mono(&p->cv); /* the stall report's timed waits */
     odl_status st = ODL_OK;
     const int B = o->max_batch;
     if (!(p->be = odl_backend_for(dev)) || !p->be->letterbox_u8) {
@@ -646,9 +641,7 @@ odl_status odl_gpu_prep_wait(odl_gpu_prep_batch *b) {
     double report_at = t0 + stall_ms;
     pthread_mutex_lock(&p->mu);
     while (!b->fed) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_sec += 1;
+        const struct timespec ts = odl_mono_deadline(1000);
         pthread_cond_timedwait(&p->cv, &p->mu, &ts);
         const double now = odl_mono_ms();
         if (b->fed || now < report_at) continue;

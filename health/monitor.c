@@ -5,8 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "odl/clock.h"
 #include "odl/health.h"
 
 #define QUEUE_CAP 64
@@ -129,10 +129,7 @@ static void *run(void *arg) {
             }
             continue;
         }
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += POLL_MS * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+        const struct timespec ts = odl_mono_deadline(POLL_MS);
         pthread_mutex_lock(&m->mu);
         if (!m->stop && !m->n_inject) pthread_cond_timedwait(&m->cv, &m->mu, &ts);
         pthread_mutex_unlock(&m->mu);
@@ -168,7 +165,7 @@ odl_status odl_health_monitor_start(const odl_health_monitor_opts *o, odl_health
     }
     m->peak_mem = ODL_HEALTH_NA;
     pthread_mutex_init(&m->mu, NULL);
-    pthread_cond_init(&m->cv, NULL);
+    odl_cond_init_mono(&m->cv);
     int e = pthread_create(&m->thread, NULL, run, m);
     if (e) {
         s = ODL_ERR(ODL_E_NOMEM, "pthread_create (health monitor): %s", strerror(e));
