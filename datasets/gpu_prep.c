@@ -93,7 +93,7 @@ struct odl_gpu_prep {
         odl_nvjpeg *nvj; /* a handle and state of its own (a state is one thread's); NULL: no nvJPEG */
         odl_stream ps;   /* its decodes, uploads and ready events */
         _Atomic int phase, phase_images; /* PH_*, and the images of its batch in nvJPEG's call */
-        _Atomic int64_t phase_since_us;  /* odl_mono_ms() * 1000 when the phase began */
+        _Atomic int64_t phase_since_ns;  /* odl_mono_ns() when the phase began */
         /* its nvJPEG batch */
         const uint8_t **nv_data;
         size_t *nv_len, *nv_pitch;
@@ -250,7 +250,7 @@ static double lap(double *t) {
 
 static void set_phase(struct feeder *fd, int phase, int images) {
     atomic_store(&fd->phase_images, images);
-    atomic_store(&fd->phase_since_us, (int64_t)(odl_mono_ms() * 1000));
+    atomic_store(&fd->phase_since_ns, odl_mono_ns());
     atomic_store(&fd->phase, phase);
 }
 
@@ -623,11 +623,11 @@ odl_status odl_gpu_prep_submit(odl_gpu_prep *p, const odl_prep_job *jobs, int n,
 static void feeders_report(odl_gpu_prep *p, char *buf, size_t cap) {
     size_t n = 0;
     buf[0] = 0;
-    const double now = odl_mono_ms();
+    const int64_t now = odl_mono_ns();
     for (int f = 0; f < p->n_feeders && n < cap; f++) {
         const struct feeder *fd = &p->fd[f];
         const int ph = atomic_load(&fd->phase), images = atomic_load(&fd->phase_images);
-        const double since_s = (now - (double)atomic_load(&fd->phase_since_us) / 1000) / 1000;
+        const double since_s = (double)(now - atomic_load(&fd->phase_since_ns)) * 1e-9;
         char what[48] = "";
         if (ph != PH_IDLE) snprintf(what, sizeof what, " (%d images) for %.1f s", images, since_s);
         n += (size_t)snprintf(buf + n, cap - n, "%sfeeder %d %s%s", f ? "; " : "", f, phase_name[ph], what);
@@ -641,10 +641,12 @@ odl_status odl_gpu_prep_wait(odl_gpu_prep_batch *b) {
     double report_at = t0 + stall_ms;
     pthread_mutex_lock(&p->mu);
     while (!b->fed) {
-        const struct timespec ts = odl_mono_deadline(1000);
-        pthread_cond_timedwait(&p->cv, &p->mu, &ts);
         const double now = odl_mono_ms();
-        if (b->fed || now < report_at) continue;
+        if (now < report_at) { /* until fed, or the next report is due */
+            const struct timespec ts = odl_mono_deadline((int64_t)(report_at - now) + 1);
+            pthread_cond_timedwait(&p->cv, &p->mu, &ts);
+            continue;
+        }
         /* a decode cannot be cancelled (nvJPEG's call, a CPU decode): say where it is, keep waiting */
         report_at = now + stall_ms;
         char rep[512];
