@@ -152,9 +152,9 @@ odl_status odl_train_step_run(odl_train_step *ts, odl_batch *b) {
     odl_step_graph *g = NULL;
     int captured = 0;
     ts->last = ODL_STEP_EAGER;
-    if (ts->graph_on && full && ts->warm) g = drop_if_stale(ts, find_graph(ts, b));
     if (ts->graph_on && full && ts->warm) {
-        if (!g) {
+        g = drop_if_stale(ts, find_graph(ts, b));
+        if (!g && ts->graph_on) { /* drop_if_stale turns graphs off where a capture needs every rank */
             odl_status cs = capture(ts, b, &g);
             captured = cs == ODL_OK;
             int failed = 0;
