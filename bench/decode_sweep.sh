@@ -40,21 +40,22 @@ for spec in "${specs[@]}"; do
     --device cuda --decoder "$dec" --cuda-graph "${graph:-off}" --output "$O/out_${spec//:/_}" >/dev/null 2>"$log"
   rc=$?
   python3 - "$log" "$spec" "$fwd" "$rc" "$here" <<'PY'
-import re, sys
+import sys
 path, spec, fwd, rc = sys.argv[1:5]
 sys.path.insert(0, sys.argv[5])
 import eval_log  # bench/eval_log.py: the eval log's speed lines
-r = eval_log.read(path)
+try:
+    text = open(path).read()
+except OSError:
+    text = ""
+r = eval_log.parse(text)
 ips = "nan" if r["pipe"] != r["pipe"] else f"{r['pipe']:.1f}"
 try:
     ratio = f"{r['pipe'] / float(fwd):.2f}x" if float(fwd) > 0 and r["pipe"] == r["pipe"] else "n/a"
 except ValueError:
     ratio = "n/a"
 if rc != "0":
-    try:
-        lines = open(path).read().strip().splitlines()
-    except OSError:
-        lines = []
+    lines = text.strip().splitlines()
     last = r["stalls"][-1] if r["stalls"] else lines[-1] if lines else ""
     ips = f"failed ({rc}): {last[:200]}"
 prep = ", ".join(f"{ms:.2f} ms {name.split()[-1]}" for name, ms in r["phases"].items()) or "?"
