@@ -26,7 +26,8 @@ rm -rf "$dest" && mkdir -p "$dest/lib"
 tar cJf "$dest/build.txz" --exclude='*.o' --exclude='*.a' --exclude=odl_bench_kernels --exclude='CMakeFiles/*.dir' \
   --exclude=Testing --exclude='CMakeFiles/CheckCUDA' --exclude='CMakeFiles/3.*' --exclude='*.out' --exclude='*.d' \
   --exclude=fuzz_coord_wire --exclude=find_package_work -C "$build" .
-jpeg=$(ldd "$build/odl_worker" | awk '/libjpeg\.so/ {print $3; exit}')
+# awk reads all of ldd's output: an early exit could end ldd with SIGPIPE, which pipefail makes fatal
+jpeg=$(ldd "$build/odl_worker" | awk '/libjpeg\.so/ && !seen {print $3; seen = 1}')
 [ -n "$jpeg" ] && cp -L "$jpeg" "$dest/lib/"
 if [ -n "$fmnist" ]; then mkdir -p "$dest/fmnist" && cp "$fmnist"/*-ubyte.gz "$dest/fmnist/"; fi
 if [ -n "$data" ] && [ $full = 1 ]; then
