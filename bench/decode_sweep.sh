@@ -34,7 +34,7 @@ for spec in "${specs[@]}"; do
   dec=auto; envb=(ODL_NVJPEG_BACKEND="$backend")
   [ "$backend" = cpu ] && dec=cpu envb=()
   log="$O/eval_${spec//:/_}.log"
-  # a run takes seconds; one that hangs (2026-12-06: a CPU share with one feeder) says where after 10 s
+  # a run takes seconds; one that hangs (as a CPU share with one feeder did before f5812a0) says where after 10 s
   env "${envb[@]}" ODL_GPU_PREP_FEEDERS="$feeders" ODL_NVJPEG_CPU_SHARE="$share" ODL_GPU_PREP_STALL_S=10 timeout 45 "$B"/odl_worker --task=eval \
     --model=yolov5 --weights "$W" --data "$O/files" --square --half --batch-size "$bs" --workers "$workers" \
     --device cuda --decoder "$dec" --cuda-graph "${graph:-off}" --output "$O/out_${spec//:/_}" >/dev/null 2>"$log"
