@@ -1,11 +1,20 @@
 # shellcheck shell=bash
 # On the lent GPU machine, in the repository root: `source bench/device_unpack.sh SRC` (SRC from
 # bench/device_pack.sh, carried). Unpacks SRC/build.txz into build/ (replacing it), puts SRC/lib on
-# LD_LIBRARY_PATH (from /opt/odl-deps/lib, outside the checkout, which a later call may not carry), and sets
-# ODL_FMNIST_DIR and ODL_TEST_DATA where SRC has them. Returns 2 when the build cannot be unpacked.
+# LD_LIBRARY_PATH (from /opt/odl-deps/lib, or $ODL_UNPACK_LIB_DIR: outside the checkout, which a later call
+# may not carry), and sets ODL_FMNIST_DIR and ODL_TEST_DATA where SRC has them. Returns 2 when the build cannot be unpacked.
+# SRC from `device_pack.sh --synth`: yolov5_synth_gpu's fixture into the build/ unpacked before.
 odl_unpack_src=$(cd "${1:?usage: source bench/device_unpack.sh SRC}" && pwd)
-mkdir -p /opt/odl-deps/lib && cp "$odl_unpack_src"/lib/* /opt/odl-deps/lib/ 2>/dev/null
-export LD_LIBRARY_PATH=/opt/odl-deps/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+if [ -f "$odl_unpack_src/synth.txz" ]; then
+  if [ -d build ] && tar xJf "$odl_unpack_src/synth.txz" -C build; then true; else
+    echo "device_unpack: error: cannot unpack $odl_unpack_src/synth.txz into build/ (unpack the build first)" >&2
+    false
+  fi
+  return
+fi
+odl_unpack_lib=${ODL_UNPACK_LIB_DIR:-/opt/odl-deps/lib}
+mkdir -p "$odl_unpack_lib" && cp "$odl_unpack_src"/lib/* "$odl_unpack_lib"/ 2>/dev/null
+export LD_LIBRARY_PATH=$odl_unpack_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 if rm -rf build && mkdir -p build && tar xJf "$odl_unpack_src/build.txz" -C build; then
   [ -d "$odl_unpack_src/fmnist" ] && export ODL_FMNIST_DIR=$odl_unpack_src/fmnist
   [ -d "$odl_unpack_src/data" ] && export ODL_TEST_DATA=$odl_unpack_src/data

@@ -15,9 +15,9 @@ pkgs=(build-essential cmake pkg-config git
 # Extra packages for the integration tests (local Slurm cluster).
 # clang: libFuzzer targets; python3-prometheus-client: the /metrics parser test.
 # python3-matplotlib: tools/plot_metrics.py's test; python3-venv: the venv below; prometheus: its
-# promtool checks and unit-tests the alert rules (launch/prometheus/).
+# promtool checks and unit-tests the alert rules (launch/prometheus/); xz-utils: bench/device_pack.sh's test.
 if [ "${ODL_TEST_DEPS:-0}" = 1 ]; then
-  pkgs+=(slurm-wlm munge clang libclang-rt-14-dev python3-prometheus-client python3-matplotlib python3-venv prometheus)
+  pkgs+=(slurm-wlm munge clang libclang-rt-14-dev python3-prometheus-client python3-matplotlib python3-venv prometheus xz-utils)
 fi
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
