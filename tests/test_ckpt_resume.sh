@@ -367,21 +367,23 @@ world_size)
 gpu)
   # The same stop + resume on a CUDA device, and the stall of a device-to-host checkpoint copy. Bit
   # for bit when two uninterrupted runs are (deterministic kernels); otherwise only said.
-  G=(--task=train --model=mnist --device cuda "--data_dir=$FM" --max-train-samples 6400 --batch-size 64 --epochs 3
-     --test-batch-size 1000 --progress off --train.eval_every_epoch=false)
+  # 20 steps an epoch and the test set's first 1,000 at the end: small enough for compute-sanitizer's
+  # racecheck, which checks every shared-memory access of every launch
+  G=(--task=train --model=mnist --device cuda "--data_dir=$FM" --max-train-samples 1280 --batch-size 64 --epochs 3
+     --test-batch-size 1000 --max-test-samples 1000 --progress off --train.eval_every_epoch=false)
   if ! "$W" "${G[@]}" --max-steps 1 > g.out 2> g.log; then
     grep -q "no CUDA device" g.log && skip "no usable CUDA device: $(grep 'error:' g.log)"
     fail "the one-step probe: $(tail -3 g.log)"
   fi
   mkdir A B
-  "$W" "${G[@]}" --max-steps 300 --checkpoint-dir A --checkpoint-every 50 --metrics-out a.jsonl --save a.h5 2> a.log ||
+  "$W" "${G[@]}" --max-steps 60 --checkpoint-dir A --checkpoint-every 10 --metrics-out a.jsonl --save a.h5 2> a.log ||
     fail "uninterrupted run: $(tail -3 a.log)"
-  "$W" "${G[@]}" --max-steps 300 --save a2.h5 2> a2.log || fail "second uninterrupted run: $(tail -3 a2.log)"
-  # Stop inside the first epoch (100 steps), so that the resumed run prints every epoch line of run A.
-  "$W" "${G[@]}" --max-steps 50 --checkpoint-dir B --checkpoint-every 50 2> b.log || fail "first part: $(tail -3 b.log)"
-  "$W" "${G[@]}" --max-steps 300 --checkpoint-dir B --checkpoint-every 50 --resume auto --metrics-out c.jsonl --save c.h5 \
+  "$W" "${G[@]}" --max-steps 60 --save a2.h5 2> a2.log || fail "second uninterrupted run: $(tail -3 a2.log)"
+  # Stop inside the first epoch (20 steps), so that the resumed run prints every epoch line of run A.
+  "$W" "${G[@]}" --max-steps 10 --checkpoint-dir B --checkpoint-every 10 2> b.log || fail "first part: $(tail -3 b.log)"
+  "$W" "${G[@]}" --max-steps 60 --checkpoint-dir B --checkpoint-every 10 --resume auto --metrics-out c.jsonl --save c.h5 \
       2> c.log || fail "resumed run: $(tail -3 c.log)"
-  grep -q "resuming from B/ckpt-00000050.h5: step 50" c.log || fail "did not resume from step 50"
+  grep -q "resuming from B/ckpt-00000010.h5: step 10" c.log || fail "did not resume from step 10"
   grep "step loop stalled\|checkpoints:" a.log
   if "$CK" diff a.h5 a2.h5 > /dev/null; then
     same_params a.h5 c.h5 "CUDA stop + resume"

@@ -83,7 +83,7 @@ static void yaml_of(const odl_config *c, char *buf, size_t cap) {
 static void test_table_and_defaults(void) {
     size_t n = 0;
     const odl_config_key *keys = odl_config_keys(&n);
-    TCHECK(n == 30, "30 keys, got %zu", n);
+    TCHECK(n == 31, "31 keys, got %zu", n);
     odl_config cfg, tmp;
     odl_config_defaults(&cfg);
     TCHECK(cfg.precision == ODL_PRECISION_FP32, "precision defaults to fp32 (the bit-reproducible path)");
@@ -116,7 +116,7 @@ static void test_table_and_defaults(void) {
     TCHECK(cfg.train.lr == 1.0 && cfg.train.gamma == 0.7 && cfg.train.momentum == 0 && cfg.train.weight_decay == 0,
            "lr %g gamma %g", cfg.train.lr, cfg.train.gamma);
     TCHECK(cfg.train.optimizer == ODL_OPTIM_ADADELTA, "optimizer");
-    TCHECK(cfg.train.max_steps == 0 && cfg.train.max_train_samples == 0, "limits");
+    TCHECK(cfg.train.max_steps == 0 && cfg.train.max_train_samples == 0 && cfg.train.max_test_samples == 0, "limits");
     TCHECK(cfg.train.dropout && cfg.train.eval_every_epoch, "bools");
     TCHECK(cfg.memory.preallocate_fraction == 0.5, "preallocate");
     TCHECK(cfg.logging.level == ODL_LOG_LEVEL_INFO && cfg.logging.metrics_out[0] == 0 &&

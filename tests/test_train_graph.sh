@@ -2,8 +2,8 @@
 # odl_worker --task=train with the step replayed from CUDA graphs (train.cuda_graph, --cuda-graph on|off;
 # worker/train_step.h), end to end on Fashion-MNIST. Usage: test_train_graph.sh WORKER ODL_CKPT CASE
 #   equal      3 epochs of 1,000 samples at batch 64 (15 full steps and a partial one of 40 per epoch),
-#              dropout on, the test set evaluated after every epoch (its batch of 1,000 grows the backend's
-#              workspace after the graphs were captured): graphs on and off give the same parameters bit
+#              dropout on, the test set's first 1,000 evaluated after every epoch (its batch of 1,000 grows
+#              the backend's workspace after the graphs were captured): graphs on and off give the same parameters bit
 #              for bit and the same loss lines, for Adadelta (StepLR: a new rate every epoch) and Adam
 #   precision  the same with --precision tf32 and bf16
 #   resume     a graphed run stopped in its second epoch and resumed from its checkpoint equals the
@@ -27,7 +27,7 @@ cd "$T" || exit 1
 
 # --cuda-graph on|off is each run's own (an option given twice is an error)
 G=(--task=train --model=mnist --device cuda "--data_dir=$FM" --max-train-samples 1000 --batch-size 64 --epochs 3
-   --test-batch-size 1000 --progress off)
+   --test-batch-size 1000 --max-test-samples 1000 --progress off)
 # JSONL lines without what differs between runs that compute the same: timing, telemetry.
 loss_lines() { # the epoch lines without what depends on the machine's moment (speed, the GPU's free memory)
   sed -E 's/,"samples_per_s":[^,]*,"wall_s":[^,]*//; s/,"gpu_util_mean":[^,}]*//; s/,"gpu_mem_peak_mib":[^,}]*//;

@@ -158,6 +158,17 @@ PYEOF
   "$W" "${TRAIN[@]}" --epochs 1 --max-steps 1 --optimizer sgd --lr 1e-30 --init-from w.h5 --metrics-out f.jsonl 2>err || fail "init-from: $(cat err)"
   grep -q "parameters initialised from w.h5" err || fail "no init-from line"
   jsonl f.jsonl "abs(recs[0]['test_acc'] - $(sed -n 's/.*"test_acc":\([0-9.]*\).*/\1/p' e.jsonl)) < 1e-9" || fail "init-from accuracy"
+  # --max-test-samples N: the epoch's evaluation over the test set's first N (an accuracy in steps of 1/N);
+  # N past the set's size is all of it, the full evaluation's figure again.
+  "$W" "${TRAIN[@]}" --epochs 1 --max-steps 1 --optimizer sgd --lr 1e-30 --init-from w.h5 --max-test-samples 500 \
+      --metrics-out m500.jsonl 2>err || fail "max-test-samples 500: $(cat err)"
+  grep -q "train / 500 test samples" err || fail "max-test-samples: the start line does not say 500: $(cat err)"
+  jsonl m500.jsonl "abs(recs[0]['test_acc'] * 500 - round(recs[0]['test_acc'] * 500)) < 0.05" || fail "max-test-samples: accuracy not in steps of 1/500"
+  "$W" "${TRAIN[@]}" --epochs 1 --max-steps 1 --optimizer sgd --lr 1e-30 --init-from w.h5 --max-test-samples 20000 \
+      --metrics-out mall.jsonl 2>err || fail "max-test-samples 20000: $(cat err)"
+  grep -q "train / 10000 test samples" err || fail "max-test-samples 20000: not the whole set: $(cat err)"
+  jsonl mall.jsonl "abs(recs[0]['test_acc'] - $(sed -n 's/.*"test_acc":\([0-9.]*\).*/\1/p' e.jsonl)) < 1e-9" || fail "max-test-samples past the set"
+  expect 2 "train.max_test_samples" "${TRAIN[@]}" --max-test-samples -1
   # Weights of another model.
   "$W" --task=train --model=mnist --device cpu --data_dir="$FM" --max-steps 1 --max-train-samples 64 --save cnn.h5 \
       --progress off 2>/dev/null || fail "cnn"

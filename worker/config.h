@@ -49,6 +49,7 @@ typedef struct odl_config {
         double gamma;
         int64_t max_steps;         /* 0 = no limit */
         int64_t max_train_samples; /* 0 = all */
+        int64_t max_test_samples;  /* 0 = all */
         bool dropout;
         bool eval_every_epoch;
         bool cuda_graph; /* replay full steps from CUDA graphs (worker/train_step.h) */

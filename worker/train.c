@@ -54,6 +54,7 @@ static const struct { const char *flag, *key; } k_flag_keys[] = {
     {"gamma", "train.gamma"},
     {"max-steps", "train.max_steps"},
     {"max-train-samples", "train.max_train_samples"},
+    {"max-test-samples", "train.max_test_samples"},
     {"metrics-out", "logging.metrics_out"},
     {"log-level", "logging.level"},
     {"progress", "logging.progress"},
@@ -76,6 +77,7 @@ static void train_usage(FILE *f) {
             "  --cuda-graph on|off (replay each step from a CUDA graph; default on)\n"
             "  --preallocate-fraction F (GPU memory the pool reserves at start; default 0.5, 0: grow on demand)\n"
             "  --max-steps N (total, across resumes)  --max-train-samples N (first N per epoch)\n"
+            "  --max-test-samples N (the test set's first N, evaluated after each epoch)\n"
             "  --no-dropout  --save FILE.h5  --metrics-out FILE.jsonl  --log-level L  --progress auto|on|off\n"
             "  --checkpoint-dir DIR --checkpoint-every N --keep K --resume auto|PATH\n"
             "  --init-from W.h5 (fine-tune saved weights)  --tensorboard DIR  --log-interval N  --verbose\n"
@@ -408,6 +410,8 @@ static odl_status run_setup(train_run *r, int *nothing_to_do) {
     r->n_epoch = r->train.n;
     if (cfg->train.max_train_samples > 0 && cfg->train.max_train_samples < r->n_epoch)
         r->n_epoch = cfg->train.max_train_samples;
+    if (cfg->train.max_test_samples > 0 && cfg->train.max_test_samples < r->test.n) /* the images stay allocated */
+        r->test.n = cfg->train.max_test_samples;
     r->steps_per_epoch = (r->n_epoch + (int64_t)r->world * r->batch - 1) / ((int64_t)r->world * r->batch);
     ODL_LOG_INFO("training %s on %s: %" PRId64 " train / %" PRId64 " test samples, %s, world size %d, batch %d per rank "
                  "(%d global), %" PRId64 " epochs of %" PRId64 " steps, %s lr %g (StepLR gamma %g)",
