@@ -195,13 +195,17 @@ def main():
         if r.returncode != 0:
             print(r.stdout[-4000:])
             print("sanitize_gpu: a fixture failed; the tests that need it will skip or fail")
+    # the tests' smaller sizes (tests/test_util.h odl_test_quick: every kind of case, fewer or smaller of
+    # each), unless the caller set ODL_TEST_QUICK (0: the full sizes)
+    os.environ.setdefault("ODL_TEST_QUICK", "1")
     if a.jobs > 1 and "ODL_CUDA_POOL_PERCENT_MAX" not in os.environ:
         # each test's pool would take half of the GPU's free memory: the later of several at once would get
         # too little; a share each leaves room for all and for what else runs on the GPU
         os.environ["ODL_CUDA_POOL_PERCENT_MAX"] = str(max(1, 60 // a.jobs))
     cap = os.environ.get("ODL_CUDA_POOL_PERCENT_MAX")
-    print("sanitize_gpu: %s, %d tests x %s, %s%s" % (san, len(tests), ",".join(tools), a.build,
-          ", pools at most %s%% of free memory each" % cap if cap else ""), flush=True)
+    print("sanitize_gpu: %s, %d tests x %s, %s%s%s" % (san, len(tests), ",".join(tools), a.build,
+          ", pools at most %s%% of free memory each" % cap if cap else "",
+          ", ODL_TEST_QUICK=%s" % os.environ["ODL_TEST_QUICK"]), flush=True)
     deadline = time.monotonic() + a.deadline if a.deadline else None
     jobs = [(tool, t) for tool in tools for t in tests]
     if a.longest_first:

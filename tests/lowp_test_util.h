@@ -69,11 +69,11 @@ static void dget(float *x, const dbuf *b, int64_t n) {
 static int lowp_test_setup(const char *name, int argc, char **argv, int *quick, int *have_cuda) {
     const char *backend = "cpu";
     uint64_t seed = 0;
-    *quick = 0;
+    *quick = odl_test_quick(argc, argv);
     *have_cuda = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick"))
-            *quick = 1;
+            continue;
         else if (!strcmp(argv[i], "--backend") && i + 1 < argc)
             backend = argv[++i];
         else if (!strcmp(argv[i], "--seed") && i + 1 < argc)

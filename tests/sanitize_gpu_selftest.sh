@@ -32,7 +32,7 @@ if [ -n "${FAKE_RUN:-}" ]; then
     echo "========= Error: couldn't find exit code."
     exit 0
 fi
-echo "test output (not run); pool cap ${ODL_CUDA_POOL_PERCENT_MAX:-none}"
+echo "test output (not run); pool cap ${ODL_CUDA_POOL_PERCENT_MAX:-none}; quick ${ODL_TEST_QUICK:-unset}"
 [ -n "${FAKE_SLEEP:-}" ] && sleep "$FAKE_SLEEP"
 [ "$tool" = racecheck ] && echo "========= RACECHECK SUMMARY: $n hazards displayed ($n errors, 1 warning)"
 # FAKE_RACE_ONLY: racecheck as on the H200 (compute-sanitizer 2025): its RACECHECK SUMMARY line alone
@@ -105,6 +105,17 @@ if [ $rc = 0 ] && grep -q "pools at most 30% of free memory each" "$tmp/log" &&
     grep -q "pool cap 30" "$tmp/cap/logs/memcheck/test_ops_gpu.log" && grep -q "pool cap 30" "$tmp/cap/logs/memcheck/test_gemm_tc_gpu.log"; then
     echo "ok   -j 2: every test's pool capped at 30%"
 else echo "FAIL -j 2 pool cap: exit $rc"; cat "$tmp/log"; fail=1; fi
+# the tests' smaller sizes: ODL_TEST_QUICK=1 unless the caller set it (0: the full sizes)
+FAKE_ERRORS="none::0" sh "$src/bench/sanitize_gpu.sh" "$tmp/q1" --build "$build" --sanitizer "$tmp/compute-sanitizer" \
+    --no-fixtures -R '^test_ops_gpu$' --tools memcheck >"$tmp/log" 2>&1
+rc1=$?
+ODL_TEST_QUICK=0 FAKE_ERRORS="none::0" sh "$src/bench/sanitize_gpu.sh" "$tmp/q0" --build "$build" \
+    --sanitizer "$tmp/compute-sanitizer" --no-fixtures -R '^test_ops_gpu$' --tools memcheck >>"$tmp/log" 2>&1
+rc0=$?
+if [ $rc1 = 0 ] && [ $rc0 = 0 ] && grep -q "quick 1$" "$tmp/q1/logs/memcheck/test_ops_gpu.log" &&
+    grep -q "quick 0$" "$tmp/q0/logs/memcheck/test_ops_gpu.log" && grep -q "ODL_TEST_QUICK=1" "$tmp/log"; then
+    echo "ok   ODL_TEST_QUICK=1 for the tests unless the caller set it"
+else echo "FAIL ODL_TEST_QUICK: exit $rc1/$rc0"; cat "$tmp/log"; fail=1; fi
 # a test that skips (exit 77: no GPU here) before any CUDA call: its own exit status counts, not the
 # sanitizer's 0 ("no summary" before); every test skipped: exit 3
 FAKE_RUN=1 FAKE_ERRORS="none::0" sh "$src/bench/sanitize_gpu.sh" "$tmp/skip" --build "$build" --sanitizer "$tmp/compute-sanitizer" \

@@ -4,8 +4,8 @@
  *
  *   test_conv_tc [--backend cpu|cuda] [--seed N] [--quick]
  *
- * --quick: the cases of at most 2^24 multiply-adds per pass (for compute-sanitizer; every tile, loader and
- * split-K path is still taken).
+ * --quick (or ODL_TEST_QUICK=1): the cases of at most 2^24 multiply-adds per pass (for compute-sanitizer;
+ * every tile, loader and split-K path is still taken).
  *
  * Each case (channels 1, 3, 5, 33, 64; strides 1 and 2, unequal ones; padding; 1x1, 3x3, 5x5, 6x6 and even
  * kernels; H, W not multiples of any tile; shapes that take each tile of conv2d_tc.cu and split-K) runs

@@ -3,8 +3,8 @@
  *
  *   test_gemm_tc [--backend cpu|cuda] [--seed N] [--quick]
  *
- * --quick: only the cases of at most 2^25 multiply-adds (for compute-sanitizer, which runs kernels ~100x
- * slower; the tile, split-K and layout paths are all still taken).
+ * --quick (or ODL_TEST_QUICK=1): only the cases of at most 2^25 multiply-adds (for compute-sanitizer, which
+ * runs kernels ~100x slower; the tile, split-K and layout paths are all still taken).
  *
  * cuda: CUDA device 0 (exit 77, skipped, without one); cpu: the CPU backend's emulation.
  * For each case (odd shapes, every trans_a / trans_b, padded leading dimensions, alpha, beta, bias per row

@@ -12,7 +12,8 @@
  * the plain loop, the step object op by op (--cuda-graph off) and the step object with CUDA graphs run
  * side by side on three copies of the network: graph replays (one capture per buffer and batch size, the
  * partial and empty steps op by op) equal both, and the run must have replayed.
- * --quick (the ASan build, where the CPU kernels run 50-100x slower): the same kinds of step, fewer of
+ * --quick or ODL_TEST_QUICK=1 (the ASan build, where the CPU kernels run 50-100x slower; compute-sanitizer,
+ * bench/sanitize_gpu.sh): the same kinds of step, fewer of
  * each (phase 1: 2 full, the partial, 2 full, the rate changed after the second; phase 2: a full one,
  * the empty one, a full one, the rate changed after the first). */
 #include <stdio.h>
@@ -211,8 +212,7 @@ int main(int argc, char **argv) {
     const int rc = odl_test_device(argc, argv, 0.1, &dev);
     if (rc) return rc;
     const int cuda = dev.type == ODL_DEV_CUDA;
-    int quick = 0;
-    for (int i = 1; i < argc; i++) quick |= !strcmp(argv[i], "--quick");
+    const int quick = odl_test_quick(argc, argv);
     check_optimizer(dev, ODL_OPTIM_ADADELTA, 1.0f, quick);
     check_optimizer(dev, ODL_OPTIM_ADAM, 1e-3f, quick);
     if (cuda) TOK(odl_cuda_shutdown()); /* every graph and buffer freed */

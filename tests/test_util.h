@@ -75,6 +75,16 @@ static inline int odl_test_device(int argc, char **argv, double preallocate_frac
     return 0;
 }
 
+/* Whether a test takes its smaller sizes: `--quick` among its arguments, or ODL_TEST_QUICK set to anything but
+ * "" or "0" (bench/sanitize_gpu.sh sets it: compute-sanitizer runs kernels 100x and more slower). The
+ * smaller sizes keep every kind of case (each tile, loader, step kind), fewer or smaller of each. */
+static inline int odl_test_quick(int argc, char **argv) {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--quick")) return 1;
+    const char *e = getenv("ODL_TEST_QUICK");
+    return e && e[0] && strcmp(e, "0") != 0;
+}
+
 /* Exit status of a test's main(). */
 static inline int odl_test_finish(const char *name) {
     printf("%s: %d checks, %d failed\n", name, odl_test_checks, odl_test_failures);
