@@ -169,6 +169,12 @@ PYEOF
   grep -q "train / 10000 test samples" err || fail "max-test-samples 20000: not the whole set: $(cat err)"
   jsonl mall.jsonl "abs(recs[0]['test_acc'] - $(sed -n 's/.*"test_acc":\([0-9.]*\).*/\1/p' e.jsonl)) < 1e-9" || fail "max-test-samples past the set"
   expect 2 "train.max_test_samples" "${TRAIN[@]}" --max-test-samples -1
+  # --task=eval takes it too: the same 500 images, the same accuracy as the training's evaluation of them
+  "$W" --task=eval --model=mnist_mlp --data_dir="$FM" --weights w.h5 --max-test-samples 500 --metrics-out e500.jsonl \
+      >out 2>err || fail "eval --max-test-samples: $(cat err)"
+  grep -q "(t10k, 500 images)" out || fail "eval --max-test-samples: $(cat out)"
+  jsonl e500.jsonl "recs[0]['samples'] == 500 and abs(recs[0]['test_acc'] - $(sed -n 's/.*"test_acc":\([0-9.]*\).*/\1/p' m500.jsonl | head -1)) < 1e-9" ||
+      fail "eval --max-test-samples: not the training's figure for the same 500"
   # Weights of another model.
   "$W" --task=train --model=mnist --device cpu --data_dir="$FM" --max-steps 1 --max-train-samples 64 --save cnn.h5 \
       --progress off 2>/dev/null || fail "cnn"
