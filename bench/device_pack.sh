@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What a call to the lent GPU machine carries (at most 64 MiB with the checkout), packed on this machine:
 #   bench/device_pack.sh DEST [--build DIR] [--fmnist DIR] [--data DIR] [--data-full]
-#   bench/device_pack.sh DEST --synth [--build DIR]
+#   bench/device_pack.sh DEST --synth [--build DIR]      (nothing else with it)
 # DEST/build.txz: the build (default build/) packed with xz, less objects, static libraries, test outputs
 # and fixtures (yolov5n.h5 stays: make it first with `ctest -R '^yolov5_convert$'`); DEST/lib: the
 # libjpeg the build links, which the machine's image lacks; --fmnist: Fashion-MNIST's four .gz files
@@ -12,7 +12,7 @@
 # for a later call, the build unpacked before staying on the warm machine.
 # On the machine: `source bench/device_unpack.sh DEST`.
 set -euo pipefail
-dest=${1:?usage: bench/device_pack.sh DEST [--build DIR] [--fmnist DIR] [--data DIR] [--data-full] | DEST --synth}
+dest=${1:?usage: bench/device_pack.sh DEST [--build DIR] [--fmnist DIR] [--data DIR] [--data-full] | DEST --synth [--build DIR]}
 shift
 build=build fmnist="" data="" full=0 synth=0
 while [ $# -gt 0 ]; do
@@ -26,6 +26,8 @@ while [ $# -gt 0 ]; do
   esac
 done
 if [ $synth = 1 ]; then
+  [ -z "$fmnist$data" ] && [ $full = 0 ] ||
+    { echo "device_pack: error: --synth packs the fixture alone (no --fmnist, --data, --data-full)" >&2; exit 2; }
   [ -f "$build/yolov5_synth.d/synth.h5" ] && [ -f "$build/yolov5_synth.d/synth_ref.h5" ] ||
     { echo "device_pack: error: no $build/yolov5_synth.d/synth{,_ref}.h5: run \`ctest -R '^yolov5_synth_convert$'\` first" >&2; exit 2; }
   rm -rf "$dest" && mkdir -p "$dest"

@@ -55,14 +55,28 @@ rc=$?
 if [ $rc = 0 ] && [ "$(tar tJf "$tmp/synth/synth.txz" | sort | tr '\n' ' ')" = "yolov5_synth.d/synth.h5 yolov5_synth.d/synth_ref.h5 " ] &&
     [ ! -e "$tmp/synth/build.txz" ]; then ok "pack --synth: the fixture's two files alone"
 else bad "pack --synth (exit $rc): $out"; fi
+# a later call is a new shell: the library folder goes back on LD_LIBRARY_PATH
 (
-    cd "$tmp/machine" && source "$src/bench/device_unpack.sh" "$tmp/synth" && [ "$(cat build/yolov5_synth.d/synth_ref.h5)" = r ]
-) && ok "unpack --synth: into the build unpacked before" || bad "unpack --synth"
+    unset LD_LIBRARY_PATH
+    export ODL_UNPACK_LIB_DIR=$tmp/machine_lib
+    cd "$tmp/machine" && source "$src/bench/device_unpack.sh" "$tmp/synth" && [ "$(cat build/yolov5_synth.d/synth_ref.h5)" = r ] &&
+        [ -x build/odl_worker ] && [ "$LD_LIBRARY_PATH" = "$tmp/machine_lib" ]
+) && ok "unpack --synth: into the build unpacked before, the library folder on LD_LIBRARY_PATH" || bad "unpack --synth"
 mkdir -p "$tmp/bare"
-err=$(cd "$tmp/bare" && source "$src/bench/device_unpack.sh" "$tmp/synth" 2>&1)
+err=$(cd "$tmp/bare" && ODL_UNPACK_LIB_DIR=$tmp/machine_lib && source "$src/bench/device_unpack.sh" "$tmp/synth" 2>&1)
 rc=$?
-if [ $rc != 0 ] && echo "$err" | grep -q "unpack the build first"; then ok "unpack --synth with no build/: refused, says why"
+if [ $rc = 2 ] && echo "$err" | grep -q "unpack the build first"; then ok "unpack --synth with no build/: refused (2), says why"
 else bad "unpack --synth with no build/ (exit $rc): $err"; fi
+# run instead of sourced: refused before it touches build/
+err=$(cd "$tmp/machine" && bash "$src/bench/device_unpack.sh" "$tmp/synth" 2>&1)
+rc=$?
+if [ $rc = 2 ] && echo "$err" | grep -q "source it" && [ -x "$tmp/machine/build/odl_worker" ]; then
+    ok "device_unpack.sh run, not sourced: exit 2, build/ untouched"
+else bad "device_unpack.sh run, not sourced (exit $rc): $err"; fi
+err=$(bash "$src/bench/device_pack.sh" "$tmp/synth3" --synth --build "$b" --data "$tmp/data" 2>&1)
+rc=$?
+if [ $rc = 2 ] && echo "$err" | grep -q "fixture alone"; then ok "pack --synth with --data: refused"
+else bad "pack --synth with --data (exit $rc): $err"; fi
 rm "$b/yolov5_synth.d/synth_ref.h5"
 err=$(bash "$src/bench/device_pack.sh" "$tmp/synth2" --synth --build "$b" 2>&1)
 rc=$?

@@ -106,7 +106,7 @@ if [ $rc = 0 ] && grep -q "pools at most 30% of free memory each" "$tmp/log" &&
     echo "ok   -j 2: every test's pool capped at 30%"
 else echo "FAIL -j 2 pool cap: exit $rc"; cat "$tmp/log"; fail=1; fi
 # the tests' smaller sizes: ODL_TEST_QUICK=1 unless the caller set it (0: the full sizes)
-FAKE_ERRORS="none::0" sh "$src/bench/sanitize_gpu.sh" "$tmp/q1" --build "$build" --sanitizer "$tmp/compute-sanitizer" \
+env -u ODL_TEST_QUICK FAKE_ERRORS="none::0" sh "$src/bench/sanitize_gpu.sh" "$tmp/q1" --build "$build" --sanitizer "$tmp/compute-sanitizer" \
     --no-fixtures -R '^test_ops_gpu$' --tools memcheck >"$tmp/log" 2>&1
 rc1=$?
 ODL_TEST_QUICK=0 FAKE_ERRORS="none::0" sh "$src/bench/sanitize_gpu.sh" "$tmp/q0" --build "$build" \

@@ -31,7 +31,7 @@ static odl_status eval_run(const odl_config *cfg, const odl_train_opts *opts) {
     if (cfg->train.max_test_samples > 0 && cfg->train.max_test_samples < test.n) /* as training's evaluation */
         test.n = cfg->train.max_test_samples;
     const int batch = (int)cfg->train.test_batch_size;
-    /* Evaluation runs on the CPU reference backend: it is one pass over 10,000 images. */
+    /* Evaluation runs on the CPU reference backend: it is one pass over at most 10,000 images. */
     ODL_CHECK_GOTO(odl_model_build(&net, kind, odl_cpu(), batch, 0), s, out);
     have_net = 1;
     ODL_CHECK_GOTO(odl_train_load_weights(opts->init_from, odl_model_name(kind), &net), s, out);

@@ -77,7 +77,7 @@ static void train_usage(FILE *f) {
             "  --cuda-graph on|off (replay each step from a CUDA graph; default on)\n"
             "  --preallocate-fraction F (GPU memory the pool reserves at start; default 0.5, 0: grow on demand)\n"
             "  --max-steps N (total, across resumes)  --max-train-samples N (first N per epoch)\n"
-            "  --max-test-samples N (the test set's first N, evaluated after each epoch)\n"
+            "  --max-test-samples N (evaluate the test set's first N only; --task=eval too)\n"
             "  --no-dropout  --save FILE.h5  --metrics-out FILE.jsonl  --log-level L  --progress auto|on|off\n"
             "  --checkpoint-dir DIR --checkpoint-every N --keep K --resume auto|PATH\n"
             "  --init-from W.h5 (fine-tune saved weights)  --tensorboard DIR  --log-interval N  --verbose\n"
