@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "comm/comm_internal.h"
@@ -105,13 +104,7 @@ static void *watchdog_main(void *arg) {
     char msg[512];
     pthread_mutex_lock(&c->wd_mu);
     while (!c->wd_stop) {
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_nsec += 50 * 1000000L;
-        if (until.tv_nsec >= 1000000000L) {
-            until.tv_sec++;
-            until.tv_nsec -= 1000000000L;
-        }
+        const struct timespec until = odl_mono_deadline(50);
         pthread_cond_timedwait(&c->wd_cv, &c->wd_mu, &until);
         if (c->wd_stop) break;
         double now = odl_mono_s();
@@ -165,7 +158,7 @@ static odl_comm *comm_new(void) {
     odl_comm *c = calloc(1, sizeof *c);
     if (!c) return NULL;
     pthread_mutex_init(&c->wd_mu, NULL);
-    pthread_cond_init(&c->wd_cv, NULL);
+    odl_cond_init_mono(&c->wd_cv); /* the watchdog's 50 ms polls */
     c->device = odl_cpu();
     if (gethostname(c->host, sizeof c->host) != 0) snprintf(c->host, sizeof c->host, "?");
     c->host[sizeof c->host - 1] = '\0';
