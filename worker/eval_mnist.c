@@ -1,7 +1,8 @@
 /* odl_worker --task=eval --model=mnist|mnist_cnn|mnist_mlp --weights W.h5 [--data_dir DIR]: the test
  * loss, accuracy and per-class accuracy of saved weights (--save or a checkpoint) on the t10k split,
  * as PyTorch's examples/mnist test() computes them (mean NLL, argmax). Flags and config keys are the
- * training ones (--max-test-samples N: the split's first N); with --metrics-out the result is one JSON line ("event": "eval").
+ * training ones (--max-test-samples N: the split's first N); with --metrics-out the result is one JSON
+ * line ("event": "eval").
  * Exit status: 0 done, 1 failure (unreadable weights or data), 2 usage error. */
 #include <inttypes.h>
 #include <jansson.h>
@@ -28,8 +29,7 @@ static odl_status eval_run(const odl_config *cfg, const odl_train_opts *opts) {
     odl_model_kind kind;
     ODL_CHECK_GOTO(odl_model_parse(odl_model_names()[cfg->model], &kind), s, out);
     ODL_CHECK_GOTO(odl_mnist_load(cfg->data_dir, "t10k", &test), s, out);
-    if (cfg->train.max_test_samples > 0 && cfg->train.max_test_samples < test.n) /* as training's evaluation */
-        test.n = cfg->train.max_test_samples;
+    odl_train_limit_test(cfg, &test);
     const int batch = (int)cfg->train.test_batch_size;
     /* Evaluation runs on the CPU reference backend: it is one pass over at most 10,000 images. */
     ODL_CHECK_GOTO(odl_model_build(&net, kind, odl_cpu(), batch, 0), s, out);

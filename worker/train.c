@@ -244,6 +244,10 @@ static odl_status pick_device(const odl_config *cfg, int local_rank, odl_device 
 }
 
 /* Evaluate on the test set: mean NLL and accuracy (PyTorch examples/mnist's test()); see train.h. */
+void odl_train_limit_test(const odl_config *cfg, odl_mnist *test) {
+    if (cfg->train.max_test_samples > 0 && cfg->train.max_test_samples < test->n) test->n = cfg->train.max_test_samples;
+}
+
 odl_status odl_train_evaluate(odl_net *net, const odl_mnist *test, int batch, double *loss_out, double *acc_out,
                               int64_t *class_correct, int64_t *class_total) {
     int64_t elems = (int64_t)test->rows * test->cols;
@@ -410,8 +414,7 @@ static odl_status run_setup(train_run *r, int *nothing_to_do) {
     r->n_epoch = r->train.n;
     if (cfg->train.max_train_samples > 0 && cfg->train.max_train_samples < r->n_epoch)
         r->n_epoch = cfg->train.max_train_samples;
-    if (cfg->train.max_test_samples > 0 && cfg->train.max_test_samples < r->test.n) /* the images stay allocated */
-        r->test.n = cfg->train.max_test_samples;
+    odl_train_limit_test(cfg, &r->test);
     r->steps_per_epoch = (r->n_epoch + (int64_t)r->world * r->batch - 1) / ((int64_t)r->world * r->batch);
     ODL_LOG_INFO("training %s on %s: %" PRId64 " train / %" PRId64 " test samples, %s, world size %d, batch %d per rank "
                  "(%d global), %" PRId64 " epochs of %" PRId64 " steps, %s lr %g (StepLR gamma %g)",

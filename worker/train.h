@@ -64,6 +64,9 @@ odl_status odl_train_load_weights(const char *path, const char *model, odl_net *
 struct odl_mnist;
 odl_status odl_train_evaluate(odl_net *net, const struct odl_mnist *test, int batch, double *loss_out, double *acc_out,
                               int64_t *class_correct, int64_t *class_total);
+/* The test set that training's evaluations and --task=eval use: its first train.max_test_samples images
+ * (0: all), by shortening test->n (the images stay allocated, odl_mnist_free frees them). */
+void odl_train_limit_test(const odl_config *cfg, struct odl_mnist *test);
 
 /* Train as cfg says (one rank of opts->world_size). Errors: whatever failed, with context. */
 odl_status odl_train_run(const odl_config *cfg, const odl_train_opts *opts, odl_train_result *result);
