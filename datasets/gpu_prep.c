@@ -101,6 +101,7 @@ struct odl_gpu_prep {
         int *nv_idx;
     } fd[NSLOTS];
     int n_feeders, stop;
+    double stall_ms; /* ODL_GPU_PREP_STALL_S: a wait this long logs the feeders' phases */
     struct odl_gpu_prep_batch slot[NSLOTS];
     int queue[NSLOTS], qhead, qcount; /* slots for the feeders, in submit order */
     int next;                          /* the slot the next submit takes */
@@ -443,6 +444,7 @@ odl_status odl_gpu_prep_create(odl_device dev, const odl_gpu_prep_options *o, od
     p->n_feeders = o->feeders > 0 ? o->feeders : (int)odl_env_int(ODL_ENV_GPU_PREP_FEEDERS);
     if (p->n_feeders < 1) p->n_feeders = 1;
     if (p->n_feeders > NSLOTS) p->n_feeders = NSLOTS;
+    p->stall_ms = 1000.0 * (double)odl_env_int(ODL_ENV_GPU_PREP_STALL_S);
     for (int f = 0; f < p->n_feeders; f++) {
         struct feeder *fd = &p->fd[f];
         fd->p = p;
@@ -637,8 +639,8 @@ static void feeders_report(odl_gpu_prep *p, char *buf, size_t cap) {
 odl_status odl_gpu_prep_wait(odl_gpu_prep_batch *b) {
     if (!b) return ODL_ERR(ODL_E_INVAL, "odl_gpu_prep_wait: NULL batch");
     odl_gpu_prep *p = b->p;
-    const double stall_ms = 1000.0 * (double)odl_env_int(ODL_ENV_GPU_PREP_STALL_S), t0 = odl_mono_ms();
-    double report_at = t0 + stall_ms;
+    const double t0 = odl_mono_ms();
+    double report_at = t0 + p->stall_ms;
     pthread_mutex_lock(&p->mu);
     while (!b->fed) {
         const double now = odl_mono_ms();
@@ -648,7 +650,7 @@ odl_status odl_gpu_prep_wait(odl_gpu_prep_batch *b) {
             continue;
         }
         /* a decode cannot be cancelled (nvJPEG's call, a CPU decode): say where it is, keep waiting */
-        report_at = now + stall_ms;
+        report_at = now + p->stall_ms;
         char rep[512];
         feeders_report(p, rep, sizeof rep);
         pthread_mutex_unlock(&p->mu);
