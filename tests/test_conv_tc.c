@@ -18,8 +18,10 @@
  *            activation's Lipschitz constant)
  *   out.rnd  vs the float64 result of the inputs rounded by odl_round_mantissa: <= dot(K), or the float32
  *            result itself within dot(K) where the backend has no lower-precision kernel (odl/backend.h:
- *            CUDA bwd_weight with C*R*S <= 16). Either proves that the inputs were rounded to nearest even
- *            or not at all, never some other way.
+ *            CUDA bwd_weight with C*R*S <= 16), or, where the backend's TF32 rounds toward zero (the wgmma
+ *            kernels of compute capability 9.0: odl_backend.tf32_rounding), the result of the inputs
+ *            truncated by odl_trunc_mantissa (then u_p is 2^-10 in the bound above). Each proves that the
+ *            inputs were rounded to nearest even, toward zero where the device does, or not at all.
  *   lowp     short reductions show an error above 4 dot(K): the inputs were rounded at all
  *   db       vs the float64 sum of the float32 dy: <= dot(N*P*Q) (db is never rounded)
  * and: odl_conv2d_fwd / odl_conv2d_bwd follow odl_set_matmul_precision (bit for bit the op table's lowp
@@ -43,6 +45,7 @@
 #include "test_util.h"
 
 static const odl_backend *g_be;
+static int g_tf32_trunc; /* the backend's TF32 may round toward zero (odl_backend.tf32_rounding) */
 
 typedef struct conv_case {
     int N, C, H, W, K, R, S, sh, sw, ph, pw;
@@ -79,11 +82,16 @@ static odl_conv2d_shape shape_of(const conv_case *c) {
     return s;
 }
 
-static double *to_f64(const float *x, int64_t n, int keep) {
+/* x as float64: unchanged (r = 0), rounded to `keep` mantissa bits to nearest even (r = 1) or toward zero
+ * (r = 2). */
+static double *to_f64(const float *x, int64_t n, int keep, int r) {
     double *d = malloc((size_t)(n > 0 ? n : 1) * sizeof(double));
-    for (int64_t i = 0; i < n; i++) d[i] = keep ? (double)odl_round_mantissa(x[i], keep) : (double)x[i];
+    for (int64_t i = 0; i < n; i++)
+        d[i] = r == 0 ? (double)x[i] : r == 1 ? (double)odl_round_mantissa(x[i], keep) : (double)odl_trunc_mantissa(x[i], keep);
     return d;
 }
+
+#define NREF 3 /* the references: float32 inputs, rounded to nearest even, truncated (TF32 toward zero only) */
 
 static float *nan_buf(int64_t n) {
     float *p = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
@@ -105,18 +113,21 @@ static int g_low_seen;
 
 /* The checks of the file comment for one pass's output against its two references. */
 static void check_pass(const conv_case *c, int idx, odl_precision prec, const char *pass, double K, const float *got,
-                       double *const ref[2], double *const mag[2], int64_t n) {
-    const double up = unit_roundoff(prec), td = tol_dot(K);
+                       double *const ref[NREF], double *const mag[NREF], int64_t n) {
+    const double up = unit_roundoff(prec) * (ref[2] ? 2 : 1), td = tol_dot(K);
     const double tol = (2 * up + up * up) * (1 + td) + td;
     const double e0 = max_err(got, ref[0], mag[0], n), e1 = max_err(got, ref[1], mag[1], n);
-    const double erd = e1 < e0 ? e1 : e0;
+    const double e2 = ref[2] ? max_err(got, ref[2], mag[2], n) : INFINITY;
+    const double erd = fmin(e0, fmin(e1, e2));
     const int ok = e0 <= tol && erd <= td;
     printf("%-4s %-4s %-10s N%d C%d %dx%d K%d %dx%d s%d,%d p%d,%d %-32s  %.2e <= %.2e   rnd %.2e <= %.2e  %s\n",
            g_be->name, odl_precision_name(prec), pass, c->N, c->C, c->H, c->W, c->K, c->R, c->S, c->sh, c->sw, c->ph,
            c->pw, c->tag, e0, tol, erd, td, ok ? "ok" : "FAIL");
     TCHECK(e0 <= tol, "case %d %s %s: error %.3e above %.3e", idx, odl_precision_name(prec), pass, e0, tol);
-    TCHECK(erd <= td, "case %d %s %s: %.3e from the rounded inputs' result and %.3e from the float32 one, above %.3e",
-           idx, odl_precision_name(prec), pass, e1, e0, td);
+    TCHECK(erd <= td,
+           "case %d %s %s: %.3e from the rounded inputs' result, %.3e from the truncated, %.3e from the float32 one, "
+           "above %.3e",
+           idx, odl_precision_name(prec), pass, e1, e2, e0, td);
     if (K >= 16 && K <= 300 && n >= 64) {
         TCHECK(e0 > 4 * td, "case %d %s %s: error %.3e within float32's %.3e: were the inputs rounded?", idx,
                odl_precision_name(prec), pass, e0, td);
@@ -124,9 +135,8 @@ static void check_pass(const conv_case *c, int idx, odl_precision prec, const ch
     }
 }
 
-static void free2(double *a[2]) {
-    free(a[0]);
-    free(a[1]);
+static void free_refs(double *a[NREF]) {
+    for (int r = 0; r < NREF; r++) free(a[r]);
 }
 
 static void run_case(const conv_case *c, int idx, odl_precision prec) {
@@ -136,12 +146,13 @@ static void run_case(const conv_case *c, int idx, odl_precision prec) {
     const int64_t ny = (int64_t)s.N * s.K * s.P * s.Q;
     float *x = fgen(nx, -1, 1), *w = fgen(nw, -1, 1), *dy = fgen(ny, -1, 1);
     float *bias = c->bias ? fgen(s.K, -1, 1) : NULL, *res = c->res ? fgen(ny, -1, 1) : NULL;
-    double *ref[2], *mag[2], *dref[2], *dmag[2], *wref[2], *wmag[2], *bref = malloc((size_t)s.K * sizeof(double));
+    double *ref[NREF] = {0}, *mag[NREF] = {0}, *dref[NREF] = {0}, *dmag[NREF] = {0}, *wref[NREF] = {0};
+    double *wmag[NREF] = {0}, *bref = malloc((size_t)s.K * sizeof(double));
     double *bmag = malloc((size_t)s.K * sizeof(double));
-    for (int r = 0; r < 2; r++) {
-        const int k = r ? keep : 0;
-        double *x64 = to_f64(x, nx, k), *w64 = to_f64(w, nw, k), *dy64 = to_f64(dy, ny, k);
-        double *b64 = bias ? to_f64(bias, s.K, 0) : NULL, *res64 = res ? to_f64(res, ny, 0) : NULL;
+    const int nref = prec == ODL_PRECISION_TF32 && g_tf32_trunc ? 3 : 2;
+    for (int r = 0; r < nref; r++) {
+        double *x64 = to_f64(x, nx, keep, r), *w64 = to_f64(w, nw, keep, r), *dy64 = to_f64(dy, ny, keep, r);
+        double *b64 = bias ? to_f64(bias, s.K, 0, 0) : NULL, *res64 = res ? to_f64(res, ny, 0, 0) : NULL;
         ref[r] = malloc((size_t)ny * sizeof(double));
         mag[r] = malloc((size_t)ny * sizeof(double));
         dref[r] = malloc((size_t)nx * sizeof(double));
@@ -194,12 +205,12 @@ static void run_case(const conv_case *c, int idx, odl_precision prec) {
     dbuf all[] = {dX, dW, dDY, dB, dR, dY, dDX, dDW, dDB};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (all[i].base) odl_mem_free(g_dev, all[i].base);
-    free2(ref);
-    free2(mag);
-    free2(dref);
-    free2(dmag);
-    free2(wref);
-    free2(wmag);
+    free_refs(ref);
+    free_refs(mag);
+    free_refs(dref);
+    free_refs(dmag);
+    free_refs(wref);
+    free_refs(wmag);
     free(bref);
     free(bmag);
     free(x);
@@ -319,6 +330,10 @@ int main(int argc, char **argv) {
         printf("test_conv_tc: FAIL: the %s op table has no conv2d_*_lowp\n", backend);
         return 1;
     }
+    g_tf32_trunc = g_be->tf32_rounding && g_be->tf32_rounding() == ODL_TF32_TOWARD_ZERO;
+    printf("test_conv_tc: %s backend's TF32 may round %s\n", backend,
+           g_tf32_trunc ? "toward zero (the wgmma kernels of compute capability 9.0) or to nearest even"
+                        : "to nearest even");
     test_routing();
     for (int pi = 0; pi < 2; pi++)
         for (int i = 0; i < N_CASES; i++)

@@ -22,6 +22,7 @@
 #include "odl/log.h"
 
 #include "conv2d_impl.cuh"
+#include "conv2d_sm90.h"
 #include "conv2d_tiles.cuh"
 #include "gemm_mma.cuh"
 #include "ops_util.cuh"
@@ -137,7 +138,25 @@ static odl_status run_mma_async(const typename LA::Params &pa, const typename LB
     return splitk_reduce(part, pl.splits, M, N, fin, ep, "odl_conv2d_tc_splitk_reduce");
 }
 
+/* The gathered operand (conv2d_tiles.cuh) of the forward: im2col(x), columns (n, p, q). */
+static ConvGatherParams fwd_gather(const odl_conv2d_shape *s, const float *x) {
+    return {x, s->H * s->W, s->H, s->W, s->C * s->H * s->W, s->C * s->R * s->S, s->N * s->P * s->Q, s->stride_h,
+            s->stride_w, -s->pad_h, -s->pad_w, 1, FastDiv(s->P * s->Q), FastDiv(s->Q), FastDiv(s->R * s->S),
+            FastDiv(s->S)};
+}
+
+/* ... of the stride-1 data gradient: dy with the window mirrored, columns (n, h, w):
+ * dx[c, (n,h,w)] = sum_(k,r,s) wt[c][k,r,s] * dy[n, k, h+ph-r, w+pw-s]. */
+static ConvGatherParams bwd_data_gather(const odl_conv2d_shape *s, const float *dy) {
+    return {dy, s->P * s->Q, s->P, s->Q, s->K * s->P * s->Q, s->K * s->R * s->S, s->N * s->H * s->W, 1, 1, s->pad_h,
+            s->pad_w, -1, FastDiv(s->H * s->W), FastDiv(s->W), FastDiv(s->R * s->S), FastDiv(s->S)};
+}
+
 /* ---- forward: M = K, N = N*P*Q, reduction C*R*S ---- */
+static bool fwd_vec(const odl_conv2d_shape *s, const float *y, const Epi &ep) {
+    return (s->P * s->Q) % 4 == 0 && aligned16(y) && (!ep.residual || aligned16(ep.residual));
+}
+
 template <class Cfg, bool BF16>
 static odl_status fwd_tc(const odl_conv2d_shape *s, const float *x, const float *w, const Epi &ep, float *y,
                          const Plan &pl, float *ws) {
@@ -145,12 +164,9 @@ static odl_status fwd_tc(const odl_conv2d_shape *s, const float *x, const float 
     using LA = WeightsTc<Cfg::BM, Cfg::BK, Cfg::THREADS, Cfg::PAD>;
     typename LA::Params pa = {w, M, Kd};
     OutNCHW fin, part;
-    conv_nchw_outs(y, ws, s->K, PQ, M, N, PQ % 4 == 0 && aligned16(y) && (!ep.residual || aligned16(ep.residual)),
-                   &fin, &part);
+    conv_nchw_outs(y, ws, s->K, PQ, M, N, fwd_vec(s, y, ep), &fin, &part);
     using LB = GatherTc<Cfg::BN, Cfg::BK, Cfg::THREADS, Cfg::PAD>;
-    typename LB::Params pb = {x, s->H * s->W, s->H, s->W, s->C * s->H * s->W, Kd, N, s->stride_h, s->stride_w,
-                              -s->pad_h, -s->pad_w, 1, FastDiv(PQ), FastDiv(s->Q), FastDiv(s->R * s->S), FastDiv(s->S)};
-    return run_mma_async<Cfg, BF16, LA, LB>(pa, pb, fin, part, ep, M, N, Kd, pl, "odl_conv2d_fwd_tc");
+    return run_mma_async<Cfg, BF16, LA, LB>(pa, fwd_gather(s, x), fin, part, ep, M, N, Kd, pl, "odl_conv2d_fwd_tc");
 }
 
 /* ---- bwd_data: M = C, N = N*H*W, reduction K*R*S; A = the transposed weights ---- */
@@ -164,13 +180,11 @@ static odl_status bwd_data_tc(const odl_conv2d_shape *s, const float *dy, const 
     conv_nchw_outs(dx, ws, s->C, HW, M, N, HW % 4 == 0 && aligned16(dx), &fin, &part);
     const FastDiv fHW(HW), fW(s->W), fRS(s->R * s->S), fS(s->S), fsh(s->stride_h), fsw(s->stride_w);
     if (s->stride_h == 1 && s->stride_w == 1) {
-        /* dx[c, (n,h,w)] = sum_(k,r,s) wt[c][k,r,s] * dy[n, k, h+ph-r, w+pw-s]: the forward gather mirrored */
         using LWA = WeightsTc<Cfg::BM, Cfg::BK, Cfg::THREADS, Cfg::PAD>;
         using LB = GatherTc<Cfg::BN, Cfg::BK, Cfg::THREADS, Cfg::PAD>;
         typename LWA::Params pwa = {wt, M, Kd};
-        typename LB::Params pb = {dy, s->P * s->Q, s->P, s->Q, s->K * s->P * s->Q, Kd, N, 1, 1, s->pad_h, s->pad_w,
-                                  -1, fHW, fW, fRS, fS};
-        return run_mma_async<Cfg, BF16, LWA, LB>(pwa, pb, fin, part, epi_raw(), M, N, Kd, pl, "odl_conv2d_bwd_data_tc");
+        return run_mma_async<Cfg, BF16, LWA, LB>(pwa, bwd_data_gather(s, dy), fin, part, epi_raw(), M, N, Kd, pl,
+                                                 "odl_conv2d_bwd_data_tc");
     }
     using LB = DyGatherTile<Cfg::BN, Cfg::BK, Cfg::THREADS, false, Cfg::PAD>;
     typename LB::Params pb = {dy, s->K, s->P, s->Q, s->stride_h, s->stride_w, s->pad_h, s->pad_w, N, Kd,
@@ -220,6 +234,11 @@ static odl_status conv_fwd_tc(const odl_conv2d_shape *s, const float *x, const f
     if (M <= 0 || N <= 0) return ODL_OK;
     if (Kd <= kMinReduction || (int64_t)s->N * s->C * s->H * s->W >= INT_MAX) return odl_cuda_conv2d_fwd(s, x, w, e, y);
     const Epi ep = conv_epi(e);
+    if (!bf16 && sm90::conv_use(M, N)) {
+        OutNCHW fin, part;
+        conv_nchw_outs(y, nullptr, s->K, s->P * s->Q, (int)M, (int)N, fwd_vec(s, y, ep), &fin, &part);
+        return sm90::conv_tf32(fwd_gather(s, x), w, (int)M, (int)N, (int)Kd, fin, ep, "odl_conv2d_fwd_sm90");
+    }
     const Plan pl = plan_tc(M, N, Kd, true, 64);
     float *ws = nullptr;
     ODL_CHECK(partials(pl, M, N, &ws));
@@ -231,11 +250,18 @@ static odl_status conv_bwd_data_tc(const odl_conv2d_shape *s, const float *dy, c
     const int64_t M = s->C, N = (int64_t)s->N * s->H * s->W, Kd = (int64_t)s->K * s->R * s->S;
     if (M <= 0 || N <= 0) return ODL_OK;
     if (Kd <= kMinReduction || (int64_t)s->N * s->K * s->P * s->Q >= INT_MAX) return odl_cuda_conv2d_bwd_data(s, dy, w, dx);
+    const bool sm90 = !bf16 && s->stride_h == 1 && s->stride_w == 1 && sm90::conv_use(M, N);
     const Plan pl = plan_tc(M, N, Kd, true, 64);
     float *wt = nullptr, *ws = nullptr;
-    ODL_CHECK(conv_workspace2((size_t)s->K * s->C * s->R * s->S, pl.splits > 1 ? (size_t)pl.splits * M * N : 0, &wt,
-                              &ws));
+    ODL_CHECK(conv_workspace2((size_t)s->K * s->C * s->R * s->S, !sm90 && pl.splits > 1 ? (size_t)pl.splits * M * N : 0,
+                              &wt, &ws));
     ODL_CHECK(conv_transpose_weights(s, w, wt));
+    if (sm90) {
+        OutNCHW fin, part;
+        conv_nchw_outs(dx, nullptr, s->C, s->H * s->W, (int)M, (int)N, false, &fin, &part);
+        return sm90::conv_tf32(bwd_data_gather(s, dy), wt, (int)M, (int)N, (int)Kd, fin, epi_raw(),
+                               "odl_conv2d_bwd_data_sm90");
+    }
     ODL_TC_DISPATCH_WIDE(bwd_data_tc, pl, bf16, s, dy, wt, dx, pl, ws);
 }
 
@@ -251,7 +277,12 @@ static odl_status conv_bwd_weight_tc(const odl_conv2d_shape *s, const float *x, 
     ODL_CHECK(conv_check_sizes(s, "conv2d_bwd_weight_lowp"));
     const int64_t M = s->K, N = (int64_t)s->C * s->R * s->S, Kd = (int64_t)s->N * s->P * s->Q;
     if (M > 0 && N > 0 && N <= kMinReduction) return odl_cuda_conv2d_bwd_weight(s, x, dy, dw, db);
-    if (M > 0 && N > 0) {
+    if (M > 0 && N > 0 && !bf16 && sm90::conv_wgrad_use(M, N, Kd)) {
+        const sm90::ConvWgradParams g = {dy, x, s->N, s->K, s->C, s->H, s->W, s->P, s->Q, s->R, s->S,
+                                         s->stride_h, s->stride_w, s->pad_h, s->pad_w, FastDiv(s->P * s->Q),
+                                         FastDiv(s->Q), FastDiv(s->R * s->S), FastDiv(s->S)};
+        ODL_CHECK(sm90::conv_wgrad_tf32(g, dw, "odl_conv2d_bwd_weight_sm90"));
+    } else if (M > 0 && N > 0) {
         /* up to 256 ranges of the reduction, as conv2d.cu's weight gradient */
         const Plan pl = plan_tc(M, N, Kd, false, 256);
         float *ws = nullptr;

@@ -264,6 +264,15 @@ struct XColsTile {
     }
 };
 
+/* The gathered operand of GatherTc below, as its fields: shared with the Hopper kernels of conv2d_sm90.cu. */
+struct ConvGatherParams {
+    const float *src;
+    int plane, Hs, Ws, img_stride; /* Hs*Ws, source rows and columns, Ch*Hs*Ws */
+    int rows, cols;
+    int mul_h, mul_w, add_h, add_w, sgn;
+    FastDiv fPlane, fRow, fRS, fS;
+};
+
 /* ---- the gathered operand of the tensor-core kernels (conv2d_tc.cu): forward im2col(x), and dy of the
  * stride-1 bwd_data, which is the same gather with the window mirrored ----
  * Element (row k = c*RS + r*S + s, column j) of a [rows x cols] operand read from src [N][Ch][Hs][Ws]:
@@ -279,13 +288,7 @@ struct XColsTile {
  * elements (the caller checks). */
 template <int BN, int BK, int THREADS, int PAD = 8>
 struct GatherTc {
-    struct Params {
-        const float *src;
-        int plane, Hs, Ws, img_stride; /* Hs*Ws, source rows and columns, Ch*Hs*Ws */
-        int rows, cols;
-        int mul_h, mul_w, add_h, add_w, sgn;
-        FastDiv fPlane, fRow, fRS, fS;
-    };
+    using Params = ConvGatherParams;
     static constexpr int WARPS = THREADS / 32;
     static constexpr int RPT = BK / WARPS;  /* rows per thread */
     static constexpr int CPT = BN / 32;     /* columns per thread */
@@ -310,7 +313,7 @@ struct GatherTc {
                 pr.fPlane.divmod(col, img, rem);
                 pr.fRow.divmod(rem, a, b);
             }
-            hb[j] = col < pr.cols ? a * pr.mul_h + pr.add_h : -OUT;
+            hb[j] = col < pr.cols ? a * pr.mul_h + pr.add_h : -2 * OUT; /* + a row's OUT stays outside */
             wb[j] = b * pr.mul_w + pr.add_w;
             base[j] = col < pr.cols ? img * pr.img_stride + hb[j] * Ws + wb[j] : 0;
         }

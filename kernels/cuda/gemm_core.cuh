@@ -182,6 +182,20 @@ __device__ __forceinline__ void stage_frag(float *buf, const float *f, int r, in
     }
 }
 
+/* Stores chunk c (columns 32c .. 32c + 31) of a warp's accumulator fragment (rows lane / 4 (+ 8), columns
+ * 8j + 2 (lane % 4) (+ 1)) into its staging buffer: an if-chain over the chunks, so that the registers are
+ * indexed by constants while the loop over chunks stays rolled. */
+template <int BN, int C0 = 0>
+__device__ __forceinline__ void stage_chunk(float *buf, const float (&acc)[BN / 2], int c, int r, int q) {
+    if constexpr (C0 < BN / kEpiCols) {
+        if (c == C0) {
+            stage_frag(buf, &acc[C0 * kEpiCols / 2], r, q);
+        } else {
+            stage_chunk<BN, C0 + 1>(buf, acc, c, r, q);
+        }
+    }
+}
+
 /* ACT of epi_store4: the activation is ep.act, read at run time (the staged epilogues of gemm_mma.cuh). */
 constexpr int kActOfEpi = -1;
 

@@ -82,20 +82,6 @@ __device__ __forceinline__ Unit unit_of(const Params &p, int u, int BM, int BN) 
     return r;
 }
 
-/* Stores chunk c (columns 32c .. 32c + 31) of a warp's accumulator fragment (rows lane / 4 (+ 8), columns
- * 8j + 2 (lane % 4) (+ 1)) into its staging buffer: an if-chain over the chunks, so that the registers are
- * indexed by constants while the loop over chunks stays rolled. */
-template <int BN, int C0 = 0>
-__device__ __forceinline__ void stage_chunk(float *buf, const float (&acc)[BN / 2], int c, int r, int q) {
-    if constexpr (C0 < BN / kEpiCols) {
-        if (c == C0) {
-            stage_frag(buf, &acc[C0 * kEpiCols / 2], r, q);
-        } else {
-            stage_chunk<BN, C0 + 1>(buf, acc, c, r, q);
-        }
-    }
-}
-
 /* The plain epilogue (C = acc, alpha 1, nothing else) of a warp's 16 x BN slice wholly inside C, with o.vec:
  * straight from the fragment's registers, two columns per store (a warp's store covers whole 32-byte sectors),
  * no staging. */

@@ -47,6 +47,17 @@ static __device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t parity)
     } while (!done);
 }
 
+/* One arrival on `bar` once every cp.async this thread issued before has landed (.noinc: the arrival is
+ * one of the barrier's expected count, which counts the copying threads). */
+static __device__ __forceinline__ void cp_async_mbar_arrive(uint64_t *bar) {
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_addr(bar)) : "memory");
+}
+/* Orders this thread's view of shared memory written through the generic proxy (st.shared, cp.async)
+ * before the async proxy's reads of it (wgmma operands; PTX "Memory Consistency Model: proxies"). */
+static __device__ __forceinline__ void fence_proxy_async_shared() {
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
 /* ---- TMA: a 2-D box of the tensor map at coordinates (c0 innermost, c1) into shared memory, completing
  * on `bar` (cp.async.bulk.tensor.2d ... mbarrier::complete_tx::bytes). Out-of-range elements are zeros. */
 static __device__ __forceinline__ void tma_load_2d(void *dst, const CUtensorMap *map, uint64_t *bar, int c0, int c1) {

@@ -1,0 +1,428 @@
+/* Hopper (compute capability 9.0) TF32 convolutions on wgmma: the forward and the stride-1 data gradient of
+ * conv2d_tc.cu's implicit GEMMs (formulas in conv2d.cu's file comment), compiled for sm_90a only (CMake:
+ * the odl_sm90a objects, as gemm_sm90.cu). conv2d_tc.cu's mma.sync kernels read each operand element from
+ * shared memory into registers, round it and feed mma.sync: at MNIST conv2 on an H200 that reached 40 of
+ * the ~400 TFLOP/s the TF32 tensor cores have. Here the tensor cores read the operands from shared memory
+ * themselves.
+ *
+ * The product is taken transposed, pixels as wgmma's M and output channels as its N:
+ *   D[pixel][channel] = sum_k B^T[pixel][k] * W[channel][k]
+ * so that a layer of 16..64 channels fills a wgmma m64nN (N = the channel tile, 32 or 64) without rows of
+ * zeros, and both operands sit in shared memory K-major (the only layout TF32 wgmma reads), rows of 32 k
+ * (128 bytes) with the 16-byte chunks swizzled by row % 8 (the 128-byte swizzle of the descriptors).
+ *   - CTA: 128 pixels x BN channels, 3 warpgroups, two CTAs per multiprocessor (one's epilogue beside the
+ *     other's main loop). Warpgroup 0 produces: each thread gathers 4 pixel rows and BN / 32 weight rows
+ *     of every 32-k stage by 4-byte cp.async (zero-filled outside the image, past K, past the pixels and
+ *     channels), lanes taking 8 rows x 4 consecutive k (conflict-free swizzled stores), into a ring of
+ *     4 stages; each thread's copies arrive on the stage's "full" mbarrier when they land
+ *     (cp.async.mbarrier.arrive.noinc). Warpgroups 1 and 2 consume, 64 pixels each: fence the generic
+ *     proxy's writes for the async proxy, 4 wgmma m64nBNk8 per stage, one group in flight, release the
+ *     stage on its "empty" mbarrier.
+ *   - Epilogue: each consumer warp stages its 16 pixels x 32 channels at a time in the (by then idle) ring
+ *     and stores them channel by channel, 16 consecutive pixels per half warp (NCHW: contiguous), through
+ *     gemm_core.cuh's epi_store1 (bias per channel, activation, residual).
+ * TF32 as the tensor cores read float32: the upper 19 bits (toward zero), as gemm_sm90.cu's products;
+ * deterministic (one CTA per output element, k in a fixed order).
+ */
+#include <limits.h>
+
+#include <algorithm>
+#include <atomic>
+
+#include "conv2d_sm90.h"
+#include "gemm_sm90.h"
+#include "odl/env.h"
+#include "sm90_util.cuh"
+#include "wgmma_ops.cuh"
+
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define ODL_CONV_SM90_STUB 1 /* a device pass other than sm_90a: the kernel compiles to nothing */
+#endif
+
+namespace odlk {
+namespace sm90 {
+namespace {
+
+template <int BN_>
+struct ConvCfg {
+    static constexpr int BM = 128;           /* pixels per CTA: two consumer warpgroups of 64 */
+    static constexpr int BN = BN_;           /* output channels per CTA */
+    static constexpr int BK = kRowBytes / 4; /* k per stage: one 128-byte row of float32 */
+    static constexpr int STAGES = 4;
+    static constexpr int THREADS = 384;
+    static constexpr int A_BYTES = BM * kRowBytes, B_BYTES = BN * kRowBytes;
+    static constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
+    static constexpr int RING_BYTES = STAGES * STAGE_BYTES;
+    static constexpr int SMEM_BYTES = RING_BYTES + 2 * STAGES * 8 + 1024 /* base alignment */;
+    static constexpr int EPI_BYTES = 8 * kEpiRows * kEpiLd * 4; /* the consumer warps' staging, in the ring */
+    using Op = Wgmma<WgIn::TF32, BN, 0, 0>;
+    static_assert(BN % 32 == 0 && BN <= 64, "channel tiles of 32 or 64 (registers for two CTAs)");
+    static_assert(EPI_BYTES <= RING_BYTES, "staging fits in the ring");
+    static_assert(2 * SMEM_BYTES <= 227 * 1024, "two CTAs per multiprocessor");
+};
+
+/* A row index past every check: hb of a pixel past the output, dr of a k past the reduction. Their sum
+ * stays negative, so an element that is both fails as well. */
+constexpr int kPixOut = -(1 << 29), kRowOut = 1 << 28;
+
+/* Warpgroup 0: fills the ring, stage by stage, for the CTA's pixels p0.. and channels c0... */
+template <class C>
+__device__ __forceinline__ void produce(const ConvGatherParams &g, const float *__restrict__ w, int M, int Kd, int p0,
+                                        int c0, int kblocks, unsigned char *smem, uint64_t *full, uint64_t *empty) {
+    constexpr int PJ = C::BM / 32, WJ = C::BN / 32; /* pixel and weight rows per thread */
+    const int tid = threadIdx.x % 128, pw = tid / 32, lane = tid % 32, ks = lane & 3, nr = lane >> 2;
+    int base[PJ], hb[PJ], wb[PJ];
+#pragma unroll
+    for (int j = 0; j < PJ; j++) {
+        const int pix = p0 + pw * 32 + j * 8 + nr;
+        int img = 0, rem = 0, a = 0, b = 0;
+        if (pix < g.cols) {
+            g.fPlane.divmod(pix, img, rem);
+            g.fRow.divmod(rem, a, b);
+        }
+        hb[j] = pix < g.cols ? a * g.mul_h + g.add_h : kPixOut;
+        wb[j] = b * g.mul_w + g.add_w;
+        base[j] = pix < g.cols ? img * g.img_stride + hb[j] * g.Ws + wb[j] : 0;
+    }
+    const float *wrow[WJ];
+    bool wok[WJ];
+#pragma unroll
+    for (int j = 0; j < WJ; j++) {
+        const int ch = c0 + pw * (C::BN / 4) + j * 8 + nr;
+        wok[j] = ch < M;
+        wrow[j] = w + (size_t)(wok[j] ? ch : 0) * Kd;
+    }
+    int s = 0;
+    uint32_t phase = 0;
+    for (int kb = 0; kb < kblocks; kb++) {
+        mbar_wait(&empty[s], phase ^ 1);
+        const uint32_t sa = smem_addr(smem + s * C::STAGE_BYTES), sb = sa + C::A_BYTES;
+#pragma unroll
+        for (int kk = 0; kk < C::BK / 4; kk++) {
+            const int k = kb * C::BK + kk * 4 + ks;
+            int c, rs, r, sx;
+            g.fRS.divmod(k, c, rs);
+            g.fS.divmod(rs, r, sx);
+            const int dr = k < g.rows ? g.sgn * r : kRowOut, ds = g.sgn * sx;
+            const int off = c * g.plane + g.sgn * (r * g.Ws + sx);
+            /* row % 8 == nr for every row this thread writes: chunk kk lands in chunk kk ^ nr */
+            const uint32_t sw = (uint32_t)(((kk ^ nr) << 4) + ks * 4);
+#pragma unroll
+            for (int j = 0; j < PJ; j++) {
+                const bool ok = (unsigned)(hb[j] + dr) < (unsigned)g.Hs && (unsigned)(wb[j] + ds) < (unsigned)g.Ws;
+                cp_async4(sa + (uint32_t)(pw * 32 + j * 8 + nr) * kRowBytes + sw, ok ? g.src + (base[j] + off) : g.src,
+                          ok);
+            }
+#pragma unroll
+            for (int j = 0; j < WJ; j++) {
+                const bool ok = wok[j] && k < Kd;
+                cp_async4(sb + (uint32_t)(pw * (C::BN / 4) + j * 8 + nr) * kRowBytes + sw, ok ? wrow[j] + k : w, ok);
+            }
+        }
+        cp_async_mbar_arrive(&full[s]);
+        if (++s == C::STAGES) {
+            s = 0;
+            phase ^= 1;
+        }
+    }
+}
+
+/* A consumer warpgroup's main loop over kblocks stages of the ring: wait for the stage's copies, make them
+ * visible to the async proxy, BK / 8 wgmma m64nBNk8 on its A rows (a_off bytes into the stage) and the B
+ * rows after A, one group in flight, each stage released (one arrival per warpgroup) once its group retired.
+ * acc holds zeros where kblocks is 0. */
+template <class C>
+__device__ __forceinline__ void consume(float (&acc)[C::BN / 2], unsigned char *smem, uint64_t *full, uint64_t *empty,
+                                        int kblocks, uint32_t a_off) {
+    const int tid = threadIdx.x % 128;
+#pragma unroll
+    for (int i = 0; i < C::BN / 2; i++) acc[i] = 0.0f;
+    int s = 0, prev = -1;
+    uint32_t phase = 0;
+    for (int kb = 0; kb < kblocks; kb++) {
+        mbar_wait(&full[s], phase);
+        fence_proxy_async_shared();
+        const uint32_t sa = smem_addr(smem + s * C::STAGE_BYTES) + a_off;
+        const uint32_t sb = smem_addr(smem + s * C::STAGE_BYTES + C::A_BYTES);
+        wgmma_fence();
+#pragma unroll
+        for (int j = 0; j < C::BK / C::Op::K; j++) {
+            const uint32_t step = j * C::Op::K * 4; /* +32 bytes per k8 inside the swizzle row */
+            C::Op::run(acc, desc_sw128(sa + step, 16, 1024), desc_sw128(sb + step, 16, 1024), (kb > 0 || j > 0) ? 1u : 0u);
+        }
+        wgmma_commit();
+        wgmma_wait<1>(); /* the previous stage's group has retired: release it */
+        if (prev >= 0 && tid == 0) mbar_arrive(&empty[prev]);
+        prev = s;
+        if (++s == C::STAGES) {
+            s = 0;
+            phase ^= 1;
+        }
+    }
+    wgmma_wait<0>();
+    if (prev >= 0 && tid == 0) mbar_arrive(&empty[prev]);
+#pragma unroll
+    for (int i = 0; i < C::BN / 2; i++) reg_fence(acc[i]);
+}
+
+template <class C>
+__global__ void __launch_bounds__(C::THREADS, 2)
+    conv_sm90_kernel(const ConvGatherParams g, const float *__restrict__ w, int M, int Kd, const OutNCHW out,
+                     const Epi ep) {
+#ifndef ODL_CONV_SM90_STUB
+    extern __shared__ unsigned char smem_raw[];
+    /* 128-byte swizzled tiles start on 1024-byte boundaries (the descriptors' base offset is 0) */
+    unsigned char *smem = reinterpret_cast<unsigned char *>(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
+    uint64_t *full = reinterpret_cast<uint64_t *>(smem + C::RING_BYTES);
+    uint64_t *empty = full + C::STAGES;
+    const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
+    const int p0 = blockIdx.x * C::BM, c0 = blockIdx.y * C::BN;
+    const int kblocks = (Kd + C::BK - 1) / C::BK;
+
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < C::STAGES; s++) {
+            mbar_init(&full[s], 128); /* every producer thread's cp.async arrival */
+            mbar_init(&empty[s], 2);  /* one arrival per consumer warpgroup */
+        }
+        mbar_fence_init();
+    }
+    __syncthreads();
+
+    if (wg == 0) {
+        produce<C>(g, w, M, Kd, p0, c0, kblocks, smem, full, empty);
+        return;
+    }
+
+    /* ---- consumers: pixels p0 + 64 cw .. ---- */
+    const int cw = wg - 1;
+    float acc[C::BN / 2];
+    consume<C>(acc, smem, full, empty, kblocks, (uint32_t)(cw * 64 * kRowBytes));
+
+    /* ---- epilogue: both consumer warpgroups are done with the ring, which becomes the staging ---- */
+    named_barrier(1, 256);
+    const int lane = threadIdx.x % 32;
+    float *buf = reinterpret_cast<float *>(smem) + (threadIdx.x / 32 - 4) * kEpiRows * kEpiLd;
+    const int prow = lane & 15, half = lane >> 4;
+    const int pix = p0 + cw * 64 + (tid / 32) * 16 + prow;
+#pragma unroll 1
+    for (int c = 0; c < C::BN / kEpiCols; c++) {
+        stage_chunk<C::BN>(buf, acc, c, lane / 4, lane % 4);
+        __syncwarp();
+        if (pix < g.cols) {
+#pragma unroll 4
+            for (int e = 0; e < kEpiCols / 2; e++) {
+                const int col = 2 * e + half, ch = c0 + c * kEpiCols + col;
+                if (ch < M) epi_store1(out, ep, ch, pix, buf[prow * kEpiLd + col]);
+            }
+        }
+        __syncwarp();
+    }
+#endif
+}
+
+/* ---- the weight gradient: D[k][crs] = sum_pixels dy[k][pixel] * im2col[crs][pixel] ----
+ * Both operands are K-major with the pixels as K, the contiguous direction of NCHW: a producer warp fills one
+ * 128-byte row (32 pixels) per cp.async, lane = pixel (the swizzled chunks of one row: 32 distinct banks).
+ * CTA: 64 output channels x 96 columns (C*R*S), one consumer warpgroup, the pixels of one split. */
+struct WgradCfg {
+    static constexpr int BM = 64, BN = 96, BK = kRowBytes / 4, STAGES = 4, THREADS = 256;
+    static constexpr int A_BYTES = BM * kRowBytes, B_BYTES = BN * kRowBytes, STAGE_BYTES = A_BYTES + B_BYTES;
+    static constexpr int RING_BYTES = STAGES * STAGE_BYTES;
+    static constexpr int TABLE_BYTES = BN * 16; /* per B row: the (c, r, s) offset, r, s */
+    static constexpr int SMEM_BYTES = RING_BYTES + 2 * STAGES * 8 + TABLE_BYTES + 1024;
+    using Op = Wgmma<WgIn::TF32, BN, 0, 0>;
+    static_assert(4 * kEpiRows * kEpiLd * 4 <= RING_BYTES, "staging fits in the ring");
+    static_assert(2 * SMEM_BYTES <= 227 * 1024, "two CTAs per multiprocessor");
+    static_assert(BM % 4 == 0 && BN % 4 == 0, "rows split over the producer warps");
+};
+
+template <class C>
+__global__ void __launch_bounds__(C::THREADS, 2)
+    conv_wgrad_sm90_kernel(const ConvWgradParams g, int NPQ, int chunk, OutRowMajor out) {
+#ifndef ODL_CONV_SM90_STUB
+    extern __shared__ unsigned char smem_raw[];
+    unsigned char *smem = reinterpret_cast<unsigned char *>(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
+    uint64_t *full = reinterpret_cast<uint64_t *>(smem + C::RING_BYTES);
+    uint64_t *empty = full + C::STAGES;
+    int4 *table = reinterpret_cast<int4 *>(empty + C::STAGES);
+    const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
+    const int M = g.K, N = g.C * g.R * g.S;
+    const int n0 = blockIdx.x * C::BN, m0 = blockIdx.y * C::BM;
+    const int j0 = blockIdx.z * chunk, j1 = min(NPQ, j0 + chunk);
+    const int kblocks = (j1 - j0 + C::BK - 1) / C::BK;
+
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < C::STAGES; s++) {
+            mbar_init(&full[s], 128);
+            mbar_init(&empty[s], 1);
+        }
+        mbar_fence_init();
+    }
+    if (wg == 0) {
+        for (int i = tid; i < C::BN; i += 128) {
+            int c = 0, rs = 0, r = 0, sx = 0;
+            const int col = n0 + i;
+            if (col < N) {
+                g.fRS.divmod(col, c, rs);
+                g.fS.divmod(rs, r, sx);
+            }
+            /* a column past N: r outside every row */
+            table[i] = make_int4(c * g.H * g.W + r * g.W + sx, col < N ? r : kRowOut, sx, 0);
+        }
+    }
+    __syncthreads();
+
+    if (wg == 0) {
+        /* ---- producer: lane = pixel of the stage, warp pw = rows pw, pw + 4, ... ---- */
+        const int pw = tid / 32, lane = tid % 32;
+        const uint32_t sw_lane = (uint32_t)(lane & 3) * 4;
+        const int KPQ = g.K * g.P * g.Q, CHW = g.C * g.H * g.W, PQ = g.P * g.Q;
+        int s = 0;
+        uint32_t phase = 0;
+        for (int kb = 0; kb < kblocks; kb++) {
+            const int j = j0 + kb * C::BK + lane;
+            const bool jin = j < j1;
+            int img = 0, pq = 0, p = 0, q = 0;
+            if (jin) {
+                g.fPQ.divmod(j, img, pq);
+                g.fQ.divmod(pq, p, q);
+            }
+            const float *dyb = g.dy + (int64_t)img * KPQ + pq;
+            const int hb = jin ? p * g.sh - g.ph : kPixOut, wb = q * g.sw - g.pw;
+            const float *xb = g.x + (int64_t)img * CHW + (int64_t)hb * g.W + wb; /* kPixOut * W: 64-bit */
+            mbar_wait(&empty[s], phase ^ 1);
+            const uint32_t sa = smem_addr(smem + s * C::STAGE_BYTES), sb = sa + C::A_BYTES;
+#pragma unroll 4
+            for (int i = 0; i < C::BM / 4; i++) {
+                const int row = pw + 4 * i;
+                const bool ok = jin && m0 + row < M;
+                const uint32_t d = sa + (uint32_t)row * kRowBytes + ((((uint32_t)lane >> 2) ^ (row & 7)) << 4) + sw_lane;
+                cp_async4(d, ok ? dyb + (int64_t)(m0 + row) * PQ : g.dy, ok);
+            }
+#pragma unroll 4
+            for (int i = 0; i < C::BN / 4; i++) {
+                const int row = pw + 4 * i;
+                const int4 t = table[row];
+                const bool ok = (unsigned)(hb + t.y) < (unsigned)g.H && (unsigned)(wb + t.z) < (unsigned)g.W;
+                const uint32_t d = sb + (uint32_t)row * kRowBytes + ((((uint32_t)lane >> 2) ^ (row & 7)) << 4) + sw_lane;
+                cp_async4(d, ok ? xb + t.x : g.x, ok);
+            }
+            cp_async_mbar_arrive(&full[s]);
+            if (++s == C::STAGES) {
+                s = 0;
+                phase ^= 1;
+            }
+        }
+        return;
+    }
+
+    /* ---- consumer ---- */
+    float acc[C::BN / 2];
+    consume<C>(acc, smem, full, empty, kblocks, 0);
+
+    /* ---- epilogue: rows m0 + 16 warp .., 32 columns at a time, a row's 32 columns per store ---- */
+    named_barrier(1, 128);
+    out.select_split(blockIdx.z);
+    const int lane = threadIdx.x % 32, warp = tid / 32;
+    float *buf = reinterpret_cast<float *>(smem) + warp * kEpiRows * kEpiLd;
+    const int row0 = m0 + warp * 16;
+#pragma unroll 1
+    for (int c = 0; c < C::BN / kEpiCols; c++) {
+        stage_chunk<C::BN>(buf, acc, c, lane / 4, lane % 4);
+        __syncwarp();
+        const int col = n0 + c * kEpiCols + lane;
+        if (col < N) {
+#pragma unroll 4
+            for (int r = 0; r < kEpiRows; r++)
+                if (row0 + r < M) out.C[out.off(row0 + r, col)] = buf[r * kEpiLd + lane];
+        }
+        __syncwarp();
+    }
+#endif
+}
+
+int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/* Lets kern take `bytes` of dynamic shared memory, once per device (the attribute belongs to a device's
+ * context), not on every launch. */
+template <class K>
+odl_status opt_in(K kern, int bytes, std::atomic<unsigned long long> &opted) {
+    int dev = 0;
+    ODL_CUDA_CALL(cudaGetDevice(&dev));
+    const unsigned long long bit = 1ull << (dev & 63);
+    if (!(opted.load(std::memory_order_acquire) & bit)) {
+        ODL_CUDA_CALL(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+        opted.fetch_or(bit, std::memory_order_release);
+    }
+    return ODL_OK;
+}
+
+template <class C>
+odl_status launch(const ConvGatherParams &g, const float *w, int M, int N, int Kd, const OutNCHW &out, const Epi &ep,
+                  const char *what) {
+    auto kern = conv_sm90_kernel<C>;
+    static std::atomic<unsigned long long> opted{0};
+    ODL_CHECK(opt_in(kern, C::SMEM_BYTES, opted));
+    const dim3 grid((unsigned)cdiv(N, C::BM), (unsigned)cdiv(M, C::BN));
+    kern<<<grid, C::THREADS, C::SMEM_BYTES, stream()>>>(g, w, M, Kd, out, ep);
+    ODL_CUDA_LAUNCH_CHECK(what);
+    return ODL_OK;
+}
+
+} // namespace
+
+bool conv_use(int64_t M, int64_t N) {
+    const int64_t mode = odl_env_int(ODL_ENV_CONV_SM90);
+    if (mode == 0 || cdiv(M, 32) > 65535 || N > INT_MAX - 128 || !available()) return false;
+    return mode == 2 || cdiv(N, 128) * cdiv(M, M <= 32 ? 32 : 64) >= sm_count();
+}
+
+bool conv_wgrad_use(int64_t M, int64_t N, int64_t NPQ) {
+    if (odl_env_int(ODL_ENV_CONV_SM90) == 0 || cdiv(M, WgradCfg::BM) > 65535 || NPQ > INT_MAX - WgradCfg::BK ||
+        M * N >= INT_MAX)
+        return false;
+    return available();
+}
+
+odl_status conv_tf32(const ConvGatherParams &g, const float *w, int M, int N, int Kd, const OutNCHW &out,
+                     const Epi &ep, const char *what) {
+    if (M <= 0 || N <= 0) return ODL_OK;
+    if (cdiv(M, 32) > 65535 || N > INT_MAX - 128 || Kd <= 0)
+        return ODL_ERR(ODL_E_INVAL, "%s: %d channels x %d pixels x %d is outside the wgmma convolution (conv_use)",
+                       what, M, N, Kd);
+    if (M <= 32) return launch<ConvCfg<32>>(g, w, M, N, Kd, out, ep, what);
+    return launch<ConvCfg<64>>(g, w, M, N, Kd, out, ep, what);
+}
+
+odl_status conv_wgrad_tf32(const ConvWgradParams &g, float *dw, const char *what) {
+    using C = WgradCfg;
+    const int64_t M = g.K, N = (int64_t)g.C * g.R * g.S, NPQ = (int64_t)g.N * g.P * g.Q;
+    if (M <= 0 || N <= 0) return ODL_OK;
+    const int64_t tn = cdiv(N, C::BN), tm = cdiv(M, C::BM);
+    if (tm > 65535 || NPQ > INT_MAX - C::BK || M * N >= INT_MAX)
+        return ODL_ERR(ODL_E_INVAL, "%s: %lld x %lld x %lld is outside the wgmma weight gradient (conv_wgrad_use)",
+                       what, (long long)M, (long long)N, (long long)NPQ);
+    /* split the pixels until two CTAs per multiprocessor are busy, each split 8 stages deep at least */
+    int64_t splits = cdiv(2 * (int64_t)sm_count(), tn * tm);
+    splits = std::max<int64_t>(1, std::min<int64_t>({splits, 256, NPQ / (8 * C::BK)}));
+    const int chunk = (int)(cdiv(cdiv(NPQ, splits), C::BK) * C::BK);
+    splits = std::max<int64_t>(1, cdiv(NPQ, chunk));
+    OutRowMajor fin = {dw, N, 0, false}, part = fin;
+    if (splits > 1) {
+        void *ws = nullptr;
+        ODL_CHECK(workspace((size_t)(splits * M * N) * sizeof(float), &ws));
+        part.C = static_cast<float *>(ws);
+        part.zstride = M * N;
+    }
+    auto kern = conv_wgrad_sm90_kernel<C>;
+    static std::atomic<unsigned long long> opted{0};
+    ODL_CHECK(opt_in(kern, C::SMEM_BYTES, opted));
+    kern<<<dim3((unsigned)tn, (unsigned)tm, (unsigned)splits), C::THREADS, C::SMEM_BYTES, stream()>>>(
+        g, (int)NPQ, chunk, splits > 1 ? part : fin);
+    ODL_CUDA_LAUNCH_CHECK(what);
+    if (splits == 1) return ODL_OK;
+    return splitk_reduce(part, (int)splits, (int)M, (int)N, fin, epi_raw(), "odl_conv2d_bwd_weight_sm90_reduce");
+}
+
+} // namespace sm90
+} // namespace odlk
