@@ -25,7 +25,7 @@
  *   lowp     short reductions show an error above 4 dot(K): the inputs were rounded at all
  *   db       vs the float64 sum of the float32 dy: <= dot(N*P*Q) (db is never rounded)
  * and: odl_conv2d_fwd / odl_conv2d_bwd follow odl_set_matmul_precision (bit for bit the op table's lowp
- * entry, and the float32 entry for fp32); the inputs are unchanged.
+ * entry, and the float32 entry for fp32); the inputs are unchanged; a batch of 0 gives dw = db = 0.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -224,6 +224,34 @@ static void run_case(const conv_case *c, int idx, odl_precision prec) {
     free(db0);
 }
 
+/* A batch of 0 images: the weight gradient is an empty sum, dw and db exactly zero (they start as NaN), in
+ * each precision (on a 9.0 device the TF32 one is the wgmma kernel's split over no pixels). */
+static void test_empty_batch(void) {
+    const conv_case c = {0, 32, 8, 8, 64, 3, 3, 1, 1, 1, 1, 0, 0, ODL_ACT_NONE, "empty batch"};
+    const odl_conv2d_shape s = shape_of(&c);
+    const int64_t nw = (int64_t)s.K * s.C * s.R * s.S;
+    float *w0 = nan_buf(nw), *b0 = nan_buf(s.K);
+    for (int pi = 0; pi < 2; pi++) {
+        const odl_precision prec = pi ? ODL_PRECISION_BF16 : ODL_PRECISION_TF32;
+        dbuf dX = dput(w0, 0, 0), dDY = dput(w0, 0, 0), dDW = dput(w0, nw, 0), dDB = dput(b0, s.K, 0);
+        TOK(g_be->conv2d_bwd_weight_lowp(&s, dX.p, dDY.p, dDW.p, dDB.p, prec));
+        float *dw = nan_buf(nw), *db = nan_buf(s.K);
+        dget(dw, &dDW, nw);
+        dget(db, &dDB, s.K);
+        int64_t bad = 0;
+        for (int64_t i = 0; i < nw; i++) bad += dw[i] != 0.0f;
+        for (int i = 0; i < s.K; i++) bad += db[i] != 0.0f;
+        TCHECK(bad == 0, "%s empty batch: %lld of dw, db not zero", odl_precision_name(prec), (long long)bad);
+        dbuf all[] = {dX, dDY, dDW, dDB};
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+            if (all[i].base) odl_mem_free(g_dev, all[i].base);
+        free(dw);
+        free(db);
+    }
+    free(w0);
+    free(b0);
+}
+
 /* A float32 tensor on g_dev with the given shape, filled from host (NULL: NaN). */
 static void tensor_put(odl_tensor *t, int ndim, const int64_t *shape, const float *host) {
     memset(t, 0, sizeof *t);
@@ -335,6 +363,7 @@ int main(int argc, char **argv) {
            g_tf32_trunc ? "toward zero (the wgmma kernels of compute capability 9.0) or to nearest even"
                         : "to nearest even");
     test_routing();
+    test_empty_batch();
     for (int pi = 0; pi < 2; pi++)
         for (int i = 0; i < N_CASES; i++)
             if (!quick || case_macs(&CASES[i]) <= 16777216.0)

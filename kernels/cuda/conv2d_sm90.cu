@@ -248,7 +248,7 @@ __global__ void __launch_bounds__(C::THREADS, 2)
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
     const int M = g.K, N = g.C * g.R * g.S;
     const int n0 = blockIdx.x * C::BN, m0 = blockIdx.y * C::BM;
-    const int j0 = blockIdx.z * chunk, j1 = min(NPQ, j0 + chunk);
+    const int j0 = blockIdx.z * chunk, j1 = (int)min((int64_t)NPQ, (int64_t)j0 + chunk); /* j0 + chunk may pass 2^31 */
     const int kblocks = (j1 - j0 + C::BK - 1) / C::BK;
 
     if (threadIdx.x == 0) {
@@ -398,6 +398,10 @@ odl_status conv_wgrad_tf32(const ConvWgradParams &g, float *dw, const char *what
     using C = WgradCfg;
     const int64_t M = g.K, N = (int64_t)g.C * g.R * g.S, NPQ = (int64_t)g.N * g.P * g.Q;
     if (M <= 0 || N <= 0) return ODL_OK;
+    if (NPQ == 0) { /* no images: an empty sum (chunk below would be 0) */
+        ODL_CUDA_CALL(cudaMemsetAsync(dw, 0, (size_t)(M * N) * sizeof(float), stream()));
+        return ODL_OK;
+    }
     const int64_t tn = cdiv(N, C::BN), tm = cdiv(M, C::BM);
     if (tm > 65535 || NPQ > INT_MAX - C::BK || M * N >= INT_MAX)
         return ODL_ERR(ODL_E_INVAL, "%s: %lld x %lld x %lld is outside the wgmma weight gradient (conv_wgrad_use)",
