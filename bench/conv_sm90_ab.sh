@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The wgmma TF32 convolutions (kernels/cuda/conv2d_sm90.cu, issue 21) beside the mma.sync ones they replace
 # on a 9.0 device, in one call on the GPU machine: their GPU tests, the kernel lab's convolution rows with
-# ODL_CONV_SM90=0 and default (cuDNN in both runs), and the examples CNN trained 2 epochs in tf32 at batch 64
+# ODL_CONV_SM90=0 and 1 (cuDNN in both runs), and the examples CNN trained 2 epochs in tf32 at batch 64
 # and 512 with the two paths interleaved (twice each), beside torch.compile (`mnist_compile`, PyTorch's
 # defaults: cuDNN convolutions in TF32) in the same call. Table last.
 # Usage: source .devdeps/env.sh && source bench/device_unpack.sh SRC && \
@@ -23,7 +23,7 @@ grep -E "tests passed|Failed|FAIL" "$OUT/ctest.log" | head -20
 echo "== kernel lab (convolution rows), mma.sync then wgmma"
 if [ -x "$B/bench/odl_bench_kernels" ]; then
   ODL_CONV_SM90=0 timeout 200 "$B/bench/odl_bench_kernels" --only convtc >"$OUT/convtc_mma.txt" 2>&1
-  timeout 200 "$B/bench/odl_bench_kernels" --only convtc >"$OUT/convtc_wgmma.txt" 2>&1
+  ODL_CONV_SM90=1 timeout 200 "$B/bench/odl_bench_kernels" --only convtc >"$OUT/convtc_wgmma.txt" 2>&1
 else # device_pack.sh leaves it out (40 MB): carry it xz-compressed and unpack it into $B/bench first
   echo "no $B/bench/odl_bench_kernels: kernel lab skipped"
 fi

@@ -13,10 +13,11 @@ namespace sm90 {
 /* Whether the TF32 product of M channels x N pixels runs on conv_tf32: a 9.0 device with the wgmma path on
  * (gemm_sm90.h's available()) and ODL_CONV_SM90 (odl/env.h) 2, or 1 and its tiles at least fill the
  * multiprocessors once (the kernel has no split-K: few pixels with a long reduction stay on the mma.sync
- * kernels, which split it). */
+ * kernels, which split it). ODL_CONV_SM90 is 0 by default: these kernels truncate the operands, and that
+ * moved YOLOv5n's tf32 confidences by up to 0.02 (docs/PRECISION.md). */
 bool conv_use(int64_t M, int64_t N);
 /* Whether the weight gradient of M output channels x N = C*R*S columns over NPQ pixels runs on
- * conv_wgrad_tf32: a 9.0 device with the wgmma path on and ODL_CONV_SM90 not 0 (it splits the pixels, so
+ * conv_wgrad_tf32: a 9.0 device with the wgmma path on and ODL_CONV_SM90 1 or 2 (it splits the pixels, so
  * any size fills the GPU). */
 bool conv_wgrad_use(int64_t M, int64_t N, int64_t NPQ);
 
