@@ -61,10 +61,6 @@ struct ConvCfg {
     static_assert(2 * SMEM_BYTES <= 227 * 1024, "two CTAs per multiprocessor");
 };
 
-/* A row index past every check: hb of a pixel past the output, dr of a k past the reduction. Their sum
- * stays negative, so an element that is both fails as well. */
-constexpr int kPixOut = -(1 << 29), kRowOut = 1 << 28;
-
 /* Warpgroup 0: fills the ring, stage by stage, for the CTA's pixels p0.. and channels c0... */
 template <class C>
 __device__ __forceinline__ void produce(const ConvGatherParams &g, const float *__restrict__ w, int M, int Kd, int p0,
@@ -73,17 +69,7 @@ __device__ __forceinline__ void produce(const ConvGatherParams &g, const float *
     const int tid = threadIdx.x % 128, pw = tid / 32, lane = tid % 32, ks = lane & 3, nr = lane >> 2;
     int base[PJ], hb[PJ], wb[PJ];
 #pragma unroll
-    for (int j = 0; j < PJ; j++) {
-        const int pix = p0 + pw * 32 + j * 8 + nr;
-        int img = 0, rem = 0, a = 0, b = 0;
-        if (pix < g.cols) {
-            g.fPlane.divmod(pix, img, rem);
-            g.fRow.divmod(rem, a, b);
-        }
-        hb[j] = pix < g.cols ? a * g.mul_h + g.add_h : kPixOut;
-        wb[j] = b * g.mul_w + g.add_w;
-        base[j] = pix < g.cols ? img * g.img_stride + hb[j] * g.Ws + wb[j] : 0;
-    }
+    for (int j = 0; j < PJ; j++) conv_gather_col(g, p0 + pw * 32 + j * 8 + nr, base[j], hb[j], wb[j]);
     const float *wrow[WJ];
     bool wok[WJ];
 #pragma unroll
@@ -100,16 +86,13 @@ __device__ __forceinline__ void produce(const ConvGatherParams &g, const float *
 #pragma unroll
         for (int kk = 0; kk < C::BK / 4; kk++) {
             const int k = kb * C::BK + kk * 4 + ks;
-            int c, rs, r, sx;
-            g.fRS.divmod(k, c, rs);
-            g.fS.divmod(rs, r, sx);
-            const int dr = k < g.rows ? g.sgn * r : kRowOut, ds = g.sgn * sx;
-            const int off = c * g.plane + g.sgn * (r * g.Ws + sx);
+            int off, dr, ds;
+            conv_gather_row(g, k, off, dr, ds);
             /* row % 8 == nr for every row this thread writes: chunk kk lands in chunk kk ^ nr */
             const uint32_t sw = (uint32_t)(((kk ^ nr) << 4) + ks * 4);
 #pragma unroll
             for (int j = 0; j < PJ; j++) {
-                const bool ok = (unsigned)(hb[j] + dr) < (unsigned)g.Hs && (unsigned)(wb[j] + ds) < (unsigned)g.Ws;
+                const bool ok = conv_gather_inside(g, hb[j], wb[j], dr, ds);
                 cp_async4(sa + (uint32_t)(pw * 32 + j * 8 + nr) * kRowBytes + sw, ok ? g.src + (base[j] + off) : g.src,
                           ok);
             }
@@ -267,7 +250,7 @@ __global__ void __launch_bounds__(C::THREADS, 2)
                 g.fS.divmod(rs, r, sx);
             }
             /* a column past N: r outside every row */
-            table[i] = make_int4(c * g.H * g.W + r * g.W + sx, col < N ? r : kRowOut, sx, 0);
+            table[i] = make_int4(c * g.H * g.W + r * g.W + sx, col < N ? r : kGatherRowOut, sx, 0);
         }
     }
     __syncthreads();
@@ -288,8 +271,8 @@ __global__ void __launch_bounds__(C::THREADS, 2)
                 g.fQ.divmod(pq, p, q);
             }
             const float *dyb = g.dy + (int64_t)img * KPQ + pq;
-            const int hb = jin ? p * g.sh - g.ph : kPixOut, wb = q * g.sw - g.pw;
-            const float *xb = g.x + (int64_t)img * CHW + (int64_t)hb * g.W + wb; /* kPixOut * W: 64-bit */
+            const int hb = jin ? p * g.sh - g.ph : kGatherColOut, wb = q * g.sw - g.pw;
+            const float *xb = g.x + (int64_t)img * CHW + (int64_t)hb * g.W + wb; /* kGatherColOut * W: 64-bit */
             mbar_wait(&empty[s], phase ^ 1);
             const uint32_t sa = smem_addr(smem + s * C::STAGE_BYTES), sb = sa + C::A_BYTES;
 #pragma unroll 4
@@ -369,28 +352,34 @@ odl_status launch(const ConvGatherParams &g, const float *w, int M, int N, int K
     return ODL_OK;
 }
 
+/* The channel tile of a forward / data-gradient product of M channels (ConvCfg's BN). */
+int channel_tile(int64_t M) { return M <= 32 ? 32 : 64; }
+
+/* Whether the kernels' grids and 32-bit indices take the sizes (grid y at most 65535 tiles). */
+bool fwd_fits(int64_t M, int64_t N) { return cdiv(M, 32) <= 65535 && N <= INT_MAX - 128; }
+bool wgrad_fits(int64_t M, int64_t N, int64_t NPQ) {
+    return cdiv(M, WgradCfg::BM) <= 65535 && NPQ <= INT_MAX - WgradCfg::BK && M * N < INT_MAX;
+}
+
 } // namespace
 
 bool conv_use(int64_t M, int64_t N) {
     const int64_t mode = odl_env_int(ODL_ENV_CONV_SM90);
-    if (mode == 0 || cdiv(M, 32) > 65535 || N > INT_MAX - 128 || !available()) return false;
-    return mode == 2 || cdiv(N, 128) * cdiv(M, M <= 32 ? 32 : 64) >= sm_count();
+    if (mode == 0 || !fwd_fits(M, N) || !available()) return false;
+    return mode == 2 || cdiv(N, 128) * cdiv(M, channel_tile(M)) >= sm_count();
 }
 
 bool conv_wgrad_use(int64_t M, int64_t N, int64_t NPQ) {
-    if (odl_env_int(ODL_ENV_CONV_SM90) == 0 || cdiv(M, WgradCfg::BM) > 65535 || NPQ > INT_MAX - WgradCfg::BK ||
-        M * N >= INT_MAX)
-        return false;
-    return available();
+    return odl_env_int(ODL_ENV_CONV_SM90) != 0 && wgrad_fits(M, N, NPQ) && available();
 }
 
 odl_status conv_tf32(const ConvGatherParams &g, const float *w, int M, int N, int Kd, const OutNCHW &out,
                      const Epi &ep, const char *what) {
     if (M <= 0 || N <= 0) return ODL_OK;
-    if (cdiv(M, 32) > 65535 || N > INT_MAX - 128 || Kd <= 0)
+    if (!fwd_fits(M, N) || Kd <= 0)
         return ODL_ERR(ODL_E_INVAL, "%s: %d channels x %d pixels x %d is outside the wgmma convolution (conv_use)",
                        what, M, N, Kd);
-    if (M <= 32) return launch<ConvCfg<32>>(g, w, M, N, Kd, out, ep, what);
+    if (channel_tile(M) == 32) return launch<ConvCfg<32>>(g, w, M, N, Kd, out, ep, what);
     return launch<ConvCfg<64>>(g, w, M, N, Kd, out, ep, what);
 }
 
@@ -403,7 +392,7 @@ odl_status conv_wgrad_tf32(const ConvWgradParams &g, float *dw, const char *what
         return ODL_OK;
     }
     const int64_t tn = cdiv(N, C::BN), tm = cdiv(M, C::BM);
-    if (tm > 65535 || NPQ > INT_MAX - C::BK || M * N >= INT_MAX)
+    if (!wgrad_fits(M, N, NPQ))
         return ODL_ERR(ODL_E_INVAL, "%s: %lld x %lld x %lld is outside the wgmma weight gradient (conv_wgrad_use)",
                        what, (long long)M, (long long)N, (long long)NPQ);
     /* split the pixels until two CTAs per multiprocessor are busy, each split 8 stages deep at least */

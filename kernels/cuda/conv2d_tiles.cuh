@@ -273,6 +273,37 @@ struct ConvGatherParams {
     FastDiv fPlane, fRow, fRS, fS;
 };
 
+/* Outside every bound check of a gathered element: the window row of a column past the operand, and the
+ * shift of a row past it. Their sum stays negative, so an element that is both fails as well. */
+constexpr int kGatherColOut = -(1 << 29), kGatherRowOut = 1 << 28;
+
+/* Column col of g's operand (below): the source offset of its window origin, and the origin's row hb
+ * (kGatherColOut past the columns) and column wb. */
+__device__ __forceinline__ void conv_gather_col(const ConvGatherParams &g, int col, int &base, int &hb, int &wb) {
+    int img = 0, rem = 0, a = 0, b = 0;
+    if (col < g.cols) {
+        g.fPlane.divmod(col, img, rem);
+        g.fRow.divmod(rem, a, b);
+    }
+    hb = col < g.cols ? a * g.mul_h + g.add_h : kGatherColOut;
+    wb = b * g.mul_w + g.add_w;
+    base = col < g.cols ? img * g.img_stride + hb * g.Ws + wb : 0;
+}
+/* Row k of g's operand: the offset of its (c, r, s) from a column's base, and its window shift dr
+ * (kGatherRowOut past the rows), ds. */
+__device__ __forceinline__ void conv_gather_row(const ConvGatherParams &g, int k, int &off, int &dr, int &ds) {
+    int c, rs, r, s;
+    g.fRS.divmod(k, c, rs);
+    g.fS.divmod(rs, r, s);
+    dr = k < g.rows ? g.sgn * r : kGatherRowOut;
+    ds = g.sgn * s;
+    off = c * g.plane + g.sgn * (r * g.Ws + s);
+}
+/* Whether the element of a column (hb, wb) shifted by a row's (dr, ds) lies inside the source plane. */
+__device__ __forceinline__ bool conv_gather_inside(const ConvGatherParams &g, int hb, int wb, int dr, int ds) {
+    return (unsigned)(hb + dr) < (unsigned)g.Hs && (unsigned)(wb + ds) < (unsigned)g.Ws;
+}
+
 /* ---- the gathered operand of the tensor-core kernels (conv2d_tc.cu): forward im2col(x), and dy of the
  * stride-1 bwd_data, which is the same gather with the window mirrored ----
  * Element (row k = c*RS + r*S + s, column j) of a [rows x cols] operand read from src [N][Ch][Hs][Ws]:
@@ -294,43 +325,15 @@ struct GatherTc {
     static constexpr int CPT = BN / 32;     /* columns per thread */
     static constexpr int LDS = BN + PAD;
     static_assert(BK % WARPS == 0 && BN % 32 == 0, "warps must split the rows, lanes the columns");
-    static constexpr int OUT = 1 << 28;     /* dr of a row past the operand: every bound check fails */
 
-    const float *src;
+    const Params g;
     int base[CPT], hb[CPT], wb[CPT];
-    int plane, Hs, Ws, rows, sgn, k0;
-    FastDiv fRS, fS;
+    int k0;
 
-    __device__ __forceinline__ GatherTc(const Params &pr, int n0, int kb)
-        : src(pr.src), plane(pr.plane), Hs(pr.Hs), Ws(pr.Ws), rows(pr.rows), sgn(pr.sgn), k0(kb), fRS(pr.fRS),
-          fS(pr.fS) {
+    __device__ __forceinline__ GatherTc(const Params &pr, int n0, int kb) : g(pr), k0(kb) {
         const int lane = threadIdx.x % 32;
 #pragma unroll
-        for (int j = 0; j < CPT; j++) {
-            const int col = n0 + lane + 32 * j;
-            int img = 0, rem = 0, a = 0, b = 0;
-            if (col < pr.cols) {
-                pr.fPlane.divmod(col, img, rem);
-                pr.fRow.divmod(rem, a, b);
-            }
-            hb[j] = col < pr.cols ? a * pr.mul_h + pr.add_h : -2 * OUT; /* + a row's OUT stays outside */
-            wb[j] = b * pr.mul_w + pr.add_w;
-            base[j] = col < pr.cols ? img * pr.img_stride + hb[j] * Ws + wb[j] : 0;
-        }
-    }
-
-    /* Row k of the operand: the offset of its (c, r, s) from a column's base and its window shift. */
-    __device__ __forceinline__ void row(int k, int &off, int &dr, int &ds) const {
-        int c, rs, r, s;
-        fRS.divmod(k, c, rs);
-        fS.divmod(rs, r, s);
-        dr = k < rows ? sgn * r : OUT;
-        ds = sgn * s;
-        off = c * plane + sgn * (r * Ws + s);
-    }
-    /* Whether element (row shifted by dr, ds; column j) lies inside the source plane. */
-    __device__ __forceinline__ bool inside(int j, int dr, int ds) const {
-        return (unsigned)(hb[j] + dr) < (unsigned)Hs && (unsigned)(wb[j] + ds) < (unsigned)Ws;
+        for (int j = 0; j < CPT; j++) conv_gather_col(g, n0 + lane + 32 * j, base[j], hb[j], wb[j]);
     }
 
     /* The current slice straight into shared memory ([BK][LDS], k-major) by cp.async, zero-filled outside
@@ -341,12 +344,12 @@ struct GatherTc {
 #pragma unroll
         for (int i = 0; i < RPT; i++) {
             int off, dr, ds;
-            row(k0 + r0 + i, off, dr, ds);
+            conv_gather_row(g, k0 + r0 + i, off, dr, ds);
             const uint32_t d = smem_u32(sm + (r0 + i) * LDS + lane);
 #pragma unroll
             for (int j = 0; j < CPT; j++) {
-                const bool ok = inside(j, dr, ds);
-                cp_async4(d + 128 * j, ok ? src + (base[j] + off) : src, ok);
+                const bool ok = conv_gather_inside(g, hb[j], wb[j], dr, ds);
+                cp_async4(d + 128 * j, ok ? g.src + (base[j] + off) : g.src, ok);
             }
         }
         k0 += BK;
