@@ -243,11 +243,12 @@ static odl_status pick_device(const odl_config *cfg, int local_rank, odl_device 
     return ODL_OK;
 }
 
-/* Evaluate on the test set: mean NLL and accuracy (PyTorch examples/mnist's test()); see train.h. */
+/* train.max_test_samples on the test set; see train.h. */
 void odl_train_limit_test(const odl_config *cfg, odl_mnist *test) {
     if (cfg->train.max_test_samples > 0 && cfg->train.max_test_samples < test->n) test->n = cfg->train.max_test_samples;
 }
 
+/* Evaluate on the test set: mean NLL and accuracy (PyTorch examples/mnist's test()); see train.h. */
 odl_status odl_train_evaluate(odl_net *net, const odl_mnist *test, int batch, double *loss_out, double *acc_out,
                               int64_t *class_correct, int64_t *class_total) {
     int64_t elems = (int64_t)test->rows * test->cols;
