@@ -109,6 +109,12 @@ static double max_err(const float *got, const double *ref, const double *mag, in
     return e;
 }
 
+/* Frees the device copies of n dbufs (those never allocated have no base). */
+static void dfree_all(const dbuf *b, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (b[i].base) odl_mem_free(g_dev, b[i].base);
+}
+
 static int g_low_seen;
 
 /* The checks of the file comment for one pass's output against its two references. */
@@ -203,8 +209,7 @@ static void run_case(const conv_case *c, int idx, odl_precision prec) {
     free(back);
 
     dbuf all[] = {dX, dW, dDY, dB, dR, dY, dDX, dDW, dDB};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        if (all[i].base) odl_mem_free(g_dev, all[i].base);
+    dfree_all(all, sizeof all / sizeof all[0]);
     free_refs(ref);
     free_refs(mag);
     free_refs(dref);
@@ -243,8 +248,7 @@ static void test_empty_batch(void) {
         for (int i = 0; i < s.K; i++) bad += db[i] != 0.0f;
         TCHECK(bad == 0, "%s empty batch: %lld of dw, db not zero", odl_precision_name(prec), (long long)bad);
         dbuf all[] = {dX, dDY, dDW, dDB};
-        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-            if (all[i].base) odl_mem_free(g_dev, all[i].base);
+        dfree_all(all, sizeof all / sizeof all[0]);
         free(dw);
         free(db);
     }
