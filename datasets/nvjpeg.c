@@ -247,10 +247,12 @@ odl_status odl_nvjpeg_decode_batch(odl_nvjpeg *j, int n, const uint8_t *const *d
         j->out[k].pitch[0] = pitch[k];
     }
     odl_status s = ODL_OK;
-    /* The JPEG engines can write dst before the work queued on st ahead of the call has run (an upload
-     * into the same arena, a kernel still reading a region the pool handed on), and a device-side wait
-     * does not order them: only a host barrier does (torchcodec#1634, on H100). */
-    if (j->backend == ODL_NVJPEG_HARDWARE && st) ODL_CHECK(odl_stream_synchronize(st));
+    /* Two reasons to wait on the host for the work already queued on st, on either backend: the JPEG
+     * engines can write dst before it has run (an upload into the same arena), and a device-side wait
+     * does not order them (torchcodec#1634, on H100); and nvjpegDecodeBatchedInitialize resets the
+     * decoder state that the previous call's decode, queued on st, may still be using (nvjpeg.h: "Resets
+     * and initializes batch decoder"; torchvision drains the stream around its batched call too). */
+    if (st) ODL_CHECK(odl_stream_synchronize(st));
     NVJ(j->BatchedInit(j->h, j->state, n, 1, NVJPEG_OUTPUT_RGBI), ODL_E_CUDA);
     nvjpegStatus_t r = j->Batched(j->h, j->state, (const unsigned char *const *)data, len, j->out, (cudaStream_t)st);
     if (r != NVJPEG_STATUS_SUCCESS)

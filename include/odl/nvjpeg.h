@@ -59,9 +59,10 @@ ODL_API int odl_nvjpeg_supported(odl_nvjpeg *j, const uint8_t *data, size_t n);
 
 /* Decode n JPEGs (host memory) at once into interleaved RGB: image k, w x h as its header says (no EXIF
  * orientation), at dst[k] in device memory with rows pitch[k] >= 3 w bytes apart, queued on stream s.
- * The host buffers must stay valid until the work on s is done. On the hardware backend the call first
- * waits on the host for the work already queued on s: NVIDIA's JPEG engines do not order their writes
- * after it (seen on H100 by torchcodec, meta-pytorch/torchcodec#1634, and pytorch/vision#9606). Errors:
+ * The host buffers must stay valid until the work on s is done. The call first waits on the host for the
+ * work already queued on s: NVIDIA's JPEG engines do not order their writes after it (seen on H100 by
+ * torchcodec, meta-pytorch/torchcodec#1634, and pytorch/vision#9606), and the batch initialisation resets
+ * the decoder state that the previous call's decode may still be using. Errors:
  * ODL_E_FORMAT (a bitstream the
  * decoder rejects) or ODL_E_CUDA (an execution failure), naming the nvJPEG call and status; the batch
  * as a whole has failed then (the caller decodes its images another way). */
