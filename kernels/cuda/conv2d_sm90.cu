@@ -459,10 +459,16 @@ bool wgrad_fits(int64_t M, int64_t N, int64_t NPQ) {
 
 } // namespace
 
-bool conv_use(int64_t M, int64_t N) {
+bool conv_use(int64_t M, int64_t N, int64_t Kd, bool bf16) {
     const int64_t mode = odl_env_int(ODL_ENV_CONV_SM90);
     if (mode == 0 || !fwd_fits(M, N) || !available()) return false;
-    return mode == 2 || cdiv(N, 128) * cdiv(M, channel_tile(M)) >= sm_count();
+    if (mode == 2) return true;
+    /* Mode 1 takes what the kernel lab measured faster than the mma.sync kernels (H100, 2026-12-06,
+     * bench/results/2026-12-06/seventh): TF32 with 64-channel tiles, a reduction of at least 256 and tiles
+     * that fill the multiprocessors (MNIST conv2's forward 1.11-1.21x). Slower there: every BF16 product
+     * (0.75-0.92x: the float32 ring gives up BF16's halved gather), 32-channel tiles (conv2's data gradient
+     * at batch 512, 0.85x) and short reductions (YOLOv5n's stem, k = 108, and 1x1 layers: 0.71-0.82x). */
+    return !bf16 && channel_tile(M) == 64 && Kd >= 256 && cdiv(N, 128) * cdiv(M, channel_tile(M)) >= sm_count();
 }
 
 bool conv_wgrad_use(int64_t M, int64_t N, int64_t NPQ) {

@@ -10,11 +10,13 @@
 namespace odlk {
 namespace sm90 {
 
-/* Whether the forward / stride-1 data-gradient product of M channels x N pixels runs on conv_rounded: a 9.0
- * device with the wgmma path on (gemm_sm90.h's available()) and ODL_CONV_SM90 (odl/env.h) 2, or 1 and its
- * tiles at least fill the multiprocessors once (the kernel has no split-K: few pixels with a long reduction
- * stay on the mma.sync kernels, which split it). */
-bool conv_use(int64_t M, int64_t N);
+/* Whether the forward / stride-1 data-gradient product of M channels x N pixels with a reduction of Kd
+ * (C*R*S, or K*R*S) in TF32 or (bf16) BF16 runs on conv_rounded: a 9.0 device with the wgmma path on
+ * (gemm_sm90.h's available()) and ODL_CONV_SM90 (odl/env.h) 2, or 1 and a shape where the kernel lab
+ * measured it faster than the mma.sync kernels: TF32, more than 32 channels, Kd >= 256, and tiles that at
+ * least fill the multiprocessors once (the kernel has no split-K: few pixels with a long reduction stay on
+ * the mma.sync kernels, which split it). */
+bool conv_use(int64_t M, int64_t N, int64_t Kd, bool bf16);
 /* Whether the weight gradient of M output channels x N = C*R*S columns over NPQ pixels runs on
  * conv_wgrad_tf32: a 9.0 device with the wgmma path on and ODL_CONV_SM90 1 or 2 (it splits the pixels, so
  * any size fills the GPU). */
@@ -27,7 +29,7 @@ bool conv_wgrad_use(int64_t M, int64_t N, int64_t NPQ);
  * weights of a convolution whose input has M channels, read as W[c][kk * RS + rs] = w[kk][c][rs]. float32
  * accumulation in a fixed order (deterministic); the epilogue (bias per output channel, activation,
  * residual) in float32 into the NCHW output `out`. M: output channels, N: output pixels (images * plane).
- * Only for products that conv_use(M, N) takes (else ODL_E_INVAL). */
+ * Only for products that conv_use takes (else ODL_E_INVAL). */
 odl_status conv_rounded(const ConvGatherParams &g, const float *w, bool transposed, int RS, bool bf16, int M, int N,
                         int Kd, const OutNCHW &out, const Epi &ep, const char *what);
 
