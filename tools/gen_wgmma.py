@@ -76,6 +76,26 @@ for n in NS:
     print("    }")
     print("};")
 print("""
+/* bf16 with A from registers: a[4] is the thread's m64k16 A fragment, two bfloat16 per register, the lower
+ * k in the low half (PTX ISA "Register fragments" for wgmma .m64nNk16: warp w holds rows 16w + lane / 4 (+ 8:
+ * a[1], a[3]) and the k pairs 2 (lane % 4) (+ 8: a[2], a[3])); B K-major in shared memory (trans-b 0). */
+template <int N> struct WgmmaRegABf16;""")
+for n in NS:
+    regs = n // 2
+    dlist = ", ".join("%%%d" % i for i in range(regs))
+    a0, b, s = regs, regs + 4, regs + 5
+    cons = ", ".join('"+f"(d[%d])' % i for i in range(regs))
+    print("template <> struct WgmmaRegABf16<%d> {" % n)
+    print("    static constexpr int K = 16;")
+    print("    static __device__ __forceinline__ void run(float (&d)[%d], const uint32_t (&a)[4], uint64_t db, uint32_t scale_d) {" % regs)
+    print('        asm volatile("{\\n .reg .pred p;\\n setp.ne.b32 p, %%%d, 0;\\n"' % s)
+    print('                     " wgmma.mma_async.sync.aligned.m64n%dk16.f32.bf16.bf16 {%s}, {%%%d, %%%d, %%%d, %%%d}, %%%d, p, 1, 1, 0;\\n}\\n"'
+          % (n, dlist, a0, a0 + 1, a0 + 2, a0 + 3, b))
+    print("                     : %s" % cons)
+    print('                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d));')
+    print("    }")
+    print("};")
+print("""
 } // namespace sm90
 } // namespace odlk
 

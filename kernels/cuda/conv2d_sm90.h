@@ -1,5 +1,5 @@
-/* The Hopper convolutions (conv2d_sm90.cu) as conv2d_tc.cu sees them: its TF32 forward and stride-1 data
- * gradient go here on compute capability 9.0 devices. */
+/* The Hopper convolutions (conv2d_sm90.cu) as conv2d_tc.cu sees them: its TF32 and BF16 forward and stride-1
+ * data gradient and its TF32 weight gradient go here on compute capability 9.0 devices (ODL_CONV_SM90). */
 #ifndef ODL_KERNELS_CUDA_CONV2D_SM90_H
 #define ODL_KERNELS_CUDA_CONV2D_SM90_H
 
@@ -10,25 +10,28 @@
 namespace odlk {
 namespace sm90 {
 
-/* Whether the TF32 product of M channels x N pixels runs on conv_tf32: a 9.0 device with the wgmma path on
- * (gemm_sm90.h's available()) and ODL_CONV_SM90 (odl/env.h) 2, or 1 and its tiles at least fill the
- * multiprocessors once (the kernel has no split-K: few pixels with a long reduction stay on the mma.sync
- * kernels, which split it). ODL_CONV_SM90 is 0 by default: these kernels truncate the operands, and that
- * moved YOLOv5n's tf32 confidences by up to 0.02 (docs/PRECISION.md). */
-bool conv_use(int64_t M, int64_t N);
+/* Whether the forward / stride-1 data-gradient product of M channels x N pixels with a reduction of Kd
+ * (C*R*S, or K*R*S) in TF32 or (bf16) BF16 runs on conv_rounded: a 9.0 device with the wgmma path on
+ * (gemm_sm90.h's available()) and ODL_CONV_SM90 (odl/env.h) 2, or 1 and a shape where the kernel lab
+ * measured it faster than the mma.sync kernels: TF32, more than 32 channels, Kd >= 256, and tiles that at
+ * least fill the multiprocessors once (the kernel has no split-K: few pixels with a long reduction stay on
+ * the mma.sync kernels, which split it). */
+bool conv_use(int64_t M, int64_t N, int64_t Kd, bool bf16);
 /* Whether the weight gradient of M output channels x N = C*R*S columns over NPQ pixels runs on
  * conv_wgrad_tf32: a 9.0 device with the wgmma path on and ODL_CONV_SM90 1 or 2 (it splits the pixels, so
  * any size fills the GPU). */
 bool conv_wgrad_use(int64_t M, int64_t N, int64_t NPQ);
 
-/* out = epilogue(W x B) in TF32 on wgmma: W [M][Kd] row-major float32 (the forward's weights, or the
- * data gradient's transposed weights), B the [Kd][N] operand gathered by g (conv2d_tiles.cuh's
- * ConvGatherParams: im2col of x, or the mirrored window of dy), float32 accumulation in a fixed order
- * (deterministic), the operands' upper 19 bits (TF32 toward zero, as gemm_sm90.cu's), the epilogue (bias
- * per output channel, activation, residual) in float32 into the NCHW output `out`. M: output channels,
- * N: output pixels (images * plane). Only for products that conv_use(M, N) takes (else ODL_E_INVAL). */
-odl_status conv_tf32(const ConvGatherParams &g, const float *w, int M, int N, int Kd, const OutNCHW &out,
-                     const Epi &ep, const char *what);
+/* out = epilogue(W x B) on wgmma, both operands rounded to TF32 or (bf16) bfloat16, nearest even: B the
+ * [Kd][N] operand gathered by g (conv2d_tiles.cuh's ConvGatherParams: im2col of x, or the mirrored window
+ * of dy), rounded as the wgmma fragments are read; W packed rounded into the workspace first, from [M][Kd]
+ * row-major float32 (the forward's weights) or, transposed (the data gradient), the [Kd / RS][M][RS]
+ * weights of a convolution whose input has M channels, read as W[c][kk * RS + rs] = w[kk][c][rs]. float32
+ * accumulation in a fixed order (deterministic); the epilogue (bias per output channel, activation,
+ * residual) in float32 into the NCHW output `out`. M: output channels, N: output pixels (images * plane).
+ * Only for products that conv_use takes (else ODL_E_INVAL). */
+odl_status conv_rounded(const ConvGatherParams &g, const float *w, bool transposed, int RS, bool bf16, int M, int N,
+                        int Kd, const OutNCHW &out, const Epi &ep, const char *what);
 
 /* The weight gradient's operands: dy [N][K][P][Q] and x [N][C][H][W] float32, the convolution's geometry. */
 struct ConvWgradParams {
@@ -38,7 +41,7 @@ struct ConvWgradParams {
 };
 
 /* dw[k][c*R*S + r*S + s] = sum over (n, p, q) of dy[n][k][p][q] * x[n][c][p*sh - ph + r][q*sw - pw + s]
- * (row-major [K][C*R*S], float32) in TF32 on wgmma: M = K, N = C*R*S, the reduction over the N*P*Q pixels
+ * (row-major [K][C*R*S], float32) in TF32 on wgmma (the operands' upper 19 bits: toward zero): M = K, N = C*R*S, the reduction over the N*P*Q pixels
  * split into ranges whose float32 partial sums (in the workspace) splitk_reduce adds in range order
  * (deterministic). Only for products that conv_wgrad_use takes (else ODL_E_INVAL). */
 odl_status conv_wgrad_tf32(const ConvWgradParams &g, float *dw, const char *what);

@@ -234,10 +234,11 @@ static odl_status conv_fwd_tc(const odl_conv2d_shape *s, const float *x, const f
     if (M <= 0 || N <= 0) return ODL_OK;
     if (Kd <= kMinReduction || (int64_t)s->N * s->C * s->H * s->W >= INT_MAX) return odl_cuda_conv2d_fwd(s, x, w, e, y);
     const Epi ep = conv_epi(e);
-    if (!bf16 && sm90::conv_use(M, N)) {
+    if (sm90::conv_use(M, N, Kd, bf16)) {
         OutNCHW fin, part;
         conv_nchw_outs(y, nullptr, s->K, s->P * s->Q, (int)M, (int)N, fwd_vec(s, y, ep), &fin, &part);
-        return sm90::conv_tf32(fwd_gather(s, x), w, (int)M, (int)N, (int)Kd, fin, ep, "odl_conv2d_fwd_sm90");
+        return sm90::conv_rounded(fwd_gather(s, x), w, false, s->R * s->S, bf16, (int)M, (int)N, (int)Kd, fin, ep,
+                                  "odl_conv2d_fwd_sm90");
     }
     const Plan pl = plan_tc(M, N, Kd, true, 64);
     float *ws = nullptr;
@@ -250,18 +251,17 @@ static odl_status conv_bwd_data_tc(const odl_conv2d_shape *s, const float *dy, c
     const int64_t M = s->C, N = (int64_t)s->N * s->H * s->W, Kd = (int64_t)s->K * s->R * s->S;
     if (M <= 0 || N <= 0) return ODL_OK;
     if (Kd <= kMinReduction || (int64_t)s->N * s->K * s->P * s->Q >= INT_MAX) return odl_cuda_conv2d_bwd_data(s, dy, w, dx);
-    const bool sm90 = !bf16 && s->stride_h == 1 && s->stride_w == 1 && sm90::conv_use(M, N);
-    const Plan pl = plan_tc(M, N, Kd, true, 64);
-    float *wt = nullptr, *ws = nullptr;
-    ODL_CHECK(conv_workspace2((size_t)s->K * s->C * s->R * s->S, !sm90 && pl.splits > 1 ? (size_t)pl.splits * M * N : 0,
-                              &wt, &ws));
-    ODL_CHECK(conv_transpose_weights(s, w, wt));
-    if (sm90) {
+    if (s->stride_h == 1 && s->stride_w == 1 && sm90::conv_use(M, N, Kd, bf16)) { /* packs the weights transposed itself */
         OutNCHW fin, part;
         conv_nchw_outs(dx, nullptr, s->C, s->H * s->W, (int)M, (int)N, false, &fin, &part);
-        return sm90::conv_tf32(bwd_data_gather(s, dy), wt, (int)M, (int)N, (int)Kd, fin, epi_raw(),
-                               "odl_conv2d_bwd_data_sm90");
+        return sm90::conv_rounded(bwd_data_gather(s, dy), w, true, s->R * s->S, bf16, (int)M, (int)N, (int)Kd, fin,
+                                  epi_raw(), "odl_conv2d_bwd_data_sm90");
     }
+    const Plan pl = plan_tc(M, N, Kd, true, 64);
+    float *wt = nullptr, *ws = nullptr;
+    ODL_CHECK(conv_workspace2((size_t)s->K * s->C * s->R * s->S, pl.splits > 1 ? (size_t)pl.splits * M * N : 0, &wt,
+                              &ws));
+    ODL_CHECK(conv_transpose_weights(s, w, wt));
     ODL_TC_DISPATCH_WIDE(bwd_data_tc, pl, bf16, s, dy, wt, dx, pl, ws);
 }
 
