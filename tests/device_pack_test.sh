@@ -16,6 +16,10 @@ b=$tmp/build && mkdir -p "$b/Testing" "$b/yolov5_synth.d" "$b/CMakeFiles/odl.dir
 cp "$build/odl_worker" "$b/" || exit 2
 echo weights >"$b/yolov5n.h5"; echo obj >"$b/x.o"; echo t >"$b/Testing/t.log"; echo o >"$b/CMakeFiles/odl.dir/y.o"
 echo s >"$b/yolov5_synth.d/synth.h5"; echo r >"$b/yolov5_synth.d/synth_ref.h5"
+# made in a worktree's folders: ctest's files name them
+printf 'CMAKE_CACHEFILE_DIR:INTERNAL=/elsewhere/wt-build\nCMAKE_HOME_DIRECTORY:INTERNAL=/elsewhere/wt\n' >"$b/CMakeCache.txt"
+mkdir -p "$b/tests"
+echo 'add_test([=[t]=] "/elsewhere/wt-build/tests/t" "/elsewhere/wt/tests/t.sh")' >"$b/tests/CTestTestfile.cmake"
 mkdir -p "$tmp/fm" "$tmp/data/yolov5/coco8/images" "$tmp/data/yolov5/images" "$tmp/data/yolov5/reference" "$tmp/data/mnist"
 for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do
     echo "$f" | gzip >"$tmp/fm/$f.gz"
@@ -47,8 +51,10 @@ mkdir -p "$tmp/machine"
     # shellcheck source=/dev/null
     source "$src/bench/device_unpack.sh" "$tmp/pack" >/dev/null || exit 1
     [ -x build/odl_worker ] && [ -f build/yolov5n.h5 ] && [ "$ODL_FMNIST_DIR" = "$tmp/pack/fmnist" ] &&
-        [ "$ODL_TEST_DATA" = "$tmp/pack/data" ] && case ":$LD_LIBRARY_PATH:" in *":$tmp/machine_lib:"*) true ;; *) false ;; esac
-) && ok "unpack: build/, ODL_FMNIST_DIR, ODL_TEST_DATA, the library folder first on LD_LIBRARY_PATH" || bad "unpack"
+        [ "$ODL_TEST_DATA" = "$tmp/pack/data" ] && [ "${LD_LIBRARY_PATH%%:*}" = "$tmp/machine_lib" ] &&
+        case ":$LD_LIBRARY_PATH:" in *":$PWD/build:"*) true ;; *) false ;; esac &&
+        [ "$(cat build/tests/CTestTestfile.cmake)" = "add_test([=[t]=] \"$PWD/build/tests/t\" \"$PWD/tests/t.sh\")" ]
+) && ok "unpack: build/, ODL_FMNIST_DIR, ODL_TEST_DATA, the library folder first on LD_LIBRARY_PATH and build/ on it, ctest's files pointed here" || bad "unpack"
 
 out=$(bash "$src/bench/device_pack.sh" "$tmp/synth" --synth --build "$b" 2>&1)
 rc=$?
