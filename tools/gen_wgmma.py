@@ -54,47 +54,41 @@ for name, types, k, trans in KINDS:
         print("                     : %s);" % ins)
         print("    }")
         print("};")
+
+
+def emit_reg_a(name, k, types, imm):
+    """The register-A wrappers `name`<N> for every N: m64nNk`k`, `types` (".f32.tf32.tf32"), the trailing
+    immediates `imm` (scale-a, scale-b[, trans-b])."""
+    for n in NS:
+        regs = n // 2
+        dlist = ", ".join("%%%d" % i for i in range(regs))
+        a0, b, s = regs, regs + 4, regs + 5
+        cons = ", ".join('"+f"(d[%d])' % i for i in range(regs))
+        print("template <> struct %s<%d> {" % (name, n))
+        print("    static constexpr int K = %d;" % k)
+        print("    static __device__ __forceinline__ void run(float (&d)[%d], const uint32_t (&a)[4], uint64_t db, uint32_t scale_d) {" % regs)
+        print('        asm volatile("{\\n .reg .pred p;\\n setp.ne.b32 p, %%%d, 0;\\n"' % s)
+        print('                     " wgmma.mma_async.sync.aligned.m64n%dk%d%s {%s}, {%%%d, %%%d, %%%d, %%%d}, %%%d, p, %s;\\n}\\n"'
+              % (n, k, types, dlist, a0, a0 + 1, a0 + 2, a0 + 3, b, imm))
+        print("                     : %s" % cons)
+        print('                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d));')
+        print("    }")
+        print("};")
+
+
 print("""
 /* tf32 with A from registers: a[4] is the thread's m64k8 A fragment (PTX ISA "Register fragments" for
  * wgmma .m64nNk8: warp w of the warpgroup holds rows 16w + lane / 4 (+ 8: a[1], a[3]) and columns lane % 4
  * (+ 4: a[2], a[3]), float32 bits whose upper 19 the tensor cores read); B as in Wgmma. The registers are
  * read asynchronously: they must keep their values until the wgmma group retires (wgmma.wait_group). */
 template <int N> struct WgmmaRegA;""")
-for n in NS:
-    regs = n // 2
-    dlist = ", ".join("%%%d" % i for i in range(regs))
-    a0, b, s = regs, regs + 4, regs + 5
-    cons = ", ".join('"+f"(d[%d])' % i for i in range(regs))
-    print("template <> struct WgmmaRegA<%d> {" % n)
-    print("    static constexpr int K = 8;")
-    print("    static __device__ __forceinline__ void run(float (&d)[%d], const uint32_t (&a)[4], uint64_t db, uint32_t scale_d) {" % regs)
-    print('        asm volatile("{\\n .reg .pred p;\\n setp.ne.b32 p, %%%d, 0;\\n"' % s)
-    print('                     " wgmma.mma_async.sync.aligned.m64n%dk8.f32.tf32.tf32 {%s}, {%%%d, %%%d, %%%d, %%%d}, %%%d, p, 1, 1;\\n}\\n"'
-          % (n, dlist, a0, a0 + 1, a0 + 2, a0 + 3, b))
-    print("                     : %s" % cons)
-    print('                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d));')
-    print("    }")
-    print("};")
+emit_reg_a("WgmmaRegA", 8, ".f32.tf32.tf32", "1, 1")
 print("""
 /* bf16 with A from registers: a[4] is the thread's m64k16 A fragment, two bfloat16 per register, the lower
  * k in the low half (PTX ISA "Register fragments" for wgmma .m64nNk16: warp w holds rows 16w + lane / 4 (+ 8:
  * a[1], a[3]) and the k pairs 2 (lane % 4) (+ 8: a[2], a[3])); B K-major in shared memory (trans-b 0). */
 template <int N> struct WgmmaRegABf16;""")
-for n in NS:
-    regs = n // 2
-    dlist = ", ".join("%%%d" % i for i in range(regs))
-    a0, b, s = regs, regs + 4, regs + 5
-    cons = ", ".join('"+f"(d[%d])' % i for i in range(regs))
-    print("template <> struct WgmmaRegABf16<%d> {" % n)
-    print("    static constexpr int K = 16;")
-    print("    static __device__ __forceinline__ void run(float (&d)[%d], const uint32_t (&a)[4], uint64_t db, uint32_t scale_d) {" % regs)
-    print('        asm volatile("{\\n .reg .pred p;\\n setp.ne.b32 p, %%%d, 0;\\n"' % s)
-    print('                     " wgmma.mma_async.sync.aligned.m64n%dk16.f32.bf16.bf16 {%s}, {%%%d, %%%d, %%%d, %%%d}, %%%d, p, 1, 1, 0;\\n}\\n"'
-          % (n, dlist, a0, a0 + 1, a0 + 2, a0 + 3, b))
-    print("                     : %s" % cons)
-    print('                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d));')
-    print("    }")
-    print("};")
+emit_reg_a("WgmmaRegABf16", 16, ".f32.bf16.bf16", "1, 1, 0")
 print("""
 } // namespace sm90
 } // namespace odlk
