@@ -49,6 +49,12 @@ namespace sm90 {
 namespace {
 
 
+/* Byte offset of byte b (0..127) of row `row` in a K-major tile of 128-byte rows whose 16-byte chunks are
+ * swizzled by row % 8 (the descriptors' 128-byte swizzle). */
+__device__ __forceinline__ uint32_t sw128(int row, uint32_t b) {
+    return (uint32_t)row * kRowBytes + ((((b >> 4) ^ (uint32_t)(row & 7))) << 4) + (b & 15);
+}
+
 /* A producer thread's share of the gathered operand: pixel rows pw*32 + 8j + nr (j < PJ) of the CTA's 128,
  * their window origins, and the cp.async of one k of all of them into a K-major swizzled tile. */
 template <int PJ>
@@ -71,13 +77,13 @@ struct PixelRows {
     }
 };
 
-/* A consumer warpgroup's main loop over kblocks stages of the ring: wait for the stage's copies, make them
- * visible to the async proxy, BK / 8 wgmma m64nBNk8 on its A rows (a_off bytes into the stage) and the B
- * rows after A, one group in flight, each stage released (one arrival per warpgroup) once its group retired.
- * acc holds zeros where kblocks is 0. */
+/* The weight gradient's consumer warpgroup: its main loop over kblocks stages of the ring: wait for the
+ * stage's copies, make them visible to the async proxy, BK / 8 wgmma m64nBNk8 on the stage's A rows and the
+ * B rows after them, one group in flight, each stage released once its group retired. acc holds zeros where
+ * kblocks is 0. */
 template <class C>
 __device__ __forceinline__ void consume(float (&acc)[C::BN / 2], unsigned char *smem, uint64_t *full, uint64_t *empty,
-                                        int kblocks, uint32_t a_off) {
+                                        int kblocks) {
     const int tid = threadIdx.x % 128;
 #pragma unroll
     for (int i = 0; i < C::BN / 2; i++) acc[i] = 0.0f;
@@ -86,7 +92,7 @@ __device__ __forceinline__ void consume(float (&acc)[C::BN / 2], unsigned char *
     for (int kb = 0; kb < kblocks; kb++) {
         mbar_wait(&full[s], phase);
         fence_proxy_async_shared();
-        const uint32_t sa = smem_addr(smem + s * C::STAGE_BYTES) + a_off;
+        const uint32_t sa = smem_addr(smem + s * C::STAGE_BYTES);
         const uint32_t sb = smem_addr(smem + s * C::STAGE_BYTES + C::A_BYTES);
         wgmma_fence();
 #pragma unroll
@@ -198,7 +204,7 @@ __device__ __forceinline__ void produce_reg(const ConvGatherParams &g, const typ
 #pragma unroll
         for (int i = tid; i < C::BN * 8; i += 128) {
             const int row = i >> 3, ch = i & 7;
-            cp_async16(sb + (uint32_t)row * kRowBytes + (uint32_t)((ch ^ (row & 7)) << 4),
+            cp_async16(sb + sw128(row, (uint32_t)ch * 16),
                        wpk + (int64_t)(c0 + row) * Kpad + kb * C::BK + ch * PER_CHUNK);
         }
         cp_async_mbar_arrive(&full[s]);
@@ -211,7 +217,7 @@ __device__ __forceinline__ void produce_reg(const ConvGatherParams &g, const typ
 
 /* Element k of a row of a 32-k float32 tile (128-byte rows, 16-byte chunks swizzled by row). */
 __device__ __forceinline__ const float *tile_at(const unsigned char *tile, int row, int k) {
-    return reinterpret_cast<const float *>(tile + row * kRowBytes + ((((k >> 2) ^ (row & 7))) << 4) + (k & 3) * 4);
+    return reinterpret_cast<const float *>(tile + sw128(row, (uint32_t)k * 4));
 }
 /* TF32 of one element, nearest even, as the register a tf32 wgmma reads. */
 __device__ __forceinline__ uint32_t tf32_at(const unsigned char *tile, int row, int k) {
@@ -366,7 +372,6 @@ __global__ void __launch_bounds__(C::THREADS, 2)
     if (wg == 0) {
         /* ---- producer: lane = pixel of the stage, warp pw = rows pw, pw + 4, ... ---- */
         const int pw = tid / 32, lane = tid % 32;
-        const uint32_t sw_lane = (uint32_t)(lane & 3) * 4;
         const int KPQ = g.K * g.P * g.Q, CHW = g.C * g.H * g.W, PQ = g.P * g.Q;
         int s = 0;
         uint32_t phase = 0;
@@ -387,16 +392,14 @@ __global__ void __launch_bounds__(C::THREADS, 2)
             for (int i = 0; i < C::BM / 4; i++) {
                 const int row = pw + 4 * i;
                 const bool ok = jin && m0 + row < M;
-                const uint32_t d = sa + (uint32_t)row * kRowBytes + ((((uint32_t)lane >> 2) ^ (row & 7)) << 4) + sw_lane;
-                cp_async4(d, ok ? dyb + (int64_t)(m0 + row) * PQ : g.dy, ok);
+                cp_async4(sa + sw128(row, (uint32_t)lane * 4), ok ? dyb + (int64_t)(m0 + row) * PQ : g.dy, ok);
             }
 #pragma unroll 4
             for (int i = 0; i < C::BN / 4; i++) {
                 const int row = pw + 4 * i;
                 const int4 t = table[row];
                 const bool ok = (unsigned)(hb + t.y) < (unsigned)g.H && (unsigned)(wb + t.z) < (unsigned)g.W;
-                const uint32_t d = sb + (uint32_t)row * kRowBytes + ((((uint32_t)lane >> 2) ^ (row & 7)) << 4) + sw_lane;
-                cp_async4(d, ok ? xb + t.x : g.x, ok);
+                cp_async4(sb + sw128(row, (uint32_t)lane * 4), ok ? xb + t.x : g.x, ok);
             }
             cp_async_mbar_arrive(&full[s]);
             if (++s == C::STAGES) {
@@ -409,7 +412,7 @@ __global__ void __launch_bounds__(C::THREADS, 2)
 
     /* ---- consumer ---- */
     float acc[C::BN / 2];
-    consume<C>(acc, smem, full, empty, kblocks, 0);
+    consume<C>(acc, smem, full, empty, kblocks);
 
     /* ---- epilogue: rows m0 + 16 warp .., 32 columns at a time, a row's 32 columns per store ---- */
     named_barrier(1, 128);
