@@ -10,6 +10,7 @@
 #define ODL_KERNELS_CUDA_COMMON_CUH
 
 #include <cuda_runtime.h>
+#include <atomic>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -58,6 +59,21 @@ static inline unsigned grid_for(int64_t work, int threads, int blocks_per_sm = 8
     if (need > cap) need = cap;
     if (need < 1) need = 1;
     return (unsigned)need;
+}
+
+/* Lets kern take `bytes` of dynamic shared memory (cudaFuncSetAttribute's opt-in beyond 48 KB) once per
+ * device, not on every launch: the attribute belongs to a device's context. `opted`: the kernel's own set
+ * of devices done, one bit each (a device past 63 opts in on every call). */
+template <class K>
+odl_status opt_in_smem(K kern, int bytes, std::atomic<unsigned long long> &opted) {
+    int dev = 0;
+    ODL_CUDA_CALL(cudaGetDevice(&dev));
+    const unsigned long long bit = dev >= 0 && dev < 64 ? 1ull << dev : 0;
+    if (!bit || !(opted.load(std::memory_order_acquire) & bit)) {
+        ODL_CUDA_CALL(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+        opted.fetch_or(bit, std::memory_order_release);
+    }
+    return ODL_OK;
 }
 
 static inline bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }

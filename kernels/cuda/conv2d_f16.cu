@@ -326,16 +326,9 @@ odl_status launch_cfg(const ConvF16Params &p, int out, const char *name) {
     auto k = out == kOutDetect ? conv2d_f16_kernel<WM, WN, MT, NT, STAGES, kOutDetect>
              : out == kOutF32  ? conv2d_f16_kernel<WM, WN, MT, NT, STAGES, kOutF32>
                                : conv2d_f16_kernel<WM, WN, MT, NT, STAGES, kOutHalf>;
-    if (smem_max > 48 * 1024) { /* the opt-in to more than 48 KB of dynamic shared memory, once per device */
+    if (smem_max > 48 * 1024) { /* one set of devices per output kind: each is its own kernel */
         static std::atomic<unsigned long long> opted[3];
-        int dev = 0;
-        ODL_CUDA_CALL(cudaGetDevice(&dev));
-        const unsigned long long bit = 1ull << (dev & 63);
-        std::atomic<unsigned long long> &o = opted[out == kOutDetect ? 0 : out == kOutF32 ? 1 : 2];
-        if (!(o.load() & bit)) {
-            ODL_CUDA_CALL(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_max));
-            o.fetch_or(bit);
-        }
+        ODL_CHECK(opt_in_smem(k, (int)smem_max, opted[out == kOutDetect ? 0 : out == kOutF32 ? 1 : 2]));
     }
     k<<<(unsigned)blocks, THREADS, smem, stream()>>>(q);
     ODL_CUDA_LAUNCH_CHECK(name);

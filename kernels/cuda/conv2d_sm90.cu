@@ -437,20 +437,6 @@ __global__ void __launch_bounds__(C::THREADS, 2)
 
 int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-/* Lets kern take `bytes` of dynamic shared memory, once per device (the attribute belongs to a device's
- * context), not on every launch. */
-template <class K>
-odl_status opt_in(K kern, int bytes, std::atomic<unsigned long long> &opted) {
-    int dev = 0;
-    ODL_CUDA_CALL(cudaGetDevice(&dev));
-    const unsigned long long bit = 1ull << (dev & 63);
-    if (!(opted.load(std::memory_order_acquire) & bit)) {
-        ODL_CUDA_CALL(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-        opted.fetch_or(bit, std::memory_order_release);
-    }
-    return ODL_OK;
-}
-
 /* The channel tile of a forward / data-gradient product of M channels (ConvRegCfg's BN). */
 int channel_tile(int64_t M) { return M <= 32 ? 32 : 64; }
 
@@ -484,7 +470,7 @@ odl_status launch_reg(const ConvGatherParams &g, const void *wpk, int Kpad, int 
                       const Epi &ep) {
     using C = ConvRegCfg<BF16, BN>;
     static std::atomic<unsigned long long> opted{0};
-    ODL_CHECK(opt_in(conv_reg_sm90_kernel<C>, C::SMEM_BYTES, opted));
+    ODL_CHECK(opt_in_smem(conv_reg_sm90_kernel<C>, C::SMEM_BYTES, opted));
     const dim3 grid((unsigned)cdiv(N, C::BM), (unsigned)cdiv(M, BN));
     conv_reg_sm90_kernel<C><<<grid, C::THREADS, C::SMEM_BYTES, stream()>>>(
         g, static_cast<const typename C::T *>(wpk), Kpad, M, out, ep);
@@ -543,7 +529,7 @@ odl_status conv_wgrad_tf32(const ConvWgradParams &g, float *dw, const char *what
     }
     auto kern = conv_wgrad_sm90_kernel<C>;
     static std::atomic<unsigned long long> opted{0};
-    ODL_CHECK(opt_in(kern, C::SMEM_BYTES, opted));
+    ODL_CHECK(opt_in_smem(kern, C::SMEM_BYTES, opted));
     kern<<<dim3((unsigned)tn, (unsigned)tm, (unsigned)splits), C::THREADS, C::SMEM_BYTES, stream()>>>(
         g, (int)NPQ, chunk, splits > 1 ? part : fin);
     ODL_CUDA_LAUNCH_CHECK(what);

@@ -120,15 +120,8 @@ static odl_status run_mma_async(const typename LA::Params &pa, const typename LB
                                 const Out &part, const Epi &ep, int M, int N, int Kd, const Plan &pl, const char *what) {
     constexpr int ST = Stages<Cfg>::value, smem = mma_async_smem_bytes<Cfg, ST>();
     auto kern = mma_gemm_async_kernel<Cfg, BF16, ST, LA, LB, Out>;
-    /* once per device (the attribute belongs to a device's context), not on every launch */
-    static std::atomic<unsigned long long> set_on{0};
-    int devno = 0;
-    ODL_CUDA_CALL(cudaGetDevice(&devno));
-    const unsigned long long bit = devno < 64 ? 1ull << devno : 0;
-    if (!bit || !(set_on.load(std::memory_order_acquire) & bit)) {
-        ODL_CUDA_CALL(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-        set_on.fetch_or(bit, std::memory_order_release);
-    }
+    static std::atomic<unsigned long long> opted{0};
+    ODL_CHECK(opt_in_smem(kern, smem, opted));
     const int tiles = (int)(cdiv(M, Cfg::BM) * cdiv(N, Cfg::BN));
     const bool split = pl.splits > 1;
     kern<<<dim3((unsigned)tiles, 1, (unsigned)(split ? pl.splits : 1)), Cfg::THREADS, smem, stream()>>>(

@@ -366,13 +366,7 @@ odl_status launch(const void *A, int64_t lda, const void *B, int64_t ldb, int ab
     else ODL_CHECK(make_map(&mb, abtype, B, p0.N, p0.K, ldb, C::BK, C::BN));
     auto kern = gemm_sm90_kernel<C>;
     static std::atomic<unsigned long long> opted{0};
-    int dev = 0;
-    ODL_CUDA_CALL(cudaGetDevice(&dev));
-    const unsigned long long bit = 1ull << (dev & 63);
-    if (!(opted.load() & bit)) {
-        ODL_CUDA_CALL(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM_BYTES));
-        opted.fetch_or(bit);
-    }
+    ODL_CHECK(opt_in_smem(kern, C::SMEM_BYTES, opted));
     Params p = p0;
     p.tiles_m = (p.M + C::BM - 1) / C::BM;
     p.tiles_n = (p.N + C::BN - 1) / C::BN;

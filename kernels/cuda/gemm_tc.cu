@@ -202,15 +202,8 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MINB) gemm_tc_kernel(const 
 template <bool BF16, class Cfg>
 odl_status launch_tc(const TcParams &p, const OutRowMajor &out, const Epi &ep, int splits, const char *what) {
     auto kern = gemm_tc_kernel<BF16, Cfg>;
-    /* the opt-in to more than 48 KB of dynamic shared memory, once per device */
     static std::atomic<unsigned long long> opted{0};
-    int dev = 0;
-    ODL_CUDA_CALL(cudaGetDevice(&dev));
-    const unsigned long long bit = 1ull << (dev & 63);
-    if (!(opted.load() & bit)) {
-        ODL_CUDA_CALL(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::SMEM_BYTES));
-        opted.fetch_or(bit);
-    }
+    ODL_CHECK(opt_in_smem(kern, Cfg::SMEM_BYTES, opted));
     const int tiles = ((p.M + Cfg::BM - 1) / Cfg::BM) * ((p.N + Cfg::BN - 1) / Cfg::BN);
     kern<<<dim3((unsigned)tiles, 1, (unsigned)splits), Cfg::THREADS, Cfg::SMEM_BYTES, stream()>>>(p, out, ep);
     ODL_CUDA_LAUNCH_CHECK(what);
