@@ -33,8 +33,14 @@ odl_add_test(test_conv_tc SOURCES test_conv_tc.c ops_ref.c LABELS unit ARGS --ba
 add_test(NAME test_conv_tc_gpu COMMAND test_conv_tc --backend cuda)
 set_tests_properties(test_conv_tc_gpu PROPERTIES TIMEOUT 300 LABELS gpu SKIP_RETURN_CODE 77
   ENVIRONMENT "ODL_SOURCE_DIR=${PROJECT_SOURCE_DIR};ODL_BINARY_DIR=${PROJECT_BINARY_DIR}")
-# The same cases with every TF32 forward and stride-1 data gradient of a 9.0 device on the wgmma kernel of
-# conv2d_sm90.cu (ODL_CONV_SM90=2), whatever their tile count: its tails, strides, pads and odd channels.
+# The same cases with every TF32 / BF16 forward and stride-1 data gradient of a 9.0 device on the wgmma kernels
+# of conv2d_sm90.cu (ODL_CONV_SM90=2), whatever their tile count: its tails, strides, pads and odd channels,
+# from the NHWC copy where the gathered channels are whole 16-byte chunks (4 tf32, 8 bf16).
 add_test(NAME test_conv_tc_gpu_sm90 COMMAND test_conv_tc --backend cuda)
 set_tests_properties(test_conv_tc_gpu_sm90 PROPERTIES TIMEOUT 300 LABELS gpu SKIP_RETURN_CODE 77
   ENVIRONMENT "ODL_CONV_SM90=2;ODL_SOURCE_DIR=${PROJECT_SOURCE_DIR};ODL_BINARY_DIR=${PROJECT_BINARY_DIR}")
+# ... and with the NHWC copy off (ODL_CONV_NHWC=0): every case on the NCHW gather of the register-A kernel
+# (the first test takes it only where the channels are not whole 16-byte chunks).
+add_test(NAME test_conv_tc_gpu_sm90_nchw COMMAND test_conv_tc --backend cuda)
+set_tests_properties(test_conv_tc_gpu_sm90_nchw PROPERTIES TIMEOUT 300 LABELS gpu SKIP_RETURN_CODE 77
+  ENVIRONMENT "ODL_CONV_SM90=2;ODL_CONV_NHWC=0;ODL_SOURCE_DIR=${PROJECT_SOURCE_DIR};ODL_BINARY_DIR=${PROJECT_BINARY_DIR}")

@@ -7,7 +7,7 @@
  * --quick (or ODL_TEST_QUICK=1): the cases of at most 2^24 multiply-adds per pass (for compute-sanitizer;
  * every tile, loader and split-K path is still taken).
  *
- * Each case (channels 1, 3, 5, 33, 64; strides 1 and 2, unequal ones; padding; 1x1, 3x3, 5x5, 6x6 and even
+ * Each case (channels 1, 3, 5, 8, 33, 64; strides 1 and 2, unequal ones; padding; 1x1, 3x3, 5x5, 6x6 and even
  * kernels; H, W not multiples of any tile; shapes that take each tile of conv2d_tc.cu and split-K) runs
  * forward (bias, activation, residual as the case says), bwd_data and bwd_weight with db, in TF32 and
  * BF16, inputs fresh from the seed, outputs poisoned with NaN. With u_p the unit roundoff of one input
@@ -71,6 +71,7 @@ static const conv_case CASES[] = {
     {2, 3, 11, 13, 4, 3, 5, 1, 2, 2, 0, 1, 1, ODL_ACT_RELU, "unequal strides and pads"},
     {1, 2, 9, 6, 3, 2, 4, 2, 1, 0, 1, 0, 0, ODL_ACT_SILU, "even kernel"},
     {1, 129, 3, 3, 1, 3, 3, 1, 1, 1, 1, 1, 0, ODL_ACT_NONE, "C129 K1"},
+    {2, 8, 9, 11, 40, 3, 3, 1, 1, 1, 1, 1, 0, ODL_ACT_RELU, "C8 K40 (NHWC: taps across a row)"},
     {1, 64, 40, 40, 128, 3, 3, 2, 2, 1, 1, 1, 0, ODL_ACT_SILU, "yolov5 down 64->128"},
 };
 #define N_CASES ((int)(sizeof CASES / sizeof CASES[0]))

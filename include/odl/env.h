@@ -59,6 +59,7 @@ extern "C" {
     X(GEMM_SM90, BOOL, "1", 0, 0, "0/off: GEMMs on compute capability 9.0 take the mma.sync kernels of gemm_tc.cu instead of the wgmma + TMA ones of gemm_sm90.cu") \
     X(GEMM_TF32_SWAP, BOOL, "1", 0, 0, "0/off: a TF32 GEMM with an N-major B on compute capability 9.0 transposes B into a copy first instead of computing the transposed product with A from registers (kernels/cuda/gemm_sm90.cu)") \
     X(CONV_SM90, INT, "1", 0, 2, "TF32 and BF16 convolutions on compute capability 9.0 on the wgmma kernels of conv2d_sm90.cu: 1 (default) where measured faster (TF32 forward, stride-1 bwd_data of > 32 channels, C*R*S >= 256, tiles filling the GPU; every TF32 bwd_weight), 2 always, 0 never (the mma.sync kernels of conv2d_tc.cu)") \
+    X(CONV_NHWC, BOOL, "1", 0, 0, "0/off: the wgmma convolutions of ODL_CONV_SM90 gather from the NCHW tensor by 4-byte copies instead of from an NHWC copy made first (kernels/cuda/conv2d_sm90.cu)") \
     X(CONV_TC_TILE, STR, "", 0, 0, "forces the tile of the TF32/BF16 tensor-core convolutions (fwd and bwd_data): 64x256, 32x256 or 64x128 (unset: the built-in plan)") \
     X(GEMM_CONFIG, STR, "", 0, 0, "forces the wgmma GEMM's configuration: TILE[:SPLITS[:CTAS]], TILE one of 128x256, 128x128, 64x128 or its index (unset: the tuned table, else the built-in plan)") \
     X(GEMM_TABLE, STR, "", 0, 0, "the tuned GEMM table odl_bench_kernels --tune writes and GEMMs read (unset: $XDG_CACHE_HOME/odl/gemm_sm90.tsv, else ~/.cache/odl/gemm_sm90.tsv)") \

@@ -22,6 +22,9 @@
  *   - Epilogue: each consumer warp stages its 16 pixels x 32 channels at a time in the (by then idle) ring
  *     and stores them channel by channel, 16 consecutive pixels per half warp (NCHW: contiguous), through
  *     gemm_core.cuh's epi_store1 (bias per channel, activation, residual).
+ * NHWC variant (conv_fwd_sm90_kernel on a ConvNhwcCfg, where the gathered tensor's channels are whole 16-byte chunks): the
+ * source copied to NHWC and rounded first, the reduction tap-major, 16-byte copies, both wgmma operands from
+ * shared memory (comment above NhwcGather).
  * Weight gradient: pixels as K (their contiguous direction), both operands in shared memory (TF32 read
  * toward zero), split over the pixels (below). Deterministic throughout: one CTA per output element, k in
  * a fixed order, split partials added in order.
@@ -77,13 +80,14 @@ struct PixelRows {
     }
 };
 
-/* The weight gradient's consumer warpgroup: its main loop over kblocks stages of the ring: wait for the
- * stage's copies, make them visible to the async proxy, BK / 8 wgmma m64nBNk8 on the stage's A rows and the
- * B rows after them, one group in flight, each stage released once its group retired. acc holds zeros where
- * kblocks is 0. */
+/* A consumer warpgroup of the shared-memory-operand kernels (the weight gradient, the NHWC forward): its
+ * main loop over kblocks stages of the ring: wait for the stage's copies, make them visible to the async
+ * proxy, BK / Op::K wgmma m64nBN on the stage's 64 A rows at a_off bytes and the B rows after the A tile,
+ * one group in flight, each stage released (one arrival per warpgroup) once its group retired. Every k step
+ * is 32 bytes of a 128-byte row (8 tf32 or 16 bf16). acc holds zeros where kblocks is 0. */
 template <class C>
 __device__ __forceinline__ void consume(float (&acc)[C::BN / 2], unsigned char *smem, uint64_t *full, uint64_t *empty,
-                                        int kblocks) {
+                                        int kblocks, uint32_t a_off) {
     const int tid = threadIdx.x % 128;
 #pragma unroll
     for (int i = 0; i < C::BN / 2; i++) acc[i] = 0.0f;
@@ -92,12 +96,12 @@ __device__ __forceinline__ void consume(float (&acc)[C::BN / 2], unsigned char *
     for (int kb = 0; kb < kblocks; kb++) {
         mbar_wait(&full[s], phase);
         fence_proxy_async_shared();
-        const uint32_t sa = smem_addr(smem + s * C::STAGE_BYTES);
+        const uint32_t sa = smem_addr(smem + s * C::STAGE_BYTES) + a_off;
         const uint32_t sb = smem_addr(smem + s * C::STAGE_BYTES + C::A_BYTES);
         wgmma_fence();
 #pragma unroll
         for (int j = 0; j < C::BK / C::Op::K; j++) {
-            const uint32_t step = j * C::Op::K * 4; /* +32 bytes per k8 inside the swizzle row */
+            const uint32_t step = j * 32; /* one k step inside the swizzle row */
             C::Op::run(acc, desc_sw128(sa + step, 16, 1024), desc_sw128(sb + step, 16, 1024), (kb > 0 || j > 0) ? 1u : 0u);
         }
         wgmma_commit();
@@ -152,7 +156,7 @@ __device__ __forceinline__ void store_pixels_channels(const float (&acc)[BN / 2]
  * before the next stage's loads. */
 template <bool BF16_, int BN_>
 struct ConvRegCfg {
-    static constexpr bool BF16 = BF16_;
+    static constexpr bool BF16 = BF16_, NHWC = false;
     static constexpr int BM = 128, BN = BN_, THREADS = 384;
     static constexpr int BK = BF16 ? 64 : 32;         /* k per stage: one 128-byte row of the packed weights */
     static constexpr int STAGES = BF16 ? 2 : 4;
@@ -170,17 +174,22 @@ struct ConvRegCfg {
 __device__ __forceinline__ void put_rounded(float v, float *p) { *p = round_tf32_rne(v); }
 __device__ __forceinline__ void put_rounded(float v, __nv_bfloat16 *p) { *p = __float2bfloat16_rn(v); }
 
-/* wpk[m][k] = round(w[m][k]) (TF32 or BF16, nearest even) for m < M, k < Kd, zeros to Mpad x Kpad;
- * transposed (the data gradient's A): element (c, kk*RS + rs) is w[kk][c][rs] of a [Kout][Cin][RS] weight
- * with Cin = M. */
+/* wpk[m][k] = round(W[m][k]) (TF32 or BF16, nearest even) for m < M, k < Kd = Ch * RS, zeros to Mpad x Kpad.
+ * W[m][(c, rs)] is w[m][c][rs] of a [M][Ch][RS] weight, or, transposed (the data gradient's A), w[c][m][rs] of
+ * a [Ch][M][RS] one (Ch = the convolution's output channels, M its input channels). k orders (c, rs) channel
+ * major, k = c * RS + rs (the NCHW gather's rows), or tap major, k = rs * Ch + c (the NHWC gather's). */
 template <class T>
-__global__ void pack_weights(const float *__restrict__ w, int M, int Kd, int Mpad, int Kpad, int transposed, int RS,
-                             T *__restrict__ wpk) {
+__global__ void pack_weights(const float *__restrict__ w, int M, int Ch, int RS, int Mpad, int Kpad, int transposed,
+                             int tap_major, T *__restrict__ wpk) {
     const int64_t total = (int64_t)Mpad * Kpad;
+    const int Kd = Ch * RS;
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
         const int m = (int)(i / Kpad), k = (int)(i % Kpad);
         float v = 0.0f;
-        if (m < M && k < Kd) v = transposed ? w[((int64_t)(k / RS) * M + m) * RS + k % RS] : w[(int64_t)m * Kd + k];
+        if (m < M && k < Kd) {
+            const int c = tap_major ? k % Ch : k / RS, rs = tap_major ? k / Ch : k % RS;
+            v = transposed ? w[((int64_t)c * M + m) * RS + rs] : w[((int64_t)m * Ch + c) * RS + rs];
+        }
         put_rounded(v, &wpk[i]);
     }
 }
@@ -287,10 +296,119 @@ __device__ __forceinline__ void consume_reg(float (&acc)[C::BN / 2], unsigned ch
     for (int i = 0; i < C::BN / 2; i++) reg_fence(acc[i]);
 }
 
+/* ---- forward / stride-1 data gradient from an NHWC copy of the gathered tensor ----
+ * The NCHW gather above copies 4 bytes per element, each with its own window decode and bounds check, and
+ * the producer warpgroup's issue rate bounds the kernel (bench/NOTES.md, "Rounded wgmma convolutions": 1.6
+ * elements a clock per multiprocessor at MNIST conv2). Here the source is first copied to [images][Hs][Ws][Ch]
+ * (nchw_to_nhwc, rounded to TF32 / BF16 on the way) and the reduction is ordered tap major, k = (r*S + s)*Ch
+ * + c, so that a window tap of one pixel is Ch contiguous values: 16-byte cp.async (4 tf32 / 8 bf16), one
+ * decode and bounds check per chunk, and a row of the ring is one 128-byte swizzle row in the element type.
+ * The operands being rounded already, wgmma reads both from shared memory (its truncation of a rounded
+ * value is exact) with one group in flight. Needs Ch a multiple of the chunk (conv_nhwc_fits). */
+struct NhwcGather {
+    const void *src; /* [images][Hs][Ws][Ch] of the element type */
+    int Ch, Hs, Ws, rows, cols; /* rows = Kd = RS * Ch; cols = the output pixels */
+    int mul_h, mul_w, add_h, add_w, sgn; /* as ConvGatherParams (conv2d_tiles.cuh) */
+    FastDiv fPlane, fRow, fCh, fS;
+};
+
+template <bool BF16_, int BN_>
+struct ConvNhwcCfg {
+    static constexpr bool BF16 = BF16_, NHWC = true;
+    static constexpr int BM = 128, BN = BN_, THREADS = 384;
+    using T = typename std::conditional<BF16, __nv_bfloat16, float>::type;
+    static constexpr int E = 16 / (int)sizeof(T);           /* elements per 16-byte chunk */
+    static constexpr int BK = kRowBytes / (int)sizeof(T);   /* k per stage: one 128-byte row */
+    static constexpr int STAGES = 4;
+    static constexpr int A_BYTES = BM * kRowBytes, B_BYTES = BN * kRowBytes;
+    static constexpr int STAGE_BYTES = A_BYTES + B_BYTES, RING_BYTES = STAGES * STAGE_BYTES;
+    static constexpr int SMEM_BYTES = RING_BYTES + 2 * STAGES * 8 + 1024;
+    using Op = Wgmma<BF16 ? WgIn::BF16 : WgIn::TF32, BN, 0, 0>;
+    static_assert(Op::K * (int)sizeof(T) == 32, "32-byte k steps (consume)");
+    static_assert(BN % 32 == 0 && BN <= 64, "channel tiles of 32 or 64");
+    static_assert(8 * kEpiRows * kEpiLd * 4 <= RING_BYTES, "staging fits in the ring");
+    static_assert(2 * SMEM_BYTES <= 227 * 1024, "two CTAs per multiprocessor");
+};
+
+/* dst[img][p][c] = round(src[img][c][p]) for p < HW, c < Ch (TF32 or BF16, nearest even): 32 x 32 tiles
+ * through shared memory, reads along p and writes along c coalesced. grid (HW / 32, Ch / 32, images),
+ * 32 x 8 threads. */
+template <class T>
+__global__ void nchw_to_nhwc(const float *__restrict__ src, int Ch, int HW, T *__restrict__ dst) {
+    __shared__ float tile[32][33];
+    const int p0 = blockIdx.x * 32, c0 = blockIdx.y * 32;
+    const float *s = src + (int64_t)blockIdx.z * Ch * HW;
+    T *d = dst + (int64_t)blockIdx.z * Ch * HW;
+    for (int i = threadIdx.y; i < 32; i += 8) {
+        const int c = c0 + i, p = p0 + threadIdx.x;
+        if (c < Ch && p < HW) tile[i][threadIdx.x] = s[(int64_t)c * HW + p];
+    }
+    __syncthreads();
+    for (int i = threadIdx.y; i < 32; i += 8) {
+        const int p = p0 + i, c = c0 + threadIdx.x;
+        if (p < HW && c < Ch) put_rounded(tile[threadIdx.x][i], &d[(int64_t)p * Ch + c]);
+    }
+}
+
+/* The producer of the NHWC kernel: thread t copies 16-byte chunk t % 8 of the 128-byte rows t / 8 + 16 j
+ * (j < BM / 16) of every stage (8 lanes fill one row: conflict-free swizzled stores, one pixel's 128
+ * contiguous bytes read), and the packed weights as produce_reg does. */
 template <class C>
+__device__ __forceinline__ void produce_nhwc(const NhwcGather &g, const typename C::T *__restrict__ wpk, int Kpad,
+                                             int p0, int c0, int kblocks, unsigned char *smem, uint64_t *full,
+                                             uint64_t *empty) {
+    using T = typename C::T;
+    constexpr int PJ = C::BM / 16;
+    const int tid = threadIdx.x % 128, ch = tid & 7, rq = tid >> 3;
+    const T *src = static_cast<const T *>(g.src);
+    int base[PJ], hb[PJ], wb[PJ];
+#pragma unroll
+    for (int j = 0; j < PJ; j++) {
+        const int col = p0 + rq + 16 * j;
+        int img = 0, rem = 0, a = 0, b = 0;
+        if (col < g.cols) {
+            g.fPlane.divmod(col, img, rem);
+            g.fRow.divmod(rem, a, b);
+        }
+        hb[j] = col < g.cols ? a * g.mul_h + g.add_h : kGatherColOut;
+        wb[j] = b * g.mul_w + g.add_w;
+        base[j] = col < g.cols ? ((img * g.Hs + hb[j]) * g.Ws + wb[j]) * g.Ch : 0;
+    }
+    int s = 0;
+    uint32_t phase = 0;
+    for (int kb = 0; kb < kblocks; kb++) {
+        const int k = kb * C::BK + ch * C::E;
+        int tap, c, r, sx;
+        g.fCh.divmod(k, tap, c);
+        g.fS.divmod(tap, r, sx);
+        const int dr = k < g.rows ? g.sgn * r : kGatherRowOut, ds = g.sgn * sx;
+        const int off = g.sgn * (r * g.Ws + sx) * g.Ch + c; /* r, not dr: no overflow past the rows */
+        mbar_wait(&empty[s], phase ^ 1);
+        const uint32_t sa = smem_addr(smem + s * C::STAGE_BYTES), sb = sa + C::A_BYTES;
+#pragma unroll
+        for (int j = 0; j < PJ; j++) {
+            const bool ok = (unsigned)(hb[j] + dr) < (unsigned)g.Hs && (unsigned)(wb[j] + ds) < (unsigned)g.Ws;
+            cp_async16_ca(sa + sw128(rq + 16 * j, (uint32_t)ch * 16), ok ? src + (base[j] + off) : src, ok);
+        }
+#pragma unroll
+        for (int i = tid; i < C::BN * 8; i += 128) {
+            const int row = i >> 3, chunk = i & 7;
+            cp_async16(sb + sw128(row, (uint32_t)chunk * 16), wpk + (int64_t)(c0 + row) * Kpad + kb * C::BK + chunk * C::E);
+        }
+        cp_async_mbar_arrive(&full[s]);
+        if (++s == C::STAGES) {
+            s = 0;
+            phase ^= 1;
+        }
+    }
+}
+
+/* The forward / stride-1 data gradient: C a ConvRegCfg (NCHW gather, register A) or a ConvNhwcCfg (below:
+ * NHWC gather, both operands from shared memory), G its gather's parameters. */
+template <class C, class G>
 __global__ void __launch_bounds__(C::THREADS, 2)
-    conv_reg_sm90_kernel(const ConvGatherParams g, const typename C::T *__restrict__ wpk, int Kpad, int M,
-                         const OutNCHW out, const Epi ep) {
+    conv_fwd_sm90_kernel(const G g, const typename C::T *__restrict__ wpk, int Kpad, int M, const OutNCHW out,
+                         const Epi ep) {
 #ifndef ODL_CONV_SM90_STUB
     extern __shared__ unsigned char smem_raw[];
     unsigned char *smem = reinterpret_cast<unsigned char *>(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
@@ -308,11 +426,13 @@ __global__ void __launch_bounds__(C::THREADS, 2)
     }
     __syncthreads();
     if (wg == 0) {
-        produce_reg<C>(g, wpk, Kpad, p0, c0, kblocks, smem, full, empty);
+        if constexpr (C::NHWC) produce_nhwc<C>(g, wpk, Kpad, p0, c0, kblocks, smem, full, empty);
+        else produce_reg<C>(g, wpk, Kpad, p0, c0, kblocks, smem, full, empty);
         return;
     }
     float acc[C::BN / 2];
-    consume_reg<C>(acc, smem, full, empty, kblocks, wg - 1);
+    if constexpr (C::NHWC) consume<C>(acc, smem, full, empty, kblocks, (uint32_t)(wg - 1) * 64 * kRowBytes);
+    else consume_reg<C>(acc, smem, full, empty, kblocks, wg - 1);
     store_pixels_channels<C::BN>(acc, smem, p0, c0, wg - 1, M, g.cols, out, ep);
 #endif
 }
@@ -328,6 +448,7 @@ struct WgradCfg {
     static constexpr int TABLE_BYTES = BN * 16; /* per B row: the (c, r, s) offset, r, s */
     static constexpr int SMEM_BYTES = RING_BYTES + 2 * STAGES * 8 + TABLE_BYTES + 1024;
     using Op = Wgmma<WgIn::TF32, BN, 0, 0>;
+    static_assert(Op::K * 4 == 32, "32-byte k steps (consume)");
     static_assert(4 * kEpiRows * kEpiLd * 4 <= RING_BYTES, "staging fits in the ring");
     static_assert(2 * SMEM_BYTES <= 227 * 1024, "two CTAs per multiprocessor");
     static_assert(BM % 4 == 0 && BN % 4 == 0, "rows split over the producer warps");
@@ -412,7 +533,7 @@ __global__ void __launch_bounds__(C::THREADS, 2)
 
     /* ---- consumer ---- */
     float acc[C::BN / 2];
-    consume<C>(acc, smem, full, empty, kblocks);
+    consume<C>(acc, smem, full, empty, kblocks, 0);
 
     /* ---- epilogue: rows m0 + 16 warp .., 32 columns at a time, a row's 32 columns per store ---- */
     named_barrier(1, 128);
@@ -460,50 +581,86 @@ bool conv_use(int64_t M, int64_t N, int64_t Kd, bool bf16) {
     return !bf16 && channel_tile(M) == 64 && Kd >= 256 && cdiv(N, 128) * cdiv(M, channel_tile(M)) >= sm_count();
 }
 
-bool conv_wgrad_use(int64_t M, int64_t N, int64_t NPQ) {
-    return odl_env_int(ODL_ENV_CONV_SM90) != 0 && wgrad_fits(M, N, NPQ) && available();
+bool conv_wgrad_use(int64_t M, int64_t N, int64_t NPQ, bool bf16) {
+    const int64_t mode = odl_env_int(ODL_ENV_CONV_SM90);
+    /* BF16 (rounded copies first) only when forced: not yet measured against the mma.sync kernel */
+    return mode != 0 && (!bf16 || mode == 2) && wgrad_fits(M, N, NPQ) && available();
 }
 
 
-template <bool BF16, int BN>
-odl_status launch_reg(const ConvGatherParams &g, const void *wpk, int Kpad, int M, int N, const OutNCHW &out,
-                      const Epi &ep) {
-    using C = ConvRegCfg<BF16, BN>;
+template <class C, class G>
+odl_status launch_fwd(const G &g, const void *wpk, int Kpad, int M, int N, const OutNCHW &out, const Epi &ep) {
     static std::atomic<unsigned long long> opted{0};
-    ODL_CHECK(opt_in_smem(conv_reg_sm90_kernel<C>, C::SMEM_BYTES, opted));
-    const dim3 grid((unsigned)cdiv(N, C::BM), (unsigned)cdiv(M, BN));
-    conv_reg_sm90_kernel<C><<<grid, C::THREADS, C::SMEM_BYTES, stream()>>>(
+    ODL_CHECK(opt_in_smem(conv_fwd_sm90_kernel<C, G>, C::SMEM_BYTES, opted));
+    const dim3 grid((unsigned)cdiv(N, C::BM), (unsigned)cdiv(M, C::BN));
+    conv_fwd_sm90_kernel<C, G><<<grid, C::THREADS, C::SMEM_BYTES, stream()>>>(
         g, static_cast<const typename C::T *>(wpk), Kpad, M, out, ep);
     return ODL_OK;
+}
+
+/* Whether the NHWC path takes a product whose gathered tensor has Ch channels in `images` images of `plane`
+ * pixels: ODL_CONV_NHWC on, whole 16-byte chunks of channels, the images in one grid z, 32-bit offsets. */
+bool nhwc_fits(int64_t Ch, int64_t images, int64_t plane, bool bf16) {
+    return odl_env_bool(ODL_ENV_CONV_NHWC) && Ch % (bf16 ? 8 : 4) == 0 && images <= 65535 &&
+           images * plane * Ch < INT_MAX;
 }
 
 odl_status conv_rounded(const ConvGatherParams &g, const float *w, bool transposed, int RS, bool bf16, int M, int N,
                         int Kd, const OutNCHW &out, const Epi &ep, const char *what) {
     if (M <= 0 || N <= 0) return ODL_OK;
-    if (!fwd_fits(M, N) || Kd <= 0)
+    if (!fwd_fits(M, N) || Kd <= 0 || Kd % RS != 0)
         return ODL_ERR(ODL_E_INVAL, "%s: %d channels x %d pixels x %d is outside the wgmma convolution (conv_use)",
                        what, M, N, Kd);
-    const int BN = channel_tile(M), BK = bf16 ? 64 : 32;
+    const int BN = channel_tile(M), BK = bf16 ? 64 : 32, esz = bf16 ? 2 : 4;
+    const int Ch = Kd / RS, out_plane = (int)g.fPlane.d, images = N / out_plane;
+    const bool nhwc = nhwc_fits(Ch, images, g.plane, bf16);
     const int Mpad = (int)(cdiv(M, BN) * BN), Kpad = (int)(cdiv(Kd, BK) * BK);
+    /* the workspace: the packed weights, then (NHWC) the rounded copy of the gathered tensor */
+    const size_t wbytes = ((size_t)Mpad * Kpad * esz + 255) & ~(size_t)255;
+    const size_t xbytes = nhwc ? (size_t)images * g.plane * Ch * esz : 0;
     void *wpk = nullptr;
-    ODL_CHECK(workspace((size_t)Mpad * Kpad * (bf16 ? 2 : 4), &wpk));
+    ODL_CHECK(workspace(wbytes + xbytes, &wpk));
+    void *xt = static_cast<char *>(wpk) + wbytes;
     const unsigned blocks = grid_for((int64_t)Mpad * Kpad, 256);
+    const int tr = transposed ? 1 : 0, tap = nhwc ? 1 : 0;
     if (bf16)
-        pack_weights<__nv_bfloat16><<<blocks, 256, 0, stream()>>>(w, M, Kd, Mpad, Kpad, transposed ? 1 : 0, RS,
+        pack_weights<__nv_bfloat16><<<blocks, 256, 0, stream()>>>(w, M, Ch, RS, Mpad, Kpad, tr, tap,
                                                                   static_cast<__nv_bfloat16 *>(wpk));
     else
-        pack_weights<float><<<blocks, 256, 0, stream()>>>(w, M, Kd, Mpad, Kpad, transposed ? 1 : 0, RS,
-                                                          static_cast<float *>(wpk));
+        pack_weights<float><<<blocks, 256, 0, stream()>>>(w, M, Ch, RS, Mpad, Kpad, tr, tap, static_cast<float *>(wpk));
     ODL_CUDA_LAUNCH_CHECK("odl_conv2d_pack_weights");
     odl_status st;
-    if (bf16) st = BN == 32 ? launch_reg<true, 32>(g, wpk, Kpad, M, N, out, ep) : launch_reg<true, 64>(g, wpk, Kpad, M, N, out, ep);
-    else st = BN == 32 ? launch_reg<false, 32>(g, wpk, Kpad, M, N, out, ep) : launch_reg<false, 64>(g, wpk, Kpad, M, N, out, ep);
+    if (nhwc) {
+        const dim3 tgrid((unsigned)cdiv(g.plane, 32), (unsigned)cdiv(Ch, 32), (unsigned)images);
+        if (bf16)
+            nchw_to_nhwc<__nv_bfloat16><<<tgrid, dim3(32, 8), 0, stream()>>>(g.src, Ch, g.plane,
+                                                                            static_cast<__nv_bfloat16 *>(xt));
+        else
+            nchw_to_nhwc<float><<<tgrid, dim3(32, 8), 0, stream()>>>(g.src, Ch, g.plane, static_cast<float *>(xt));
+        ODL_CUDA_LAUNCH_CHECK("odl_conv2d_nchw_to_nhwc");
+        const NhwcGather ng = {xt, Ch, g.Hs, g.Ws, Kd, N, g.mul_h, g.mul_w, g.add_h, g.add_w, g.sgn,
+                               g.fPlane, g.fRow, FastDiv(Ch), g.fS};
+        if (bf16) st = BN == 32 ? launch_fwd<ConvNhwcCfg<true, 32>>(ng, wpk, Kpad, M, N, out, ep)
+                                : launch_fwd<ConvNhwcCfg<true, 64>>(ng, wpk, Kpad, M, N, out, ep);
+        else st = BN == 32 ? launch_fwd<ConvNhwcCfg<false, 32>>(ng, wpk, Kpad, M, N, out, ep)
+                           : launch_fwd<ConvNhwcCfg<false, 64>>(ng, wpk, Kpad, M, N, out, ep);
+    } else if (bf16) {
+        st = BN == 32 ? launch_fwd<ConvRegCfg<true, 32>>(g, wpk, Kpad, M, N, out, ep)
+                      : launch_fwd<ConvRegCfg<true, 64>>(g, wpk, Kpad, M, N, out, ep);
+    } else {
+        st = BN == 32 ? launch_fwd<ConvRegCfg<false, 32>>(g, wpk, Kpad, M, N, out, ep)
+                      : launch_fwd<ConvRegCfg<false, 64>>(g, wpk, Kpad, M, N, out, ep);
+    }
     ODL_CHECK(st);
     ODL_CUDA_LAUNCH_CHECK(what);
     return ODL_OK;
 }
 
-odl_status conv_wgrad_tf32(const ConvWgradParams &g, float *dw, const char *what) {
+namespace {
+
+/* The weight gradient on g's operands; its split partials go into the workspace past its first ws_off bytes
+ * (where the BF16 path keeps its rounded copies). */
+odl_status wgrad_run(const ConvWgradParams &g, float *dw, size_t ws_off, const char *what) {
     using C = WgradCfg;
     const int64_t M = g.K, N = (int64_t)g.C * g.R * g.S, NPQ = (int64_t)g.N * g.P * g.Q;
     if (M <= 0 || N <= 0) return ODL_OK;
@@ -523,8 +680,8 @@ odl_status conv_wgrad_tf32(const ConvWgradParams &g, float *dw, const char *what
     OutRowMajor fin = {dw, N, 0, false}, part = fin;
     if (splits > 1) {
         void *ws = nullptr;
-        ODL_CHECK(workspace((size_t)(splits * M * N) * sizeof(float), &ws));
-        part.C = static_cast<float *>(ws);
+        ODL_CHECK(workspace(ws_off + (size_t)(splits * M * N) * sizeof(float), &ws));
+        part.C = reinterpret_cast<float *>(static_cast<char *>(ws) + ws_off);
         part.zstride = M * N;
     }
     auto kern = conv_wgrad_sm90_kernel<C>;
@@ -535,6 +692,33 @@ odl_status conv_wgrad_tf32(const ConvWgradParams &g, float *dw, const char *what
     ODL_CUDA_LAUNCH_CHECK(what);
     if (splits == 1) return ODL_OK;
     return splitk_reduce(part, (int)splits, (int)M, (int)N, fin, epi_raw(), "odl_conv2d_bwd_weight_sm90_reduce");
+}
+
+/* dst[i] = the bfloat16 nearest src[i] (ties to even) as float32, i < n: exact in TF32, so that the
+ * truncating TF32 wgmma multiplies it unchanged. */
+__global__ void round_bf16_copy(const float *__restrict__ src, int64_t n, float *__restrict__ dst) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        dst[i] = round_bf16_rne(src[i]);
+}
+
+} // namespace
+
+odl_status conv_wgrad_tf32(const ConvWgradParams &g, float *dw, const char *what) { return wgrad_run(g, dw, 0, what); }
+
+odl_status conv_wgrad_bf16(const ConvWgradParams &g, float *dw, const char *what) {
+    const int64_t ndy = (int64_t)g.N * g.K * g.P * g.Q, nx = (int64_t)g.N * g.C * g.H * g.W;
+    if ((int64_t)g.K * g.C * g.R * g.S <= 0 || ndy == 0) return wgrad_run(g, dw, 0, what);
+    const size_t bdy = ((size_t)ndy * sizeof(float) + 255) & ~(size_t)255, bx = (size_t)nx * sizeof(float);
+    void *ws = nullptr;
+    ODL_CHECK(workspace(bdy + bx, &ws));
+    float *rdy = static_cast<float *>(ws), *rx = reinterpret_cast<float *>(static_cast<char *>(ws) + bdy);
+    round_bf16_copy<<<grid_for(ndy, 256), 256, 0, stream()>>>(g.dy, ndy, rdy);
+    round_bf16_copy<<<grid_for(nx, 256), 256, 0, stream()>>>(g.x, nx, rx);
+    ODL_CUDA_LAUNCH_CHECK("odl_conv2d_bwd_weight_sm90_round");
+    ConvWgradParams r = g;
+    r.dy = rdy;
+    r.x = rx;
+    return wgrad_run(r, dw, (bdy + bx + 255) & ~(size_t)255, what);
 }
 
 } // namespace sm90

@@ -18,9 +18,9 @@ namespace sm90 {
  * the mma.sync kernels, which split it). */
 bool conv_use(int64_t M, int64_t N, int64_t Kd, bool bf16);
 /* Whether the weight gradient of M output channels x N = C*R*S columns over NPQ pixels runs on
- * conv_wgrad_tf32: a 9.0 device with the wgmma path on and ODL_CONV_SM90 1 or 2 (it splits the pixels, so
- * any size fills the GPU). */
-bool conv_wgrad_use(int64_t M, int64_t N, int64_t NPQ);
+ * conv_wgrad_tf32 / (bf16) conv_wgrad_bf16: a 9.0 device with the wgmma path on and ODL_CONV_SM90 1 or 2
+ * for TF32 (it splits the pixels, so any size fills the GPU), 2 for BF16. */
+bool conv_wgrad_use(int64_t M, int64_t N, int64_t NPQ, bool bf16);
 
 /* out = epilogue(W x B) on wgmma, both operands rounded to TF32 or (bf16) bfloat16, nearest even: B the
  * [Kd][N] operand gathered by g (conv2d_tiles.cuh's ConvGatherParams: im2col of x, or the mirrored window
@@ -45,6 +45,10 @@ struct ConvWgradParams {
  * split into ranges whose float32 partial sums (in the workspace) splitk_reduce adds in range order
  * (deterministic). Only for products that conv_wgrad_use takes (else ODL_E_INVAL). */
 odl_status conv_wgrad_tf32(const ConvWgradParams &g, float *dw, const char *what);
+/* The same in BF16: dy and x rounded to bfloat16 (nearest even) into float32 copies in the workspace first
+ * (a bfloat16 value is exact in TF32), then conv_wgrad_tf32's kernel on the copies: BF16 products, float32
+ * accumulation. */
+odl_status conv_wgrad_bf16(const ConvWgradParams &g, float *dw, const char *what);
 
 } // namespace sm90
 } // namespace odlk

@@ -270,11 +270,12 @@ static odl_status conv_bwd_weight_tc(const odl_conv2d_shape *s, const float *x, 
     ODL_CHECK(conv_check_sizes(s, "conv2d_bwd_weight_lowp"));
     const int64_t M = s->K, N = (int64_t)s->C * s->R * s->S, Kd = (int64_t)s->N * s->P * s->Q;
     if (M > 0 && N > 0 && N <= kMinReduction) return odl_cuda_conv2d_bwd_weight(s, x, dy, dw, db);
-    if (M > 0 && N > 0 && !bf16 && sm90::conv_wgrad_use(M, N, Kd)) {
+    if (M > 0 && N > 0 && sm90::conv_wgrad_use(M, N, Kd, bf16)) {
         const sm90::ConvWgradParams g = {dy, x, s->N, s->K, s->C, s->H, s->W, s->P, s->Q, s->R, s->S,
                                          s->stride_h, s->stride_w, s->pad_h, s->pad_w, FastDiv(s->P * s->Q),
                                          FastDiv(s->Q), FastDiv(s->R * s->S), FastDiv(s->S)};
-        ODL_CHECK(sm90::conv_wgrad_tf32(g, dw, "odl_conv2d_bwd_weight_sm90"));
+        ODL_CHECK(bf16 ? sm90::conv_wgrad_bf16(g, dw, "odl_conv2d_bwd_weight_sm90")
+                       : sm90::conv_wgrad_tf32(g, dw, "odl_conv2d_bwd_weight_sm90"));
     } else if (M > 0 && N > 0) {
         /* up to 256 ranges of the reduction, as conv2d.cu's weight gradient */
         const Plan pl = plan_tc(M, N, Kd, false, 256);

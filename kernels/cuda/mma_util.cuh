@@ -27,6 +27,11 @@ static __device__ __forceinline__ void cp_async16(uint32_t dst, const void *src,
     const int n = valid ? 16 : 0;
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n));
 }
+/* The same, cached in L1 (.ca): gathers whose neighbours read the same lines (a convolution's windows). */
+static __device__ __forceinline__ void cp_async16_ca(uint32_t dst, const void *src, bool valid = true) {
+    const int n = valid ? 16 : 0;
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n));
+}
 /* 4 bytes global -> shared, cached in L1 (.ca: neighbouring gathers reuse lines); valid = false writes zero. */
 static __device__ __forceinline__ void cp_async4(uint32_t dst, const void *src, bool valid = true) {
     const int n = valid ? 4 : 0;
