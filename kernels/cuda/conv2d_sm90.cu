@@ -216,6 +216,12 @@ __device__ __forceinline__ void produce_reg(const ConvGatherParams &g, const typ
             cp_async16(sb + sw128(row, (uint32_t)ch * 16),
                        wpk + (int64_t)(c0 + row) * Kpad + kb * C::BK + ch * PER_CHUNK);
         }
+        /* compute-sanitizer's racecheck reports the consumers' ordinary loads of this ring against these
+         * copies (208 hazards in test_conv_tc --quick, eighth session), and the same 208 with the copies
+         * waited for by cp.async.wait_group and announced by a plain release arrival instead: it does not
+         * seem to follow an mbarrier hand-off between threads. The PTX memory model orders them: the
+         * arrival completes once this thread's copies have landed, the consumers' try_wait acquires it, and
+         * they release the stage by a barrier and an arrival that the producer's wait acquires. */
         cp_async_mbar_arrive(&full[s]);
         if (++s == C::STAGES) {
             s = 0;
@@ -304,7 +310,7 @@ __device__ __forceinline__ void consume_reg(float (&acc)[C::BN / 2], unsigned ch
  * + c, so that a window tap of one pixel is Ch contiguous values: 16-byte cp.async (4 tf32 / 8 bf16), one
  * decode and bounds check per chunk, and a row of the ring is one 128-byte swizzle row in the element type.
  * The operands being rounded already, wgmma reads both from shared memory (its truncation of a rounded
- * value is exact) with one group in flight. Needs Ch a multiple of the chunk (conv_nhwc_fits). */
+ * value is exact) with one group in flight. Needs Ch a multiple of the chunk (nhwc_fits). */
 struct NhwcGather {
     const void *src; /* [images][Hs][Ws][Ch] of the element type */
     int Ch, Hs, Ws, rows, cols; /* rows = Kd = RS * Ch; cols = the output pixels */
@@ -567,24 +573,35 @@ bool wgrad_fits(int64_t M, int64_t N, int64_t NPQ) {
     return cdiv(M, WgradCfg::BM) <= 65535 && NPQ <= INT_MAX - WgradCfg::BK && M * N < INT_MAX;
 }
 
+/* Whether the NHWC path takes a product whose gathered tensor has Ch channels, `images` images and
+ * src_elems elements: ODL_CONV_NHWC on, whole 16-byte chunks of channels, the images in one grid z, 32-bit
+ * offsets. */
+bool nhwc_fits(int64_t Ch, int64_t images, int64_t src_elems, bool bf16) {
+    return odl_env_bool(ODL_ENV_CONV_NHWC) && Ch % (bf16 ? 8 : 4) == 0 && images <= 65535 && src_elems < INT_MAX;
+}
+
 } // namespace
 
-bool conv_use(int64_t M, int64_t N, int64_t Kd, bool bf16) {
+bool conv_use(int64_t M, int64_t N, int64_t Kd, int64_t Ch, int64_t images, int64_t src_elems, bool bf16) {
     const int64_t mode = odl_env_int(ODL_ENV_CONV_SM90);
     if (mode == 0 || !fwd_fits(M, N) || !available()) return false;
     if (mode == 2) return true;
-    /* Mode 1 takes what the kernel lab measured faster than the mma.sync kernels (H100, 2026-12-06,
-     * bench/results/2026-12-06/seventh): TF32 with 64-channel tiles, a reduction of at least 256 and tiles
-     * that fill the multiprocessors (MNIST conv2's forward 1.11-1.21x). Slower there: every BF16 product
-     * (0.75-0.92x: the float32 ring gives up BF16's halved gather), 32-channel tiles (conv2's data gradient
-     * at batch 512, 0.85x) and short reductions (YOLOv5n's stem, k = 108, and 1x1 layers: 0.71-0.82x). */
-    return !bf16 && channel_tile(M) == 64 && Kd >= 256 && cdiv(N, 128) * cdiv(M, channel_tile(M)) >= sm_count();
+    const int64_t tiles = cdiv(N, 128) * cdiv(M, channel_tile(M));
+    /* Mode 1 takes what the kernel lab measured faster than the mma.sync kernels (H200, 2026-12-06 eighth
+     * session, bench/results/2026-12-06/eighth). From the NHWC copy: TF32 and BF16 alike, a reduction of at
+     * least 256 (MNIST conv2 fwd / bwd_data 1.1-1.7x, YOLOv5n's 64-channel 3x3 and 256-channel 1x1 layers)
+     * and a quarter of the multiprocessors' tiles at least (no split-K: YOLOv5n's 128->256 stride-2 layer,
+     * 16 tiles of 1152, stays on the split mma.sync kernels, as do the short reductions of the stem and
+     * the 32- and 64-channel 1x1 layers). From the NCHW gather (channels not whole 16-byte chunks): TF32 with
+     * 64-channel tiles, a reduction of at least 256 and tiles that fill the GPU (H100, seventh session). */
+    if (nhwc_fits(Ch, images, src_elems, bf16)) return Kd >= 256 && 4 * tiles >= sm_count();
+    return !bf16 && channel_tile(M) == 64 && Kd >= 256 && tiles >= sm_count();
 }
 
-bool conv_wgrad_use(int64_t M, int64_t N, int64_t NPQ, bool bf16) {
+bool conv_wgrad_use(int64_t M, int64_t N, int64_t NPQ) {
     const int64_t mode = odl_env_int(ODL_ENV_CONV_SM90);
-    /* BF16 (rounded copies first) only when forced: not yet measured against the mma.sync kernel */
-    return mode != 0 && (!bf16 || mode == 2) && wgrad_fits(M, N, NPQ) && available();
+    /* BF16 too (rounded copies first): MNIST conv2 0.79-0.90x the mma.sync kernel's time (eighth session) */
+    return mode != 0 && wgrad_fits(M, N, NPQ) && available();
 }
 
 
@@ -598,13 +615,6 @@ odl_status launch_fwd(const G &g, const void *wpk, int Kpad, int M, int N, const
     return ODL_OK;
 }
 
-/* Whether the NHWC path takes a product whose gathered tensor has Ch channels in `images` images of `plane`
- * pixels: ODL_CONV_NHWC on, whole 16-byte chunks of channels, the images in one grid z, 32-bit offsets. */
-bool nhwc_fits(int64_t Ch, int64_t images, int64_t plane, bool bf16) {
-    return odl_env_bool(ODL_ENV_CONV_NHWC) && Ch % (bf16 ? 8 : 4) == 0 && images <= 65535 &&
-           images * plane * Ch < INT_MAX;
-}
-
 odl_status conv_rounded(const ConvGatherParams &g, const float *w, bool transposed, int RS, bool bf16, int M, int N,
                         int Kd, const OutNCHW &out, const Epi &ep, const char *what) {
     if (M <= 0 || N <= 0) return ODL_OK;
@@ -613,7 +623,7 @@ odl_status conv_rounded(const ConvGatherParams &g, const float *w, bool transpos
                        what, M, N, Kd);
     const int BN = channel_tile(M), BK = bf16 ? 64 : 32, esz = bf16 ? 2 : 4;
     const int Ch = Kd / RS, out_plane = (int)g.fPlane.d, images = N / out_plane;
-    const bool nhwc = nhwc_fits(Ch, images, g.plane, bf16);
+    const bool nhwc = nhwc_fits(Ch, images, (int64_t)images * g.img_stride, bf16);
     const int Mpad = (int)(cdiv(M, BN) * BN), Kpad = (int)(cdiv(Kd, BK) * BK);
     /* the workspace: the packed weights, then (NHWC) the rounded copy of the gathered tensor */
     const size_t wbytes = ((size_t)Mpad * Kpad * esz + 255) & ~(size_t)255;

@@ -13,14 +13,13 @@ namespace sm90 {
 /* Whether the forward / stride-1 data-gradient product of M channels x N pixels with a reduction of Kd
  * (C*R*S, or K*R*S) in TF32 or (bf16) BF16 runs on conv_rounded: a 9.0 device with the wgmma path on
  * (gemm_sm90.h's available()) and ODL_CONV_SM90 (odl/env.h) 2, or 1 and a shape where the kernel lab
- * measured it faster than the mma.sync kernels: TF32, more than 32 channels, Kd >= 256, and tiles that at
- * least fill the multiprocessors once (the kernel has no split-K: few pixels with a long reduction stay on
- * the mma.sync kernels, which split it). */
-bool conv_use(int64_t M, int64_t N, int64_t Kd, bool bf16);
+ * measured it faster than the mma.sync kernels (conv2d_sm90.cu says which). Ch, images, src_elems: the
+ * gathered tensor's channels (C, or K), images and elements (whether the NHWC copy applies). */
+bool conv_use(int64_t M, int64_t N, int64_t Kd, int64_t Ch, int64_t images, int64_t src_elems, bool bf16);
 /* Whether the weight gradient of M output channels x N = C*R*S columns over NPQ pixels runs on
  * conv_wgrad_tf32 / (bf16) conv_wgrad_bf16: a 9.0 device with the wgmma path on and ODL_CONV_SM90 1 or 2
- * for TF32 (it splits the pixels, so any size fills the GPU), 2 for BF16. */
-bool conv_wgrad_use(int64_t M, int64_t N, int64_t NPQ, bool bf16);
+ * (it splits the pixels, so any size fills the GPU). */
+bool conv_wgrad_use(int64_t M, int64_t N, int64_t NPQ);
 
 /* out = epilogue(W x B) on wgmma, both operands rounded to TF32 or (bf16) bfloat16, nearest even: B the
  * [Kd][N] operand gathered by g (conv2d_tiles.cuh's ConvGatherParams: im2col of x, or the mirrored window

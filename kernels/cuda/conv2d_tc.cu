@@ -227,7 +227,7 @@ static odl_status conv_fwd_tc(const odl_conv2d_shape *s, const float *x, const f
     if (M <= 0 || N <= 0) return ODL_OK;
     if (Kd <= kMinReduction || (int64_t)s->N * s->C * s->H * s->W >= INT_MAX) return odl_cuda_conv2d_fwd(s, x, w, e, y);
     const Epi ep = conv_epi(e);
-    if (sm90::conv_use(M, N, Kd, bf16)) {
+    if (sm90::conv_use(M, N, Kd, s->C, s->N, (int64_t)s->N * s->C * s->H * s->W, bf16)) {
         OutNCHW fin, part;
         conv_nchw_outs(y, nullptr, s->K, s->P * s->Q, (int)M, (int)N, fwd_vec(s, y, ep), &fin, &part);
         return sm90::conv_rounded(fwd_gather(s, x), w, false, s->R * s->S, bf16, (int)M, (int)N, (int)Kd, fin, ep,
@@ -244,7 +244,8 @@ static odl_status conv_bwd_data_tc(const odl_conv2d_shape *s, const float *dy, c
     const int64_t M = s->C, N = (int64_t)s->N * s->H * s->W, Kd = (int64_t)s->K * s->R * s->S;
     if (M <= 0 || N <= 0) return ODL_OK;
     if (Kd <= kMinReduction || (int64_t)s->N * s->K * s->P * s->Q >= INT_MAX) return odl_cuda_conv2d_bwd_data(s, dy, w, dx);
-    if (s->stride_h == 1 && s->stride_w == 1 && sm90::conv_use(M, N, Kd, bf16)) { /* packs the weights transposed itself */
+    if (s->stride_h == 1 && s->stride_w == 1 &&
+        sm90::conv_use(M, N, Kd, s->K, s->N, (int64_t)s->N * s->K * s->P * s->Q, bf16)) { /* packs the weights transposed itself */
         OutNCHW fin, part;
         conv_nchw_outs(dx, nullptr, s->C, s->H * s->W, (int)M, (int)N, false, &fin, &part);
         return sm90::conv_rounded(bwd_data_gather(s, dy), w, true, s->R * s->S, bf16, (int)M, (int)N, (int)Kd, fin,
@@ -270,7 +271,7 @@ static odl_status conv_bwd_weight_tc(const odl_conv2d_shape *s, const float *x, 
     ODL_CHECK(conv_check_sizes(s, "conv2d_bwd_weight_lowp"));
     const int64_t M = s->K, N = (int64_t)s->C * s->R * s->S, Kd = (int64_t)s->N * s->P * s->Q;
     if (M > 0 && N > 0 && N <= kMinReduction) return odl_cuda_conv2d_bwd_weight(s, x, dy, dw, db);
-    if (M > 0 && N > 0 && sm90::conv_wgrad_use(M, N, Kd, bf16)) {
+    if (M > 0 && N > 0 && sm90::conv_wgrad_use(M, N, Kd)) {
         const sm90::ConvWgradParams g = {dy, x, s->N, s->K, s->C, s->H, s->W, s->P, s->Q, s->R, s->S,
                                          s->stride_h, s->stride_w, s->pad_h, s->pad_w, FastDiv(s->P * s->Q),
                                          FastDiv(s->Q), FastDiv(s->R * s->S), FastDiv(s->S)};
