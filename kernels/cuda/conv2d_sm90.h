@@ -23,7 +23,8 @@ bool conv_wgrad_use(int64_t M, int64_t N, int64_t NPQ);
 
 /* out = epilogue(W x B) on wgmma, both operands rounded to TF32 or (bf16) bfloat16, nearest even: B the
  * [Kd][N] operand gathered by g (conv2d_tiles.cuh's ConvGatherParams: im2col of x, or the mirrored window
- * of dy), rounded as the wgmma fragments are read; W packed rounded into the workspace first, from [M][Kd]
+ * of dy), rounded into an NHWC copy in the workspace first where its channels are whole 16-byte chunks,
+ * else as the wgmma fragments are read; W packed rounded into the workspace first, from [M][Kd]
  * row-major float32 (the forward's weights) or, transposed (the data gradient), the [Kd / RS][M][RS]
  * weights of a convolution whose input has M channels, read as W[c][kk * RS + rs] = w[kk][c][rs]. float32
  * accumulation in a fixed order (deterministic); the epilogue (bias per output channel, activation,
