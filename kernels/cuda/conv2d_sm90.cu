@@ -670,6 +670,22 @@ namespace {
 
 /* The weight gradient on g's operands; its split partials go into the workspace past its first ws_off bytes
  * (where the BF16 path keeps its rounded copies). */
+/* The weight gradient's split of its NPQ > 0 pixels into `splits` ranges of `chunk` (a multiple of BK):
+ * until two CTAs per multiprocessor are busy, each split 8 stages deep at least. */
+struct WgradSplit {
+    int64_t splits;
+    int chunk;
+    size_t partial_bytes; /* the float32 partial sums of splits > 1, in the workspace */
+};
+WgradSplit wgrad_split(int64_t M, int64_t N, int64_t NPQ) {
+    using C = WgradCfg;
+    int64_t splits = cdiv(2 * (int64_t)sm_count(), cdiv(N, C::BN) * cdiv(M, C::BM));
+    splits = std::max<int64_t>(1, std::min<int64_t>({splits, 256, NPQ / (8 * C::BK)}));
+    const int chunk = (int)(cdiv(cdiv(NPQ, splits), C::BK) * C::BK);
+    splits = std::max<int64_t>(1, cdiv(NPQ, chunk));
+    return {splits, chunk, splits > 1 ? (size_t)(splits * M * N) * sizeof(float) : 0};
+}
+
 odl_status wgrad_run(const ConvWgradParams &g, float *dw, size_t ws_off, const char *what) {
     using C = WgradCfg;
     const int64_t M = g.K, N = (int64_t)g.C * g.R * g.S, NPQ = (int64_t)g.N * g.P * g.Q;
@@ -682,15 +698,13 @@ odl_status wgrad_run(const ConvWgradParams &g, float *dw, size_t ws_off, const c
     if (!wgrad_fits(M, N, NPQ))
         return ODL_ERR(ODL_E_INVAL, "%s: %lld x %lld x %lld is outside the wgmma weight gradient (conv_wgrad_use)",
                        what, (long long)M, (long long)N, (long long)NPQ);
-    /* split the pixels until two CTAs per multiprocessor are busy, each split 8 stages deep at least */
-    int64_t splits = cdiv(2 * (int64_t)sm_count(), tn * tm);
-    splits = std::max<int64_t>(1, std::min<int64_t>({splits, 256, NPQ / (8 * C::BK)}));
-    const int chunk = (int)(cdiv(cdiv(NPQ, splits), C::BK) * C::BK);
-    splits = std::max<int64_t>(1, cdiv(NPQ, chunk));
+    const WgradSplit sp = wgrad_split(M, N, NPQ);
+    const int64_t splits = sp.splits;
+    const int chunk = sp.chunk;
     OutRowMajor fin = {dw, N, 0, false}, part = fin;
     if (splits > 1) {
         void *ws = nullptr;
-        ODL_CHECK(workspace(ws_off + (size_t)(splits * M * N) * sizeof(float), &ws));
+        ODL_CHECK(workspace(ws_off + sp.partial_bytes, &ws));
         part.C = reinterpret_cast<float *>(static_cast<char *>(ws) + ws_off);
         part.zstride = M * N;
     }
@@ -719,8 +733,12 @@ odl_status conv_wgrad_bf16(const ConvWgradParams &g, float *dw, const char *what
     const int64_t ndy = (int64_t)g.N * g.K * g.P * g.Q, nx = (int64_t)g.N * g.C * g.H * g.W;
     if ((int64_t)g.K * g.C * g.R * g.S <= 0 || ndy == 0) return wgrad_run(g, dw, 0, what);
     const size_t bdy = ((size_t)ndy * sizeof(float) + 255) & ~(size_t)255, bx = (size_t)nx * sizeof(float);
+    const size_t off = (bdy + bx + 255) & ~(size_t)255;
+    /* the whole workspace at once (copies, then wgrad_run's partials): a growth between the two would
+     * allocate a second buffer and keep the first, holding the copies, retired until the backend's release */
+    const WgradSplit sp = wgrad_split(g.K, (int64_t)g.C * g.R * g.S, (int64_t)g.N * g.P * g.Q);
     void *ws = nullptr;
-    ODL_CHECK(workspace(bdy + bx, &ws));
+    ODL_CHECK(workspace(off + sp.partial_bytes, &ws));
     float *rdy = static_cast<float *>(ws), *rx = reinterpret_cast<float *>(static_cast<char *>(ws) + bdy);
     round_bf16_copy<<<grid_for(ndy, 256), 256, 0, stream()>>>(g.dy, ndy, rdy);
     round_bf16_copy<<<grid_for(nx, 256), 256, 0, stream()>>>(g.x, nx, rx);
@@ -728,7 +746,7 @@ odl_status conv_wgrad_bf16(const ConvWgradParams &g, float *dw, const char *what
     ConvWgradParams r = g;
     r.dy = rdy;
     r.x = rx;
-    return wgrad_run(r, dw, (bdy + bx + 255) & ~(size_t)255, what);
+    return wgrad_run(r, dw, off, what);
 }
 
 } // namespace sm90
