@@ -39,6 +39,11 @@ set_tests_properties(test_conv_tc_gpu PROPERTIES TIMEOUT 300 LABELS gpu SKIP_RET
 add_test(NAME test_conv_tc_gpu_sm90 COMMAND test_conv_tc --backend cuda)
 set_tests_properties(test_conv_tc_gpu_sm90 PROPERTIES TIMEOUT 300 LABELS gpu SKIP_RETURN_CODE 77
   ENVIRONMENT "ODL_CONV_SM90=2;ODL_SOURCE_DIR=${PROJECT_SOURCE_DIR};ODL_BINARY_DIR=${PROJECT_BINARY_DIR}")
+# ... with the window patch on (ODL_CONV_PATCH=1): every stride-1 case on conv_patch_sm90_kernel (channels
+# padded to whole slabs; C40 W200 with one patch buffer for two slabs),
+add_test(NAME test_conv_tc_gpu_sm90_patch COMMAND test_conv_tc --backend cuda)
+set_tests_properties(test_conv_tc_gpu_sm90_patch PROPERTIES TIMEOUT 300 LABELS gpu SKIP_RETURN_CODE 77
+  ENVIRONMENT "ODL_CONV_SM90=2;ODL_CONV_PATCH=1;ODL_SOURCE_DIR=${PROJECT_SOURCE_DIR};ODL_BINARY_DIR=${PROJECT_BINARY_DIR}")
 # ... and with the NHWC copy off (ODL_CONV_NHWC=0): every case on the NCHW gather of the register-A kernel
 # (the first test takes it only where the channels are not whole 16-byte chunks).
 add_test(NAME test_conv_tc_gpu_sm90_nchw COMMAND test_conv_tc --backend cuda)

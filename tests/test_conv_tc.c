@@ -73,6 +73,8 @@ static const conv_case CASES[] = {
     {1, 129, 3, 3, 1, 3, 3, 1, 1, 1, 1, 1, 0, ODL_ACT_NONE, "C129 K1"},
     {2, 8, 9, 11, 40, 3, 3, 1, 1, 1, 1, 1, 0, ODL_ACT_RELU, "C8 K40 (NHWC: taps across a row)"},
     {1, 64, 40, 40, 128, 3, 3, 2, 2, 1, 1, 1, 0, ODL_ACT_SILU, "yolov5 down 64->128"},
+    /* the window patch: rows of 202 (patch 534 rows: one buffer for its two TF32 slabs), taps of 2 x 3 */
+    {2, 40, 5, 200, 8, 2, 3, 1, 1, 1, 1, 1, 1, ODL_ACT_SILU, "C40 W200 (one patch buffer)"},
 };
 #define N_CASES ((int)(sizeof CASES / sizeof CASES[0]))
 

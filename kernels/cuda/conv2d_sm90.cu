@@ -25,6 +25,9 @@
  * NHWC variant (conv_fwd_sm90_kernel on a ConvNhwcCfg, where the gathered tensor's channels are whole 16-byte chunks): the
  * source copied to NHWC and rounded first, the reduction tap-major, 16-byte copies, both wgmma operands from
  * shared memory (comment above NhwcGather).
+ * Window patch (conv_patch_sm90_kernel, stride 1, taken first where it fits): no gather at all; each CTA
+ * copies the rows of the source its 128 pixels' windows cover from NCHW into shared memory once, and every
+ * tap is a shifted wgmma descriptor over them (comment above PatchGather).
  * Weight gradient: pixels as K (their contiguous direction), both operands in shared memory (TF32 read
  * toward zero), split over the pixels (below). Deterministic throughout: one CTA per output element, k in
  * a fixed order, split partials added in order.
@@ -119,21 +122,29 @@ __device__ __forceinline__ void consume(float (&acc)[C::BN / 2], unsigned char *
     for (int i = 0; i < C::BN / 2; i++) reg_fence(acc[i]);
 }
 
-/* The forward kernel's epilogue: each consumer warp's 16 pixels x BN channels through its staging slice of
- * the (idle) ring, channel by channel, 16 consecutive pixels per half warp. */
-template <int BN>
-__device__ __forceinline__ void store_pixels_channels(const float (&acc)[BN / 2], unsigned char *smem, int p0, int c0,
-                                                      int cw, int M, int N, const OutNCHW &out, const Epi &ep) {
+/* The output pixel of tile row r (0..127) of the kernels with pixels contiguous in the tile: p0 + r, -1 past
+ * the N pixels. */
+struct LinearPixels {
+    int p0, N;
+    __device__ __forceinline__ int operator()(int r) const { return p0 + r < N ? p0 + r : -1; }
+};
+
+/* The forward kernels' epilogue: each consumer warp's 16 pixels x BN channels through its staging slice of
+ * the (idle) shared memory, channel by channel, 16 pixels per half warp; pixel_of(tile row) is the output
+ * pixel of a row, -1 for none. */
+template <int BN, class PixelOf>
+__device__ __forceinline__ void store_pixels_channels(const float (&acc)[BN / 2], unsigned char *smem, const PixelOf &pixel_of,
+                                                      int c0, int cw, int M, const OutNCHW &out, const Epi &ep) {
     named_barrier(1, 256); /* both consumer warpgroups are done with the ring */
     const int tid = threadIdx.x % 128, lane = threadIdx.x % 32;
     float *buf = reinterpret_cast<float *>(smem) + (threadIdx.x / 32 - 4) * kEpiRows * kEpiLd;
     const int prow = lane & 15, half = lane >> 4;
-    const int pix = p0 + cw * 64 + (tid / 32) * 16 + prow;
+    const int pix = pixel_of(cw * 64 + (tid / 32) * 16 + prow);
 #pragma unroll 1
     for (int c = 0; c < BN / kEpiCols; c++) {
         stage_chunk<BN>(buf, acc, c, lane / 4, lane % 4);
         __syncwarp();
-        if (pix < N) {
+        if (pix >= 0) {
 #pragma unroll 4
             for (int e = 0; e < kEpiCols / 2; e++) {
                 const int col = 2 * e + half, ch = c0 + c * kEpiCols + col;
@@ -177,17 +188,17 @@ __device__ __forceinline__ void put_rounded(float v, __nv_bfloat16 *p) { *p = __
 /* wpk[m][k] = round(W[m][k]) (TF32 or BF16, nearest even) for m < M, k < Kd = Ch * RS, zeros to Mpad x Kpad.
  * W[m][(c, rs)] is w[m][c][rs] of a [M][Ch][RS] weight, or, transposed (the data gradient's A), w[c][m][rs] of
  * a [Ch][M][RS] one (Ch = the convolution's output channels, M its input channels). k orders (c, rs) channel
- * major, k = c * RS + rs (the NCHW gather's rows), or tap major, k = rs * Ch + c (the NHWC gather's). */
+ * major, k = c * RS + rs (the NCHW gather's rows), or tap major, k = rs * Chp + c (the NHWC gather's, Chp =
+ * Ch; the window patch's, Chp = Ch padded to whole slabs, zeros for c >= Ch). */
 template <class T>
-__global__ void pack_weights(const float *__restrict__ w, int M, int Ch, int RS, int Mpad, int Kpad, int transposed,
-                             int tap_major, T *__restrict__ wpk) {
+__global__ void pack_weights(const float *__restrict__ w, int M, int Ch, int Chp, int RS, int Mpad, int Kpad,
+                             int transposed, int tap_major, T *__restrict__ wpk) {
     const int64_t total = (int64_t)Mpad * Kpad;
-    const int Kd = Ch * RS;
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
         const int m = (int)(i / Kpad), k = (int)(i % Kpad);
+        const int c = tap_major ? k % Chp : k / RS, rs = tap_major ? k / Chp : k % RS;
         float v = 0.0f;
-        if (m < M && k < Kd) {
-            const int c = tap_major ? k % Ch : k / RS, rs = tap_major ? k / Ch : k % RS;
+        if (m < M && c < Ch && rs < RS) {
             v = transposed ? w[((int64_t)c * M + m) * RS + rs] : w[((int64_t)m * Ch + c) * RS + rs];
         }
         put_rounded(v, &wpk[i]);
@@ -439,7 +450,243 @@ __global__ void __launch_bounds__(C::THREADS, 2)
     float acc[C::BN / 2];
     if constexpr (C::NHWC) consume<C>(acc, smem, full, empty, kblocks, (uint32_t)(wg - 1) * 64 * kRowBytes);
     else consume_reg<C>(acc, smem, full, empty, kblocks, wg - 1);
-    store_pixels_channels<C::BN>(acc, smem, p0, c0, wg - 1, M, g.cols, out, ep);
+    store_pixels_channels<C::BN>(acc, smem, LinearPixels{p0, g.cols}, c0, wg - 1, M, out, ep);
+#endif
+}
+
+/* ---- forward / stride-1 data gradient from a window patch in shared memory (no gather, no NHWC copy) ----
+ * With stride 1 every window tap (r, s) of an output pixel (y, x) reads the source at (y + r', x + s') of a
+ * "virtual" zero-padded plane V (V[u][v] = src[u + oh][v + ow]; r' = r, s' = s for the forward, R-1-r,
+ * S-1-s for the mirrored data gradient). Laid out with a row pitch of Wo + S - 1, V's flat index of that
+ * read is m + (r' * pitch + s') with m = y * pitch + x: every tap is one constant shift of the same rows.
+ * So a CTA takes 128 consecutive m of one image (the tile's rows; x >= Wo rows compute unused outputs, S - 1
+ * of every pitch), copies V's rows m0 .. m0 + 127 + (R-1) * pitch + S - 1 (the "patch") into shared memory
+ * once per 128-byte slab of channels (32 tf32 / 64 bf16: one swizzled row per patch row), rounded on the
+ * way, and each tap's A operand is the patch seen from row shift(r, s) on: a wgmma descriptor whose start
+ * moves by whole 128-byte rows (the 128-byte swizzle is a function of the shared-memory address, so a
+ * shifted start reads the same swizzled rows with the descriptor's base offset left 0: seen on an H100,
+ * 2026-12-07, starts 1, 3, 5, 8 and 13 rows in exact against an aligned copy, and every start not a
+ * multiple of 8 rows wrong with the base offset set to (start >> 7) & 7). The source is read about (1 + (R-1) * pitch / 128) times
+ * instead of R * S times, straight from NCHW (a warp's load is 32 consecutive m of one channel), and the
+ * NHWC copy is gone. Weights: packed rounded, tap-major with the channels padded to whole slabs
+ * (k = tap * Chp + c), one 128-byte row per output channel and (tap, slab) through a 4-stage cp.async ring.
+ * Order of the reduction: slab, then tap, then channel: for one slab the NHWC kernel's order.
+ * Opt-in (ODL_CONV_PATCH=1): correct, but slower on an H100 than the NHWC copy and its gather (MNIST conv2
+ * N512 TF32 forward 270 us against 176; ncu: most warp cycles waiting on global loads; bench/NOTES.md
+ * "Window patch"). */
+struct PatchGather {
+    const float *src; /* [images][Ch][Hs][Ws] float32 */
+    int Ch, Chp, Hs, Ws, img_stride, plane; /* Chp: Ch padded to whole slabs; plane = Hs * Ws */
+    int oh, ow, R, S, sgn;                  /* V[u][v] = src[u + oh][v + ow]; sgn < 0: mirrored taps */
+    int Ho, Wo, pitch, tiles, rows;         /* tiles per image of 128 m; rows: the patch's rows (PR) */
+    int patch_bytes, pbuf;                  /* one patch buffer (PR rounded to 8 rows) and their count */
+    FastDiv fPitch, fTiles;
+};
+
+template <bool BF16_, int BN_>
+struct ConvPatchCfg {
+    static constexpr bool BF16 = BF16_;
+    static constexpr int BM = 128, BN = BN_, THREADS = 384, STAGES = 4;
+    using T = typename std::conditional<BF16, __nv_bfloat16, float>::type;
+    static constexpr int E = 16 / (int)sizeof(T);         /* channels per 16-byte chunk */
+    static constexpr int SW = kRowBytes / (int)sizeof(T); /* channels per slab: one 128-byte row */
+    static constexpr int B_BYTES = BN * kRowBytes, RING_BYTES = STAGES * B_BYTES;
+    static constexpr int BAR_BYTES = (2 * STAGES + 4) * 8;
+    using Op = Wgmma<BF16 ? WgIn::BF16 : WgIn::TF32, BN, 0, 0>;
+    static_assert(Op::K * (int)sizeof(T) == 32, "32-byte k steps");
+    static_assert(BN % 32 == 0 && BN <= 64, "channel tiles of 32 or 64");
+    static_assert(8 * kEpiRows * kEpiLd * 4 <= RING_BYTES + 2 * BM * kRowBytes, "staging fits in ring + a patch");
+    static int smem_bytes(int patch_bytes, int pbuf) { return RING_BYTES + pbuf * patch_bytes + BAR_BYTES + 1024; }
+};
+
+/* E consecutive channels of one source element position, rounded, as 16 bytes. */
+__device__ __forceinline__ uint4 patch_chunk(const float *__restrict__ p, int plane, int n, float) {
+    float v[4];
+#pragma unroll
+    for (int e = 0; e < 4; e++) v[e] = e < n ? round_tf32_rne(__ldg(p + (int64_t)e * plane)) : 0.0f;
+    return make_uint4(__float_as_uint(v[0]), __float_as_uint(v[1]), __float_as_uint(v[2]), __float_as_uint(v[3]));
+}
+__device__ __forceinline__ uint4 patch_chunk(const float *__restrict__ p, int plane, int n, __nv_bfloat16) {
+    uint32_t w[4];
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+        const float a = 2 * e < n ? __ldg(p + (int64_t)(2 * e) * plane) : 0.0f;
+        const float b = 2 * e + 1 < n ? __ldg(p + (int64_t)(2 * e + 1) * plane) : 0.0f;
+        const __nv_bfloat162 h = __floats2bfloat162_rn(a, b); /* .x = a, the lower channel, in the low half */
+        w[e] = *reinterpret_cast<const uint32_t *>(&h);
+    }
+    return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+/* Slab j of the patch of the tile at m0 of one image (src: the image) into the swizzled rows at pa: lane =
+ * patch row (32 consecutive m: coalesced loads of each channel), warp w the chunks w and w + 4 of each
+ * row (conflict-free 16-byte stores: 8 rows cover the 8 swizzled slots); zeros outside V's source part
+ * and past Ch. RB rows per thread are loaded before any is stored, so that 8 * RB (TF32) or 16 * RB (BF16)
+ * loads of a thread are in flight at once. */
+template <class C>
+__device__ __forceinline__ void load_patch(const PatchGather &g, const float *__restrict__ src, int j, int m0,
+                                           uint32_t pa) {
+    constexpr int RB = C::BF16 ? 2 : 3;
+    const int tid = threadIdx.x % 128, lane = tid & 31, w = tid >> 5;
+    const int cbase = j * C::SW;
+    for (int row0 = lane; row0 < g.rows; row0 += 32 * RB) {
+        uint4 val[RB][2];
+#pragma unroll
+        for (int b = 0; b < RB; b++) {
+            const int row = row0 + 32 * b;
+            int u, v;
+            g.fPitch.divmod(m0 + row, u, v);
+            const int hy = u + g.oh, wx = v + g.ow;
+            const bool in = row < g.rows && (unsigned)hy < (unsigned)g.Hs && (unsigned)wx < (unsigned)g.Ws;
+#pragma unroll
+            for (int q = 0; q < 2; q++) {
+                const int c = cbase + (w + 4 * q) * C::E;
+                const int n = in ? min(C::E, g.Ch - c) : 0; /* channels to read (<= 0: none) */
+                const float *p = n > 0 ? src + (int64_t)c * g.plane + hy * g.Ws + wx : src;
+                val[b][q] = patch_chunk(p, g.plane, n, typename C::T{});
+            }
+        }
+#pragma unroll
+        for (int b = 0; b < RB; b++) {
+            const int row = row0 + 32 * b;
+            if (row >= g.rows) break;
+#pragma unroll
+            for (int q = 0; q < 2; q++)
+                asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(pa + sw128(row, (uint32_t)(w + 4 * q) * 16)),
+                             "r"(val[b][q].x), "r"(val[b][q].y), "r"(val[b][q].z), "r"(val[b][q].w)
+                             : "memory");
+        }
+    }
+}
+
+/* The shift of tap (r, s) in patch rows. */
+__device__ __forceinline__ int patch_shift(const PatchGather &g, int r, int s) {
+    return g.sgn > 0 ? r * g.pitch + s : (g.R - 1 - r) * g.pitch + (g.S - 1 - s);
+}
+
+/* The tile's output pixel of a row: m = m0 + r -> (u, v), an output for v < Wo and u < Ho. */
+struct PatchPixels {
+    int img, m0, Ho, Wo;
+    FastDiv fPitch;
+    __device__ __forceinline__ int operator()(int r) const {
+        int u, v;
+        fPitch.divmod(m0 + r, u, v);
+        return u < Ho && v < Wo ? (img * Ho + u) * Wo + v : -1;
+    }
+};
+
+template <class C>
+__global__ void __launch_bounds__(C::THREADS, 2)
+    conv_patch_sm90_kernel(const PatchGather g, const typename C::T *__restrict__ wpk, int Kpad, int M,
+                           const OutNCHW out, const Epi ep) {
+#ifndef ODL_CONV_SM90_STUB
+    extern __shared__ unsigned char smem_raw[];
+    unsigned char *smem = reinterpret_cast<unsigned char *>(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
+    unsigned char *ring = smem, *patch = smem + C::RING_BYTES;
+    uint64_t *full = reinterpret_cast<uint64_t *>(patch + g.pbuf * g.patch_bytes);
+    uint64_t *empty = full + C::STAGES, *pfull = empty + C::STAGES, *pempty = pfull + 2;
+    const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
+    int img, t;
+    g.fTiles.divmod((int)blockIdx.x, img, t);
+    const int m0 = t * C::BM, c0 = blockIdx.y * C::BN, slabs = g.Chp / C::SW;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < C::STAGES; s++) {
+            mbar_init(&full[s], 128);
+            mbar_init(&empty[s], 2);
+        }
+        for (int b = 0; b < 2; b++) {
+            mbar_init(&pfull[b], 128);
+            mbar_init(&pempty[b], 2);
+        }
+        mbar_fence_init();
+    }
+    __syncthreads();
+
+    if (wg == 0) {
+        /* ---- producer: per slab its patch, then the weights of each tap ---- */
+        const float *src = g.src + (int64_t)img * g.img_stride;
+        int s = 0, pb = 0, issued = 0; /* issued: taps of slab 0 whose weights went before its patch */
+        uint32_t phase = 0, pphase = 0;
+        auto weights = [&](int j, int tap) {
+            mbar_wait(&empty[s], phase ^ 1);
+            const uint32_t sb = smem_addr(ring + s * C::B_BYTES);
+            const int64_t k0 = (int64_t)tap * g.Chp + j * C::SW;
+#pragma unroll
+            for (int i = tid; i < C::BN * 8; i += 128) {
+                const int row = i >> 3, chunk = i & 7;
+                cp_async16(sb + sw128(row, (uint32_t)chunk * 16), wpk + (int64_t)(c0 + row) * Kpad + k0 + chunk * C::E);
+            }
+            cp_async_mbar_arrive(&full[s]);
+            if (++s == C::STAGES) {
+                s = 0;
+                phase ^= 1;
+            }
+        };
+        const int RS = g.R * g.S;
+        for (; issued < min(RS, C::STAGES); issued++) weights(0, issued); /* in flight during the first patch */
+        for (int j = 0; j < slabs; j++) {
+            mbar_wait(&pempty[pb], pphase ^ 1);
+            load_patch<C>(g, src, j, m0, smem_addr(patch + pb * g.patch_bytes));
+            fence_proxy_async_shared(); /* the stores above, for wgmma's (async proxy) reads */
+            mbar_arrive(&pfull[pb]);
+            if (++pb == g.pbuf) {
+                pb = 0;
+                pphase ^= 1;
+            }
+            for (int tap = j == 0 ? issued : 0; tap < RS; tap++) weights(j, tap);
+        }
+        return;
+    }
+
+    /* ---- consumers: warpgroup cw takes tile rows cw * 64 .. + 63 ---- */
+    const int cw = wg - 1;
+    float acc[C::BN / 2];
+#pragma unroll
+    for (int i = 0; i < C::BN / 2; i++) acc[i] = 0.0f;
+    int s = 0, pb = 0, prev = -1;
+    uint32_t phase = 0, pphase = 0;
+    bool first = true;
+    for (int j = 0; j < slabs; j++) {
+        mbar_wait(&pfull[pb], pphase);
+        const uint32_t pa = smem_addr(patch + pb * g.patch_bytes) + (uint32_t)cw * 64 * kRowBytes;
+        for (int r = 0; r < g.R; r++) {
+            for (int sx = 0; sx < g.S; sx++) {
+                mbar_wait(&full[s], phase);
+                fence_proxy_async_shared();
+                const uint32_t a = pa + (uint32_t)patch_shift(g, r, sx) * kRowBytes;
+                const uint32_t b = smem_addr(ring + s * C::B_BYTES);
+                wgmma_fence();
+#pragma unroll
+                for (int k = 0; k < kRowBytes / 32; k++)
+                    C::Op::run(acc, desc_sw128(a + 32 * k, 16, 1024), desc_sw128(b + 32 * k, 16, 1024),
+                               (first && k == 0) ? 0u : 1u);
+                first = false;
+                wgmma_commit();
+                wgmma_wait<1>(); /* the previous group retired: release its weights stage */
+                if (prev >= 0 && tid == 0) mbar_arrive(&empty[prev]);
+                prev = s;
+                if (++s == C::STAGES) {
+                    s = 0;
+                    phase ^= 1;
+                }
+            }
+        }
+        /* the slab's groups all retired before its patch goes back (with one buffer the producer waits for
+         * it before the next slab's patch, which this warpgroup's next group needs) */
+        wgmma_wait<0>();
+        if (tid == 0) {
+            mbar_arrive(&empty[prev]);
+            mbar_arrive(&pempty[pb]);
+        }
+        prev = -1;
+        if (++pb == g.pbuf) {
+            pb = 0;
+            pphase ^= 1;
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < C::BN / 2; i++) reg_fence(acc[i]);
+    store_pixels_channels<C::BN>(acc, smem, PatchPixels{img, m0, g.Ho, g.Wo, g.fPitch}, c0, cw, M, out, ep);
 #endif
 }
 
@@ -580,6 +827,35 @@ bool nhwc_fits(int64_t Ch, int64_t images, int64_t src_elems, bool bf16) {
     return odl_env_bool(ODL_ENV_CONV_NHWC) && Ch % (bf16 ? 8 : 4) == 0 && images <= 65535 && src_elems < INT_MAX;
 }
 
+/* The window-patch kernel's parameters for a stride-1 product (false: not stride 1, ODL_CONV_PATCH off, or
+ * the patch or the indices too large for it). The patch and the weights ring share a CTA's shared memory
+ * with a second CTA on the multiprocessor; two patch buffers where that fits and there are several slabs. */
+bool patch_plan(const ConvGatherParams &g, int Ch, int RS, int images, bool bf16, int M, PatchGather &pg, int &smem) {
+    if (!odl_env_bool(ODL_ENV_CONV_PATCH) || g.mul_h != 1 || g.mul_w != 1) return false;
+    const int S = (int)g.fS.d, R = RS / S, Wo = (int)g.fRow.d, Ho = (int)(g.fPlane.d / g.fRow.d);
+    const int64_t pitch = (int64_t)Wo + S - 1, rows = 128 + (int64_t)(R - 1) * pitch + S - 1;
+    const int64_t tiles = cdiv((int64_t)Ho * pitch, 128);
+    const int sw = bf16 ? 64 : 32;
+    const int64_t chp = cdiv(Ch, sw) * sw;
+    if (rows > 4096 || (int64_t)images * tiles > INT_MAX || (int64_t)images * g.img_stride >= INT_MAX ||
+        tiles * 128 + rows >= INT_MAX || chp * RS >= INT_MAX)
+        return false;
+    const int patch_bytes = (int)(cdiv(rows, 8) * 8 * kRowBytes);
+    const bool bn32 = channel_tile(M) == 32;
+    auto bytes = [&](int pbuf) {
+        return bf16 ? (bn32 ? ConvPatchCfg<true, 32>::smem_bytes(patch_bytes, pbuf) : ConvPatchCfg<true, 64>::smem_bytes(patch_bytes, pbuf))
+                    : (bn32 ? ConvPatchCfg<false, 32>::smem_bytes(patch_bytes, pbuf) : ConvPatchCfg<false, 64>::smem_bytes(patch_bytes, pbuf));
+    };
+    constexpr int kTwoPerSm = 113 * 1024; /* 227 KB a multiprocessor, two CTAs */
+    const int pbuf = chp / sw > 1 && bytes(2) <= kTwoPerSm ? 2 : 1;
+    if (bytes(pbuf) > kTwoPerSm) return false;
+    const int oh = g.sgn > 0 ? g.add_h : g.add_h - (R - 1), ow = g.sgn > 0 ? g.add_w : g.add_w - (S - 1);
+    pg = {g.src, Ch, (int)chp, g.Hs, g.Ws, g.img_stride, g.plane, oh, ow, R, S, g.sgn, Ho, Wo, (int)pitch, (int)tiles,
+          (int)rows, patch_bytes, pbuf, FastDiv((int)pitch), FastDiv((int)tiles)};
+    smem = bytes(pbuf);
+    return true;
+}
+
 } // namespace
 
 bool conv_use(int64_t M, int64_t N, int64_t Kd, int64_t Ch, int64_t images, int64_t src_elems, bool bf16) {
@@ -615,6 +891,38 @@ odl_status launch_fwd(const G &g, const void *wpk, int Kpad, int M, int N, const
     return ODL_OK;
 }
 
+template <class C>
+odl_status launch_patch(const PatchGather &pg, int smem, const void *wpk, int Kpad, int M, int images, const OutNCHW &out,
+                        const Epi &ep) {
+    static std::atomic<unsigned long long> opted{0};
+    ODL_CHECK(opt_in_smem(conv_patch_sm90_kernel<C>, 113 * 1024, opted));
+    const dim3 grid((unsigned)(images * pg.tiles), (unsigned)cdiv(M, C::BN));
+    conv_patch_sm90_kernel<C><<<grid, C::THREADS, smem, stream()>>>(pg, static_cast<const typename C::T *>(wpk), Kpad, M,
+                                                                     out, ep);
+    return ODL_OK;
+}
+
+/* The window-patch path of conv_rounded: weights packed tap-major over whole slabs, then the kernel. */
+odl_status conv_patch(const PatchGather &pg, int smem, const float *w, bool transposed, int RS, bool bf16, int M,
+                      int images, const OutNCHW &out, const Epi &ep) {
+    const int BN = channel_tile(M), esz = bf16 ? 2 : 4;
+    const int Mpad = (int)(cdiv(M, BN) * BN), Kpad = pg.Chp * RS;
+    void *wpk = nullptr;
+    ODL_CHECK(workspace((size_t)Mpad * Kpad * esz, &wpk));
+    const unsigned blocks = grid_for((int64_t)Mpad * Kpad, 256);
+    const int tr = transposed ? 1 : 0;
+    if (bf16)
+        pack_weights<__nv_bfloat16><<<blocks, 256, 0, stream()>>>(w, M, pg.Ch, pg.Chp, RS, Mpad, Kpad, tr, 1,
+                                                                  static_cast<__nv_bfloat16 *>(wpk));
+    else
+        pack_weights<float><<<blocks, 256, 0, stream()>>>(w, M, pg.Ch, pg.Chp, RS, Mpad, Kpad, tr, 1, static_cast<float *>(wpk));
+    ODL_CUDA_LAUNCH_CHECK("odl_conv2d_pack_weights");
+    if (bf16) return BN == 32 ? launch_patch<ConvPatchCfg<true, 32>>(pg, smem, wpk, Kpad, M, images, out, ep)
+                              : launch_patch<ConvPatchCfg<true, 64>>(pg, smem, wpk, Kpad, M, images, out, ep);
+    return BN == 32 ? launch_patch<ConvPatchCfg<false, 32>>(pg, smem, wpk, Kpad, M, images, out, ep)
+                    : launch_patch<ConvPatchCfg<false, 64>>(pg, smem, wpk, Kpad, M, images, out, ep);
+}
+
 odl_status conv_rounded(const ConvGatherParams &g, const float *w, bool transposed, int RS, bool bf16, int M, int N,
                         int Kd, const OutNCHW &out, const Epi &ep, const char *what) {
     if (M <= 0 || N <= 0) return ODL_OK;
@@ -623,6 +931,13 @@ odl_status conv_rounded(const ConvGatherParams &g, const float *w, bool transpos
                        what, M, N, Kd);
     const int BN = channel_tile(M), BK = bf16 ? 64 : 32, esz = bf16 ? 2 : 4;
     const int Ch = Kd / RS, out_plane = (int)g.fPlane.d, images = N / out_plane;
+    PatchGather pg;
+    int psmem = 0;
+    if (patch_plan(g, Ch, RS, images, bf16, M, pg, psmem)) {
+        ODL_CHECK(conv_patch(pg, psmem, w, transposed, RS, bf16, M, images, out, ep));
+        ODL_CUDA_LAUNCH_CHECK(what);
+        return ODL_OK;
+    }
     const bool nhwc = nhwc_fits(Ch, images, (int64_t)images * g.img_stride, bf16);
     const int Mpad = (int)(cdiv(M, BN) * BN), Kpad = (int)(cdiv(Kd, BK) * BK);
     /* the workspace: the packed weights, then (NHWC) the rounded copy of the gathered tensor */
@@ -634,10 +949,10 @@ odl_status conv_rounded(const ConvGatherParams &g, const float *w, bool transpos
     const unsigned blocks = grid_for((int64_t)Mpad * Kpad, 256);
     const int tr = transposed ? 1 : 0, tap = nhwc ? 1 : 0;
     if (bf16)
-        pack_weights<__nv_bfloat16><<<blocks, 256, 0, stream()>>>(w, M, Ch, RS, Mpad, Kpad, tr, tap,
+        pack_weights<__nv_bfloat16><<<blocks, 256, 0, stream()>>>(w, M, Ch, Ch, RS, Mpad, Kpad, tr, tap,
                                                                   static_cast<__nv_bfloat16 *>(wpk));
     else
-        pack_weights<float><<<blocks, 256, 0, stream()>>>(w, M, Ch, RS, Mpad, Kpad, tr, tap, static_cast<float *>(wpk));
+        pack_weights<float><<<blocks, 256, 0, stream()>>>(w, M, Ch, Ch, RS, Mpad, Kpad, tr, tap, static_cast<float *>(wpk));
     ODL_CUDA_LAUNCH_CHECK("odl_conv2d_pack_weights");
     odl_status st;
     if (nhwc) {
