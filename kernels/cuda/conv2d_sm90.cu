@@ -25,9 +25,10 @@
  * NHWC variant (conv_fwd_sm90_kernel on a ConvNhwcCfg, where the gathered tensor's channels are whole 16-byte chunks): the
  * source copied to NHWC and rounded first, the reduction tap-major, 16-byte copies, both wgmma operands from
  * shared memory (comment above NhwcGather).
- * Window patch (conv_patch_sm90_kernel, stride 1, taken first where it fits): no gather at all; each CTA
- * copies the rows of the source its 128 pixels' windows cover from NCHW into shared memory once, and every
- * tap is a shifted wgmma descriptor over them (comment above PatchGather).
+ * Window patch (conv_patch_sm90_kernel, stride 1, opt-in by ODL_CONV_PATCH=1, then taken first where it
+ * fits): no gather at all; each CTA copies the rows of the source its 128 pixels' windows cover from NCHW
+ * into shared memory once, and every tap is a shifted wgmma descriptor over them (comment above
+ * PatchGather).
  * Weight gradient: pixels as K (their contiguous direction), both operands in shared memory (TF32 read
  * toward zero), split over the pixels (below). Deterministic throughout: one CTA per output element, k in
  * a fixed order, split partials added in order.
