@@ -62,6 +62,20 @@ __device__ __forceinline__ uint32_t sw128(int row, uint32_t b) {
     return (uint32_t)row * kRowBytes + ((((b >> 4) ^ (uint32_t)(row & 7))) << 4) + (b & 15);
 }
 
+/* Producer thread tid's (0..127) share of one stage of packed weights: rows c0 .. c0 + BN - 1 of wpk (rows
+ * of Kpad elements, all inside the padded buffer) from element k0 on, 128 bytes each as 8 16-byte
+ * cp.async into the K-major swizzled tile at sb. */
+template <int BN, class T>
+__device__ __forceinline__ void copy_weights(uint32_t sb, const T *__restrict__ wpk, int Kpad, int c0, int64_t k0,
+                                             int tid) {
+#pragma unroll
+    for (int i = tid; i < BN * 8; i += 128) {
+        const int row = i >> 3, chunk = i & 7;
+        cp_async16(sb + sw128(row, (uint32_t)chunk * 16),
+                   wpk + (int64_t)(c0 + row) * Kpad + k0 + chunk * (16 / (int)sizeof(T)));
+    }
+}
+
 /* A producer thread's share of the gathered operand: pixel rows pw*32 + 8j + nr (j < PJ) of the CTA's 128,
  * their window origins, and the cp.async of one k of all of them into a K-major swizzled tile. */
 template <int PJ>
@@ -89,36 +103,33 @@ struct PixelRows {
  * proxy, BK / Op::K wgmma m64nBN on the stage's 64 A rows at a_off bytes and the B rows after the A tile,
  * one group in flight, each stage released (one arrival per warpgroup) once its group retired. Every k step
  * is 32 bytes of a 128-byte row (8 tf32 or 16 bf16). acc holds zeros where kblocks is 0. */
+/* One 128-byte row of k of both K-major swizzled operands, A at a, B at b, as Op::K-sized wgmma steps of
+ * 32 bytes, committed as one group; the first step overwrites acc unless `accumulate`. */
+template <class Op, int N>
+__device__ __forceinline__ void mma_row(float (&acc)[N], uint32_t a, uint32_t b, bool accumulate) {
+    wgmma_fence();
+#pragma unroll
+    for (int j = 0; j < kRowBytes / 32; j++)
+        Op::run(acc, desc_sw128(a + 32 * j, 16, 1024), desc_sw128(b + 32 * j, 16, 1024), (accumulate || j > 0) ? 1u : 0u);
+    wgmma_commit();
+}
+
 template <class C>
 __device__ __forceinline__ void consume(float (&acc)[C::BN / 2], unsigned char *smem, uint64_t *full, uint64_t *empty,
                                         int kblocks, uint32_t a_off) {
+    static_assert(C::BK / C::Op::K == kRowBytes / 32, "one 128-byte row per stage");
     const int tid = threadIdx.x % 128;
 #pragma unroll
     for (int i = 0; i < C::BN / 2; i++) acc[i] = 0.0f;
-    int s = 0, prev = -1;
-    uint32_t phase = 0;
+    ConsumerRing<C::STAGES> ring;
     for (int kb = 0; kb < kblocks; kb++) {
-        mbar_wait(&full[s], phase);
-        fence_proxy_async_shared();
-        const uint32_t sa = smem_addr(smem + s * C::STAGE_BYTES) + a_off;
-        const uint32_t sb = smem_addr(smem + s * C::STAGE_BYTES + C::A_BYTES);
-        wgmma_fence();
-#pragma unroll
-        for (int j = 0; j < C::BK / C::Op::K; j++) {
-            const uint32_t step = j * 32; /* one k step inside the swizzle row */
-            C::Op::run(acc, desc_sw128(sa + step, 16, 1024), desc_sw128(sb + step, 16, 1024), (kb > 0 || j > 0) ? 1u : 0u);
-        }
-        wgmma_commit();
-        wgmma_wait<1>(); /* the previous stage's group has retired: release it */
-        if (prev >= 0 && tid == 0) mbar_arrive(&empty[prev]);
-        prev = s;
-        if (++s == C::STAGES) {
-            s = 0;
-            phase ^= 1;
-        }
+        ring.wait(full);
+        const uint32_t sa = smem_addr(smem + ring.s * C::STAGE_BYTES) + a_off;
+        const uint32_t sb = smem_addr(smem + ring.s * C::STAGE_BYTES + C::A_BYTES);
+        mma_row<typename C::Op>(acc, sa, sb, kb > 0);
+        ring.retire_prev(empty, tid);
     }
-    wgmma_wait<0>();
-    if (prev >= 0 && tid == 0) mbar_arrive(&empty[prev]);
+    ring.drain(empty, tid);
 #pragma unroll
     for (int i = 0; i < C::BN / 2; i++) reg_fence(acc[i]);
 }
@@ -212,7 +223,6 @@ __device__ __forceinline__ void produce_reg(const ConvGatherParams &g, const typ
                                             uint64_t *empty) {
     const int tid = threadIdx.x % 128, pw = tid / 32, lane = tid % 32, ks = lane & 3, nr = lane >> 2;
     const PixelRows<C::BM / 32> px(g, p0, pw, nr);
-    constexpr int PER_CHUNK = 16 / (int)sizeof(typename C::T); /* weight elements per 16-byte chunk */
     int s = 0;
     uint32_t phase = 0;
     for (int kb = 0; kb < kblocks; kb++) {
@@ -221,13 +231,7 @@ __device__ __forceinline__ void produce_reg(const ConvGatherParams &g, const typ
 #pragma unroll
         for (int kk = 0; kk < C::BK / 4; kk++) /* tile kk / 8, chunk kk % 8 */
             px.copy(g, sa + (kk / 8) * C::A_SUB, pw, nr, kb * C::BK + kk * 4 + ks, (uint32_t)((((kk % 8) ^ nr) << 4) + ks * 4));
-        /* the packed weights: BN rows of 8 16-byte chunks, all inside the padded buffer */
-#pragma unroll
-        for (int i = tid; i < C::BN * 8; i += 128) {
-            const int row = i >> 3, ch = i & 7;
-            cp_async16(sb + sw128(row, (uint32_t)ch * 16),
-                       wpk + (int64_t)(c0 + row) * Kpad + kb * C::BK + ch * PER_CHUNK);
-        }
+        copy_weights<C::BN>(sb, wpk, Kpad, c0, kb * C::BK, tid);
         /* compute-sanitizer's racecheck reports the consumers' ordinary loads of this ring against these
          * copies (208 hazards in test_conv_tc --quick, eighth session), and the same 208 with the copies
          * waited for by cp.async.wait_group and announced by a plain release arrival instead: it does not
@@ -408,11 +412,7 @@ __device__ __forceinline__ void produce_nhwc(const NhwcGather &g, const typename
             const bool ok = (unsigned)(hb[j] + dr) < (unsigned)g.Hs && (unsigned)(wb[j] + ds) < (unsigned)g.Ws;
             cp_async16_ca(sa + sw128(rq + 16 * j, (uint32_t)ch * 16), ok ? src + (base[j] + off) : src, ok);
         }
-#pragma unroll
-        for (int i = tid; i < C::BN * 8; i += 128) {
-            const int row = i >> 3, chunk = i & 7;
-            cp_async16(sb + sw128(row, (uint32_t)chunk * 16), wpk + (int64_t)(c0 + row) * Kpad + kb * C::BK + chunk * C::E);
-        }
+        copy_weights<C::BN>(sb, wpk, Kpad, c0, kb * C::BK, tid);
         cp_async_mbar_arrive(&full[s]);
         if (++s == C::STAGES) {
             s = 0;
@@ -611,12 +611,7 @@ __global__ void __launch_bounds__(C::THREADS, 2)
         auto weights = [&](int j, int tap) {
             mbar_wait(&empty[s], phase ^ 1);
             const uint32_t sb = smem_addr(ring + s * C::B_BYTES);
-            const int64_t k0 = (int64_t)tap * g.Chp + j * C::SW;
-#pragma unroll
-            for (int i = tid; i < C::BN * 8; i += 128) {
-                const int row = i >> 3, chunk = i & 7;
-                cp_async16(sb + sw128(row, (uint32_t)chunk * 16), wpk + (int64_t)(c0 + row) * Kpad + k0 + chunk * C::E);
-            }
+            copy_weights<C::BN>(sb, wpk, Kpad, c0, (int64_t)tap * g.Chp + j * C::SW, tid);
             cp_async_mbar_arrive(&full[s]);
             if (++s == C::STAGES) {
                 s = 0;
@@ -644,42 +639,26 @@ __global__ void __launch_bounds__(C::THREADS, 2)
     float acc[C::BN / 2];
 #pragma unroll
     for (int i = 0; i < C::BN / 2; i++) acc[i] = 0.0f;
-    int s = 0, pb = 0, prev = -1;
-    uint32_t phase = 0, pphase = 0;
-    bool first = true;
+    ConsumerRing<C::STAGES> wring;
+    int pb = 0;
+    uint32_t pphase = 0;
+    bool accumulate = false;
     for (int j = 0; j < slabs; j++) {
         mbar_wait(&pfull[pb], pphase);
         const uint32_t pa = smem_addr(patch + pb * g.patch_bytes) + (uint32_t)cw * 64 * kRowBytes;
         for (int r = 0; r < g.R; r++) {
             for (int sx = 0; sx < g.S; sx++) {
-                mbar_wait(&full[s], phase);
-                fence_proxy_async_shared();
-                const uint32_t a = pa + (uint32_t)patch_shift(g, r, sx) * kRowBytes;
-                const uint32_t b = smem_addr(ring + s * C::B_BYTES);
-                wgmma_fence();
-#pragma unroll
-                for (int k = 0; k < kRowBytes / 32; k++)
-                    C::Op::run(acc, desc_sw128(a + 32 * k, 16, 1024), desc_sw128(b + 32 * k, 16, 1024),
-                               (first && k == 0) ? 0u : 1u);
-                first = false;
-                wgmma_commit();
-                wgmma_wait<1>(); /* the previous group retired: release its weights stage */
-                if (prev >= 0 && tid == 0) mbar_arrive(&empty[prev]);
-                prev = s;
-                if (++s == C::STAGES) {
-                    s = 0;
-                    phase ^= 1;
-                }
+                wring.wait(full);
+                mma_row<typename C::Op>(acc, pa + (uint32_t)patch_shift(g, r, sx) * kRowBytes,
+                                        smem_addr(ring + wring.s * C::B_BYTES), accumulate);
+                accumulate = true;
+                wring.retire_prev(empty, tid);
             }
         }
         /* the slab's groups all retired before its patch goes back (with one buffer the producer waits for
          * it before the next slab's patch, which this warpgroup's next group needs) */
-        wgmma_wait<0>();
-        if (tid == 0) {
-            mbar_arrive(&empty[prev]);
-            mbar_arrive(&pempty[pb]);
-        }
-        prev = -1;
+        wring.drain(empty, tid);
+        if (tid == 0) mbar_arrive(&pempty[pb]);
         if (++pb == g.pbuf) {
             pb = 0;
             pphase ^= 1;

@@ -86,6 +86,38 @@ static __device__ __forceinline__ void wgmma_commit() {
 template <int N> static __device__ __forceinline__ void wgmma_wait() {
     asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
+
+/* A consumer warpgroup's place in a ring of STAGES shared-memory stages fed through "full" / "empty"
+ * mbarriers, one wgmma group in flight: the stage it reads next (s, in phase `phase`) and the stage whose
+ * group may still be running (prev, -1 for none). Each stage is handed back by one arrival per warpgroup
+ * (thread 0 of it) once its group has retired. */
+template <int STAGES>
+struct ConsumerRing {
+    int s = 0, prev = -1;
+    uint32_t phase = 0;
+    /* Waits for stage s's copies and orders them before the async proxy's (wgmma's) reads. */
+    __device__ __forceinline__ void wait(uint64_t *full) const {
+        mbar_wait(&full[s], phase);
+        fence_proxy_async_shared();
+    }
+    /* After stage s's group was committed: once the group before it retired, hands that one's stage back;
+     * moves on to the next stage. */
+    __device__ __forceinline__ void retire_prev(uint64_t *empty, int tid) {
+        wgmma_wait<1>();
+        if (prev >= 0 && tid == 0) mbar_arrive(&empty[prev]);
+        prev = s;
+        if (++s == STAGES) {
+            s = 0;
+            phase ^= 1;
+        }
+    }
+    /* Every group retired and the last stage handed back. */
+    __device__ __forceinline__ void drain(uint64_t *empty, int tid) {
+        wgmma_wait<0>();
+        if (prev >= 0 && tid == 0) mbar_arrive(&empty[prev]);
+        prev = -1;
+    }
+};
 /* Keeps the compiler from moving accesses of an accumulator register across the wgmma instructions that
  * write it asynchronously (CUTLASS's warpgroup_fence_operand). */
 static __device__ __forceinline__ void reg_fence(float &r) { asm volatile("" : "+f"(r)::"memory"); }
