@@ -807,6 +807,9 @@ bool nhwc_fits(int64_t Ch, int64_t images, int64_t src_elems, bool bf16) {
     return odl_env_bool(ODL_ENV_CONV_NHWC) && Ch % (bf16 ? 8 : 4) == 0 && images <= 65535 && src_elems < INT_MAX;
 }
 
+/* The window-patch kernel's dynamic shared memory at most: two CTAs on a multiprocessor of 227 KB. */
+constexpr int kPatchSmemMax = 113 * 1024;
+
 /* The window-patch kernel's parameters for a stride-1 product (false: not stride 1, ODL_CONV_PATCH off, or
  * the patch or the indices too large for it). The patch and the weights ring share a CTA's shared memory
  * with a second CTA on the multiprocessor; two patch buffers where that fits and there are several slabs. */
@@ -826,9 +829,8 @@ bool patch_plan(const ConvGatherParams &g, int Ch, int RS, int images, bool bf16
         return bf16 ? (bn32 ? ConvPatchCfg<true, 32>::smem_bytes(patch_bytes, pbuf) : ConvPatchCfg<true, 64>::smem_bytes(patch_bytes, pbuf))
                     : (bn32 ? ConvPatchCfg<false, 32>::smem_bytes(patch_bytes, pbuf) : ConvPatchCfg<false, 64>::smem_bytes(patch_bytes, pbuf));
     };
-    constexpr int kTwoPerSm = 113 * 1024; /* 227 KB a multiprocessor, two CTAs */
-    const int pbuf = chp / sw > 1 && bytes(2) <= kTwoPerSm ? 2 : 1;
-    if (bytes(pbuf) > kTwoPerSm) return false;
+    const int pbuf = chp / sw > 1 && bytes(2) <= kPatchSmemMax ? 2 : 1;
+    if (bytes(pbuf) > kPatchSmemMax) return false;
     const int oh = g.sgn > 0 ? g.add_h : g.add_h - (R - 1), ow = g.sgn > 0 ? g.add_w : g.add_w - (S - 1);
     pg = {g.src, Ch, (int)chp, g.Hs, g.Ws, g.img_stride, g.plane, oh, ow, R, S, g.sgn, Ho, Wo, (int)pitch, (int)tiles,
           (int)rows, patch_bytes, pbuf, FastDiv((int)pitch), FastDiv((int)tiles)};
@@ -860,6 +862,7 @@ bool conv_wgrad_use(int64_t M, int64_t N, int64_t NPQ) {
     return mode != 0 && wgrad_fits(M, N, NPQ) && available();
 }
 
+namespace {
 
 template <class C, class G>
 odl_status launch_fwd(const G &g, const void *wpk, int Kpad, int M, int N, const OutNCHW &out, const Epi &ep) {
@@ -871,11 +874,25 @@ odl_status launch_fwd(const G &g, const void *wpk, int Kpad, int M, int N, const
     return ODL_OK;
 }
 
+/* pack_weights into wpk (Mpad x Kpad of bfloat16 or float32) on the stream. */
+odl_status pack(const float *w, int M, int Ch, int Chp, int RS, int Mpad, int Kpad, bool transposed, bool tap_major,
+                bool bf16, void *wpk) {
+    const unsigned blocks = grid_for((int64_t)Mpad * Kpad, 256);
+    const int tr = transposed ? 1 : 0, tap = tap_major ? 1 : 0;
+    if (bf16)
+        pack_weights<__nv_bfloat16><<<blocks, 256, 0, stream()>>>(w, M, Ch, Chp, RS, Mpad, Kpad, tr, tap,
+                                                                  static_cast<__nv_bfloat16 *>(wpk));
+    else
+        pack_weights<float><<<blocks, 256, 0, stream()>>>(w, M, Ch, Chp, RS, Mpad, Kpad, tr, tap, static_cast<float *>(wpk));
+    ODL_CUDA_LAUNCH_CHECK("odl_conv2d_pack_weights");
+    return ODL_OK;
+}
+
 template <class C>
 odl_status launch_patch(const PatchGather &pg, int smem, const void *wpk, int Kpad, int M, int images, const OutNCHW &out,
                         const Epi &ep) {
     static std::atomic<unsigned long long> opted{0};
-    ODL_CHECK(opt_in_smem(conv_patch_sm90_kernel<C>, 113 * 1024, opted));
+    ODL_CHECK(opt_in_smem(conv_patch_sm90_kernel<C>, kPatchSmemMax, opted));
     const dim3 grid((unsigned)(images * pg.tiles), (unsigned)cdiv(M, C::BN));
     conv_patch_sm90_kernel<C><<<grid, C::THREADS, smem, stream()>>>(pg, static_cast<const typename C::T *>(wpk), Kpad, M,
                                                                      out, ep);
@@ -889,19 +906,14 @@ odl_status conv_patch(const PatchGather &pg, int smem, const float *w, bool tran
     const int Mpad = (int)(cdiv(M, BN) * BN), Kpad = pg.Chp * RS;
     void *wpk = nullptr;
     ODL_CHECK(workspace((size_t)Mpad * Kpad * esz, &wpk));
-    const unsigned blocks = grid_for((int64_t)Mpad * Kpad, 256);
-    const int tr = transposed ? 1 : 0;
-    if (bf16)
-        pack_weights<__nv_bfloat16><<<blocks, 256, 0, stream()>>>(w, M, pg.Ch, pg.Chp, RS, Mpad, Kpad, tr, 1,
-                                                                  static_cast<__nv_bfloat16 *>(wpk));
-    else
-        pack_weights<float><<<blocks, 256, 0, stream()>>>(w, M, pg.Ch, pg.Chp, RS, Mpad, Kpad, tr, 1, static_cast<float *>(wpk));
-    ODL_CUDA_LAUNCH_CHECK("odl_conv2d_pack_weights");
+    ODL_CHECK(pack(w, M, pg.Ch, pg.Chp, RS, Mpad, Kpad, transposed, true, bf16, wpk));
     if (bf16) return BN == 32 ? launch_patch<ConvPatchCfg<true, 32>>(pg, smem, wpk, Kpad, M, images, out, ep)
                               : launch_patch<ConvPatchCfg<true, 64>>(pg, smem, wpk, Kpad, M, images, out, ep);
     return BN == 32 ? launch_patch<ConvPatchCfg<false, 32>>(pg, smem, wpk, Kpad, M, images, out, ep)
                     : launch_patch<ConvPatchCfg<false, 64>>(pg, smem, wpk, Kpad, M, images, out, ep);
 }
+
+} // namespace
 
 odl_status conv_rounded(const ConvGatherParams &g, const float *w, bool transposed, int RS, bool bf16, int M, int N,
                         int Kd, const OutNCHW &out, const Epi &ep, const char *what) {
@@ -926,14 +938,7 @@ odl_status conv_rounded(const ConvGatherParams &g, const float *w, bool transpos
     void *wpk = nullptr;
     ODL_CHECK(workspace(wbytes + xbytes, &wpk));
     void *xt = static_cast<char *>(wpk) + wbytes;
-    const unsigned blocks = grid_for((int64_t)Mpad * Kpad, 256);
-    const int tr = transposed ? 1 : 0, tap = nhwc ? 1 : 0;
-    if (bf16)
-        pack_weights<__nv_bfloat16><<<blocks, 256, 0, stream()>>>(w, M, Ch, Ch, RS, Mpad, Kpad, tr, tap,
-                                                                  static_cast<__nv_bfloat16 *>(wpk));
-    else
-        pack_weights<float><<<blocks, 256, 0, stream()>>>(w, M, Ch, Ch, RS, Mpad, Kpad, tr, tap, static_cast<float *>(wpk));
-    ODL_CUDA_LAUNCH_CHECK("odl_conv2d_pack_weights");
+    ODL_CHECK(pack(w, M, Ch, Ch, RS, Mpad, Kpad, transposed, nhwc, bf16, wpk));
     odl_status st;
     if (nhwc) {
         const dim3 tgrid((unsigned)cdiv(g.plane, 32), (unsigned)cdiv(Ch, 32), (unsigned)images);
