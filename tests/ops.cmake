@@ -12,3 +12,8 @@ odl_add_test(test_ops_f16 SOURCES test_ops_f16.c LABELS unit ARGS --backend cpu 
 add_test(NAME test_ops_f16_gpu COMMAND test_ops_f16 --backend cuda)
 set_tests_properties(test_ops_f16_gpu PROPERTIES TIMEOUT 300 LABELS gpu SKIP_RETURN_CODE 77
   ENVIRONMENT "ODL_SOURCE_DIR=${PROJECT_SOURCE_DIR};ODL_BINARY_DIR=${PROJECT_BINARY_DIR}")
+# The same with every convolution the wgmma kernels can take sent to them (kernels/cuda/conv2d_f16_sm90.cu;
+# on a device other than 9.0 this is test_ops_f16_gpu again).
+add_test(NAME test_ops_f16_gpu_sm90 COMMAND test_ops_f16 --backend cuda)
+set_tests_properties(test_ops_f16_gpu_sm90 PROPERTIES TIMEOUT 300 LABELS gpu SKIP_RETURN_CODE 77
+  ENVIRONMENT "ODL_CONV_F16_SM90=2;ODL_SOURCE_DIR=${PROJECT_SOURCE_DIR};ODL_BINARY_DIR=${PROJECT_BINARY_DIR}")

@@ -111,6 +111,14 @@ foreach(_dev cpu cuda)
     ENVIRONMENT "${ODL_YOLO_TEST_ENV}")
 endforeach()
 
+# Float16 with every convolution the wgmma kernels of kernels/cuda/conv2d_f16_sm90.cu can take sent to them
+# (a 9.0 device; elsewhere these are the two tests above again): the official boxes within the same tolerances.
+foreach(_mode rect square)
+  add_test(NAME yolov5_half_detect_${_mode}640_sm90_gpu COMMAND yolov5_detect_rect640 cuda ${_mode} half ${_w})
+  set_tests_properties(yolov5_half_detect_${_mode}640_sm90_gpu PROPERTIES TIMEOUT 600 LABELS gpu SKIP_RETURN_CODE 77
+    FIXTURES_REQUIRED yolov5_weights ENVIRONMENT "${ODL_YOLO_TEST_ENV};ODL_CONV_F16_SM90=2")
+endforeach()
+
 # --precision tf32 (odl_set_matmul_precision): the float32 network's convolutions with TF32 operands, held
 # to the official boxes as float16 is; on the CPU the same rounding is emulated (kernels/cpu/conv2d_lowp.c),
 # on CUDA the tensor-core kernels (kernels/cuda/conv2d_tc.cu) run.

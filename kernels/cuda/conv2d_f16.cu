@@ -24,6 +24,7 @@
 #include <cuda_fp16.h>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/conv2d_f16.cuh"
 #include "kernels/cuda/mma_util.cuh"
 #include "kernels/yolov5_decode.h"
 
@@ -32,32 +33,6 @@ namespace {
 
 constexpr int kBK = 32;
 constexpr int kLds = kBK + 8; /* shared-memory row, in halves */
-
-struct ConvF16Params {
-    const __half *x;
-    const __half *w;
-    const float *bias;
-    const __half *res;
-    void *y;
-    int64_t ldx, ldr, ldy;
-    int M;    /* N*P*Q */
-    int Kout; /* output channels */
-    int Kred; /* R*S*C */
-    int H, W, C, S;
-    int sh, sw, ph, pw;
-    FastDiv fdPQ, fdQ, fdC, fdS;
-    int tilesN;
-    int smem_stages; /* pipeline stages in shared memory: STAGES, or KT when the reduction is shorter */
-    int smem_bytes;  /* dynamic shared memory of the launch */
-    int act;
-    /* OUT == kOutDetect: YOLOv5 Detect decoding of this level into out [N, rows_total, no] */
-    int na, no;
-    int64_t rows_total, row_offset;
-    float stride;
-    float anchors[32];
-};
-
-enum { kOutHalf = 0, kOutF32 = 1, kOutDetect = 2 };
 
 /* The kernel's accumulators acc[MT][NT][4] of warp (wm, wn): mma.m16n8k16's c0, c1 at (row lane/4, cols
  * 2*(lane%4) + {0, 1}) of each 16 x 8 tile, c2, c3 eight rows further down. */
@@ -68,45 +43,9 @@ __device__ __forceinline__ void epilogue_store(const ConvF16Params &p, const flo
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int wm = warp % WM, wn = warp / WM;
 #pragma unroll
-    for (int j = 0; j < NT; j++) {
-        const int col = n0 + wn * NT * 8 + j * 8 + (lane & 3) * 2;
-        if (col >= p.Kout) continue;
-        const bool two = col + 1 < p.Kout;
-        float b0 = 0.0f, b1 = 0.0f;
-        if (p.bias) {
-            b0 = p.bias[col];
-            if (two) b1 = p.bias[col + 1];
-        }
-#pragma unroll
-        for (int i = 0; i < MT; i++) {
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-                const int gm = m0 + wm * MT * 16 + i * 16 + (lane >> 2) + h * 8;
-                if (gm >= p.M) continue;
-                float v0 = act_apply(p.act, acc[i][j][2 * h] + b0);
-                float v1 = act_apply(p.act, acc[i][j][2 * h + 1] + b1);
-                if (p.res) {
-                    const __half *rp = p.res + (int64_t)gm * p.ldr + col;
-                    if (two) {
-                        const float2 r = __half22float2(*reinterpret_cast<const __half2 *>(rp));
-                        v0 += r.x;
-                        v1 += r.y;
-                    } else {
-                        v0 += __half2float(rp[0]);
-                    }
-                }
-                if (OUT == kOutF32) {
-                    float *yp = reinterpret_cast<float *>(p.y) + (int64_t)gm * p.ldy + col;
-                    yp[0] = v0;
-                    if (two) yp[1] = v1;
-                } else {
-                    __half *yp = reinterpret_cast<__half *>(p.y) + (int64_t)gm * p.ldy + col;
-                    if (two) *reinterpret_cast<__half2 *>(yp) = __floats2half2_rn(v0, v1);
-                    else yp[0] = __float2half_rn(v0);
-                }
-            }
-        }
-    }
+    for (int j = 0; j < NT; j++)
+        f16_store_cols<OUT, MT>(p, n0 + wn * NT * 8 + j * 8 + (lane & 3) * 2, m0 + wm * MT * 16 + (lane >> 2),
+                                [&](int i, int e) { return acc[i][j][e]; });
 }
 
 /* Epilogue of kOutDetect: the head values decoded and scattered to the detection rows (smem_raw: the
@@ -204,34 +143,14 @@ __global__ void __launch_bounds__(WM *WN * 32)
     int a_ih[A_PER], a_iw[A_PER];
     int64_t a_base[A_PER];
 #pragma unroll
-    for (int i = 0; i < A_PER; i++) {
-        const int row = (tid >> 2) + i * (THREADS / 4);
-        const int gm = m0 + row;
-        if (gm < p.M) {
-            int n, pq, pp, qq;
-            p.fdPQ.divmod(gm, n, pq);
-            p.fdQ.divmod(pq, pp, qq);
-            a_ih[i] = pp * p.sh - p.ph;
-            a_iw[i] = qq * p.sw - p.pw;
-            a_base[i] = (((int64_t)n * p.H + a_ih[i]) * p.W + a_iw[i]) * p.ldx;
-        } else {
-            a_ih[i] = -(1 << 29); /* never inside the image */
-            a_iw[i] = 0;
-            a_base[i] = 0;
-        }
-    }
+    for (int i = 0; i < A_PER; i++) f16_pixel_window(p, m0 + (tid >> 2) + i * (THREADS / 4), a_ih[i], a_iw[i], a_base[i]);
 
     const int KT = (p.Kred + kBK - 1) / kBK;
 
     auto load_stage = [&](int stage, int kt) {
-        const int kk = kt * kBK + kc * 8;
-        const bool kin = kk < p.Kred;
-        int rs = 0, c = 0, r = 0, s = 0;
-        if (kin) {
-            p.fdC.divmod(kk, rs, c);
-            p.fdS.divmod(rs, r, s);
-        }
-        const int64_t off = ((int64_t)r * p.W + s) * p.ldx + c;
+        int r, s;
+        int64_t off;
+        const bool kin = f16_tap(p, kt * kBK + kc * 8, r, s, off);
         __half *dA = sA + stage * BM * kLds;
 #pragma unroll
         for (int i = 0; i < A_PER; i++) {
@@ -339,9 +258,10 @@ odl_status launch_cfg(const ConvF16Params &p, int out, const char *name) {
 } // namespace odlk
 
 /* Tile choice: the narrowest tile that covers the output channels (YOLOv5n has 16..256 channels and a
- * 255-channel Detect head), so that few columns are wasted; 128 pixels per block everywhere.
+ * 255-channel Detect head), so that few columns are wasted; 128 pixels per block everywhere. On a 9.0
+ * device ODL_CONV_F16_SM90 may send the call to the wgmma kernels first (conv2d_f16_sm90.cu).
  * odl_cuda_conv2d_f16_ex forces one, for benchmarks. */
-extern "C" int odl_cuda_conv2d_f16_num_configs(void) { return 4; }
+extern "C" int odl_cuda_conv2d_f16_num_configs(void) { return 7; }
 
 namespace odlk {
 namespace {
@@ -389,6 +309,8 @@ odl_status run(const odl_conv2d_f16_args *a, int cfg, int out, const ConvF16Para
         p.stride = detect->stride;
         for (int i = 0; i < 32; i++) p.anchors[i] = detect->anchors[i];
     }
+    if (out != kOutDetect && (cfg >= 4 || (cfg < 0 && sm90::conv_f16_use(p, out))))
+        return sm90::conv_f16(p, out, cfg >= 4 ? cfg - 4 : -1);
     if (cfg < 0) {
         if (s.K <= 16) cfg = 0;
         else if (s.K <= 32) cfg = 1;

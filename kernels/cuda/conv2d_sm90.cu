@@ -44,6 +44,7 @@
 #include "conv2d_sm90.h"
 #include "gemm_sm90.h"
 #include "odl/env.h"
+#include "conv_sm90_core.cuh"
 #include "sm90_util.cuh"
 #include "wgmma_ops.cuh"
 
@@ -55,12 +56,6 @@ namespace odlk {
 namespace sm90 {
 namespace {
 
-
-/* Byte offset of byte b (0..127) of row `row` in a K-major tile of 128-byte rows whose 16-byte chunks are
- * swizzled by row % 8 (the descriptors' 128-byte swizzle). */
-__device__ __forceinline__ uint32_t sw128(int row, uint32_t b) {
-    return (uint32_t)row * kRowBytes + ((((b >> 4) ^ (uint32_t)(row & 7))) << 4) + (b & 15);
-}
 
 /* Producer thread tid's (0..127) share of one stage of packed weights: rows c0 .. c0 + BN - 1 of wpk (rows
  * of Kpad elements, all inside the padded buffer) from element k0 on, 128 bytes each as 8 16-byte
@@ -97,42 +92,6 @@ struct PixelRows {
         }
     }
 };
-
-/* A consumer warpgroup of the shared-memory-operand kernels (the weight gradient, the NHWC forward): its
- * main loop over kblocks stages of the ring: wait for the stage's copies, make them visible to the async
- * proxy, BK / Op::K wgmma m64nBN on the stage's 64 A rows at a_off bytes and the B rows after the A tile,
- * one group in flight, each stage released (one arrival per warpgroup) once its group retired. Every k step
- * is 32 bytes of a 128-byte row (8 tf32 or 16 bf16). acc holds zeros where kblocks is 0. */
-/* One 128-byte row of k of both K-major swizzled operands, A at a, B at b, as Op::K-sized wgmma steps of
- * 32 bytes, committed as one group; the first step overwrites acc unless `accumulate`. */
-template <class Op, int N>
-__device__ __forceinline__ void mma_row(float (&acc)[N], uint32_t a, uint32_t b, bool accumulate) {
-    wgmma_fence();
-#pragma unroll
-    for (int j = 0; j < kRowBytes / 32; j++)
-        Op::run(acc, desc_sw128(a + 32 * j, 16, 1024), desc_sw128(b + 32 * j, 16, 1024), (accumulate || j > 0) ? 1u : 0u);
-    wgmma_commit();
-}
-
-template <class C>
-__device__ __forceinline__ void consume(float (&acc)[C::BN / 2], unsigned char *smem, uint64_t *full, uint64_t *empty,
-                                        int kblocks, uint32_t a_off) {
-    static_assert(C::BK / C::Op::K == kRowBytes / 32, "one 128-byte row per stage");
-    const int tid = threadIdx.x % 128;
-#pragma unroll
-    for (int i = 0; i < C::BN / 2; i++) acc[i] = 0.0f;
-    ConsumerRing<C::STAGES> ring;
-    for (int kb = 0; kb < kblocks; kb++) {
-        ring.wait(full);
-        const uint32_t sa = smem_addr(smem + ring.s * C::STAGE_BYTES) + a_off;
-        const uint32_t sb = smem_addr(smem + ring.s * C::STAGE_BYTES + C::A_BYTES);
-        mma_row<typename C::Op>(acc, sa, sb, kb > 0);
-        ring.retire_prev(empty, tid);
-    }
-    ring.drain(empty, tid);
-#pragma unroll
-    for (int i = 0; i < C::BN / 2; i++) reg_fence(acc[i]);
-}
 
 /* The output pixel of tile row r (0..127) of the kernels with pixels contiguous in the tile: p0 + r, -1 past
  * the N pixels. */
@@ -429,20 +388,11 @@ __global__ void __launch_bounds__(C::THREADS, 2)
                          const Epi ep) {
 #ifndef ODL_CONV_SM90_STUB
     extern __shared__ unsigned char smem_raw[];
-    unsigned char *smem = reinterpret_cast<unsigned char *>(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
-    uint64_t *full = reinterpret_cast<uint64_t *>(smem + C::RING_BYTES);
-    uint64_t *empty = full + C::STAGES;
+    uint64_t *full, *empty;
+    unsigned char *smem = ring_setup<C>(smem_raw, full, empty);
     const int wg = threadIdx.x / 128;
     const int p0 = blockIdx.x * C::BM, c0 = blockIdx.y * C::BN;
     const int kblocks = (g.rows + C::BK - 1) / C::BK;
-    if (threadIdx.x == 0) {
-        for (int s = 0; s < C::STAGES; s++) {
-            mbar_init(&full[s], 128);
-            mbar_init(&empty[s], 2);
-        }
-        mbar_fence_init();
-    }
-    __syncthreads();
     if (wg == 0) {
         if constexpr (C::NHWC) produce_nhwc<C>(g, wpk, Kpad, p0, c0, kblocks, smem, full, empty);
         else produce_reg<C>(g, wpk, Kpad, p0, c0, kblocks, smem, full, empty);
