@@ -81,7 +81,7 @@ static const char *dn_algo_name(ConvDir d, int algo) {
 /* One direction of one convolution in cuDNN: descriptors of data type dt (x, w, y; compute type float32),
  * and the fastest successful algorithm of cudnnFind* over the lists it returns under each math type of
  * maths (fma_only: only results computed with CUDNN_FMA_MATH, the reference), run with the math type its
- * result names. ok is false when no algorithm succeeded (bfloat16 may have none for a shape): the row then
+ * result names; format: NCHW (KCRS weights) or NHWC (KRSC). ok is false when no algorithm succeeded (bfloat16 may have none for a shape): the row then
  * prints '-' for cuDNN. */
 struct DnDir {
     cudnnTensorDescriptor_t x = nullptr, y = nullptr;
@@ -97,15 +97,15 @@ struct DnDir {
     cudnnStatus_t find_status = CUDNN_STATUS_SUCCESS; /* the last failed cudnnFind* call's, for the note */
 
     DnDir(const odl_conv2d_shape &s, ConvDir d, cudnnDataType_t dt, std::initializer_list<cudnnMathType_t> maths,
-          bool fma_only)
+          bool fma_only, cudnnTensorFormat_t format = CUDNN_TENSOR_NCHW)
         : dir(d) {
         CKD(cudnnCreateTensorDescriptor(&x));
         CKD(cudnnCreateTensorDescriptor(&y));
         CKD(cudnnCreateFilterDescriptor(&w));
         CKD(cudnnCreateConvolutionDescriptor(&conv));
-        CKD(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NCHW, dt, s.N, s.C, s.H, s.W));
-        CKD(cudnnSetTensor4dDescriptor(y, CUDNN_TENSOR_NCHW, dt, s.N, s.K, s.P, s.Q));
-        CKD(cudnnSetFilter4dDescriptor(w, dt, CUDNN_TENSOR_NCHW, s.K, s.C, s.R, s.S));
+        CKD(cudnnSetTensor4dDescriptor(x, format, dt, s.N, s.C, s.H, s.W));
+        CKD(cudnnSetTensor4dDescriptor(y, format, dt, s.N, s.K, s.P, s.Q));
+        CKD(cudnnSetFilter4dDescriptor(w, dt, format, s.K, s.C, s.R, s.S)); /* NHWC: KRSC */
         CKD(cudnnSetConvolution2dDescriptor(conv, s.pad_h, s.pad_w, s.stride_h, s.stride_w, 1, 1,
                                             CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
         for (cudnnMathType_t m : maths) {

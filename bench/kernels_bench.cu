@@ -1,7 +1,7 @@
 /* odl_bench_kernels: times the CUDA backend's own kernels beside cuBLAS / cuDNN on the same GPU and
  * checks every timed result against them.
  *
- *   odl_bench_kernels [--quick] [--only gemm|conv|ew|check|tc|tcq|fc1|convtc] [--reps N] [--csv FILE] [--fixed-peaks]
+ *   odl_bench_kernels [--quick] [--only gemm|conv|ew|check|tc|tcq|fc1|convtc|convf16] [--reps N] [--csv FILE] [--fixed-peaks]
  *
  * What it does, in order (bench/README.md has the details):
  *   1. ceilings: a 1 GiB cudaMemcpy device-to-device (bytes read + written) and cuBLAS SGEMM 8192^3
@@ -17,6 +17,8 @@
  *      FMA (non-tensor-op) algorithm of cudnnFind*; relu / add / silu on 2^28 floats vs copy;
  *      --only tc: the TF32 / BF16 / FP16 tensor-core GEMM vs cuBLAS in the same precision (gemm_tc_rows.cuh);
  *      --only tcq / fc1: one bf16 4096^3 row / the MNIST fc1 rows of it alone (for a profiler).
+ *      --only convf16: YOLOv5n's float16 NHWC convolutions at batch 32, mma.sync and wgmma, vs cuDNN float16
+ *                      NHWC (conv_f16_rows.cuh).
  *      --only convtc: the TF32 / BF16 tensor-core convolutions (the MNIST CNN's, YOLOv5n's) vs cuDNN in the
  *      same precision and odl's FP32 FMA kernels (conv_tc_rows.cuh). Not in the default sweep: its 124
  *      cudnnFind* calls (each timing every algorithm) are expected to add well over 20 s to it.
@@ -813,6 +815,7 @@ static void conv_time(const char *name, const odl_conv2d_shape &s, odl_act fwd_a
 #endif /* ODL_BENCH_HAVE_CUDNN */
 
 #include "conv_tc_rows.cuh" /* --only convtc: TF32 / BF16 tensor-core convolutions vs cuDNN (with or without it) */
+#include "conv_f16_rows.cuh" /* --only convf16: YOLOv5 --half's float16 NHWC convolutions vs cuDNN */
 
 /* ------------------------------------------------------------------------------------------------ */
 /* element-wise vs copy */
@@ -880,7 +883,7 @@ static void measure_ceilings() {
 }
 
 static void usage() {
-    printf("usage: odl_bench_kernels [--quick] [--only gemm|conv|ew|check|tc|tcq|fc1|convtc] [--reps N] [--csv FILE] "
+    printf("usage: odl_bench_kernels [--quick] [--only gemm|conv|ew|check|tc|tcq|fc1|convtc|convf16] [--reps N] [--csv FILE] "
            "[--fixed-peaks]\n"
            "       odl_bench_kernels --tune [--tune-out FILE]   (time the wgmma GEMM configurations, write the table)\n");
 }
@@ -936,7 +939,7 @@ int main(int argc, char **argv) {
             return 2;
         }
         fprintf(g_csv, "name,shape,time_us,tflops,gbps,sol,base_us,check%s\n",
-                g_opt.only == "tc" ? ",config" : g_opt.only == "convtc" ? ",config,fp32_us,rel_l2" : "");
+                g_opt.only == "tc" ? ",config" : g_opt.only == "convtc" ? ",config,fp32_us,rel_l2" : g_opt.only == "convf16" ? ",config,rel_l2" : "");
     }
     if (g_opt.tune) {
         gemm_tune(g_opt.tune_out);
@@ -980,6 +983,7 @@ int main(int argc, char **argv) {
         gemm_tc_fc1_rows();
     }
     if (only == "convtc") conv_tc_rows(); /* not in `all`: see conv_tc_rows.cuh */
+    if (only == "convf16") conv_f16_rows();
 
     /* the short table last (the end of the output is what a remote run shows): forced GEMM
      * configurations only as the best one per shape */
