@@ -4,7 +4,7 @@
  * fastest algorithm of cudnnFind*), buffers, timing and CSV.
  *
  *   mma    the mma.sync kernel, the tile odl picks for the output channels (configurations 0..3)
- *   wgmma  the wgmma kernel, the tile it picks (configurations 4..6; '-' off compute capability 9.0)
+ *   wgmma  the wgmma kernel, the tile it picks (configurations 4..7; '-' off compute capability 9.0)
  *   cuDNN  CUDNN_TENSOR_NHWC CUDNN_DATA_HALF x / w / y (the weights KRSC, as odl's), compute type
  *          CUDNN_DATA_FLOAT, CUDNN_TENSOR_OP_MATH: what PyTorch runs for a channels_last float16 convolution
  *          under cudnn.benchmark.
@@ -67,7 +67,7 @@ static void conv_f16_case(const ConvF16Row &c, int N) {
         a.ldy = c.K;
         return a;
     };
-    const int cfg[2] = {c.K <= 16 ? 0 : c.K <= 32 ? 1 : c.K <= 64 ? 2 : 3, c.K <= 32 ? 4 : c.K <= 64 ? 5 : 6};
+    const int cfg[2] = {c.K <= 16 ? 0 : c.K <= 32 ? 1 : c.K <= 64 ? 2 : 3, c.K <= 16 ? 4 : c.K <= 32 ? 5 : c.K <= 64 ? 6 : 7};
     const double flops = 2.0 * N * c.K * s.P * (double)s.Q * c.C * c.RS * c.RS;
     const int reps = reps_for(flops / 200e12 * 1e6 + 10);
     const std::string shape = fmt("N%d %d->%d %dx%d k%d s%d", N, c.C, c.K, c.HW, c.HW, c.RS, c.stride);

@@ -224,7 +224,7 @@ const char *odl_cuda_gemm_lowp_config_name(int cfg);
 odl_status odl_cuda_gemm_lowp_ex(const odl_gemm_args *a, odl_precision prec, int cfg, int splits);
 /* float16 convolution with a forced tile: cfg -1 = the heuristic's, else below
  * odl_cuda_conv2d_f16_num_configs() (mma.sync 0: 128x16, 1: 128x32, 2: 128x64, 3: 128x128 pixels x channels;
- * on a 9.0 device wgmma 4: 128x32, 5: 128x64, 6: 128x128, ODL_E_UNSUPPORTED where conv2d_f16_sm90.cu cannot
+ * on a 9.0 device wgmma 4: 128x16, 5: 128x32, 6: 128x64, 7: 128x128, ODL_E_UNSUPPORTED where conv2d_f16_sm90.cu cannot
  * take the call). The Detect head's decoding epilogue always runs on mma.sync. */
 int odl_cuda_conv2d_f16_num_configs(void);
 odl_status odl_cuda_conv2d_f16_ex(const odl_conv2d_f16_args *a, int cfg);

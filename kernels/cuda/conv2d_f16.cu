@@ -261,7 +261,7 @@ odl_status launch_cfg(const ConvF16Params &p, int out, const char *name) {
  * 255-channel Detect head), so that few columns are wasted; 128 pixels per block everywhere. On a 9.0
  * device ODL_CONV_F16_SM90 may send the call to the wgmma kernels first (conv2d_f16_sm90.cu).
  * odl_cuda_conv2d_f16_ex forces one, for benchmarks. */
-extern "C" int odl_cuda_conv2d_f16_num_configs(void) { return 7; }
+extern "C" int odl_cuda_conv2d_f16_num_configs(void) { return 8; }
 
 namespace odlk {
 namespace {

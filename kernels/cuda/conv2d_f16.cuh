@@ -122,7 +122,7 @@ namespace sm90 {
 /* The wgmma kernels of conv2d_f16_sm90.cu. conv_f16_use: whether ODL_CONV_F16_SM90 (odl/env.h) sends p
  * there (kOutHalf / kOutF32 only; a 9.0 device with the wgmma path on; C and ldx multiples of 8, x and w
  * 16-byte aligned, so that a 16-byte copy is 8 channels of one pixel). conv_f16: the convolution, cfg -1
- * their choice of tile, else 0..2 for 32 / 64 / 128 output channels a tile; ODL_E_UNSUPPORTED for a call
+ * their choice of tile, else 0..3 for 16 / 32 / 64 / 128 output channels a tile; ODL_E_UNSUPPORTED for a call
  * they cannot run (whatever ODL_CONV_F16_SM90 says). */
 bool conv_f16_use(const ConvF16Params &p, int out);
 odl_status conv_f16(const ConvF16Params &p, int out, int cfg);

@@ -2,7 +2,7 @@
  * file comment has the formulas) for YOLOv5 --half, compiled for sm_90a only (CMake: the odl_sm90a objects).
  * The float16 tensors are NHWC already, so the gather is conv2d_sm90.cu's NHWC one with no copy before it:
  *   D[pixel][channel] = sum_k A[pixel][k] * W[channel][k],  k = (r * S + s) * C + c
- * pixels as wgmma's M (128 a CTA), output channels as N (BN = 32, 64 or 128 a CTA), k in 128-byte rows of
+ * pixels as wgmma's M (128 a CTA), output channels as N (BN = 16, 32, 64 or 128 a CTA), k in 128-byte rows of
  * 64 halves. Warpgroup 0 produces: thread t copies 16-byte chunk t % 8 (8 channels of one pixel's tap,
  * zero-filled in the padding and past the reduction) of rows t / 8 + 16 j of every stage by cp.async, and
  * the weights' rows [n0, n0 + BN) of the KRSC tensor as they are (zero-filled past K and the reduction:
@@ -147,9 +147,9 @@ odl_status launch(const ConvF16Params &p, int out) {
     return ODL_OK;
 }
 
-/* The output-channel tile: the narrowest of 32, 64, 128 that covers K (YOLOv5n: 32..256 channels, 255 in
- * the heads), as conv2d_f16.cu picks its mma.sync tiles. */
-int choose_cfg(int Kout) { return Kout <= 32 ? 0 : Kout <= 64 ? 1 : 2; }
+/* The output-channel tile: the narrowest of 16, 32, 64, 128 that covers K (YOLOv5n: 16..256 channels, 255
+ * in the heads), as conv2d_f16.cu picks its mma.sync tiles. */
+int choose_cfg(int Kout) { return Kout <= 16 ? 0 : Kout <= 32 ? 1 : Kout <= 64 ? 2 : 3; }
 
 
 /* Whether the kernels can run p at all: a 9.0 device with the wgmma path on (gemm_sm90.h's available()), a
@@ -165,17 +165,22 @@ bool conv_f16_use(const ConvF16Params &p, int out) {
     const int64_t mode = odl_env_int(ODL_ENV_CONV_F16_SM90);
     if (mode == 0 || !conv_f16_fits(p, out)) return false;
     if (mode == 2) return true;
-    /* mode 1: more than 16 output channels (wgmma's narrowest tile here is 32) and a CTA for every
-     * multiprocessor at least (a batch-1 layer of YOLOv5n at 20 x 20 has 4 tiles) */
-    const int bn = 32 << choose_cfg(p.Kout);
-    return p.Kout > 16 && ((int64_t)p.M + 127) / 128 * ((p.Kout + bn - 1) / bn) >= sm_count();
+    /* mode 1: where the kernel lab measured wgmma faster than mma.sync (odl_bench_kernels --only convf16,
+     * YOLOv5n batch 32, H100, 2026-12-07 tenth session: 16 rows, 0.64-0.80x the time at 3x3 and 1x1 layers
+     * of 16..64 output channels over a reduction of 64 or more; 1.1-1.4x slower with 128 or 256 output
+     * channels (one CTA of BN 128 per multiprocessor) and at 1x1 layers of 32 input channels (half of each
+     * 64-wide k row zeros)), and a CTA for every multiprocessor at least (a batch-1 layer of YOLOv5n at
+     * 20 x 20 has 4 tiles) */
+    const int bn = 16 << choose_cfg(p.Kout);
+    return p.Kout <= 64 && p.Kred >= 64 && ((int64_t)p.M + 127) / 128 * ((p.Kout + bn - 1) / bn) >= sm_count();
 }
 
 odl_status conv_f16(const ConvF16Params &p, int out, int cfg) {
     if (!conv_f16_fits(p, out)) return ODL_ERR(ODL_E_UNSUPPORTED, "conv2d_f16 (wgmma): a call it does not take");
     switch (cfg < 0 ? choose_cfg(p.Kout) : cfg) {
-    case 0: return launch<32>(p, out);
-    case 1: return launch<64>(p, out);
+    case 0: return launch<16>(p, out);
+    case 1: return launch<32>(p, out);
+    case 2: return launch<64>(p, out);
     default: return launch<128>(p, out);
     }
 }
