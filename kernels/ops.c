@@ -397,9 +397,8 @@ odl_status odl_maxpool2d_fwd(const odl_tensor *x, int kernel, int stride, int pa
     return ODL_OK;
 }
 
-odl_status odl_maxpool2d_bwd(const odl_tensor *dy, const odl_tensor *argmax, int kernel, int stride, int pad,
-                             odl_tensor *dx) {
-    static const char *op = "odl_maxpool2d_bwd";
+static odl_status maxpool2d_bwd(const char *op, const odl_tensor *dy, const odl_tensor *argmax, const odl_tensor *relu_y,
+                                int kernel, int stride, int pad, odl_tensor *dx) {
     ODL_CHECK(check_ndim(op, dx, "dx", ODL_F32, 4));
     const odl_device dev = dx->device;
     odl_pool2d_shape s;
@@ -407,10 +406,23 @@ odl_status odl_maxpool2d_bwd(const odl_tensor *dy, const odl_tensor *argmax, int
     const int64_t yshape[4] = {s.N, s.C, s.P, s.Q};
     ODL_CHECK(check_shape(op, dy, "dy", ODL_F32, dev, 4, yshape, dx, "dx"));
     ODL_CHECK(check_shape(op, argmax, "argmax", ODL_I32, dev, 4, yshape, dx, "dx"));
+    if (relu_y) ODL_CHECK(check_shape(op, relu_y, "y", ODL_F32, dev, 4, yshape, dx, "dx"));
     const odl_backend *be;
     ODL_CHECK(get_backend(op, dev, &be));
-    ODL_CHECK(be->maxpool2d_bwd(&s, (const float *)dy->data, (const int32_t *)argmax->data, (float *)dx->data));
+    ODL_CHECK(be->maxpool2d_bwd(&s, (const float *)dy->data, (const int32_t *)argmax->data,
+                                relu_y ? (const float *)relu_y->data : NULL, (float *)dx->data));
     return ODL_OK;
+}
+
+odl_status odl_maxpool2d_bwd(const odl_tensor *dy, const odl_tensor *argmax, int kernel, int stride, int pad,
+                             odl_tensor *dx) {
+    return maxpool2d_bwd("odl_maxpool2d_bwd", dy, argmax, NULL, kernel, stride, pad, dx);
+}
+
+odl_status odl_maxpool2d_relu_bwd(const odl_tensor *dy, const odl_tensor *argmax, const odl_tensor *y, int kernel,
+                                  int stride, int pad, odl_tensor *dx) {
+    if (!y) return ODL_ERR(ODL_E_INVAL, "odl_maxpool2d_relu_bwd: NULL y");
+    return maxpool2d_bwd("odl_maxpool2d_relu_bwd", dy, argmax, y, kernel, stride, pad, dx);
 }
 
 /* ---- activations and dropout ---- */

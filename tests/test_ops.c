@@ -1269,6 +1269,35 @@ static void fd_pool_f(void *c_, double *out) {
     ref_maxpool2d_fwd(c->s, c->x, out, NULL);
 }
 
+/* odl_maxpool2d_relu_bwd on backend b: a max-pool over a ReLU's output (max(x, 0): ties of zeros in most
+ * windows) whose fused backward must give the bits of odl_maxpool2d_bwd followed by odl_act_bwd's ReLU. */
+static void pool_relu_bwd_case(int b, const pool_case *c, const odl_pool2d_shape *s, const float *x, const float *dy,
+                               const char *desc) {
+    const odl_device dev = g_bk[b].dev;
+    const int64_t nx = (int64_t)s->N * s->C * s->H * s->W;
+    float *xr = falloc(nx), *want = falloc(nx), *got = falloc(nx);
+    for (int64_t i = 0; i < nx; i++) xr[i] = x[i] > 0.0f ? x[i] : 0.0f;
+    line_begin(g_bk[b].name, "maxpool2d_relu_bwd", desc);
+    odl_tensor *txr = dF(dev, xr, s->N, s->C, s->H, s->W), *ty = dF(dev, NULL, s->N, s->C, s->P, s->Q);
+    odl_tensor *ta = dI(dev, NULL, s->N, s->C, s->P, s->Q), *tdy = dF(dev, dy, s->N, s->C, s->P, s->Q);
+    odl_tensor *t1 = dF(dev, NULL, s->N, s->C, s->H, s->W), *t2 = dF(dev, NULL, s->N, s->C, s->H, s->W);
+    if (call_ok(odl_maxpool2d_fwd(txr, c->kh, c->sh, c->ph, ty, ta), "odl_maxpool2d_fwd") &&
+        call_ok(odl_maxpool2d_bwd(tdy, ta, c->kh, c->sh, c->ph, t1), "odl_maxpool2d_bwd") &&
+        call_ok(odl_act_bwd(ODL_ACT_RELU, txr, txr, t1, t1), "odl_act_bwd") &&
+        call_ok(odl_maxpool2d_relu_bwd(tdy, ta, ty, c->kh, c->sh, c->ph, t2), "odl_maxpool2d_relu_bwd") &&
+        dget("dx", t1, want) && dget("dx", t2, got)) {
+        int64_t nbad = 0, first = -1;
+        for (int64_t i = 0; i < nx; i++)
+            if (memcmp(&want[i], &got[i], 4) != 0 && nbad++ == 0) first = i;
+        if (nbad)
+            line_note_fail("dx: %" PRId64 " of %" PRId64 " elements differ from maxpool2d_bwd + relu bwd (first %" PRId64
+                           ": %.9g, want %.9g)", nbad, nx, first, got[first], want[first]);
+        dsame("dy", tdy, dy);
+    }
+    line_end();
+    dfree_all();
+}
+
 static void run_pool_bwd(void) {
     pool_cases();
     for (int ci = 0; ci < N_POOL; ci++) {
@@ -1299,7 +1328,7 @@ static void run_pool_bwd(void) {
             line_begin(g_bk[b].name, "maxpool2d_bwd", desc);
             odl_tensor *tdy = dF(dev, dy, s.N, s.C, s.P, s.Q), *ta = dI(dev, ra, s.N, s.C, s.P, s.Q);
             odl_tensor *tdx = dF(dev, NULL, s.N, s.C, s.H, s.W);
-            odl_status st = c->direct ? g_bk[b].be->maxpool2d_bwd(&s, tdy->data, ta->data, tdx->data)
+            odl_status st = c->direct ? g_bk[b].be->maxpool2d_bwd(&s, tdy->data, ta->data, NULL, tdx->data)
                                       : odl_maxpool2d_bwd(tdy, ta, c->kh, c->sh, c->ph, tdx);
             if (call_ok(st, c->direct ? "backend maxpool2d_bwd" : "odl_maxpool2d_bwd")) {
                 float *got = falloc(nx);
@@ -1310,6 +1339,7 @@ static void run_pool_bwd(void) {
             }
             line_end();
             dfree_all();
+            if (!c->direct) pool_relu_bwd_case(b, c, &s, x, dy, desc);
         }
         arena_free();
     }
@@ -2497,6 +2527,7 @@ static odl_status bc_conv_fwd(odl_tensor *const *t) {
 static odl_status bc_conv_bwd(odl_tensor *const *t) { return odl_conv2d_bwd(t[0], t[1], t[2], 1, 1, t[3], t[4], t[5]); }
 static odl_status bc_pool_fwd(odl_tensor *const *t) { return odl_maxpool2d_fwd(t[0], 3, 1, 1, t[1], t[2]); }
 static odl_status bc_pool_bwd(odl_tensor *const *t) { return odl_maxpool2d_bwd(t[0], t[1], 3, 1, 1, t[2]); }
+static odl_status bc_pool_relu_bwd(odl_tensor *const *t) { return odl_maxpool2d_relu_bwd(t[0], t[1], t[2], 3, 1, 1, t[3]); }
 static odl_status bc_act_fwd(odl_tensor *const *t) { return odl_act_fwd(ODL_ACT_SIGMOID, t[0], t[1]); }
 static odl_status bc_act_bwd(odl_tensor *const *t) { return odl_act_bwd(ODL_ACT_SIGMOID, t[0], t[1], t[2], t[3]); }
 static odl_status bc_drop_fwd(odl_tensor *const *t) { return odl_dropout_fwd(.5f, 1, 2, t[0], t[1]); }
@@ -2586,6 +2617,13 @@ static const bad_op BAD_OPS[] = {
      bc_pool_bwd,
      3,
      {{"dy", F32, 4, {1, 2, 5, 6}, 0, 0}, {"argmax", I32, 4, {1, 2, 5, 6}, 0, 0}, {"dx", F32, 4, {1, 2, 5, 6}, 0, 0}}},
+    {"maxpool2d_relu_bwd",
+     bc_pool_relu_bwd,
+     4,
+     {{"dy", F32, 4, {1, 2, 5, 6}, 0, 0},
+      {"argmax", I32, 4, {1, 2, 5, 6}, 0, 0},
+      {"y", F32, 4, {1, 2, 5, 6}, 0, 0},
+      {"dx", F32, 4, {1, 2, 5, 6}, 0, 0}}},
     {"act_fwd", bc_act_fwd, 2, {{"x", F32, 2, {2, 3}, 0, 0}, {"y", F32, 2, {2, 3}, 0, 0}}},
     {"act_bwd",
      bc_act_bwd,

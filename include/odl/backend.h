@@ -244,9 +244,12 @@ typedef struct odl_backend {
 
     /* ---- pooling ----
      * fwd writes y and, when argmax != NULL, the flat index h*W + w of each maximum inside its input
-     * plane (first maximum in scan order on ties, as PyTorch). bwd: dx = 0, then dx[argmax] += dy. */
+     * plane (first maximum in scan order on ties, as PyTorch). bwd: dx = 0, then dx[argmax] += dy; with
+     * relu_y (the forward's y, of a pool whose input is a ReLU's output) only where relu_y > 0: the ReLU's
+     * backward fused (x[argmax] = y, and dx is 0 wherever x is not some window's maximum). */
     odl_status (*maxpool2d_fwd)(const odl_pool2d_shape *s, const float *x, float *y, int32_t *argmax);
-    odl_status (*maxpool2d_bwd)(const odl_pool2d_shape *s, const float *dy, const int32_t *argmax, float *dx);
+    odl_status (*maxpool2d_bwd)(const odl_pool2d_shape *s, const float *dy, const int32_t *argmax, const float *relu_y,
+                                float *dx);
 
     /* ---- element-wise activations (n elements; y may alias x) ----
      * bwd: dx = dy * act'(x); y is the forward output (used by sigmoid; may be NULL for others).

@@ -64,6 +64,7 @@ extern "C" {
     X(CONV_F16_PERSIST, BOOL, "1", 0, 0, "0/off: the wgmma float16 convolutions of ODL_CONV_F16_SM90 launch a CTA per tile instead of two (one for 128-channel tiles) per multiprocessor that walk the tiles (kernels/cuda/conv2d_f16_sm90.cu)") \
     X(CONV_NHWC, BOOL, "1", 0, 0, "0/off: the wgmma convolutions of ODL_CONV_SM90 gather from the NCHW tensor by 4-byte copies instead of from an NHWC copy made first (kernels/cuda/conv2d_sm90.cu)") \
     X(CONV_TC_TILE, STR, "", 0, 0, "forces the tile of the TF32/BF16 tensor-core convolutions (fwd and bwd_data): 64x256, 32x256 or 64x128 (unset: the built-in plan)") \
+    X(POOL_RELU_FUSE, BOOL, "0", 0, 0, "1/on: training runs the backward of a ReLU (a convolution's or linear layer's epilogue) followed by a max-pool as one pass (odl_maxpool2d_relu_bwd, the same bits; nn/net.c). Off by default until it has run on a GPU") \
     X(GEMM_CONFIG, STR, "", 0, 0, "forces the wgmma GEMM's configuration: TILE[:SPLITS[:CTAS]], TILE one of 128x256, 128x128, 64x128 or its index (unset: the tuned table, else the built-in plan)") \
     X(GEMM_TABLE, STR, "", 0, 0, "the tuned GEMM table odl_bench_kernels --tune writes and GEMMs read (unset: $XDG_CACHE_HOME/odl/gemm_sm90.tsv, else ~/.cache/odl/gemm_sm90.tsv)") \
     X(FAULT, STR, "", 0, 0, "tests and drills: fault injection after a step (an eval batch in --task=eval), faults separated by ';': kill@rank=1,step=15; hang@, exit@, stop@, slow@...,ms=M (docs/coordinator.md); xidNN@rank=R,step=S (docs/health.md)")

@@ -49,6 +49,11 @@ ODL_API odl_status odl_maxpool2d_fwd(const odl_tensor *x, int kernel, int stride
 /* dx [N,C,H,W] from dy and argmax [N,C,P,Q]. */
 ODL_API odl_status odl_maxpool2d_bwd(const odl_tensor *dy, const odl_tensor *argmax, int kernel, int stride, int pad,
                              odl_tensor *dx);
+/* The backward of a ReLU followed by this max-pool in one pass: odl_maxpool2d_bwd's dx, then odl_act_bwd's
+ * ReLU (dx = 0 where the ReLU's output is <= 0), bit for bit, without reading or writing the ReLU's
+ * [N,C,H,W] tensors again. y [N,C,P,Q]: the max-pool's forward output (the ReLU's output at argmax). */
+ODL_API odl_status odl_maxpool2d_relu_bwd(const odl_tensor *dy, const odl_tensor *argmax, const odl_tensor *y, int kernel,
+                                  int stride, int pad, odl_tensor *dx);
 
 /* Element-wise activation; x, y (and dy, dx) of equal numel. y may be x. */
 ODL_API odl_status odl_act_fwd(odl_act act, const odl_tensor *x, odl_tensor *y);

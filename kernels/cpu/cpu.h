@@ -81,7 +81,8 @@ odl_status odl_cpu_conv2d_bwd_weight_lowp(const odl_conv2d_shape *s, const float
 
 /* ---- pooling (pool.c) ---- */
 odl_status odl_cpu_maxpool2d_fwd(const odl_pool2d_shape *s, const float *x, float *y, int32_t *argmax);
-odl_status odl_cpu_maxpool2d_bwd(const odl_pool2d_shape *s, const float *dy, const int32_t *argmax, float *dx);
+odl_status odl_cpu_maxpool2d_bwd(const odl_pool2d_shape *s, const float *dy, const int32_t *argmax, const float *relu_y,
+                                 float *dx);
 
 /* ---- element-wise (elementwise.c) ---- */
 /* act(v) for one value; shared by the GEMM/convolution epilogue and act_fwd so that a fused and an

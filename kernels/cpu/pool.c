@@ -15,7 +15,7 @@
 
 typedef struct pool_job {
     const odl_pool2d_shape *s;
-    const float *x, *dy;
+    const float *x, *dy, *relu_y; /* relu_y: bwd only, NULL or the forward's y (odl/backend.h maxpool2d_bwd) */
     float *y, *dx;
     int32_t *argmax;
     const int32_t *argmax_in;
@@ -96,7 +96,7 @@ static odl_status fwd_planes(void *ctx, int chunk, int64_t begin, int64_t end) {
 }
 
 odl_status odl_cpu_maxpool2d_fwd(const odl_pool2d_shape *s, const float *x, float *y, int32_t *argmax) {
-    pool_job J = {s, x, NULL, y, NULL, argmax, NULL};
+    pool_job J = {s, x, NULL, NULL, y, NULL, argmax, NULL};
     int64_t planes = (int64_t)s->N * s->C;
     int64_t work = (int64_t)s->P * s->Q * s->kh * s->kw;
     int64_t grain = work >= 8192 ? 1 : 8192 / (work > 0 ? work : 1);
@@ -112,17 +112,19 @@ static odl_status bwd_planes(void *ctx, int chunk, int64_t begin, int64_t end) {
         float *dx = J->dx + pl * HW;
         const float *dy = J->dy + pl * PQ;
         const int32_t *am = J->argmax_in + pl * PQ;
+        const float *ry = J->relu_y ? J->relu_y + pl * PQ : NULL;
         memset(dx, 0, (size_t)HW * sizeof(float));
         for (int64_t i = 0; i < PQ; i++) {
             int32_t k = am[i];
-            if (k >= 0 && k < HW) dx[k] += dy[i];
+            if (k >= 0 && k < HW && !(ry && ry[i] <= 0.0f)) dx[k] += dy[i]; /* as act_bwd's ReLU: x <= 0 stops */
         }
     }
     return ODL_OK;
 }
 
-odl_status odl_cpu_maxpool2d_bwd(const odl_pool2d_shape *s, const float *dy, const int32_t *argmax, float *dx) {
-    pool_job J = {s, NULL, dy, NULL, dx, NULL, argmax};
+odl_status odl_cpu_maxpool2d_bwd(const odl_pool2d_shape *s, const float *dy, const int32_t *argmax, const float *relu_y,
+                                 float *dx) {
+    pool_job J = {s, NULL, dy, relu_y, NULL, dx, NULL, argmax};
     int64_t planes = (int64_t)s->N * s->C;
     int64_t work = (int64_t)s->H * s->W + (int64_t)s->P * s->Q;
     int64_t grain = work >= 16384 ? 1 : 16384 / (work > 0 ? work : 1);

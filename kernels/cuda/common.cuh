@@ -139,7 +139,8 @@ odl_status odl_cuda_conv2d_bwd_data_lowp(const odl_conv2d_shape *s, const float 
 odl_status odl_cuda_conv2d_bwd_weight_lowp(const odl_conv2d_shape *s, const float *x, const float *dy, float *dw,
                                            float *db, odl_precision prec);
 odl_status odl_cuda_maxpool2d_fwd(const odl_pool2d_shape *s, const float *x, float *y, int32_t *argmax);
-odl_status odl_cuda_maxpool2d_bwd(const odl_pool2d_shape *s, const float *dy, const int32_t *argmax, float *dx);
+odl_status odl_cuda_maxpool2d_bwd(const odl_pool2d_shape *s, const float *dy, const int32_t *argmax, const float *relu_y,
+                                  float *dx);
 odl_status odl_cuda_act_fwd(odl_act act, int64_t n, const float *x, float *y);
 odl_status odl_cuda_act_bwd(odl_act act, int64_t n, const float *x, const float *y, const float *dy, float *dx);
 odl_status odl_cuda_dropout_fwd(int64_t n, float p, uint64_t seed, uint64_t offset, const float *x, float *y);

@@ -124,6 +124,7 @@ __global__ void ODLK_MAXNREG32 maxpool_bwd_2x2_kernel(int total, int H, int W, i
                                                                       FastDiv fdQ, FastDiv fdP,
                                                                       const float *__restrict__ dy,
                                                                       const int32_t *__restrict__ argmax,
+                                                                      const float *__restrict__ relu_y,
                                                                       float *__restrict__ dx) {
     const int stride = gridDim.x * blockDim.x;
     for (int o = blockIdx.x * blockDim.x + threadIdx.x; o < total; o += stride) {
@@ -131,7 +132,8 @@ __global__ void ODLK_MAXNREG32 maxpool_bwd_2x2_kernel(int total, int H, int W, i
         fdQ.divmod(o, t, q);
         fdP.divmod(t, plane, p);
         const int a = argmax[o];
-        const float g = 0.0f + dy[o];
+        /* the fused ReLU backward stops where the ReLU's output (the window's maximum) is <= 0, as OpReluBwd */
+        const float g = relu_y && relu_y[o] <= 0.0f ? 0.0f : 0.0f + dy[o];
         const int i00 = 2 * p * W + 2 * q;
         float *base = dx + (int64_t)plane * H * W;
         const float v00 = a == i00 ? g : 0.0f, v01 = a == i00 + 1 ? g : 0.0f;
@@ -163,6 +165,7 @@ __global__ void ODLK_MAXNREG32 maxpool_bwd_kernel(int total, PoolGeom g, FastDiv
                                                                FastDiv fdSh, FastDiv fdSw,
                                                                const float *__restrict__ dy,
                                                                const int32_t *__restrict__ argmax,
+                                                               const float *__restrict__ relu_y,
                                                                float *__restrict__ dx) {
     const int stride = gridDim.x * blockDim.x;
     const int PQ = g.P * g.Q;
@@ -183,7 +186,7 @@ __global__ void ODLK_MAXNREG32 maxpool_bwd_kernel(int total, PoolGeom g, FastDiv
         for (int p = p0; p <= p1; p++) {
             const int64_t rb = pbase + p * g.Q;
             for (int q = q0; q <= q1; q++)
-                if (argmax[rb + q] == me) acc += dy[rb + q];
+                if (argmax[rb + q] == me && !(relu_y && relu_y[rb + q] <= 0.0f)) acc += dy[rb + q];
         }
         dx[i] = acc;
     }
@@ -229,7 +232,7 @@ extern "C" odl_status odl_cuda_maxpool2d_fwd(const odl_pool2d_shape *s, const fl
 }
 
 extern "C" odl_status odl_cuda_maxpool2d_bwd(const odl_pool2d_shape *s, const float *dy, const int32_t *argmax,
-                                             float *dx) {
+                                             const float *relu_y, float *dx) {
     int64_t nx, ny;
     ODL_CHECK(pool_sizes("maxpool2d_bwd", s, &nx, &ny));
     if (nx == 0) return ODL_OK;
@@ -237,17 +240,17 @@ extern "C" odl_status odl_cuda_maxpool2d_bwd(const odl_pool2d_shape *s, const fl
         ny > 0) {
         const int windows = (int)ny;
         const FastDiv fdQ(s->Q), fdP(s->P);
-        void (*k)(int, int, int, int, int, FastDiv, FastDiv, const float *, const int32_t *, float *) =
+        void (*k)(int, int, int, int, int, FastDiv, FastDiv, const float *, const int32_t *, const float *, float *) =
             (s->W & 1) == 0 && ((uintptr_t)dx & 7u) == 0 ? maxpool_bwd_2x2_kernel<true> : maxpool_bwd_2x2_kernel<false>;
         k<<<grid_for_kernel((const void *)k, windows, kThreads), kThreads, 0, stream()>>>(
-            windows, s->H, s->W, s->P, s->Q, fdQ, fdP, dy, argmax, dx);
+            windows, s->H, s->W, s->P, s->Q, fdQ, fdP, dy, argmax, relu_y, dx);
         ODL_CUDA_LAUNCH_CHECK("maxpool_bwd_2x2_kernel");
         return ODL_OK;
     }
     const int total = (int)nx;
     const FastDiv fdW(s->W), fdH(s->H), fdSh(s->stride_h), fdSw(s->stride_w);
     maxpool_bwd_kernel<<<grid_for_kernel((const void *)maxpool_bwd_kernel, total, kThreads), kThreads, 0, stream()>>>(
-        total, pool_geom(s), fdW, fdH, fdSh, fdSw, dy, argmax, dx);
+        total, pool_geom(s), fdW, fdH, fdSh, fdSw, dy, argmax, relu_y, dx);
     ODL_CUDA_LAUNCH_CHECK("maxpool_bwd_kernel");
     return ODL_OK;
 }
