@@ -11,3 +11,6 @@ set_tests_properties(sanitize_gpu_selftest PROPERTIES TIMEOUT 120 LABELS unit)
 add_test(NAME device_pack
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/device_pack_test.sh ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR})
 set_tests_properties(device_pack PROPERTIES TIMEOUT 120 LABELS unit)
+# bench/env_ab.sh's table (bench/env_ab_table.py: an ODL_* variable's A/B on the GPU machine) on real logs.
+add_test(NAME env_ab_table COMMAND bash ${PROJECT_SOURCE_DIR}/tests/env_ab_table.sh ${PROJECT_SOURCE_DIR})
+set_tests_properties(env_ab_table PROPERTIES TIMEOUT 60 LABELS unit)
