@@ -396,9 +396,11 @@ static odl_status run_backward(odl_net *net, int B, float loss_scale, const net_
     ODL_CHECK(batch_view(&net->logprobs, B, 1, nc, &logprobs));
     ODL_CHECK(batch_view(&net->dlogits, B, 1, nc, &g));
     ODL_CHECK(odl_log_softmax_nll_bwd(&logprobs, &labels, loss_scale, &g));
-    int relu_done = 0; /* the layer below's ReLU backward was fused into a max-pool's */
+    int relu_fused = 0; /* the max-pool just run also ran the ReLU backward of the layer below it */
     for (int i = net->n_layers - 1; i >= 0; i--) {
         odl_layer *l = &net->layers[i];
+        const int relu_done = relu_fused;
+        relu_fused = 0;
         const odl_tensor *x = &tr.in[i];
         odl_tensor gin, *gin_p = NULL;
         if (i > 0 && l->type != ODL_LAYER_FLATTEN && !(l->type == ODL_LAYER_DROPOUT && l->p == 0)) {
@@ -438,7 +440,7 @@ static odl_status run_backward(odl_net *net, int B, float loss_scale, const net_
             if (s == ODL_OK && gin_p) {
                 s = fuse ? odl_maxpool2d_relu_bwd(&g, &am, &tr.in[i + 1], l->k, l->stride, l->pad, gin_p)
                          : odl_maxpool2d_bwd(&g, &am, l->k, l->stride, l->pad, gin_p);
-                if (s == ODL_OK && fuse) relu_done = 2; /* for the layer below only */
+                relu_fused = fuse;
             }
             break;
         }
@@ -459,7 +461,6 @@ static odl_status run_backward(odl_net *net, int B, float loss_scale, const net_
             ODL_CHECK(net->on_grad_ready(net->on_grad_ready_ctx, (int)(l->w - net->params)));
             ODL_CHECK(net->on_grad_ready(net->on_grad_ready_ctx, (int)(l->b - net->params)));
         }
-        if (relu_done) relu_done--;
         if (gin_p) g = gin;
         else if (l->type != ODL_LAYER_FLATTEN && !(l->type == ODL_LAYER_DROPOUT && l->p == 0))
             break; /* nothing below this layer needs a gradient (only views remain) */

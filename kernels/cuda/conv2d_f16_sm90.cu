@@ -8,9 +8,9 @@
  * the weights' rows [n0, n0 + BN) of the KRSC tensor as they are (zero-filled past K and the reduction:
  * nothing packed), into 128-byte-swizzled K-major tiles of a STAGES-deep mbarrier ring; each thread's
  * copies arrive on the stage's "full" barrier when they land. Warpgroups 1 and 2 consume, 64 pixels each,
- * with conv_sm90_core.cuh's consume (both operands from shared memory, one group in flight) and store
- * straight from their accumulators (f16_store_pair: bias, activation, residual, one rounding to half), as
- * the mma.sync kernels do. Persistent (ODL_CONV_F16_PERSIST): CTAS CTAs a multiprocessor walk the tiles,
+ * with conv_sm90_core.cuh's consume_ring (both operands from shared memory, one group in flight) and store
+ * straight from their accumulators (conv2d_f16.cuh's f16_store_cols: bias, activation, residual, one
+ * rounding to half), as the mma.sync kernels do. Persistent (ODL_CONV_F16_PERSIST): CTAS CTAs a multiprocessor walk the tiles,
  * the ring's stages and phases carried from tile to tile, so that the next tile's copies run under this
  * one's last wgmma and stores (YOLOv5n's reductions are 1 to 18 stages: a CTA per tile would wait for its
  * first copies every time). Float32 accumulation in a fixed order: deterministic.
