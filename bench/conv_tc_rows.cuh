@@ -193,12 +193,12 @@ static void conv_tc_case(const char *name, const odl_conv2d_shape &s, ConvDir di
     auto o32 = [&](int r) { return O.p + (size_t)(r % sets) * no; };
     auto own = [&](int r, odl_precision p, float *out) {
         if (dir == CONV_FWD) CKO(odl_cuda_conv2d_fwd_lowp(&s, a32(r), b32(r), nullptr, out, p));
-        else if (dir == CONV_BWD_DATA) CKO(odl_cuda_conv2d_bwd_data_lowp(&s, a32(r), b32(r), out, p));
+        else if (dir == CONV_BWD_DATA) CKO(odl_cuda_conv2d_bwd_data_lowp(&s, a32(r), b32(r), nullptr, out, p));
         else CKO(odl_cuda_conv2d_bwd_weight_lowp(&s, a32(r), b32(r), out, nullptr, p));
     };
     auto fp32 = [&](int r, float *out) {
         if (dir == CONV_FWD) CKO(odl_cuda_conv2d_fwd(&s, a32(r), b32(r), nullptr, out));
-        else if (dir == CONV_BWD_DATA) CKO(odl_cuda_conv2d_bwd_data(&s, a32(r), b32(r), out));
+        else if (dir == CONV_BWD_DATA) CKO(odl_cuda_conv2d_bwd_data(&s, a32(r), b32(r), nullptr, out));
         else CKO(odl_cuda_conv2d_bwd_weight(&s, a32(r), b32(r), out, nullptr));
     };
     const double flops = 2.0 * s.N * s.K * s.P * (double)s.Q * s.C * s.R * s.S, bytes = (nx + nw + ny) * 4.0;

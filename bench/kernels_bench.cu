@@ -710,7 +710,7 @@ static int check_conv(const odl_conv2d_shape &s, const char *label, bool verbose
     /* backward (dy = the residual buffer as random data) */
     dn.backward_data(res.p, w.p, dxref.p);
     poison(dx.p, nx);
-    CKO(odl_cuda_conv2d_bwd_data(&s, res.p, w.p, dx.p));
+    CKO(odl_cuda_conv2d_bwd_data(&s, res.p, w.p, nullptr, dx.p));
     rel[2] = rel_l2(dx.p, dxref.p, nx);
     dn.backward_filter(x.p, res.p, dwref.p);
     dn.backward_bias(res.p, dbref.p);
@@ -797,9 +797,9 @@ static void conv_time(const char *name, const odl_conv2d_shape &s, odl_act fwd_a
         const double base = time_us([&](int r) { dn.backward_data(DY(r), w.p, DX(r)); }, reps);
         dn.backward_data(dy.p, w.p, dxref.p);
         poison(dx.p, nx);
-        CKO(odl_cuda_conv2d_bwd_data(&s, dy.p, w.p, dx.p));
+        CKO(odl_cuda_conv2d_bwd_data(&s, dy.p, w.p, nullptr, dx.p));
         const double rel = rel_l2(dx.p, dxref.p, nx);
-        const double us = time_us([&](int r) { CKO(odl_cuda_conv2d_bwd_data(&s, DY(r), w.p, DX(r))); }, reps);
+        const double us = time_us([&](int r) { CKO(odl_cuda_conv2d_bwd_data(&s, DY(r), w.p, nullptr, DX(r))); }, reps);
         add_row(fmt("%s bwd_data", name), shape, us, flops, (nx + nw + ny) * 4.0, base, verdict(rel));
     }
     {

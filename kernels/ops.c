@@ -322,9 +322,9 @@ odl_status odl_conv2d_fwd(const odl_tensor *x, const odl_tensor *w, const odl_te
     return ODL_OK;
 }
 
-odl_status odl_conv2d_bwd(const odl_tensor *x, const odl_tensor *w, const odl_tensor *dy, int stride, int pad,
-                          odl_tensor *dx, odl_tensor *dw, odl_tensor *db) {
-    static const char *op = "odl_conv2d_bwd";
+/* relu: x is a ReLU's output, whose backward dx gets (odl_conv2d_relu_bwd). */
+static odl_status conv2d_bwd(const char *op, const odl_tensor *x, const odl_tensor *w, const odl_tensor *dy, int stride,
+                             int pad, int relu, odl_tensor *dx, odl_tensor *dw, odl_tensor *db) {
     odl_conv2d_shape s;
     ODL_CHECK(conv_geometry(op, x, w, stride, pad, &s));
     const odl_device dev = x->device;
@@ -339,14 +339,25 @@ odl_status odl_conv2d_bwd(const odl_tensor *x, const odl_tensor *w, const odl_te
     ODL_CHECK(conv_lowp_check(be, p));
     const float *xd = (const float *)x->data, *wd = (const float *)w->data, *dyd = (const float *)dy->data;
     float *dbd = db ? (float *)db->data : NULL;
+    const float *relu_x = relu ? xd : NULL;
     if (p == ODL_PRECISION_FP32) {
-        if (dx) ODL_CHECK(be->conv2d_bwd_data(&s, dyd, wd, (float *)dx->data));
+        if (dx) ODL_CHECK(be->conv2d_bwd_data(&s, dyd, wd, relu_x, (float *)dx->data));
         ODL_CHECK(be->conv2d_bwd_weight(&s, xd, dyd, (float *)dw->data, dbd));
     } else {
-        if (dx) ODL_CHECK(be->conv2d_bwd_data_lowp(&s, dyd, wd, (float *)dx->data, p));
+        if (dx) ODL_CHECK(be->conv2d_bwd_data_lowp(&s, dyd, wd, relu_x, (float *)dx->data, p));
         ODL_CHECK(be->conv2d_bwd_weight_lowp(&s, xd, dyd, (float *)dw->data, dbd, p));
     }
     return ODL_OK;
+}
+
+odl_status odl_conv2d_bwd(const odl_tensor *x, const odl_tensor *w, const odl_tensor *dy, int stride, int pad,
+                          odl_tensor *dx, odl_tensor *dw, odl_tensor *db) {
+    return conv2d_bwd("odl_conv2d_bwd", x, w, dy, stride, pad, 0, dx, dw, db);
+}
+
+odl_status odl_conv2d_relu_bwd(const odl_tensor *x, const odl_tensor *w, const odl_tensor *dy, int stride, int pad,
+                               odl_tensor *dx, odl_tensor *dw, odl_tensor *db) {
+    return conv2d_bwd("odl_conv2d_relu_bwd", x, w, dy, stride, pad, 1, dx, dw, db);
 }
 
 /* ---- pooling ---- */

@@ -396,7 +396,7 @@ static odl_status run_backward(odl_net *net, int B, float loss_scale, const net_
     ODL_CHECK(batch_view(&net->logprobs, B, 1, nc, &logprobs));
     ODL_CHECK(batch_view(&net->dlogits, B, 1, nc, &g));
     ODL_CHECK(odl_log_softmax_nll_bwd(&logprobs, &labels, loss_scale, &g));
-    int relu_fused = 0; /* the max-pool just run also ran the ReLU backward of the layer below it */
+    int relu_fused = 0; /* the layer just run (max-pool or convolution) also ran the ReLU backward of the one below */
     for (int i = net->n_layers - 1; i >= 0; i--) {
         odl_layer *l = &net->layers[i];
         const int relu_done = relu_fused;
@@ -417,12 +417,24 @@ static odl_status run_backward(odl_net *net, int B, float loss_scale, const net_
                 gin_p = &gin;
             }
         }
+        /* The layer below ends with a ReLU (its epilogue's), whose output is this layer's input: that ReLU's
+         * backward can run inside this layer's (the same bits, one pass over the [N,C,H,W] gradient fewer). */
+        const odl_layer *below = i > 0 ? &net->layers[i - 1] : NULL;
+        const int below_relu = gin_p && below && below->act == ODL_ACT_RELU &&
+                               (below->type == ODL_LAYER_CONV2D || below->type == ODL_LAYER_LINEAR);
         odl_status s = ODL_OK;
         switch (l->type) {
-        case ODL_LAYER_CONV2D:
+        case ODL_LAYER_CONV2D: {
+            /* odl_conv2d_relu_bwd: the ReLU applied as the data gradient is stored, with ODL_CONV_RELU_FUSE on
+             * (off until it has run on a GPU; ~3.5 % of an examples-CNN batch-512 step, bench/NOTES.md) */
+            const int fuse = below_relu && odl_env_bool(ODL_ENV_CONV_RELU_FUSE);
             if (l->act != ODL_ACT_NONE && !relu_done) s = odl_act_bwd(l->act, &tr.in[i + 1], &tr.in[i + 1], &g, &g);
-            if (s == ODL_OK) s = odl_conv2d_bwd(x, &l->w->value, &g, l->stride, l->pad, gin_p, &l->w->grad, &l->b->grad);
+            if (s == ODL_OK)
+                s = (fuse ? odl_conv2d_relu_bwd : odl_conv2d_bwd)(x, &l->w->value, &g, l->stride, l->pad, gin_p,
+                                                                  &l->w->grad, &l->b->grad);
+            relu_fused = fuse;
             break;
+        }
         case ODL_LAYER_LINEAR:
             if (l->act != ODL_ACT_NONE && !relu_done) s = odl_act_bwd(l->act, &tr.in[i + 1], &tr.in[i + 1], &g, &g);
             if (s == ODL_OK) s = odl_linear_bwd(x, &l->w->value, &g, gin_p, &l->w->grad, &l->b->grad);
@@ -430,13 +442,10 @@ static odl_status run_backward(odl_net *net, int B, float loss_scale, const net_
         case ODL_LAYER_MAXPOOL2D: {
             odl_tensor am;
             s = batch_view(&l->argmax, B, l->out_ndim, l->out_shape, &am);
-            /* After a convolution or linear layer whose epilogue applied a ReLU, that ReLU's backward runs
-             * inside this one (odl_maxpool2d_relu_bwd: the same bits, one pass over the [N,C,H,W] gradient
-             * instead of three: 9.5 % of an examples-CNN batch-512 step on an H100, bench/NOTES.md), with
-             * ODL_POOL_RELU_FUSE on (off until it has run on a GPU). */
-            const odl_layer *below = i > 0 ? &net->layers[i - 1] : NULL;
-            const int fuse = odl_env_bool(ODL_ENV_POOL_RELU_FUSE) && below && below->act == ODL_ACT_RELU &&
-                             (below->type == ODL_LAYER_CONV2D || below->type == ODL_LAYER_LINEAR);
+            /* odl_maxpool2d_relu_bwd: one pass over the [N,C,H,W] gradient instead of three (9.5 % of an
+             * examples-CNN batch-512 step on an H100, bench/NOTES.md), with ODL_POOL_RELU_FUSE on (off until it
+             * has run on a GPU) */
+            const int fuse = below_relu && odl_env_bool(ODL_ENV_POOL_RELU_FUSE);
             if (s == ODL_OK && gin_p) {
                 s = fuse ? odl_maxpool2d_relu_bwd(&g, &am, &tr.in[i + 1], l->k, l->stride, l->pad, gin_p)
                          : odl_maxpool2d_bwd(&g, &am, l->k, l->stride, l->pad, gin_p);

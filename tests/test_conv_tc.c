@@ -25,7 +25,9 @@
  *   lowp     short reductions show an error above 4 dot(K): the inputs were rounded at all
  *   db       vs the float64 sum of the float32 dy: <= dot(N*P*Q) (db is never rounded)
  * and: odl_conv2d_fwd / odl_conv2d_bwd follow odl_set_matmul_precision (bit for bit the op table's lowp
- * entry, and the float32 entry for fp32); the inputs are unchanged; a batch of 0 gives dw = db = 0.
+ * entry, and the float32 entry for fp32); the inputs are unchanged; a batch of 0 gives dw = db = 0; bwd_data
+ * with relu_x = x (and odl_conv2d_relu_bwd) gives the bits of dx with 0 wherever x <= 0, x holding exact zeros
+ * (every kernel path of each case, float32 included).
  */
 #include <inttypes.h>
 #include <math.h>
@@ -155,6 +157,7 @@ static void run_case(const conv_case *c, int idx, odl_precision prec) {
     const int64_t ny = (int64_t)s.N * s.K * s.P * s.Q;
     float *x = fgen(nx, -1, 1), *w = fgen(nw, -1, 1), *dy = fgen(ny, -1, 1);
     float *bias = c->bias ? fgen(s.K, -1, 1) : NULL, *res = c->res ? fgen(ny, -1, 1) : NULL;
+    for (int64_t i = 5; i < nx; i += 11) x[i] = 0.0f; /* the ReLU's gate at exactly 0 (relu_x below) */
     double *ref[NREF] = {0}, *mag[NREF] = {0}, *dref[NREF] = {0}, *dmag[NREF] = {0}, *wref[NREF] = {0};
     double *wmag[NREF] = {0}, *bref = malloc((size_t)s.K * sizeof(double));
     double *bmag = malloc((size_t)s.K * sizeof(double));
@@ -191,10 +194,38 @@ static void run_case(const conv_case *c, int idx, odl_precision prec) {
     ep.residual = dR.p;
     ep.act = c->act;
     TOK(g_be->conv2d_fwd_lowp(&s, dX.p, dW.p, &ep, dY.p, prec));
-    TOK(g_be->conv2d_bwd_data_lowp(&s, dDY.p, dW.p, dDX.p, prec));
+    TOK(g_be->conv2d_bwd_data_lowp(&s, dDY.p, dW.p, NULL, dDX.p, prec));
     TOK(g_be->conv2d_bwd_weight_lowp(&s, dX.p, dDY.p, dDW.p, dDB.p, prec));
     dget(y0, &dY, ny);
     dget(dx0, &dDX, nx);
+    /* with relu_x = x (a ReLU's output below this convolution): the bits of dx, 0 where x <= 0 */
+    float *dxr = nan_buf(nx);
+    dbuf dDXR = dput(dxr, nx, 0);
+    TOK(g_be->conv2d_bwd_data_lowp(&s, dDY.p, dW.p, dX.p, dDXR.p, prec));
+    dget(dxr, &dDXR, nx);
+    int64_t nbad = 0, first = -1;
+    for (int64_t i = 0; i < nx; i++) {
+        const float want = x[i] <= 0.0f ? 0.0f : dx0[i];
+        if (memcmp(&want, &dxr[i], sizeof want) != 0 && nbad++ == 0) first = i;
+    }
+    TCHECK(nbad == 0, "case %d %s bwd_data relu_x: %" PRId64 " of %" PRId64 " elements not dx gated by x > 0 (first %" PRId64 ")",
+           idx, odl_precision_name(prec), nbad, nx, first);
+    if (prec == ODL_PRECISION_TF32) { /* the float32 entry's too (its kernels' 4-wide and scalar stores) */
+        float *dxf = nan_buf(nx);
+        TOK(g_be->conv2d_bwd_data(&s, dDY.p, dW.p, NULL, dDXR.p));
+        dget(dxf, &dDXR, nx);
+        TOK(g_be->conv2d_bwd_data(&s, dDY.p, dW.p, dX.p, dDXR.p));
+        dget(dxr, &dDXR, nx);
+        nbad = 0;
+        for (int64_t i = 0; i < nx; i++) {
+            const float want = x[i] <= 0.0f ? 0.0f : dxf[i];
+            if (memcmp(&want, &dxr[i], sizeof want) != 0 && nbad++ == 0) first = i;
+        }
+        TCHECK(nbad == 0, "case %d fp32 bwd_data relu_x: %" PRId64 " of %" PRId64 " elements not dx gated by x > 0 (first %" PRId64 ")",
+               idx, nbad, nx, first);
+        free(dxf);
+    }
+    free(dxr);
     dget(dw0, &dDW, nw);
     dget(db0, &dDB, s.K);
 
@@ -211,7 +242,7 @@ static void run_case(const conv_case *c, int idx, odl_precision prec) {
     TCHECK(memcmp(back, dy, (size_t)ny * sizeof(float)) == 0, "case %d: dy was modified", idx);
     free(back);
 
-    dbuf all[] = {dX, dW, dDY, dB, dR, dY, dDX, dDW, dDB};
+    dbuf all[] = {dX, dW, dDY, dB, dR, dY, dDX, dDW, dDB, dDXR};
     dfree_all(all, sizeof all / sizeof all[0]);
     free_refs(ref);
     free_refs(mag);
@@ -314,11 +345,11 @@ static void test_routing(void) {
         ep.act = c.act;
         if (prec == ODL_PRECISION_FP32) {
             TOK(g_be->conv2d_fwd(&s, tx.data, tw.data, &ep, e_y.p));
-            TOK(g_be->conv2d_bwd_data(&s, tdy.data, tw.data, e_dx.p));
+            TOK(g_be->conv2d_bwd_data(&s, tdy.data, tw.data, NULL, e_dx.p));
             TOK(g_be->conv2d_bwd_weight(&s, tx.data, tdy.data, e_dw.p, e_db.p));
         } else {
             TOK(g_be->conv2d_fwd_lowp(&s, tx.data, tw.data, &ep, e_y.p, prec));
-            TOK(g_be->conv2d_bwd_data_lowp(&s, tdy.data, tw.data, e_dx.p, prec));
+            TOK(g_be->conv2d_bwd_data_lowp(&s, tdy.data, tw.data, NULL, e_dx.p, prec));
             TOK(g_be->conv2d_bwd_weight_lowp(&s, tx.data, tdy.data, e_dw.p, e_db.p, prec));
         }
         dget(want_y, &e_y, ny);
@@ -334,6 +365,15 @@ static void test_routing(void) {
         TCHECK(same_as(&tdx, want_dx), "odl_conv2d_bwd dx in %s is not the op table's entry", pn);
         TCHECK(same_as(&tdw, want_dw), "odl_conv2d_bwd dw in %s is not the op table's entry", pn);
         TCHECK(same_as(&tdb, want_db), "odl_conv2d_bwd db in %s is not the op table's entry", pn);
+        /* odl_conv2d_relu_bwd: the same, dx 0 where x <= 0 */
+        odl_set_matmul_precision(prec);
+        TOK(odl_conv2d_relu_bwd(&tx, &tw, &tdy, 1, 1, &tdx, &tdw, &tdb));
+        odl_set_matmul_precision(saved);
+        for (int64_t i = 0; i < nx; i++)
+            if (x[i] <= 0.0f) want_dx[i] = 0.0f;
+        TCHECK(same_as(&tdx, want_dx), "odl_conv2d_relu_bwd dx in %s is not the entry's dx gated by x > 0", pn);
+        TCHECK(same_as(&tdw, want_dw), "odl_conv2d_relu_bwd dw in %s is not the op table's entry", pn);
+        TCHECK(same_as(&tdb, want_db), "odl_conv2d_relu_bwd db in %s is not the op table's entry", pn);
     }
     dbuf all[] = {e_y, e_dx, e_dw, e_db};
     for (size_t i = 0; i < 4; i++)

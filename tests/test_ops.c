@@ -1083,6 +1083,40 @@ static void fd_conv_f(void *c_, double *out) {
     ref_conv2d_fwd(c->s, c->x, c->w, c->b, NULL, ODL_ACT_NONE, out, NULL);
 }
 
+
+/* The ReLU's backward fused into the data gradient (odl_conv2d_relu_bwd, or the entry's relu_x for direct
+ * cases): with x as the ReLU's output, the bits of tdx (just computed) with 0 wherever x <= 0; dw and db
+ * those of the plain call. */
+static void conv_relu_bwd_check(int b, const conv_case *c, const odl_conv2d_shape *s, const float *x,
+                                odl_tensor *tx, odl_tensor *tw, odl_tensor *tdy, odl_tensor *tdx, odl_tensor *tdw,
+                                odl_tensor *tdb) {
+    const odl_device dev = g_bk[b].dev;
+    const int64_t nx = (int64_t)s->N * s->C * s->H * s->W, nw = (int64_t)s->K * s->C * s->R * s->S;
+    odl_tensor *tdx2 = dF(dev, NULL, s->N, s->C, s->H, s->W), *tdw2 = dF(dev, NULL, s->K, s->C, s->R, s->S);
+    odl_tensor *tdb2 = tdb ? dF(dev, NULL, s->K) : NULL;
+    const int ok = c->direct ? call_ok(g_bk[b].be->conv2d_bwd_data(s, tdy->data, tw->data, tx->data, tdx2->data),
+                                       "backend conv2d_bwd_data relu_x")
+                             : call_ok(odl_conv2d_relu_bwd(tx, tw, tdy, c->sh, c->ph, tdx2, tdw2, tdb2),
+                                       "odl_conv2d_relu_bwd");
+    if (!ok) return;
+    float *want = falloc(nx), *got = falloc(nx);
+    if (!dget("dx", tdx, want) || !dget("dx", tdx2, got)) return;
+    int64_t nbad = 0, first = -1;
+    for (int64_t i = 0; i < nx; i++) {
+        if (x[i] <= 0.0f) want[i] = 0.0f;
+        if (memcmp(&want[i], &got[i], 4) != 0 && nbad++ == 0) first = i;
+    }
+    if (nbad)
+        line_note_fail("relu dx: %" PRId64 " of %" PRId64 " elements differ from dx gated by x > 0 (first %" PRId64
+                       ": %.9g, want %.9g)", nbad, nx, first, got[first], want[first]);
+    if (c->direct) return;
+    float *w1 = falloc(nw), *w2 = falloc(nw);
+    if (dget("dw", tdw, w1) && dget("dw", tdw2, w2) && memcmp(w1, w2, (size_t)nw * 4) != 0)
+        line_note_fail("relu dw: not the bits of odl_conv2d_bwd's");
+    if (tdb && dget("db", tdb, w1) && dget("db", tdb2, w2) && memcmp(w1, w2, (size_t)s->K * 4) != 0)
+        line_note_fail("relu db: not the bits of odl_conv2d_bwd's");
+}
+
 static void run_conv_bwd(void) {
     conv_cases();
     for (int ci = 0; ci < N_CONV; ci++) {
@@ -1119,7 +1153,7 @@ static void run_conv_bwd(void) {
             odl_tensor *tdw = dF(dev, NULL, s.K, s.C, s.R, s.S), *tdb = c->no_db ? NULL : dF(dev, NULL, s.K);
             int ok;
             if (c->direct) {
-                ok = !tdx || call_ok(g_bk[b].be->conv2d_bwd_data(&s, tdy->data, tw->data, tdx->data),
+                ok = !tdx || call_ok(g_bk[b].be->conv2d_bwd_data(&s, tdy->data, tw->data, NULL, tdx->data),
                                      "backend conv2d_bwd_data");
                 ok = call_ok(g_bk[b].be->conv2d_bwd_weight(&s, tx->data, tdy->data, tdw->data, tdb ? tdb->data : NULL),
                              "backend conv2d_bwd_weight") &&
@@ -1144,6 +1178,7 @@ static void run_conv_bwd(void) {
                 dsame("x", tx, x);
                 dsame("w", tw, w);
                 dsame("dy", tdy, dy);
+                if (tdx) conv_relu_bwd_check(b, c, &s, x, tx, tw, tdy, tdx, tdw, tdb);
             }
             line_end();
             dfree_all();
@@ -2525,6 +2560,13 @@ static odl_status bc_conv_fwd(odl_tensor *const *t) {
     return odl_conv2d_fwd(t[0], t[1], t[2], t[3], ODL_ACT_SILU, 1, 1, t[4]);
 }
 static odl_status bc_conv_bwd(odl_tensor *const *t) { return odl_conv2d_bwd(t[0], t[1], t[2], 1, 1, t[3], t[4], t[5]); }
+/* x, w, dy, dx (nullable), dw, db (nullable) of a 3x3 convolution, pad 1, 2 -> 3 channels */
+#define CONV_BWD_ARGS                                                                                                   \
+    {{"x", F32, 4, {1, 2, 5, 6}, 0, 0}, {"w", F32, 4, {3, 2, 3, 3}, 0, 0}, {"dy", F32, 4, {1, 3, 5, 6}, 0, 0},          \
+     {"dx", F32, 4, {1, 2, 5, 6}, 1, 0}, {"dw", F32, 4, {3, 2, 3, 3}, 0, 0}, {"db", F32, 1, {3}, 1, 0}}
+static odl_status bc_conv_relu_bwd(odl_tensor *const *t) {
+    return odl_conv2d_relu_bwd(t[0], t[1], t[2], 1, 1, t[3], t[4], t[5]);
+}
 static odl_status bc_pool_fwd(odl_tensor *const *t) { return odl_maxpool2d_fwd(t[0], 3, 1, 1, t[1], t[2]); }
 static odl_status bc_pool_bwd(odl_tensor *const *t) { return odl_maxpool2d_bwd(t[0], t[1], 3, 1, 1, t[2]); }
 static odl_status bc_pool_relu_bwd(odl_tensor *const *t) { return odl_maxpool2d_relu_bwd(t[0], t[1], t[2], 3, 1, 1, t[3]); }
@@ -2600,15 +2642,8 @@ static const bad_op BAD_OPS[] = {
       {"b", F32, 1, {3}, 1, 0},
       {"residual", F32, 4, {1, 3, 5, 6}, 1, 0},
       {"y", F32, 4, {1, 3, 5, 6}, 0, 0}}},
-    {"conv2d_bwd",
-     bc_conv_bwd,
-     6,
-     {{"x", F32, 4, {1, 2, 5, 6}, 0, 0},
-      {"w", F32, 4, {3, 2, 3, 3}, 0, 0},
-      {"dy", F32, 4, {1, 3, 5, 6}, 0, 0},
-      {"dx", F32, 4, {1, 2, 5, 6}, 1, 0},
-      {"dw", F32, 4, {3, 2, 3, 3}, 0, 0},
-      {"db", F32, 1, {3}, 1, 0}}},
+    {"conv2d_bwd", bc_conv_bwd, 6, CONV_BWD_ARGS},
+    {"conv2d_relu_bwd", bc_conv_relu_bwd, 6, CONV_BWD_ARGS},
     {"maxpool2d_fwd",
      bc_pool_fwd,
      3,

@@ -234,11 +234,14 @@ typedef struct odl_backend {
 
     /* ---- convolution ----
      * fwd: y = act(conv(x, w) + bias) + residual (ep.bias_per_row ignored; bias per output channel).
-     * bwd_data: dx = conv_transpose(dy, w) (overwrites dx).
+     * bwd_data: dx = conv_transpose(dy, w) (overwrites dx); with relu_x (the forward's input x, of a
+     * convolution whose input is a ReLU's output) dx = 0 where relu_x <= 0: that ReLU's backward fused,
+     * the bits of act_bwd(RELU) run after (a backend may run it after, or in its store).
      * bwd_weight: dw = sum_n corr(x, dy) (overwrites dw); db (nullable) = sum over N,P,Q of dy. */
     odl_status (*conv2d_fwd)(const odl_conv2d_shape *s, const float *x, const float *w, const odl_epilogue *ep,
                              float *y);
-    odl_status (*conv2d_bwd_data)(const odl_conv2d_shape *s, const float *dy, const float *w, float *dx);
+    odl_status (*conv2d_bwd_data)(const odl_conv2d_shape *s, const float *dy, const float *w, const float *relu_x,
+                                  float *dx);
     odl_status (*conv2d_bwd_weight)(const odl_conv2d_shape *s, const float *x, const float *dy, float *dw,
                                     float *db);
 
@@ -383,8 +386,8 @@ typedef struct odl_backend {
      * (kernels/cpu/conv2d_lowp.c). ODL_PRECISION_FP32 is the float32 entry itself. ---- */
     odl_status (*conv2d_fwd_lowp)(const odl_conv2d_shape *s, const float *x, const float *w, const odl_epilogue *ep,
                                   float *y, odl_precision prec);
-    odl_status (*conv2d_bwd_data_lowp)(const odl_conv2d_shape *s, const float *dy, const float *w, float *dx,
-                                       odl_precision prec);
+    odl_status (*conv2d_bwd_data_lowp)(const odl_conv2d_shape *s, const float *dy, const float *w,
+                                       const float *relu_x, float *dx, odl_precision prec);
     odl_status (*conv2d_bwd_weight_lowp)(const odl_conv2d_shape *s, const float *x, const float *dy, float *dw,
                                          float *db, odl_precision prec);
     /* ---- GEMM on typed operands (odl_gemm_typed_args): CUDA on compute capability 9.0 through wgmma

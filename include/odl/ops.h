@@ -42,6 +42,11 @@ ODL_API odl_status odl_conv2d_fwd(const odl_tensor *x, const odl_tensor *w, cons
 /* Backward of odl_conv2d_fwd with act NONE and no residual: dx (NULL to skip), dw, db (NULL to skip). */
 ODL_API odl_status odl_conv2d_bwd(const odl_tensor *x, const odl_tensor *w, const odl_tensor *dy, int stride, int pad,
                           odl_tensor *dx, odl_tensor *dw, odl_tensor *db);
+/* The backward of a ReLU followed by this convolution: odl_conv2d_bwd where x is the ReLU's output, dx then
+ * 0 wherever x <= 0 (odl_act_bwd's ReLU, bit for bit) without reading or writing dx again: the CUDA kernels
+ * apply it as they store dx. Same arguments and errors as odl_conv2d_bwd. */
+ODL_API odl_status odl_conv2d_relu_bwd(const odl_tensor *x, const odl_tensor *w, const odl_tensor *dy, int stride, int pad,
+                               odl_tensor *dx, odl_tensor *dw, odl_tensor *db);
 
 /* Max-pool: x [N,C,H,W] -> y [N,C,P,Q]; argmax: I32 [N,C,P,Q] or NULL (needed for backward). */
 ODL_API odl_status odl_maxpool2d_fwd(const odl_tensor *x, int kernel, int stride, int pad, odl_tensor *y,

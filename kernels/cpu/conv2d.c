@@ -151,6 +151,7 @@ typedef struct conv_job {
     const float *x, *w, *dy;
     const odl_epilogue *ep;
     float *y, *dx;
+    const float *relu_x; /* bwd_data: NULL, or the input whose ReLU backward is fused (odl/backend.h) */
 } conv_job;
 
 static odl_status fwd_image(const conv_job *J, int64_t n) {
@@ -203,7 +204,7 @@ static odl_status fwd_chunk(void *ctx, int chunk, int64_t begin, int64_t end) {
 
 odl_status odl_cpu_conv2d_fwd(const odl_conv2d_shape *s, const float *x, const float *w, const odl_epilogue *ep,
                               float *y) {
-    conv_job J = {s, x, w, NULL, ep, y, NULL};
+    conv_job J = {s, x, w, NULL, ep, y, NULL, NULL};
     if (s->N <= 0 || s->K <= 0 || s->P <= 0 || s->Q <= 0) return ODL_OK;
     if (s->N >= odl_cpu_num_threads()) return odl_cpu_parallel_for(s->N, 1, fwd_chunk, &J, NULL);
     return fwd_chunk(&J, 0, 0, s->N); /* one image at a time; the GEMM and unfolding use the threads */
@@ -249,16 +250,31 @@ static odl_status bwd_data_image(const conv_job *J, int64_t n) {
     return ODL_OK;
 }
 
+/* Image n's dx = 0 where relu_x <= 0 (the ReLU backward's select, kernels/cpu/elementwise.c), while its
+ * dx is still in cache. */
+static void bwd_data_relu_image(const conv_job *J, int64_t n) {
+    const int64_t CHW = (int64_t)J->s->C * J->s->H * J->s->W;
+    const float *xn = J->relu_x + n * CHW;
+    float *dxn = J->dx + n * CHW;
+    for (int64_t i = 0; i < CHW; i++)
+        if (xn[i] <= 0.0f) dxn[i] = 0.0f;
+}
+
 static odl_status bwd_data_chunk(void *ctx, int chunk, int64_t begin, int64_t end) {
     (void)chunk;
-    for (int64_t n = begin; n < end; n++) ODL_CHECK(bwd_data_image((const conv_job *)ctx, n));
+    const conv_job *J = (const conv_job *)ctx;
+    for (int64_t n = begin; n < end; n++) {
+        ODL_CHECK(bwd_data_image(J, n));
+        if (J->relu_x) bwd_data_relu_image(J, n);
+    }
     return ODL_OK;
 }
 
-odl_status odl_cpu_conv2d_bwd_data(const odl_conv2d_shape *s, const float *dy, const float *w, float *dx) {
-    conv_job J = {s, NULL, w, dy, NULL, NULL, dx};
+odl_status odl_cpu_conv2d_bwd_data(const odl_conv2d_shape *s, const float *dy, const float *w, const float *relu_x,
+                                   float *dx) {
+    conv_job J = {s, NULL, w, dy, NULL, NULL, dx, relu_x};
     if (s->N <= 0 || s->C <= 0 || s->H <= 0 || s->W <= 0) return ODL_OK;
-    if (s->K <= 0 || s->P <= 0 || s->Q <= 0) {
+    if (s->K <= 0 || s->P <= 0 || s->Q <= 0) { /* no terms: 0, which the ReLU's select leaves 0 */
         memset(dx, 0, (size_t)s->N * s->C * s->H * s->W * sizeof(float));
         return ODL_OK;
     }

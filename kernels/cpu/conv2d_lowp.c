@@ -49,15 +49,15 @@ odl_status odl_cpu_conv2d_fwd_lowp(const odl_conv2d_shape *s, const float *x, co
     return st;
 }
 
-odl_status odl_cpu_conv2d_bwd_data_lowp(const odl_conv2d_shape *s, const float *dy, const float *w, float *dx,
-                                        odl_precision prec) {
+odl_status odl_cpu_conv2d_bwd_data_lowp(const odl_conv2d_shape *s, const float *dy, const float *w,
+                                        const float *relu_x, float *dx, odl_precision prec) {
     static const char *op = "conv2d_bwd_data_lowp";
-    if (prec == ODL_PRECISION_FP32) return odl_cpu_conv2d_bwd_data(s, dy, w, dx);
+    if (prec == ODL_PRECISION_FP32) return odl_cpu_conv2d_bwd_data(s, dy, w, relu_x, dx);
     ODL_CHECK(check_prec(prec, op));
     float *dyr = NULL, *wr = NULL;
     odl_status st = rounded_copy(dy, y_elems(s), prec, op, "dy", &dyr);
     if (st == ODL_OK) st = rounded_copy(w, w_elems(s), prec, op, "w", &wr);
-    if (st == ODL_OK) st = odl_cpu_conv2d_bwd_data(s, dyr, wr, dx);
+    if (st == ODL_OK) st = odl_cpu_conv2d_bwd_data(s, dyr, wr, relu_x, dx);
     free(dyr);
     free(wr);
     return st;

@@ -66,7 +66,8 @@ odl_tf32_rounding odl_cpu_tf32_rounding(void);
 /* ---- convolution (conv2d.c) ---- */
 odl_status odl_cpu_conv2d_fwd(const odl_conv2d_shape *s, const float *x, const float *w, const odl_epilogue *ep,
                               float *y);
-odl_status odl_cpu_conv2d_bwd_data(const odl_conv2d_shape *s, const float *dy, const float *w, float *dx);
+odl_status odl_cpu_conv2d_bwd_data(const odl_conv2d_shape *s, const float *dy, const float *w, const float *relu_x,
+                                   float *dx);
 odl_status odl_cpu_conv2d_bwd_weight(const odl_conv2d_shape *s, const float *x, const float *dy, float *dw,
                                      float *db);
 /* db[k] = sum over N, P, Q of dy (double sums): bwd_weight's bias gradient alone. */
@@ -74,8 +75,8 @@ odl_status odl_cpu_conv2d_bias_grad(const odl_conv2d_shape *s, const float *dy, 
 /* conv2d_*_lowp (conv2d_lowp.c): TF32 / BF16 rounded copies of both operands, then the float32 entries. */
 odl_status odl_cpu_conv2d_fwd_lowp(const odl_conv2d_shape *s, const float *x, const float *w, const odl_epilogue *ep,
                                    float *y, odl_precision prec);
-odl_status odl_cpu_conv2d_bwd_data_lowp(const odl_conv2d_shape *s, const float *dy, const float *w, float *dx,
-                                        odl_precision prec);
+odl_status odl_cpu_conv2d_bwd_data_lowp(const odl_conv2d_shape *s, const float *dy, const float *w,
+                                        const float *relu_x, float *dx, odl_precision prec);
 odl_status odl_cpu_conv2d_bwd_weight_lowp(const odl_conv2d_shape *s, const float *x, const float *dy, float *dw,
                                           float *db, odl_precision prec);
 

@@ -128,14 +128,15 @@ odl_status odl_cuda_gemm_typed(const odl_gemm_typed_args *a);
 odl_tf32_rounding odl_cuda_tf32_rounding(void);
 odl_status odl_cuda_conv2d_fwd(const odl_conv2d_shape *s, const float *x, const float *w, const odl_epilogue *ep,
                                float *y);
-odl_status odl_cuda_conv2d_bwd_data(const odl_conv2d_shape *s, const float *dy, const float *w, float *dx);
+odl_status odl_cuda_conv2d_bwd_data(const odl_conv2d_shape *s, const float *dy, const float *w, const float *relu_x,
+                                    float *dx);
 odl_status odl_cuda_conv2d_bwd_weight(const odl_conv2d_shape *s, const float *x, const float *dy, float *dw,
                                       float *db);
 /* TF32 / BF16 tensor-core convolutions (conv2d_tc.cu); ODL_PRECISION_FP32 is the float32 entry */
 odl_status odl_cuda_conv2d_fwd_lowp(const odl_conv2d_shape *s, const float *x, const float *w, const odl_epilogue *ep,
                                     float *y, odl_precision prec);
-odl_status odl_cuda_conv2d_bwd_data_lowp(const odl_conv2d_shape *s, const float *dy, const float *w, float *dx,
-                                         odl_precision prec);
+odl_status odl_cuda_conv2d_bwd_data_lowp(const odl_conv2d_shape *s, const float *dy, const float *w,
+                                         const float *relu_x, float *dx, odl_precision prec);
 odl_status odl_cuda_conv2d_bwd_weight_lowp(const odl_conv2d_shape *s, const float *x, const float *dy, float *dw,
                                            float *db, odl_precision prec);
 odl_status odl_cuda_maxpool2d_fwd(const odl_pool2d_shape *s, const float *x, float *y, int32_t *argmax);

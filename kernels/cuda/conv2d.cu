@@ -148,16 +148,18 @@ odl_status conv_transpose_weights(const odl_conv2d_shape *s, const float *w, flo
 }
 
 template <class Cfg>
-static odl_status bwd_data_cfg(const odl_conv2d_shape *s, const float *dy, const float *wt, float *dx,
-                               const Plan &pl, float *ws) {
+static odl_status bwd_data_cfg(const odl_conv2d_shape *s, const float *dy, const float *wt, const float *relu_x,
+                               float *dx, const Plan &pl, float *ws) {
     const int M = s->C, N = s->N * s->H * s->W, Kd = s->K * s->R * s->S;
     using LA = DenseTile<Cfg::BM, Cfg::BK, Cfg::THREADS, true>;
     typename LA::Params pa = {wt, (int64_t)Kd, M, Kd, Kd % 4 == 0};
     const int HW = s->H * s->W;
     OutNCHW fin, part;
-    conv_nchw_outs(dx, ws, s->C, HW, M, N, HW % 4 == 0 && aligned16(dx), &fin, &part);
+    conv_nchw_outs(dx, ws, s->C, HW, M, N, HW % 4 == 0 && aligned16(dx) && !relu_x, &fin,
+                   &part);
     const FastDiv fHW(s->H * s->W), fW(s->W), fRS(s->R * s->S), fS(s->S), fsh(s->stride_h), fsw(s->stride_w);
-    const Epi ep = epi_raw();
+    Epi ep = epi_raw();
+    ep.gate = relu_x; /* the ReLU backward of the layer below, in the store */
     if (s->stride_h == 1 && s->stride_w == 1) {
         using LB = DyGatherTile<Cfg::BN, Cfg::BK, Cfg::THREADS, true>;
         typename LB::Params pb = {dy, s->K, s->P, s->Q, 1, 1, s->pad_h, s->pad_w, N, Kd, fHW, fW, fRS, fS, fsh, fsw};
@@ -364,7 +366,8 @@ static odl_status conv_fwd(const odl_conv2d_shape *s, const float *x, const floa
     ODL_CONV_DISPATCH(fwd_cfg, pl.cfg, s, x, w, ep, y, pl, ws)
 }
 
-static odl_status conv_bwd_data(const odl_conv2d_shape *s, const float *dy, const float *w, float *dx) {
+static odl_status conv_bwd_data(const odl_conv2d_shape *s, const float *dy, const float *w, const float *relu_x,
+                                float *dx) {
     ODL_CHECK(conv_check_sizes(s, "conv2d_bwd_data"));
     const int M = s->C, N = s->N * s->H * s->W, Kd = s->K * s->R * s->S;
     if (M <= 0 || N <= 0) return ODL_OK;
@@ -372,7 +375,7 @@ static odl_status conv_bwd_data(const odl_conv2d_shape *s, const float *dy, cons
     float *wt = nullptr, *ws = nullptr;
     ODL_CHECK(conv_workspace2((size_t)s->K * s->C * s->R * s->S, pl.splits > 1 ? (size_t)pl.splits * M * N : 0, &wt, &ws));
     ODL_CHECK(conv_transpose_weights(s, w, wt));
-    ODL_CONV_DISPATCH(bwd_data_cfg, pl.cfg, s, dy, wt, dx, pl, ws)
+    ODL_CONV_DISPATCH(bwd_data_cfg, pl.cfg, s, dy, wt, relu_x, dx, pl, ws)
 }
 
 static odl_status conv_bwd_weight(const odl_conv2d_shape *s, const float *x, const float *dy, float *dw, float *db) {
@@ -415,8 +418,9 @@ extern "C" odl_status odl_cuda_conv2d_fwd(const odl_conv2d_shape *s, const float
     return odlk::conv_fwd(s, x, w, ep, y);
 }
 
-extern "C" odl_status odl_cuda_conv2d_bwd_data(const odl_conv2d_shape *s, const float *dy, const float *w, float *dx) {
-    return odlk::conv_bwd_data(s, dy, w, dx);
+extern "C" odl_status odl_cuda_conv2d_bwd_data(const odl_conv2d_shape *s, const float *dy, const float *w,
+                                               const float *relu_x, float *dx) {
+    return odlk::conv_bwd_data(s, dy, w, relu_x, dx);
 }
 
 extern "C" odl_status odl_cuda_conv2d_bwd_weight(const odl_conv2d_shape *s, const float *x, const float *dy,

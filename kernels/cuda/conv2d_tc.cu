@@ -164,25 +164,28 @@ static odl_status fwd_tc(const odl_conv2d_shape *s, const float *x, const float 
 
 /* ---- bwd_data: M = C, N = N*H*W, reduction K*R*S; A = the transposed weights ---- */
 template <class Cfg, bool BF16>
-static odl_status bwd_data_tc(const odl_conv2d_shape *s, const float *dy, const float *wt, float *dx, const Plan &pl,
-                              float *ws) {
+static odl_status bwd_data_tc(const odl_conv2d_shape *s, const float *dy, const float *wt, const float *relu_x,
+                              float *dx, const Plan &pl, float *ws) {
     const int M = s->C, N = s->N * s->H * s->W, Kd = s->K * s->R * s->S, HW = s->H * s->W;
     using LA = DenseTile<Cfg::BM, Cfg::BK, Cfg::THREADS, true, Cfg::PAD>;
     typename LA::Params pa = {wt, (int64_t)Kd, M, Kd, Kd % 4 == 0};
     OutNCHW fin, part;
-    conv_nchw_outs(dx, ws, s->C, HW, M, N, HW % 4 == 0 && aligned16(dx), &fin, &part);
+    conv_nchw_outs(dx, ws, s->C, HW, M, N, HW % 4 == 0 && aligned16(dx) && !relu_x, &fin,
+                   &part);
+    Epi ep = epi_raw();
+    ep.gate = relu_x;
     const FastDiv fHW(HW), fW(s->W), fRS(s->R * s->S), fS(s->S), fsh(s->stride_h), fsw(s->stride_w);
     if (s->stride_h == 1 && s->stride_w == 1) {
         using LWA = WeightsTc<Cfg::BM, Cfg::BK, Cfg::THREADS, Cfg::PAD>;
         using LB = GatherTc<Cfg::BN, Cfg::BK, Cfg::THREADS, Cfg::PAD>;
         typename LWA::Params pwa = {wt, M, Kd};
-        return run_mma_async<Cfg, BF16, LWA, LB>(pwa, bwd_data_gather(s, dy), fin, part, epi_raw(), M, N, Kd, pl,
+        return run_mma_async<Cfg, BF16, LWA, LB>(pwa, bwd_data_gather(s, dy), fin, part, ep, M, N, Kd, pl,
                                                  "odl_conv2d_bwd_data_tc");
     }
     using LB = DyGatherTile<Cfg::BN, Cfg::BK, Cfg::THREADS, false, Cfg::PAD>;
     typename LB::Params pb = {dy, s->K, s->P, s->Q, s->stride_h, s->stride_w, s->pad_h, s->pad_w, N, Kd,
                               fHW, fW, fRS, fS, fsh, fsw};
-    return run_mma<Cfg, BF16, LA, LB>(pa, pb, fin, part, epi_raw(), M, N, Kd, pl, "odl_conv2d_bwd_data_tc_strided");
+    return run_mma<Cfg, BF16, LA, LB>(pa, pb, fin, part, ep, M, N, Kd, pl, "odl_conv2d_bwd_data_tc_strided");
 }
 
 /* ---- bwd_weight: M = K, N = C*R*S, reduction N*P*Q ---- */
@@ -239,24 +242,28 @@ static odl_status conv_fwd_tc(const odl_conv2d_shape *s, const float *x, const f
     ODL_TC_DISPATCH_WIDE(fwd_tc, pl, bf16, s, x, w, ep, y, pl, ws);
 }
 
-static odl_status conv_bwd_data_tc(const odl_conv2d_shape *s, const float *dy, const float *w, float *dx, bool bf16) {
+static odl_status conv_bwd_data_tc(const odl_conv2d_shape *s, const float *dy, const float *w, const float *relu_x,
+                                   float *dx, bool bf16) {
     ODL_CHECK(conv_check_sizes(s, "conv2d_bwd_data_lowp"));
     const int64_t M = s->C, N = (int64_t)s->N * s->H * s->W, Kd = (int64_t)s->K * s->R * s->S;
     if (M <= 0 || N <= 0) return ODL_OK;
-    if (Kd <= kMinReduction || (int64_t)s->N * s->K * s->P * s->Q >= INT_MAX) return odl_cuda_conv2d_bwd_data(s, dy, w, dx);
+    if (Kd <= kMinReduction || (int64_t)s->N * s->K * s->P * s->Q >= INT_MAX)
+        return odl_cuda_conv2d_bwd_data(s, dy, w, relu_x, dx);
     if (s->stride_h == 1 && s->stride_w == 1 &&
         sm90::conv_use(M, N, Kd, s->K, s->N, (int64_t)s->N * s->K * s->P * s->Q, bf16)) { /* packs the weights transposed itself */
         OutNCHW fin, part;
         conv_nchw_outs(dx, nullptr, s->C, s->H * s->W, (int)M, (int)N, false, &fin, &part);
+        Epi ep = epi_raw();
+        ep.gate = relu_x;
         return sm90::conv_rounded(bwd_data_gather(s, dy), w, true, s->R * s->S, bf16, (int)M, (int)N, (int)Kd, fin,
-                                  epi_raw(), "odl_conv2d_bwd_data_sm90");
+                                  ep, "odl_conv2d_bwd_data_sm90");
     }
     const Plan pl = plan_tc(M, N, Kd, true, 64);
     float *wt = nullptr, *ws = nullptr;
     ODL_CHECK(conv_workspace2((size_t)s->K * s->C * s->R * s->S, pl.splits > 1 ? (size_t)pl.splits * M * N : 0, &wt,
                               &ws));
     ODL_CHECK(conv_transpose_weights(s, w, wt));
-    ODL_TC_DISPATCH_WIDE(bwd_data_tc, pl, bf16, s, dy, wt, dx, pl, ws);
+    ODL_TC_DISPATCH_WIDE(bwd_data_tc, pl, bf16, s, dy, wt, relu_x, dx, pl, ws);
 }
 
 static odl_status bwd_weight_tc_plan(const odl_conv2d_shape *s, const float *x, const float *dy, float *dw,
@@ -300,9 +307,9 @@ extern "C" odl_status odl_cuda_conv2d_fwd_lowp(const odl_conv2d_shape *s, const 
 }
 
 extern "C" odl_status odl_cuda_conv2d_bwd_data_lowp(const odl_conv2d_shape *s, const float *dy, const float *w,
-                                                    float *dx, odl_precision prec) {
-    if (prec == ODL_PRECISION_FP32) return odl_cuda_conv2d_bwd_data(s, dy, w, dx);
-    return odlk::conv_bwd_data_tc(s, dy, w, dx, prec == ODL_PRECISION_BF16);
+                                                    const float *relu_x, float *dx, odl_precision prec) {
+    if (prec == ODL_PRECISION_FP32) return odl_cuda_conv2d_bwd_data(s, dy, w, relu_x, dx);
+    return odlk::conv_bwd_data_tc(s, dy, w, relu_x, dx, prec == ODL_PRECISION_BF16);
 }
 
 extern "C" odl_status odl_cuda_conv2d_bwd_weight_lowp(const odl_conv2d_shape *s, const float *x, const float *dy,

@@ -51,13 +51,18 @@ struct TileCfg {
 };
 
 /* Epilogue: out = act(alpha * acc + beta * C + bias) + residual (residual read at the output's
- * offset). beta == 0 never reads C. */
+ * offset), then 0 where gate (read at the output's offset) is <= 0. beta == 0 never reads C. gate: a
+ * convolution's data gradient whose input is a ReLU's output (odl/backend.h conv2d_bwd_data's relu_x),
+ * that ReLU's backward as OpReluBwd selects (x <= 0 ? 0 : dy), so that the fused result has its bits.
+ * Only epi_store1 applies it (not the 4-wide stores: an output with a gate has vec false), so that the
+ * unrolled tile epilogues of every other product carry no code for it. */
 struct Epi {
     float alpha, beta;
     const float *bias;
     int bias_per_row;
     const float *residual;
     int act;
+    const float *gate;
 };
 
 static inline Epi epi_raw() {
@@ -68,6 +73,7 @@ static inline Epi epi_raw() {
     e.bias_per_row = 0;
     e.residual = nullptr;
     e.act = ODL_ACT_NONE;
+    e.gate = nullptr;
     return e;
 }
 
@@ -80,6 +86,7 @@ template <class G> static inline Epi epi_of(const G *g) {
     e.bias_per_row = g->ep.bias_per_row;
     e.residual = g->ep.residual;
     e.act = g->ep.act;
+    e.gate = nullptr;
     return e;
 }
 
@@ -123,6 +130,7 @@ __device__ __forceinline__ void epi_store1(const Out &out, const Epi &ep, int m,
     if (ep.bias) v += ep.bias[ep.bias_per_row ? m : n];
     v = act_apply(ep.act, v);
     if (ep.residual) v += ep.residual[o];
+    if (ep.gate && ep.gate[o] <= 0.0f) v = 0.0f;
     base[o] = v;
 }
 
