@@ -49,3 +49,10 @@ set_tests_properties(test_conv_tc_gpu_sm90_patch PROPERTIES TIMEOUT 300 LABELS g
 add_test(NAME test_conv_tc_gpu_sm90_nchw COMMAND test_conv_tc --backend cuda)
 set_tests_properties(test_conv_tc_gpu_sm90_nchw PROPERTIES TIMEOUT 300 LABELS gpu SKIP_RETURN_CODE 77
   ENVIRONMENT "ODL_CONV_SM90=2;ODL_CONV_NHWC=0;ODL_SOURCE_DIR=${PROJECT_SOURCE_DIR};ODL_BINARY_DIR=${PROJECT_BINARY_DIR}")
+# ... and with the weight gradient's other producers (ODL_CONV_WGRAD_PRODUCER 1: dy's rows in 16-byte copies where
+# P*Q % 32 == 0, as MNIST conv2's 24 x 24; 2: the same with two producer warpgroups).
+foreach(v 1 2)
+  add_test(NAME test_conv_tc_gpu_sm90_wgrad${v} COMMAND test_conv_tc --backend cuda)
+  set_tests_properties(test_conv_tc_gpu_sm90_wgrad${v} PROPERTIES TIMEOUT 300 LABELS gpu SKIP_RETURN_CODE 77
+    ENVIRONMENT "ODL_CONV_SM90=2;ODL_CONV_WGRAD_PRODUCER=${v};ODL_SOURCE_DIR=${PROJECT_SOURCE_DIR};ODL_BINARY_DIR=${PROJECT_BINARY_DIR}")
+endforeach()

@@ -623,9 +623,15 @@ __global__ void __launch_bounds__(C::THREADS, 2)
 /* ---- the weight gradient: D[k][crs] = sum_pixels dy[k][pixel] * im2col[crs][pixel] ----
  * Both operands are K-major with the pixels as K, the contiguous direction of NCHW: a producer warp fills one
  * 128-byte row (32 pixels) per cp.async, lane = pixel (the swizzled chunks of one row: 32 distinct banks).
- * CTA: 64 output channels x 96 columns (C*R*S), one consumer warpgroup, the pixels of one split. */
+ * CTA: 64 output channels x 96 columns (C*R*S), PW producer warpgroups, one consumer warpgroup, the pixels
+ * of one split. The producers' issue is what bounds the kernel (bench/NOTES.md: MNIST conv2 at batch 512
+ * moves ~2.3 TB/s through L2 in 4-byte copies with two producer warps a scheduler): PW = 2 doubles the
+ * warps that issue them, and where a stage's 32 pixels are one image's consecutive ones (P*Q % 32 == 0,
+ * dy 16-byte aligned: ConvWgradParams.dy16) dy's rows go in 16-byte copies, a quarter of the instructions.
+ * ODL_CONV_WGRAD_PRODUCER picks (0: PW 1, 4-byte copies; 1: PW 1, 16-byte dy; 2: PW 2, 16-byte dy). */
+template <int PW>
 struct WgradCfg {
-    static constexpr int BM = 64, BN = 96, BK = kRowBytes / 4, STAGES = 4, THREADS = 256;
+    static constexpr int BM = 64, BN = 96, BK = kRowBytes / 4, STAGES = 4, THREADS = 128 * (PW + 1);
     static constexpr int A_BYTES = BM * kRowBytes, B_BYTES = BN * kRowBytes, STAGE_BYTES = A_BYTES + B_BYTES;
     static constexpr int RING_BYTES = STAGES * STAGE_BYTES;
     static constexpr int TABLE_BYTES = BN * 16; /* per B row: the (c, r, s) offset, r, s */
@@ -634,12 +640,13 @@ struct WgradCfg {
     static_assert(Op::K * 4 == 32, "32-byte k steps (consume)");
     static_assert(4 * kEpiRows * kEpiLd * 4 <= RING_BYTES, "staging fits in the ring");
     static_assert(2 * SMEM_BYTES <= 227 * 1024, "two CTAs per multiprocessor");
-    static_assert(BM % 4 == 0 && BN % 4 == 0, "rows split over the producer warps");
+    static_assert(BM % (4 * PW) == 0 && BN % (4 * PW) == 0, "rows split over the producer warps");
+    static_assert(BM * 8 % (128 * PW) == 0, "dy's 16-byte chunks split over the producers");
 };
 
-template <class C>
+template <class C, int PW>
 __global__ void __launch_bounds__(C::THREADS, 2)
-    conv_wgrad_sm90_kernel(const ConvWgradParams g, int NPQ, int chunk, OutRowMajor out) {
+    conv_wgrad_sm90_kernel(const ConvWgradParams g, int NPQ, int chunk, OutRowMajor out, bool dy16) {
 #ifndef ODL_CONV_SM90_STUB
     extern __shared__ unsigned char smem_raw[];
     unsigned char *smem = reinterpret_cast<unsigned char *>(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
@@ -654,7 +661,7 @@ __global__ void __launch_bounds__(C::THREADS, 2)
 
     if (threadIdx.x == 0) {
         for (int s = 0; s < C::STAGES; s++) {
-            mbar_init(&full[s], 128);
+            mbar_init(&full[s], 128 * PW);
             mbar_init(&empty[s], 1);
         }
         mbar_fence_init();
@@ -673,9 +680,10 @@ __global__ void __launch_bounds__(C::THREADS, 2)
     }
     __syncthreads();
 
-    if (wg == 0) {
-        /* ---- producer: lane = pixel of the stage, warp pw = rows pw, pw + 4, ... ---- */
-        const int pw = tid / 32, lane = tid % 32;
+    if (wg < PW) {
+        /* ---- producers: lane = pixel of the stage, warp pw = rows pw, pw + 4 PW, ... ---- */
+        const int ptid = threadIdx.x, pw = ptid / 32, lane = ptid % 32;
+        constexpr int PWARPS = 4 * PW;
         const int KPQ = g.K * g.P * g.Q, CHW = g.C * g.H * g.W, PQ = g.P * g.Q;
         int s = 0;
         uint32_t phase = 0;
@@ -692,15 +700,31 @@ __global__ void __launch_bounds__(C::THREADS, 2)
             const float *xb = g.x + (int64_t)img * CHW + (int64_t)hb * g.W + wb; /* kGatherColOut * W: 64-bit */
             mbar_wait(&empty[s], phase ^ 1);
             const uint32_t sa = smem_addr(smem + s * C::STAGE_BYTES), sb = sa + C::A_BYTES;
+            if (dy16) {
+                /* the stage's 32 pixels: one image's pq0 .. pq0 + 31 (j1 and the stage starts are multiples of
+                 * 32, as P*Q is), all in or all out: thread t copies chunk t % 8 of rows t / 8, + 16 PW, ... */
+                const int js = j0 + kb * C::BK;
+                int img0 = 0, pq0 = 0;
+                g.fPQ.divmod(js, img0, pq0);
+                const float *dys = g.dy + (int64_t)img0 * KPQ + pq0 + (ptid & 7) * 4;
+#pragma unroll
+                for (int i = 0; i < C::BM * 8 / (128 * PW); i++) {
+                    const int row = ptid / 8 + 16 * PW * i;
+                    const bool ok = js < j1 && m0 + row < M;
+                    cp_async16(sa + sw128(row, (uint32_t)(ptid & 7) * 16), ok ? dys + (int64_t)(m0 + row) * PQ : g.dy,
+                               ok);
+                }
+            } else {
 #pragma unroll 4
-            for (int i = 0; i < C::BM / 4; i++) {
-                const int row = pw + 4 * i;
-                const bool ok = jin && m0 + row < M;
-                cp_async4(sa + sw128(row, (uint32_t)lane * 4), ok ? dyb + (int64_t)(m0 + row) * PQ : g.dy, ok);
+                for (int i = 0; i < C::BM / PWARPS; i++) {
+                    const int row = pw + PWARPS * i;
+                    const bool ok = jin && m0 + row < M;
+                    cp_async4(sa + sw128(row, (uint32_t)lane * 4), ok ? dyb + (int64_t)(m0 + row) * PQ : g.dy, ok);
+                }
             }
 #pragma unroll 4
-            for (int i = 0; i < C::BN / 4; i++) {
-                const int row = pw + 4 * i;
+            for (int i = 0; i < C::BN / PWARPS; i++) {
+                const int row = pw + PWARPS * i;
                 const int4 t = table[row];
                 const bool ok = (unsigned)(hb + t.y) < (unsigned)g.H && (unsigned)(wb + t.z) < (unsigned)g.W;
                 cp_async4(sb + sw128(row, (uint32_t)lane * 4), ok ? xb + t.x : g.x, ok);
@@ -714,7 +738,7 @@ __global__ void __launch_bounds__(C::THREADS, 2)
         return;
     }
 
-    /* ---- consumer ---- */
+    /* ---- consumer (warpgroup PW) ---- */
     float acc[C::BN / 2];
     consume<C>(acc, smem, full, empty, kblocks, 0);
 
@@ -747,7 +771,8 @@ int channel_tile(int64_t M) { return M <= 32 ? 32 : 64; }
 /* Whether the kernels' grids and 32-bit indices take the sizes (grid y at most 65535 tiles). */
 bool fwd_fits(int64_t M, int64_t N) { return cdiv(M, 32) <= 65535 && N <= INT_MAX - 128; }
 bool wgrad_fits(int64_t M, int64_t N, int64_t NPQ) {
-    return cdiv(M, WgradCfg::BM) <= 65535 && NPQ <= INT_MAX - WgradCfg::BK && M * N < INT_MAX;
+    using C = WgradCfg<1>; /* BM, BK: the same for every PW */
+    return cdiv(M, C::BM) <= 65535 && NPQ <= INT_MAX - C::BK && M * N < INT_MAX;
 }
 
 /* Whether the NHWC path takes a product whose gathered tensor has Ch channels, `images` images and
@@ -928,7 +953,7 @@ struct WgradSplit {
     size_t partial_bytes; /* the float32 partial sums of splits > 1, in the workspace */
 };
 WgradSplit wgrad_split(int64_t M, int64_t N, int64_t NPQ) {
-    using C = WgradCfg;
+    using C = WgradCfg<1>; /* BM, BN, BK: the same for every PW */
     int64_t splits = cdiv(2 * (int64_t)sm_count(), cdiv(N, C::BN) * cdiv(M, C::BM));
     splits = std::max<int64_t>(1, std::min<int64_t>({splits, 256, NPQ / (8 * C::BK)}));
     const int chunk = (int)(cdiv(cdiv(NPQ, splits), C::BK) * C::BK);
@@ -936,8 +961,18 @@ WgradSplit wgrad_split(int64_t M, int64_t N, int64_t NPQ) {
     return {splits, chunk, splits > 1 ? (size_t)(splits * M * N) * sizeof(float) : 0};
 }
 
+template <int PW>
+odl_status launch_wgrad(const ConvWgradParams &g, dim3 grid, int NPQ, int chunk, const OutRowMajor &out, bool dy16) {
+    using C = WgradCfg<PW>;
+    auto kern = conv_wgrad_sm90_kernel<C, PW>;
+    static std::atomic<unsigned long long> opted{0};
+    ODL_CHECK(opt_in_smem(kern, C::SMEM_BYTES, opted));
+    kern<<<grid, C::THREADS, C::SMEM_BYTES, stream()>>>(g, NPQ, chunk, out, dy16);
+    return ODL_OK;
+}
+
 odl_status wgrad_run(const ConvWgradParams &g, float *dw, size_t ws_off, const char *what) {
-    using C = WgradCfg;
+    using C = WgradCfg<1>;
     const int64_t M = g.K, N = (int64_t)g.C * g.R * g.S, NPQ = (int64_t)g.N * g.P * g.Q;
     if (M <= 0 || N <= 0) return ODL_OK;
     if (NPQ == 0) { /* no images: an empty sum (chunk below would be 0) */
@@ -958,11 +993,11 @@ odl_status wgrad_run(const ConvWgradParams &g, float *dw, size_t ws_off, const c
         part.C = reinterpret_cast<float *>(static_cast<char *>(ws) + ws_off);
         part.zstride = M * N;
     }
-    auto kern = conv_wgrad_sm90_kernel<C>;
-    static std::atomic<unsigned long long> opted{0};
-    ODL_CHECK(opt_in_smem(kern, C::SMEM_BYTES, opted));
-    kern<<<dim3((unsigned)tn, (unsigned)tm, (unsigned)splits), C::THREADS, C::SMEM_BYTES, stream()>>>(
-        g, (int)NPQ, chunk, splits > 1 ? part : fin);
+    const int64_t variant = odl_env_int(ODL_ENV_CONV_WGRAD_PRODUCER);
+    const bool dy16 = variant >= 1 && (int64_t)g.P * g.Q % C::BK == 0 && (uintptr_t)g.dy % 16 == 0;
+    const dim3 grid((unsigned)tn, (unsigned)tm, (unsigned)splits);
+    if (variant >= 2) ODL_CHECK(launch_wgrad<2>(g, grid, (int)NPQ, chunk, splits > 1 ? part : fin, dy16));
+    else ODL_CHECK(launch_wgrad<1>(g, grid, (int)NPQ, chunk, splits > 1 ? part : fin, dy16));
     ODL_CUDA_LAUNCH_CHECK(what);
     if (splits == 1) return ODL_OK;
     return splitk_reduce(part, (int)splits, (int)M, (int)N, fin, epi_raw(), "odl_conv2d_bwd_weight_sm90_reduce");
