@@ -482,6 +482,42 @@ __global__ void splitk_reduce_kernel(Out part, int splits, int M, int N, FastDiv
     }
 }
 
+/* The same sums for many splits: a block holds 32 consecutive outputs (lane l: output 32 blockIdx.x + l) and
+ * WZ warps; warp w adds splits w, w + WZ, ... in that order (each load a 128-byte row of the partials),
+ * then warp 0 adds the WZ warp sums in order: deterministic. The per-element kernel above makes each
+ * thread add all `splits` values one round trip to L2 after another: MNIST conv1's weight gradient at
+ * batch 512 has 288 outputs of 528 splits (bench/NOTES.md). */
+template <class Out, int WZ>
+__global__ void __launch_bounds__(WZ * 32) splitk_reduce_wide_kernel(Out part, int splits, int M, int N, FastDiv fN,
+                                                                     Out fin, Epi ep) {
+    __shared__ float sums[WZ][33];
+    const int lane = threadIdx.x % 32, w = threadIdx.x / 32;
+    const int i = blockIdx.x * 32 + lane;
+    const bool in = i < M * N;
+    int m = 0, n = 0;
+    if (in) fN.divmod(i, m, n);
+    float acc = 0.0f;
+    if (in) {
+        const float *p = part.base() + part.off(m, n);
+        int z = w;
+        for (; z + 3 * WZ < splits; z += 4 * WZ) {
+            float v[4];
+#pragma unroll
+            for (int j = 0; j < 4; j++) v[j] = p[(int64_t)(z + j * WZ) * part.zstride];
+#pragma unroll
+            for (int j = 0; j < 4; j++) acc += v[j];
+        }
+        for (; z < splits; z += WZ) acc += p[(int64_t)z * part.zstride];
+    }
+    sums[w][lane] = acc;
+    __syncthreads();
+    if (w != 0 || !in) return;
+    float t = 0.0f;
+#pragma unroll
+    for (int j = 0; j < WZ; j++) t += sums[j][lane];
+    epi_store1(fin, ep, m, n, t);
+}
+
 /* Grid of tiled_gemm_kernel for an M x N product with `splits` k ranges. */
 template <class Cfg>
 static inline dim3 tile_grid(int M, int N, int splits) {
@@ -493,9 +529,19 @@ static inline dim3 tile_grid(int M, int N, int splits) {
 template <class Out>
 static inline odl_status splitk_reduce(const Out &part, int splits, int M, int N, const Out &fin, const Epi &ep,
                                        const char *what) {
+    const int64_t total = (int64_t)M * N;
+    if (splits >= 32 && total > 0) { /* splitk_reduce_wide_kernel: 32 warps a block where blocks are few */
+        const unsigned blocks = (unsigned)((total + 31) / 32);
+        if (total <= 4096)
+            splitk_reduce_wide_kernel<Out, 32><<<blocks, 1024, 0, stream()>>>(part, splits, M, N, FastDiv(N), fin, ep);
+        else
+            splitk_reduce_wide_kernel<Out, 8><<<blocks, 256, 0, stream()>>>(part, splits, M, N, FastDiv(N), fin, ep);
+        ODL_CUDA_LAUNCH_CHECK(what);
+        return ODL_OK;
+    }
     const int threads = 256;
-    splitk_reduce_kernel<Out><<<grid_for((int64_t)M * N, threads), threads, 0, stream()>>>(part, splits, M, N,
-                                                                                          FastDiv(N), fin, ep);
+    splitk_reduce_kernel<Out><<<grid_for(total, threads), threads, 0, stream()>>>(part, splits, M, N, FastDiv(N), fin,
+                                                                                 ep);
     ODL_CUDA_LAUNCH_CHECK(what);
     return ODL_OK;
 }
