@@ -426,7 +426,7 @@ static odl_status run_backward(odl_net *net, int B, float loss_scale, const net_
         switch (l->type) {
         case ODL_LAYER_CONV2D: {
             /* odl_conv2d_relu_bwd: the ReLU applied as the data gradient is stored, with ODL_CONV_RELU_FUSE on
-             * (off until it has run on a GPU; ~3.5 % of an examples-CNN batch-512 step, bench/NOTES.md) */
+             * (off: 1 % slower on an H100, bench/NOTES.md) */
             const int fuse = below_relu && odl_env_bool(ODL_ENV_CONV_RELU_FUSE);
             if (l->act != ODL_ACT_NONE && !relu_done) s = odl_act_bwd(l->act, &tr.in[i + 1], &tr.in[i + 1], &g, &g);
             if (s == ODL_OK)
@@ -442,9 +442,8 @@ static odl_status run_backward(odl_net *net, int B, float loss_scale, const net_
         case ODL_LAYER_MAXPOOL2D: {
             odl_tensor am;
             s = batch_view(&l->argmax, B, l->out_ndim, l->out_shape, &am);
-            /* odl_maxpool2d_relu_bwd: one pass over the [N,C,H,W] gradient instead of three (9.5 % of an
-             * examples-CNN batch-512 step on an H100, bench/NOTES.md), with ODL_POOL_RELU_FUSE on (off until it
-             * has run on a GPU) */
+            /* odl_maxpool2d_relu_bwd: one pass over the [N,C,H,W] gradient instead of three (ODL_POOL_RELU_FUSE,
+             * on by default: +7 % examples-CNN batch-512 samples/s on an H100, bench/NOTES.md) */
             const int fuse = below_relu && odl_env_bool(ODL_ENV_POOL_RELU_FUSE);
             if (s == ODL_OK && gin_p) {
                 s = fuse ? odl_maxpool2d_relu_bwd(&g, &am, &tr.in[i + 1], l->k, l->stride, l->pad, gin_p)

@@ -15,11 +15,11 @@ odl_add_test(test_train_step SOURCES test_train_step.c ${PROJECT_SOURCE_DIR}/wor
 add_test(NAME test_train_step_gpu COMMAND test_train_step --device cuda)
 set_tests_properties(test_train_step_gpu PROPERTIES LABELS gpu TIMEOUT 600 SKIP_RETURN_CODE 77)
 if(TARGET odl_worker AND TARGET odl_ckpt)
-  foreach(case equal precision resume cli)
+  foreach(case equal precision resume cli fuse fuse_cpu)
     add_test(NAME train_graph_${case} COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_train_graph.sh
       $<TARGET_FILE:odl_worker> $<TARGET_FILE:odl_ckpt> ${case})
     set(labels gpu)
-    if(case STREQUAL "cli")
+    if(case STREQUAL "cli" OR case STREQUAL "fuse_cpu")
       set(labels integration)
     endif()
     set_tests_properties(train_graph_${case} PROPERTIES LABELS "${labels}" TIMEOUT 900 SKIP_RETURN_CODE 77)

@@ -8,6 +8,10 @@
 #   precision  the same with --precision tf32 and bf16
 #   resume     a graphed run stopped in its second epoch and resumed from its checkpoint equals the
 #              uninterrupted graphed run and the op-by-op one, bit for bit
+#   fuse, fuse_cpu  the ReLU backwards fused into the layer above (nn/net.c: ODL_POOL_RELU_FUSE,
+#              odl_maxpool2d_relu_bwd; ODL_CONV_RELU_FUSE, odl_conv2d_relu_bwd) change no bit of training: the
+#              examples CNN (conv1 + ReLU, conv2 + ReLU, max-pool: both apply), 2 epochs of 640 samples, each
+#              fusion off and on, op by op, the same parameters and loss lines (on CUDA, and on the CPU)
 #   cli        (CPU) --cuda-graph on|off and train.cuda_graph accepted, a bad value an error naming the key,
 #              the run's last lines say how the steps ran and the host time per step; the
 #              memory.preallocate_fraction of train, infer and eval takes [0, 1] (0: grow on demand)
@@ -117,6 +121,18 @@ cli)
     grep -q "error: .*preallocate_fraction.*1.5" err.log && grep -q "\[0, 1\]" err.log ||
       fail "--task=$task: $(cat err.log)"
     echo "ok: --task=$task: $(grep error: err.log)"
+  done
+  ;;
+fuse|fuse_cpu)
+  dev=cuda
+  if [ "$CASE" = fuse_cpu ]; then dev=cpu; else gpu_or_skip; fi
+  F=(--task=train --model=mnist --device $dev "--data_dir=$FM" --max-train-samples 640 --batch-size 64 --epochs 2
+     --test-batch-size 1000 --max-test-samples 1000 --progress off --cuda-graph off)
+  ODL_POOL_RELU_FUSE=0 ODL_CONV_RELU_FUSE=0 train plain "${F[@]}"
+  for arm in "pool 1 0" "conv 0 1" "both 1 1"; do
+    set -- $arm
+    ODL_POOL_RELU_FUSE=$2 ODL_CONV_RELU_FUSE=$3 train "$1" "${F[@]}"
+    same_run plain "$1" "$dev $1 (ODL_POOL_RELU_FUSE=$2 ODL_CONV_RELU_FUSE=$3)"
   done
   ;;
 *) fail "unknown case $CASE" ;;

@@ -628,7 +628,8 @@ __global__ void __launch_bounds__(C::THREADS, 2)
  * moves ~2.3 TB/s through L2 in 4-byte copies with two producer warps a scheduler): PW = 2 doubles the
  * warps that issue them, and where a stage's 32 pixels are one image's consecutive ones (P*Q % 32 == 0,
  * dy 16-byte aligned: ConvWgradParams.dy16) dy's rows go in 16-byte copies, a quarter of the instructions.
- * ODL_CONV_WGRAD_PRODUCER picks (0: PW 1, 4-byte copies; 1: PW 1, 16-byte dy; 2: PW 2, 16-byte dy). */
+ * ODL_CONV_WGRAD_PRODUCER picks (0: PW 1, 4-byte copies; 1: PW 1, 16-byte dy; 2, the default: PW 2, 16-byte
+ * dy; MNIST conv2 at batch 512 on an H100: 245 -> 174 us). */
 template <int PW>
 struct WgradCfg {
     static constexpr int BM = 64, BN = 96, BK = kRowBytes / 4, STAGES = 4, THREADS = 128 * (PW + 1);
