@@ -56,3 +56,8 @@ foreach(v 1 2)
   set_tests_properties(test_conv_tc_gpu_sm90_wgrad${v} PROPERTIES TIMEOUT 300 LABELS gpu SKIP_RETURN_CODE 77
     ENVIRONMENT "ODL_CONV_SM90=2;ODL_CONV_WGRAD_PRODUCER=${v};ODL_SOURCE_DIR=${PROJECT_SOURCE_DIR};ODL_BINARY_DIR=${PROJECT_BINARY_DIR}")
 endforeach()
+# ... and with the TF32 bias gradient summed inside the weight gradient (ODL_CONV_WGRAD_BIAS=1): db against the
+# float64 reference in every case that takes the wgmma weight gradient.
+add_test(NAME test_conv_tc_gpu_sm90_wgrad_bias COMMAND test_conv_tc --backend cuda)
+set_tests_properties(test_conv_tc_gpu_sm90_wgrad_bias PROPERTIES TIMEOUT 300 LABELS gpu SKIP_RETURN_CODE 77
+  ENVIRONMENT "ODL_CONV_SM90=2;ODL_CONV_WGRAD_BIAS=1;ODL_SOURCE_DIR=${PROJECT_SOURCE_DIR};ODL_BINARY_DIR=${PROJECT_BINARY_DIR}")

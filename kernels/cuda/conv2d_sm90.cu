@@ -645,9 +645,11 @@ struct WgradCfg {
     static_assert(BM * 8 % (128 * PW) == 0, "dy's 16-byte chunks split over the producers");
 };
 
+/* dbpart (nullable): the CTAs of the first column tile also sum their dy rows (the bias gradient, from the
+ * float32 dy in shared memory), split z's sums at dbpart[z * K + k]. */
 template <class C, int PW>
 __global__ void __launch_bounds__(C::THREADS, 2)
-    conv_wgrad_sm90_kernel(const ConvWgradParams g, int NPQ, int chunk, OutRowMajor out, bool dy16) {
+    conv_wgrad_sm90_kernel(const ConvWgradParams g, int NPQ, int chunk, OutRowMajor out, bool dy16, float *dbpart) {
 #ifndef ODL_CONV_SM90_STUB
     extern __shared__ unsigned char smem_raw[];
     unsigned char *smem = reinterpret_cast<unsigned char *>(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
@@ -741,7 +743,26 @@ __global__ void __launch_bounds__(C::THREADS, 2)
 
     /* ---- consumer (warpgroup PW) ---- */
     float acc[C::BN / 2];
-    consume<C>(acc, smem, full, empty, kblocks, 0);
+    /* the bias gradient: thread t adds row t / 2's 16 values of half t % 2 of every stage, in order */
+    const bool do_db = dbpart != nullptr && blockIdx.x == 0;
+    float dbs = 0.0f;
+    auto db_rows = [&](const unsigned char *stage) {
+        if (!do_db) return;
+#pragma unroll
+        for (int c = 0; c < 4; c++) {
+            const float4 v =
+                *reinterpret_cast<const float4 *>(stage + sw128(tid >> 1, (uint32_t)((tid & 1) * 4 + c) * 16));
+            dbs += v.x;
+            dbs += v.y;
+            dbs += v.z;
+            dbs += v.w;
+        }
+    };
+    consume<C>(acc, smem, full, empty, kblocks, 0, db_rows);
+    if (do_db) {
+        dbs += __shfl_xor_sync(0xffffffffu, dbs, 1); /* the two halves of a row: the same sum in both lanes */
+        if ((tid & 1) == 0 && m0 + (tid >> 1) < M) dbpart[(int64_t)blockIdx.z * M + m0 + (tid >> 1)] = dbs;
+    }
 
     /* ---- epilogue: rows m0 + 16 warp .., 32 columns at a time, a row's 32 columns per store ---- */
     named_barrier(1, 128);
@@ -963,21 +984,25 @@ WgradSplit wgrad_split(int64_t M, int64_t N, int64_t NPQ) {
 }
 
 template <int PW>
-odl_status launch_wgrad(const ConvWgradParams &g, dim3 grid, int NPQ, int chunk, const OutRowMajor &out, bool dy16) {
+odl_status launch_wgrad(const ConvWgradParams &g, dim3 grid, int NPQ, int chunk, const OutRowMajor &out, bool dy16,
+                        float *dbpart) {
     using C = WgradCfg<PW>;
     auto kern = conv_wgrad_sm90_kernel<C, PW>;
     static std::atomic<unsigned long long> opted{0};
     ODL_CHECK(opt_in_smem(kern, C::SMEM_BYTES, opted));
-    kern<<<grid, C::THREADS, C::SMEM_BYTES, stream()>>>(g, NPQ, chunk, out, dy16);
+    kern<<<grid, C::THREADS, C::SMEM_BYTES, stream()>>>(g, NPQ, chunk, out, dy16, dbpart);
     return ODL_OK;
 }
 
-odl_status wgrad_run(const ConvWgradParams &g, float *dw, size_t ws_off, const char *what) {
+/* db (nullable): the bias gradient too, from the dy rows the kernel has in shared memory (its split sums after
+ * dw's partials in the workspace, added in split order by splitk_reduce). */
+odl_status wgrad_run(const ConvWgradParams &g, float *dw, float *db, size_t ws_off, const char *what) {
     using C = WgradCfg<1>;
     const int64_t M = g.K, N = (int64_t)g.C * g.R * g.S, NPQ = (int64_t)g.N * g.P * g.Q;
     if (M <= 0 || N <= 0) return ODL_OK;
     if (NPQ == 0) { /* no images: an empty sum (chunk below would be 0) */
         ODL_CUDA_CALL(cudaMemsetAsync(dw, 0, (size_t)(M * N) * sizeof(float), stream()));
+        if (db) ODL_CUDA_CALL(cudaMemsetAsync(db, 0, (size_t)M * sizeof(float), stream()));
         return ODL_OK;
     }
     const int64_t tn = cdiv(N, C::BN), tm = cdiv(M, C::BM);
@@ -988,20 +1013,26 @@ odl_status wgrad_run(const ConvWgradParams &g, float *dw, size_t ws_off, const c
     const int64_t splits = sp.splits;
     const int chunk = sp.chunk;
     OutRowMajor fin = {dw, N, 0, false}, part = fin;
+    float *dbpart = db;
     if (splits > 1) {
         void *ws = nullptr;
-        ODL_CHECK(workspace(ws_off + sp.partial_bytes, &ws));
+        const size_t db_bytes = db ? (size_t)(splits * M) * sizeof(float) : 0;
+        ODL_CHECK(workspace(ws_off + sp.partial_bytes + db_bytes, &ws));
         part.C = reinterpret_cast<float *>(static_cast<char *>(ws) + ws_off);
         part.zstride = M * N;
+        if (db) dbpart = reinterpret_cast<float *>(static_cast<char *>(ws) + ws_off + sp.partial_bytes);
     }
     const int64_t variant = odl_env_int(ODL_ENV_CONV_WGRAD_PRODUCER);
     const bool dy16 = variant >= 1 && (int64_t)g.P * g.Q % C::BK == 0 && (uintptr_t)g.dy % 16 == 0;
     const dim3 grid((unsigned)tn, (unsigned)tm, (unsigned)splits);
-    if (variant >= 2) ODL_CHECK(launch_wgrad<2>(g, grid, (int)NPQ, chunk, splits > 1 ? part : fin, dy16));
-    else ODL_CHECK(launch_wgrad<1>(g, grid, (int)NPQ, chunk, splits > 1 ? part : fin, dy16));
+    if (variant >= 2) ODL_CHECK(launch_wgrad<2>(g, grid, (int)NPQ, chunk, splits > 1 ? part : fin, dy16, dbpart));
+    else ODL_CHECK(launch_wgrad<1>(g, grid, (int)NPQ, chunk, splits > 1 ? part : fin, dy16, dbpart));
     ODL_CUDA_LAUNCH_CHECK(what);
     if (splits == 1) return ODL_OK;
-    return splitk_reduce(part, (int)splits, (int)M, (int)N, fin, epi_raw(), "odl_conv2d_bwd_weight_sm90_reduce");
+    ODL_CHECK(splitk_reduce(part, (int)splits, (int)M, (int)N, fin, epi_raw(), "odl_conv2d_bwd_weight_sm90_reduce"));
+    if (!db) return ODL_OK;
+    const OutRowMajor dbp = {dbpart, 1, M, false}, dbf = {db, 1, 0, false};
+    return splitk_reduce(dbp, (int)splits, (int)M, 1, dbf, epi_raw(), "odl_conv2d_bias_grad_sm90_reduce");
 }
 
 /* dst[i] = the bfloat16 nearest src[i] (ties to even) as float32, i < n: exact in TF32, so that the
@@ -1013,11 +1044,13 @@ __global__ void round_bf16_copy(const float *__restrict__ src, int64_t n, float 
 
 } // namespace
 
-odl_status conv_wgrad_tf32(const ConvWgradParams &g, float *dw, const char *what) { return wgrad_run(g, dw, 0, what); }
+odl_status conv_wgrad_tf32(const ConvWgradParams &g, float *dw, float *db, const char *what) {
+    return wgrad_run(g, dw, db, 0, what);
+}
 
 odl_status conv_wgrad_bf16(const ConvWgradParams &g, float *dw, const char *what) {
     const int64_t ndy = (int64_t)g.N * g.K * g.P * g.Q, nx = (int64_t)g.N * g.C * g.H * g.W;
-    if ((int64_t)g.K * g.C * g.R * g.S <= 0 || ndy == 0) return wgrad_run(g, dw, 0, what);
+    if ((int64_t)g.K * g.C * g.R * g.S <= 0 || ndy == 0) return wgrad_run(g, dw, nullptr, 0, what);
     const size_t bdy = ((size_t)ndy * sizeof(float) + 255) & ~(size_t)255, bx = (size_t)nx * sizeof(float);
     const size_t off = (bdy + bx + 255) & ~(size_t)255;
     /* the whole workspace at once (copies, then wgrad_run's partials): a growth between the two would
@@ -1032,7 +1065,7 @@ odl_status conv_wgrad_bf16(const ConvWgradParams &g, float *dw, const char *what
     ConvWgradParams r = g;
     r.dy = rdy;
     r.x = rx;
-    return wgrad_run(r, dw, off, what);
+    return wgrad_run(r, dw, nullptr, off, what);
 }
 
 } // namespace sm90

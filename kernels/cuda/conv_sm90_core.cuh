@@ -33,16 +33,25 @@ __device__ __forceinline__ void mma_row(float (&acc)[N], uint32_t a, uint32_t b,
  * proxy, BK / Op::K wgmma m64nBN on the stage's 64 A rows at a_off bytes and the B rows after the A tile,
  * one group in flight, each stage released (one arrival per warpgroup) once its group retired. Every k step
  * is 32 bytes of a 128-byte row (8 tf32, 16 bf16 or f16). acc holds zeros where kblocks is 0. */
-/* consume over a ring position carried by the caller (a persistent kernel's tiles share one ring). */
-template <class C>
+/* No work of the consumer's own on a stage (consume_ring's hook). */
+struct NoStageHook {
+    __device__ __forceinline__ void operator()(const unsigned char *) const {}
+};
+
+/* consume over a ring position carried by the caller (a persistent kernel's tiles share one ring); hook(stage)
+ * runs on each stage's shared memory once its copies have landed, before it is released (the weight
+ * gradient's row sums of dy: the bias gradient). */
+template <class C, class Hook = NoStageHook>
 __device__ __forceinline__ void consume_ring(float (&acc)[C::BN / 2], unsigned char *smem, uint64_t *full, uint64_t *empty,
-                                             int kblocks, uint32_t a_off, ConsumerRing<C::STAGES> &ring) {
+                                             int kblocks, uint32_t a_off, ConsumerRing<C::STAGES> &ring,
+                                             const Hook &hook = Hook()) {
     static_assert(C::BK / C::Op::K == kRowBytes / 32, "one 128-byte row per stage");
     const int tid = threadIdx.x % 128;
 #pragma unroll
     for (int i = 0; i < C::BN / 2; i++) acc[i] = 0.0f;
     for (int kb = 0; kb < kblocks; kb++) {
         ring.wait(full);
+        hook(smem + ring.s * C::STAGE_BYTES);
         const uint32_t sa = smem_addr(smem + ring.s * C::STAGE_BYTES) + a_off;
         const uint32_t sb = smem_addr(smem + ring.s * C::STAGE_BYTES + C::A_BYTES);
         mma_row<typename C::Op>(acc, sa, sb, kb > 0);
@@ -53,11 +62,11 @@ __device__ __forceinline__ void consume_ring(float (&acc)[C::BN / 2], unsigned c
     for (int i = 0; i < C::BN / 2; i++) reg_fence(acc[i]);
 }
 
-template <class C>
+template <class C, class Hook = NoStageHook>
 __device__ __forceinline__ void consume(float (&acc)[C::BN / 2], unsigned char *smem, uint64_t *full, uint64_t *empty,
-                                        int kblocks, uint32_t a_off) {
+                                        int kblocks, uint32_t a_off, const Hook &hook = Hook()) {
     ConsumerRing<C::STAGES> ring;
-    consume_ring<C>(acc, smem, full, empty, kblocks, a_off, ring);
+    consume_ring<C>(acc, smem, full, empty, kblocks, a_off, ring, hook);
 }
 
 /* The ring of a one-producer, two-consumer-warpgroup kernel (C::RING_BYTES of stages, then STAGES "full"
