@@ -19,6 +19,7 @@
  */
 #include <limits.h>
 
+#include "odl/env.h"
 #include "conv2d_impl.cuh"
 #include "conv2d_tiles.cuh"
 #include "gemm_core.cuh"
@@ -202,7 +203,7 @@ template <int KT, int CRS_MAX>
 __global__ void __launch_bounds__(256)
     bwd_weight_smalln_kernel(const float *__restrict__ x, const float *__restrict__ dy, int K, int C, int H, int W,
                              int sh, int sw, int ph, int pw, int PQ, int NPQ, int CRS, int RS, int S, FastDiv fPQ,
-                             FastDiv fQ, int chunk, float *__restrict__ part) {
+                             FastDiv fQ, int chunk, float *__restrict__ part, float *__restrict__ dbpart) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int k0 = ((int)blockIdx.y * 8 + warp) * KT;
     if (k0 >= K) return; /* whole warp: no block-wide barrier below */
@@ -215,11 +216,13 @@ __global__ void __launch_bounds__(256)
         rr[e] = e < CRS ? r : (1 << 28); /* columns past C*R*S fail every bounds check */
         ss[e] = s_;
     }
-    float acc[KT][CRS_MAX];
+    float acc[KT][CRS_MAX], dsum[KT];
 #pragma unroll
-    for (int t = 0; t < KT; t++)
+    for (int t = 0; t < KT; t++) {
+        dsum[t] = 0.0f;
 #pragma unroll
         for (int e = 0; e < CRS_MAX; e++) acc[t][e] = 0.0f;
+    }
     const int jb = (int)blockIdx.x * chunk;
     const int je = min(NPQ, jb + chunk);
     const int64_t CHW = (int64_t)C * HW;
@@ -239,9 +242,11 @@ __global__ void __launch_bounds__(256)
             xv[e] = ((unsigned)h < (unsigned)H && (unsigned)w < (unsigned)W) ? __ldg(x + (xbase + coff[e])) : 0.0f;
         }
 #pragma unroll
-        for (int t = 0; t < KT; t++)
+        for (int t = 0; t < KT; t++) {
+            if (dbpart) dsum[t] += dv[t];
 #pragma unroll
             for (int e = 0; e < CRS_MAX; e++) acc[t][e] = fmaf(dv[t], xv[e], acc[t][e]);
+        }
     }
     float *pb = part + ((int64_t)blockIdx.x * K + k0) * CRS;
 #pragma unroll
@@ -253,14 +258,24 @@ __global__ void __launch_bounds__(256)
             for (int off = 16; off >= 1; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
             if (lane == ((t * CRS_MAX + e) & 31) && e < CRS && k0 + t < K) pb[t * CRS + e] = v;
         }
+    if (!dbpart) return;
+#pragma unroll
+    for (int t = 0; t < KT; t++) {
+        float v = dsum[t];
+#pragma unroll
+        for (int off = 16; off >= 1; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+        if (lane == 0 && k0 + t < K) dbpart[(int64_t)blockIdx.x * K + k0 + t] = v;
+    }
 }
 
+/* db (nullable): the bias gradient from the same reads of dy (each chunk's float32 sums, then in chunk order). */
 template <int CRS_MAX>
-static odl_status bwd_weight_smalln(const odl_conv2d_shape *s, const float *x, const float *dy, float *dw) {
+static odl_status bwd_weight_smalln(const odl_conv2d_shape *s, const float *x, const float *dy, float *dw, float *db) {
     constexpr int KT = 4;
     const int K = s->K, CRS = s->C * s->R * s->S, PQ = s->P * s->Q, NPQ = s->N * s->P * s->Q;
     if (NPQ <= 0) { /* an empty batch: the sums are zero */
         ODL_CUDA_CALL(cudaMemsetAsync(dw, 0, (size_t)K * CRS * sizeof(float), stream()));
+        if (db) ODL_CUDA_CALL(cudaMemsetAsync(db, 0, (size_t)K * sizeof(float), stream()));
         return ODL_OK;
     }
     const int groups = (int)cdiv(K, 8 * KT);
@@ -272,11 +287,11 @@ static odl_status bwd_weight_smalln(const odl_conv2d_shape *s, const float *x, c
     chunk = cdiv(chunk, 32) * 32;
     const int chunks = (int)cdiv(NPQ, chunk);
     void *p = nullptr;
-    ODL_CHECK(workspace((size_t)chunks * K * CRS * sizeof(float), &p));
-    float *ws = (float *)p;
+    ODL_CHECK(workspace((size_t)chunks * K * (CRS + (db ? 1 : 0)) * sizeof(float), &p));
+    float *ws = (float *)p, *dbpart = db ? ws + (size_t)chunks * K * CRS : nullptr;
     bwd_weight_smalln_kernel<KT, CRS_MAX><<<dim3((unsigned)chunks, (unsigned)groups), 256, 0, stream()>>>(
         x, dy, K, s->C, s->H, s->W, s->stride_h, s->stride_w, s->pad_h, s->pad_w, PQ, NPQ, CRS, s->R * s->S, s->S,
-        FastDiv(PQ), FastDiv(s->Q), (int)chunk, ws);
+        FastDiv(PQ), FastDiv(s->Q), (int)chunk, ws, dbpart);
     ODL_CUDA_LAUNCH_CHECK("odl_conv2d_bwd_weight_smalln");
     OutRowMajor part;
     part.C = ws;
@@ -286,7 +301,10 @@ static odl_status bwd_weight_smalln(const odl_conv2d_shape *s, const float *x, c
     OutRowMajor fin = part;
     fin.C = dw;
     fin.zstride = 0;
-    return splitk_reduce(part, chunks, K, CRS, fin, epi_raw(), "odl_conv2d_bwd_weight_smalln_reduce");
+    ODL_CHECK(splitk_reduce(part, chunks, K, CRS, fin, epi_raw(), "odl_conv2d_bwd_weight_smalln_reduce"));
+    if (!db) return ODL_OK;
+    const OutRowMajor dbp = {dbpart, 1, K, false}, dbf = {db, 1, 0, false};
+    return splitk_reduce(dbp, chunks, K, 1, dbf, epi_raw(), "odl_conv2d_bias_grad_smalln_reduce");
 }
 
 /* ---- bias gradient: db[k] = sum over n < N, pq < PQ of dy[n, k, pq] ----
@@ -382,9 +400,12 @@ static odl_status conv_bwd_weight(const odl_conv2d_shape *s, const float *x, con
     ODL_CHECK(conv_check_sizes(s, "conv2d_bwd_weight"));
     const int M = s->K, N = s->C * s->R * s->S, Kd = s->N * s->P * s->Q;
     if (M > 0 && N > 0 && N <= 16) {
-        if (N <= 4) ODL_CHECK(bwd_weight_smalln<4>(s, x, dy, dw));
-        else if (N <= 9) ODL_CHECK(bwd_weight_smalln<9>(s, x, dy, dw));
-        else ODL_CHECK(bwd_weight_smalln<16>(s, x, dy, dw));
+        /* the bias gradient from the kernel's own reads of dy (ODL_CONV_WGRAD_BIAS: MNIST conv1's 44 MB pass) */
+        float *dbk = db && odl_env_bool(ODL_ENV_CONV_WGRAD_BIAS) ? db : nullptr;
+        if (N <= 4) ODL_CHECK(bwd_weight_smalln<4>(s, x, dy, dw, dbk));
+        else if (N <= 9) ODL_CHECK(bwd_weight_smalln<9>(s, x, dy, dw, dbk));
+        else ODL_CHECK(bwd_weight_smalln<16>(s, x, dy, dw, dbk));
+        if (dbk) return ODL_OK;
     } else if (M > 0 && N > 0) {
         /* up to 256 k slices: enough blocks to fill every resident slot (64 x 288 x 346112 of the MNIST
          * conv2 at batch 512 had 64 slices = 192 blocks of 4 warps, 1-2 per multiprocessor) */
