@@ -30,8 +30,9 @@
  * into shared memory once, and every tap is a shifted wgmma descriptor over them (comment above
  * PatchGather).
  * Weight gradient: pixels as K (their contiguous direction), both operands in shared memory (TF32 read
- * toward zero), split over the pixels (below). Deterministic throughout: one CTA per output element, k in
- * a fixed order, split partials added in order.
+ * toward zero), split over the pixels, two producer warpgroups, and the bias gradient summed from the dy rows
+ * in the ring (WgradCfg, below). Deterministic throughout: one CTA per output element, k in a fixed order,
+ * split partials added in order.
  */
 #include <limits.h>
 
