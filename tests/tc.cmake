@@ -49,15 +49,16 @@ set_tests_properties(test_conv_tc_gpu_sm90_patch PROPERTIES TIMEOUT 300 LABELS g
 add_test(NAME test_conv_tc_gpu_sm90_nchw COMMAND test_conv_tc --backend cuda)
 set_tests_properties(test_conv_tc_gpu_sm90_nchw PROPERTIES TIMEOUT 300 LABELS gpu SKIP_RETURN_CODE 77
   ENVIRONMENT "ODL_CONV_SM90=2;ODL_CONV_NHWC=0;ODL_SOURCE_DIR=${PROJECT_SOURCE_DIR};ODL_BINARY_DIR=${PROJECT_BINARY_DIR}")
-# ... and with the weight gradient's other producers (ODL_CONV_WGRAD_PRODUCER 1: dy's rows in 16-byte copies where
-# P*Q % 32 == 0, as MNIST conv2's 24 x 24; 2: the same with two producer warpgroups).
-foreach(v 1 2)
+# ... and with the weight gradient's other producers (ODL_CONV_WGRAD_PRODUCER 0: one warpgroup of 4-byte copies;
+# 1: one warpgroup, dy's rows in 16-byte copies where P*Q % 32 == 0, as MNIST conv2's 24 x 24; the default 2 adds a
+# second producer warpgroup),
+foreach(v 0 1)
   add_test(NAME test_conv_tc_gpu_sm90_wgrad${v} COMMAND test_conv_tc --backend cuda)
   set_tests_properties(test_conv_tc_gpu_sm90_wgrad${v} PROPERTIES TIMEOUT 300 LABELS gpu SKIP_RETURN_CODE 77
     ENVIRONMENT "ODL_CONV_SM90=2;ODL_CONV_WGRAD_PRODUCER=${v};ODL_SOURCE_DIR=${PROJECT_SOURCE_DIR};ODL_BINARY_DIR=${PROJECT_BINARY_DIR}")
 endforeach()
-# ... and with the TF32 bias gradient summed inside the weight gradient (ODL_CONV_WGRAD_BIAS=1): db against the
-# float64 reference in every case that takes the wgmma weight gradient.
-add_test(NAME test_conv_tc_gpu_sm90_wgrad_bias COMMAND test_conv_tc --backend cuda)
-set_tests_properties(test_conv_tc_gpu_sm90_wgrad_bias PROPERTIES TIMEOUT 300 LABELS gpu SKIP_RETURN_CODE 77
-  ENVIRONMENT "ODL_CONV_SM90=2;ODL_CONV_WGRAD_BIAS=1;ODL_SOURCE_DIR=${PROJECT_SOURCE_DIR};ODL_BINARY_DIR=${PROJECT_BINARY_DIR}")
+# ... and with the bias gradient in a pass of its own (ODL_CONV_WGRAD_BIAS=0; on by default, the weight gradients
+# sum it: db against the float64 reference either way).
+add_test(NAME test_conv_tc_gpu_sm90_wgrad_nobias COMMAND test_conv_tc --backend cuda)
+set_tests_properties(test_conv_tc_gpu_sm90_wgrad_nobias PROPERTIES TIMEOUT 300 LABELS gpu SKIP_RETURN_CODE 77
+  ENVIRONMENT "ODL_CONV_SM90=2;ODL_CONV_WGRAD_BIAS=0;ODL_SOURCE_DIR=${PROJECT_SOURCE_DIR};ODL_BINARY_DIR=${PROJECT_BINARY_DIR}")

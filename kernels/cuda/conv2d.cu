@@ -13,7 +13,11 @@
  *                M = K, N = C*R*S, reduction N*P*Q, nearly always split over the reduction (split-K
  *                with partial sums in the workspace, added in a fixed order: deterministic).
  *                db[k] = sum over n, p, q of dy: slices of N*P*Q summed per block in double, then
- *                the slices in order (bias_grad_*_kernel; fixed shapes, no atomics: deterministic).
+ *                the slices in order (bias_grad_*_kernel; fixed shapes, no atomics: deterministic); with
+ *                ODL_CONV_WGRAD_BIAS on (the default), where C*R*S <= 16, float32 sums of the dy values
+ *                bwd_weight_smalln reads anyway, per chunk, then over the chunks as dw's.
+ *   bwd_data with relu_x (the input of a convolution over a ReLU's output): dx = 0 where relu_x <= 0, in the
+ *                store (Epi.gate).
  * Index arithmetic inside the gathers uses FastDiv (multiply-high) for the divisions by R*S, S, P*Q,
  * Q, H*W, W and the strides. Limits: each image (C*H*W, K*P*Q) and N*P*Q, N*H*W below 2^31 elements.
  */
@@ -198,7 +202,7 @@ static odl_status bwd_weight_cfg(const odl_conv2d_shape *s, const float *x, cons
  * accumulating dy[n, k, pq] * x[n, c, p*sh-ph+r, q*sw-pw+s] for its KT channels and all C*R*S columns
  * in registers; a fixed xor-butterfly over the warp's lanes then adds the 32 lane sums (every lane
  * ends with the same value: IEEE addition commutes) and the block writes part[b][k][crs]. The chunks
- * are added in order by splitk_reduce_kernel: deterministic, FP32 FMAs. ---- */
+ * are added in a fixed order by splitk_reduce: deterministic, FP32 FMAs. ---- */
 template <int KT, int CRS_MAX>
 __global__ void __launch_bounds__(256)
     bwd_weight_smalln_kernel(const float *__restrict__ x, const float *__restrict__ dy, int K, int C, int H, int W,
@@ -268,7 +272,8 @@ __global__ void __launch_bounds__(256)
     }
 }
 
-/* db (nullable): the bias gradient from the same reads of dy (each chunk's float32 sums, then in chunk order). */
+/* db (nullable): the bias gradient from the same reads of dy (each chunk's float32 sums, then over the chunks
+ * as dw's). */
 template <int CRS_MAX>
 static odl_status bwd_weight_smalln(const odl_conv2d_shape *s, const float *x, const float *dy, float *dw, float *db) {
     constexpr int KT = 4;

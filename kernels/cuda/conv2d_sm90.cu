@@ -32,7 +32,7 @@
  * Weight gradient: pixels as K (their contiguous direction), both operands in shared memory (TF32 read
  * toward zero), split over the pixels, two producer warpgroups, and the bias gradient summed from the dy rows
  * in the ring (WgradCfg, below). Deterministic throughout: one CTA per output element, k in a fixed order,
- * split partials added in order.
+ * split partials added in a fixed order.
  */
 #include <limits.h>
 
@@ -628,7 +628,7 @@ __global__ void __launch_bounds__(C::THREADS, 2)
  * of one split. The producers' issue is what bounds the kernel (bench/NOTES.md: MNIST conv2 at batch 512
  * moves ~2.3 TB/s through L2 in 4-byte copies with two producer warps a scheduler): PW = 2 doubles the
  * warps that issue them, and where a stage's 32 pixels are one image's consecutive ones (P*Q % 32 == 0,
- * dy 16-byte aligned: ConvWgradParams.dy16) dy's rows go in 16-byte copies, a quarter of the instructions.
+ * dy 16-byte aligned: the kernel's dy16) dy's rows go in 16-byte copies, a quarter of the instructions.
  * ODL_CONV_WGRAD_PRODUCER picks (0: PW 1, 4-byte copies; 1: PW 1, 16-byte dy; 2, the default: PW 2, 16-byte
  * dy; MNIST conv2 at batch 512 on an H100: 245 -> 174 us). */
 template <int PW>
@@ -996,7 +996,7 @@ odl_status launch_wgrad(const ConvWgradParams &g, dim3 grid, int NPQ, int chunk,
 }
 
 /* db (nullable): the bias gradient too, from the dy rows the kernel has in shared memory (its split sums after
- * dw's partials in the workspace, added in split order by splitk_reduce). */
+ * dw's partials in the workspace, added over the splits by splitk_reduce as dw's). */
 odl_status wgrad_run(const ConvWgradParams &g, float *dw, float *db, size_t ws_off, const char *what) {
     using C = WgradCfg<1>;
     const int64_t M = g.K, N = (int64_t)g.C * g.R * g.S, NPQ = (int64_t)g.N * g.P * g.Q;

@@ -42,9 +42,9 @@ struct ConvWgradParams {
 
 /* dw[k][c*R*S + r*S + s] = sum over (n, p, q) of dy[n][k][p][q] * x[n][c][p*sh - ph + r][q*sw - pw + s]
  * (row-major [K][C*R*S], float32) in TF32 on wgmma (the operands' upper 19 bits: toward zero): M = K, N = C*R*S, the reduction over the N*P*Q pixels
- * split into ranges whose float32 partial sums (in the workspace) splitk_reduce adds in range order
+ * split into ranges whose float32 partial sums (in the workspace) splitk_reduce adds in a fixed order
  * (deterministic). db (nullable): db[k] = sum over (n, p, q) of dy[n][k][p][q] from the same kernel (float32 sums
- * of the float32 dy rows in shared memory, per split, then in split order). Only for products that
+ * of the float32 dy rows in shared memory, per split, then over the splits as dw's). Only for products that
  * conv_wgrad_use takes (else ODL_E_INVAL). */
 odl_status conv_wgrad_tf32(const ConvWgradParams &g, float *dw, float *db, const char *what);
 /* The same in BF16: dy and x rounded to bfloat16 (nearest even) into float32 copies in the workspace first
