@@ -308,8 +308,7 @@ static odl_status bwd_weight_smalln(const odl_conv2d_shape *s, const float *x, c
     fin.zstride = 0;
     ODL_CHECK(splitk_reduce(part, chunks, K, CRS, fin, epi_raw(), "odl_conv2d_bwd_weight_smalln_reduce"));
     if (!db) return ODL_OK;
-    const OutRowMajor dbp = {dbpart, 1, K, false}, dbf = {db, 1, 0, false};
-    return splitk_reduce(dbp, chunks, K, 1, dbf, epi_raw(), "odl_conv2d_bias_grad_smalln_reduce");
+    return splitk_reduce_vector(dbpart, chunks, K, db, "odl_conv2d_bias_grad_smalln_reduce");
 }
 
 /* ---- bias gradient: db[k] = sum over n < N, pq < PQ of dy[n, k, pq] ----

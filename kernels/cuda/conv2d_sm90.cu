@@ -1032,8 +1032,7 @@ odl_status wgrad_run(const ConvWgradParams &g, float *dw, float *db, size_t ws_o
     if (splits == 1) return ODL_OK;
     ODL_CHECK(splitk_reduce(part, (int)splits, (int)M, (int)N, fin, epi_raw(), "odl_conv2d_bwd_weight_sm90_reduce"));
     if (!db) return ODL_OK;
-    const OutRowMajor dbp = {dbpart, 1, M, false}, dbf = {db, 1, 0, false};
-    return splitk_reduce(dbp, (int)splits, (int)M, 1, dbf, epi_raw(), "odl_conv2d_bias_grad_sm90_reduce");
+    return splitk_reduce_vector(dbpart, (int)splits, (int)M, db, "odl_conv2d_bias_grad_sm90_reduce");
 }
 
 /* dst[i] = the bfloat16 nearest src[i] (ties to even) as float32, i < n: exact in TF32, so that the

@@ -484,10 +484,10 @@ __global__ void splitk_reduce_kernel(Out part, int splits, int M, int N, FastDiv
 }
 
 /* The same sums for many splits: a block holds 32 consecutive outputs (lane l: output 32 blockIdx.x + l) and
- * WZ warps; warp w adds splits w, w + WZ, ... in that order (each load a 128-byte row of the partials),
- * then warp 0 adds the WZ warp sums in order: deterministic. The per-element kernel above makes each
- * thread add all `splits` values one round trip to L2 after another: MNIST conv1's weight gradient at
- * batch 512 has 288 outputs of 528 splits (bench/NOTES.md). */
+ * WZ warps; warp w adds splits w, w + WZ, ... in that order with sum_splits (each load a 128-byte row of the
+ * partials), then warp 0 adds the WZ warp sums in order: deterministic. The per-element kernel above has one
+ * thread an output, each adding all `splits` values 8 loads at a time: MNIST conv1's weight gradient at batch
+ * 512 has 288 outputs of 528 splits, 288 threads on the GPU for 66 round trips to L2 each (bench/NOTES.md). */
 template <class Out, int WZ>
 __global__ void __launch_bounds__(WZ * 32) splitk_reduce_wide_kernel(Out part, int splits, int M, int N, FastDiv fN,
                                                                      Out fin, Epi ep) {
@@ -498,18 +498,9 @@ __global__ void __launch_bounds__(WZ * 32) splitk_reduce_wide_kernel(Out part, i
     int m = 0, n = 0;
     if (in) fN.divmod(i, m, n);
     float acc = 0.0f;
-    if (in) {
-        const float *p = part.base() + part.off(m, n);
-        int z = w;
-        for (; z + 3 * WZ < splits; z += 4 * WZ) {
-            float v[4];
-#pragma unroll
-            for (int j = 0; j < 4; j++) v[j] = p[(int64_t)(z + j * WZ) * part.zstride];
-#pragma unroll
-            for (int j = 0; j < 4; j++) acc += v[j];
-        }
-        for (; z < splits; z += WZ) acc += p[(int64_t)z * part.zstride];
-    }
+    if (in) /* splits w, w + WZ, ...: splits >= WZ, so at least one */
+        acc = sum_splits(part.base() + part.off(m, n) + (int64_t)w * part.zstride, (int64_t)WZ * part.zstride,
+                         (splits - w + WZ - 1) / WZ);
     sums[w][lane] = acc;
     __syncthreads();
     if (w != 0 || !in) return;
@@ -545,6 +536,13 @@ static inline odl_status splitk_reduce(const Out &part, int splits, int M, int N
                                                                                  ep);
     ODL_CUDA_LAUNCH_CHECK(what);
     return ODL_OK;
+}
+
+/* out[i] = sum over z < splits of part[z * n + i], i < n (a vector's per-split partial sums: the bias gradient
+ * summed beside a split weight gradient), in splitk_reduce's fixed order. */
+static inline odl_status splitk_reduce_vector(float *part, int splits, int n, float *out, const char *what) {
+    const OutRowMajor p = {part, 1, n, false}, f = {out, 1, 0, false};
+    return splitk_reduce(p, splits, n, 1, f, epi_raw(), what);
 }
 
 /* ---- tile configurations (gemm.cu picks among them; conv2d.cu uses those plan_cfg returns) ---- */
