@@ -264,11 +264,10 @@ __device__ __forceinline__ void consume_reg(float (&acc)[C::BN / 2], unsigned ch
         }
         wgmma_commit();
         wgmma_wait<0>();
-        /* every warp's ordinary loads of the stage's A are done before it is handed back (wgmma's completion
-         * alone speaks for the warps' wgmma reads) */
-        if (cw == 0) named_barrier_c<2, 128>();
-        else named_barrier_c<3, 128>();
-        if (tid == 0) mbar_arrive(&empty[s]);
+        /* each thread hands the stage back after its own loads of A and its wgmma's reads (ring_setup's
+         * 256 arrivals; one arrival after a named barrier orders them as well, but racecheck reports it:
+         * ConsumerRing) */
+        mbar_arrive(&empty[s]);
         if (++s == C::STAGES) {
             s = 0;
             phase ^= 1;
@@ -390,7 +389,7 @@ __global__ void __launch_bounds__(C::THREADS, 2)
 #ifndef ODL_CONV_SM90_STUB
     extern __shared__ unsigned char smem_raw[];
     uint64_t *full, *empty;
-    unsigned char *smem = ring_setup<C>(smem_raw, full, empty);
+    unsigned char *smem = ring_setup<C>(smem_raw, full, empty, C::NHWC ? 2 : 256); /* consume_reg: every thread */
     const int wg = threadIdx.x / 128;
     const int p0 = blockIdx.x * C::BM, c0 = blockIdx.y * C::BN;
     const int kblocks = (g.rows + C::BK - 1) / C::BK;
@@ -662,11 +661,14 @@ __global__ void __launch_bounds__(C::THREADS, 2)
     const int n0 = blockIdx.x * C::BN, m0 = blockIdx.y * C::BM;
     const int j0 = blockIdx.z * chunk, j1 = (int)min((int64_t)NPQ, (int64_t)j0 + chunk); /* j0 + chunk may pass 2^31 */
     const int kblocks = (j1 - j0 + C::BK - 1) / C::BK;
+    /* the CTAs of the first column tile also sum their dy rows (the bias gradient) from the ring: their
+     * consumer threads each hand the stages back (ConsumerRing) */
+    const bool do_db = dbpart != nullptr && blockIdx.x == 0;
 
     if (threadIdx.x == 0) {
         for (int s = 0; s < C::STAGES; s++) {
             mbar_init(&full[s], 128 * PW);
-            mbar_init(&empty[s], 1);
+            mbar_init(&empty[s], do_db ? 128 : 1);
         }
         mbar_fence_init();
     }
@@ -745,7 +747,6 @@ __global__ void __launch_bounds__(C::THREADS, 2)
     /* ---- consumer (warpgroup PW) ---- */
     float acc[C::BN / 2];
     /* the bias gradient: thread t adds row t / 2's 16 values of half t % 2 of every stage, in order */
-    const bool do_db = dbpart != nullptr && blockIdx.x == 0;
     float dbs = 0.0f;
     auto db_rows = [&](const unsigned char *stage) {
         if (!do_db) return;
@@ -759,7 +760,7 @@ __global__ void __launch_bounds__(C::THREADS, 2)
             dbs += v.w;
         }
     };
-    consume<C>(acc, smem, full, empty, kblocks, 0, db_rows);
+    consume<C>(acc, smem, full, empty, kblocks, 0, db_rows, do_db);
     if (do_db) {
         dbs += __shfl_xor_sync(0xffffffffu, dbs, 1); /* the two halves of a row: the same sum in both lanes */
         if ((tid & 1) == 0 && m0 + (tid >> 1) < M) dbpart[(int64_t)blockIdx.z * M + m0 + (tid >> 1)] = dbs;

@@ -31,7 +31,7 @@ __device__ __forceinline__ void mma_row(float (&acc)[N], uint32_t a, uint32_t b,
 /* A consumer warpgroup of the shared-memory-operand kernels (the weight gradient, the NHWC forward, the float16 NHWC forward): its
  * main loop over kblocks stages of the ring: wait for the stage's copies, make them visible to the async
  * proxy, BK / Op::K wgmma m64nBN on the stage's 64 A rows at a_off bytes and the B rows after the A tile,
- * one group in flight, each stage released (one arrival per warpgroup) once its group retired. Every k step
+ * one group in flight, each stage released once its group retired (ConsumerRing). Every k step
  * is 32 bytes of a 128-byte row (8 tf32, 16 bf16 or f16). acc holds zeros where kblocks is 0. */
 /* No work of the consumer's own on a stage (consume_ring's hook). */
 struct NoStageHook {
@@ -64,26 +64,32 @@ __device__ __forceinline__ void consume_ring(float (&acc)[C::BN / 2], unsigned c
     for (int i = 0; i < C::BN / 2; i++) reg_fence(acc[i]);
 }
 
+/* hook_reads: the hook reads the stages with ordinary loads, so every thread hands each stage back (the
+ * "empty" barriers count 128 arrivals per consumer warpgroup: ConsumerRing) */
 template <class C, class Hook = NoStageHook>
 __device__ __forceinline__ void consume(float (&acc)[C::BN / 2], unsigned char *smem, uint64_t *full, uint64_t *empty,
-                                        int kblocks, uint32_t a_off, const Hook &hook = Hook()) {
+                                        int kblocks, uint32_t a_off, const Hook &hook = Hook(), bool hook_reads = false) {
     ConsumerRing<C::STAGES> ring;
+    ring.every_thread = hook_reads;
     consume_ring<C>(acc, smem, full, empty, kblocks, a_off, ring, hook);
 }
 
 /* The ring of a one-producer, two-consumer-warpgroup kernel (C::RING_BYTES of stages, then STAGES "full"
  * and STAGES "empty" mbarriers) in the dynamic shared memory, aligned to 1024 bytes (the 128-byte
  * swizzle's period): a stage is full when the producer warpgroup's 128 threads have arrived, empty when
- * both consumer warpgroups have. Every thread of the CTA calls it (it ends in __syncthreads). */
+ * both consumer warpgroups have handed it back: empty_arrivals, 2 (thread 0 of each) or 256 (every
+ * thread: consumers that read the ring with ordinary loads, ConsumerRing). Every thread of the CTA calls
+ * it (it ends in __syncthreads). */
 template <class C>
-__device__ __forceinline__ unsigned char *ring_setup(unsigned char *smem_raw, uint64_t *&full, uint64_t *&empty) {
+__device__ __forceinline__ unsigned char *ring_setup(unsigned char *smem_raw, uint64_t *&full, uint64_t *&empty,
+                                                     uint32_t empty_arrivals = 2) {
     unsigned char *smem = reinterpret_cast<unsigned char *>(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
     full = reinterpret_cast<uint64_t *>(smem + C::RING_BYTES);
     empty = full + C::STAGES;
     if (threadIdx.x == 0) {
         for (int s = 0; s < C::STAGES; s++) {
             mbar_init(&full[s], 128);
-            mbar_init(&empty[s], 2);
+            mbar_init(&empty[s], empty_arrivals);
         }
         mbar_fence_init();
     }

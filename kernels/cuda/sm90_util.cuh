@@ -89,12 +89,19 @@ template <int N> static __device__ __forceinline__ void wgmma_wait() {
 
 /* A consumer warpgroup's place in a ring of STAGES shared-memory stages fed through "full" / "empty"
  * mbarriers, one wgmma group in flight: the stage it reads next (s, in phase `phase`) and the stage whose
- * group may still be running (prev, -1 for none). Each stage is handed back by one arrival per warpgroup
- * (thread 0 of it) once its group has retired. */
+ * group may still be running (prev, -1 for none). Each stage is handed back once its group has retired:
+ * by one arrival per warpgroup (thread 0 of it) where the warpgroup reads the stage through wgmma alone,
+ * by an arrival of every thread (every_thread; the "empty" barrier counts 128 per warpgroup) where its
+ * threads also read the stage with ordinary loads. The warpgroup's wgmma cannot retire before each warp
+ * issued its part, after its loads, so one arrival would order them too; but compute-sanitizer's racecheck
+ * sees an ordering only from each reading thread's own arrival (bench/racecheck_probe.cu, H100 2026-12-07:
+ * a named barrier then one arrival is reported as a hazard, an arrival per thread is not), and CUTLASS's
+ * sm90 pipelines release a stage by every consumer thread too. */
 template <int STAGES>
 struct ConsumerRing {
     int s = 0, prev = -1;
     uint32_t phase = 0;
+    bool every_thread = false;
     /* Waits for stage s's copies and orders them before the async proxy's (wgmma's) reads. */
     __device__ __forceinline__ void wait(uint64_t *full) const {
         mbar_wait(&full[s], phase);
@@ -104,7 +111,7 @@ struct ConsumerRing {
      * moves on to the next stage. */
     __device__ __forceinline__ void retire_prev(uint64_t *empty, int tid) {
         wgmma_wait<1>();
-        if (prev >= 0 && tid == 0) mbar_arrive(&empty[prev]);
+        if (prev >= 0 && (every_thread || tid == 0)) mbar_arrive(&empty[prev]);
         prev = s;
         if (++s == STAGES) {
             s = 0;
@@ -114,7 +121,7 @@ struct ConsumerRing {
     /* Every group retired and the last stage handed back. */
     __device__ __forceinline__ void drain(uint64_t *empty, int tid) {
         wgmma_wait<0>();
-        if (prev >= 0 && tid == 0) mbar_arrive(&empty[prev]);
+        if (prev >= 0 && (every_thread || tid == 0)) mbar_arrive(&empty[prev]);
         prev = -1;
     }
 };
@@ -129,10 +136,6 @@ template <int REGS> static __device__ __forceinline__ void setmaxnreg_inc() {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(REGS));
 }
 
-/* Named barrier ID (1..15) over THREADS threads, both immediates (a register id makes ptxas reserve all 16). */
-template <int ID, int THREADS> static __device__ __forceinline__ void named_barrier_c() {
-    asm volatile("bar.sync %0, %1;\n" ::"n"(ID), "n"(THREADS) : "memory");
-}
 /* Named barrier `id` (1..15; 0 is __syncthreads) over `threads` threads. */
 static __device__ __forceinline__ void named_barrier(int id, int threads) {
     asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
