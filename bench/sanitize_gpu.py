@@ -73,6 +73,16 @@ def ctest_tests(build, regex, exclude):
     return tests
 
 
+def test_data_dir(tests):
+    """The data folder the YOLOv5 tests among `tests` read (tests/test_util.h odl_test_data_dir: $ODL_TEST_DATA,
+    else the build's default from the test's environment); None when none of them is a YOLOv5 test."""
+    for t in tests:
+        if "yolov5" in t["name"]:
+            env = env_of(t)
+            return env.get("ODL_TEST_DATA") or env.get("ODL_TEST_DATA_DEFAULT") or "../shared/data"
+    return None
+
+
 def env_of(test):
     env = dict(os.environ)
     for kv in test["env"]:
@@ -186,6 +196,14 @@ def main():
     if not tests:
         print("sanitize_gpu: nothing to run: no gpu test matches")
         return 3
+    data = test_data_dir(tests)
+    if data and not os.path.isdir(os.path.join(data, "yolov5", "reference")):
+        # they would only skip, and a sweep's device time be spent for nothing (2026-12-07: a call that
+        # did not carry the data)
+        print("sanitize_gpu: error: no YOLOv5 reference data in %s, which %d of the tests read (set ODL_TEST_DATA "
+              "to the test data folder; README, \"Test data\")" % (data, sum("yolov5" in t["name"] for t in tests)),
+              file=sys.stderr)
+        return 2
     os.makedirs(a.out_dir, exist_ok=True)
     logdir = os.path.join(a.out_dir, "logs")
     if setups and not a.no_fixtures:  # the fixtures, as ctest runs them (no sanitizer)

@@ -110,10 +110,12 @@ typedef struct job {
 int main(int argc, char **argv) {
     const char *wpath = NULL;
     odl_device dev;
-    int r = yolo_test_start(argc, argv, &wpath, &dev);
-    if (r) return r;
     const int square = argc > 2 && !strcmp(argv[2], "square");
-    const char *jpath = odl_test_data_path(square ? "yolov5/reference/detect_square640.json" : "yolov5/reference/detect_rect640.json");
+    const char *const ref_json = square ? "yolov5/reference/detect_square640.json" : "yolov5/reference/detect_rect640.json";
+    const char *const data[] = {ref_json, NULL};
+    int r = yolo_test_start(argc, argv, data, &wpath, &dev);
+    if (r) return r;
+    const char *jpath = odl_test_data_path(ref_json);
     json_t *root = j_load(jpath);
     if (!root) {
         fprintf(stderr, "FAIL: cannot read %s\n", jpath);

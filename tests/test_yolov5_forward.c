@@ -29,7 +29,8 @@ static void check_tensor(const char *what, const float *ours, const float *ref, 
 int main(int argc, char **argv) {
     const char *wpath = NULL;
     odl_device dev;
-    int r = yolo_test_start(argc, argv, &wpath, &dev);
+    const char *const data[] = {"yolov5/reference/yolov5n_reference.h5", NULL};
+    int r = yolo_test_start(argc, argv, data, &wpath, &dev);
     if (r) return r;
     const char *mode = argc > 2 ? argv[2] : "bus640";
     char ref[4096];

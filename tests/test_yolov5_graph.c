@@ -45,7 +45,7 @@ static void counts(odl_yolov5 *m, int64_t cap, int64_t rep, const char *when) {
 int main(int argc, char **argv) {
     const char *wpath = NULL;
     odl_device dev;
-    int r = yolo_test_start(argc, argv, &wpath, &dev);
+    int r = yolo_test_start(argc, argv, NULL, &wpath, &dev); /* random inputs: no reference data */
     if (r) return r;
     const int cuda = dev.type == ODL_DEV_CUDA;
     odl_yolov5 *g = NULL, *ref = NULL;

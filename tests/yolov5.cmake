@@ -62,6 +62,12 @@ set_tests_properties(yolov5_layers_zidane320_gpu PROPERTIES TIMEOUT 600 LABELS g
   FIXTURES_REQUIRED yolov5_weights ENVIRONMENT "${ODL_YOLO_TEST_ENV}")
 
 odl_yolo_device_tests(yolov5_detect_rect640 test_yolov5_detect.c rect)
+# Without the test data the reference tests skip before their device is set up (yolo_test_start).
+add_test(NAME yolov5_data_missing COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/yolov5_data_missing.sh
+  $<TARGET_FILE:yolov5_detect_rect640> $<TARGET_FILE:yolov5_forward_bus640> ${PROJECT_BINARY_DIR}/yolov5n.h5
+  ${CMAKE_CURRENT_BINARY_DIR}/yolov5_data_missing.d)
+set_tests_properties(yolov5_data_missing PROPERTIES TIMEOUT 60 LABELS integration SKIP_RETURN_CODE 77
+  FIXTURES_REQUIRED yolov5_weights)
 add_test(NAME yolov5_detect_square640 COMMAND yolov5_detect_rect640 cpu square ${_w})
 add_test(NAME yolov5_detect_square640_gpu COMMAND yolov5_detect_rect640 cuda square ${_w})
 set_tests_properties(yolov5_detect_square640 PROPERTIES TIMEOUT 1200 LABELS integration SKIP_RETURN_CODE 77
