@@ -57,6 +57,11 @@ foreach(v 0 1)
   set_tests_properties(test_conv_tc_gpu_sm90_wgrad${v} PROPERTIES TIMEOUT 300 LABELS gpu SKIP_RETURN_CODE 77
     ENVIRONMENT "ODL_CONV_SM90=2;ODL_CONV_WGRAD_PRODUCER=${v};ODL_SOURCE_DIR=${PROJECT_SOURCE_DIR};ODL_BINARY_DIR=${PROJECT_BINARY_DIR}")
 endforeach()
+# ... and with the BF16 weight gradient rounding its operands in shared memory (ODL_CONV_WGRAD_BF16_STAGE=1: the
+# rounded-input bound of test_conv_tc proves the rounding; db fused as TF32's),
+add_test(NAME test_conv_tc_gpu_sm90_wgrad_bf16stage COMMAND test_conv_tc --backend cuda)
+set_tests_properties(test_conv_tc_gpu_sm90_wgrad_bf16stage PROPERTIES TIMEOUT 300 LABELS gpu SKIP_RETURN_CODE 77
+  ENVIRONMENT "ODL_CONV_SM90=2;ODL_CONV_WGRAD_BF16_STAGE=1;ODL_SOURCE_DIR=${PROJECT_SOURCE_DIR};ODL_BINARY_DIR=${PROJECT_BINARY_DIR}")
 # ... and with the bias gradient in a pass of its own (ODL_CONV_WGRAD_BIAS=0; on by default, the weight gradients
 # sum it: db against the float64 reference either way).
 add_test(NAME test_conv_tc_gpu_sm90_wgrad_nobias COMMAND test_conv_tc --backend cuda)

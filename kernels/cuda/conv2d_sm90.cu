@@ -30,8 +30,9 @@
  * into shared memory once, and every tap is a shifted wgmma descriptor over them (comment above
  * PatchGather).
  * Weight gradient: pixels as K (their contiguous direction), both operands in shared memory (TF32 read
- * toward zero), split over the pixels, two producer warpgroups, and the bias gradient summed from the dy rows
- * in the ring (WgradCfg, below). Deterministic throughout: one CTA per output element, k in a fixed order,
+ * toward zero; BF16 rounded in place by the consumers with ODL_CONV_WGRAD_BF16_STAGE, else from rounded
+ * copies), split over the pixels, two producer warpgroups, and the bias gradient summed from the dy rows in
+ * the ring (WgradCfg, below). Deterministic throughout: one CTA per output element, k in a fixed order,
  * split partials added in a fixed order.
  */
 #include <limits.h>
@@ -192,12 +193,10 @@ __device__ __forceinline__ void produce_reg(const ConvGatherParams &g, const typ
         for (int kk = 0; kk < C::BK / 4; kk++) /* tile kk / 8, chunk kk % 8 */
             px.copy(g, sa + (kk / 8) * C::A_SUB, pw, nr, kb * C::BK + kk * 4 + ks, (uint32_t)((((kk % 8) ^ nr) << 4) + ks * 4));
         copy_weights<C::BN>(sb, wpk, Kpad, c0, kb * C::BK, tid);
-        /* compute-sanitizer's racecheck reports the consumers' ordinary loads of this ring against these
-         * copies (208 hazards in test_conv_tc --quick, eighth session), and the same 208 with the copies
-         * waited for by cp.async.wait_group and announced by a plain release arrival instead: it does not
-         * seem to follow an mbarrier hand-off between threads. The PTX memory model orders them: the
-         * arrival completes once this thread's copies have landed, the consumers' try_wait acquires it, and
-         * they release the stage by a barrier and an arrival that the producer's wait acquires. */
+        /* the arrival completes once this thread's copies have landed and the consumers' try_wait acquires
+         * it; each consumer thread hands the stage back by its own arrival, which this thread's wait on
+         * "empty" acquires (consume_reg: with a named barrier and one arrival instead, racecheck reported the
+         * consumers' loads against these copies, bench/racecheck_probe.cu) */
         cp_async_mbar_arrive(&full[s]);
         if (++s == C::STAGES) {
             s = 0;
@@ -645,11 +644,20 @@ struct WgradCfg {
     static_assert(BM * 8 % (128 * PW) == 0, "dy's 16-byte chunks split over the producers");
 };
 
+/* float32 x 4 -> the bfloat16 nearest each (ties to even), as float32: exact in TF32 */
+__device__ __forceinline__ float4 round4_bf16(float4 v) {
+    return make_float4(round_bf16_rne(v.x), round_bf16_rne(v.y), round_bf16_rne(v.z), round_bf16_rne(v.w));
+}
+
 /* dbpart (nullable): the CTAs of the first column tile also sum their dy rows (the bias gradient, from the
- * float32 dy in shared memory), split z's sums at dbpart[z * K + k]. */
+ * float32 dy in shared memory), split z's sums at dbpart[z * K + k]. round_bf16: the consumers round each
+ * stage's dy and x to bfloat16 (nearest even) in place before its wgmma, so that the TF32 wgmma multiplies
+ * bfloat16 values (exact in TF32): BF16 products, float32 sums, the bits of the same kernel run on rounded
+ * copies, without the copies (conv_wgrad_bf16). */
 template <class C, int PW>
 __global__ void __launch_bounds__(C::THREADS, 2)
-    conv_wgrad_sm90_kernel(const ConvWgradParams g, int NPQ, int chunk, OutRowMajor out, bool dy16, float *dbpart) {
+    conv_wgrad_sm90_kernel(const ConvWgradParams g, int NPQ, int chunk, OutRowMajor out, bool dy16, bool round_bf16,
+                           float *dbpart) {
 #ifndef ODL_CONV_SM90_STUB
     extern __shared__ unsigned char smem_raw[];
     unsigned char *smem = reinterpret_cast<unsigned char *>(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
@@ -661,14 +669,15 @@ __global__ void __launch_bounds__(C::THREADS, 2)
     const int n0 = blockIdx.x * C::BN, m0 = blockIdx.y * C::BM;
     const int j0 = blockIdx.z * chunk, j1 = (int)min((int64_t)NPQ, (int64_t)j0 + chunk); /* j0 + chunk may pass 2^31 */
     const int kblocks = (j1 - j0 + C::BK - 1) / C::BK;
-    /* the CTAs of the first column tile also sum their dy rows (the bias gradient) from the ring: their
-     * consumer threads each hand the stages back (ConsumerRing) */
-    const bool do_db = dbpart != nullptr && blockIdx.x == 0;
+    /* the CTAs of the first column tile also sum their dy rows (the bias gradient) from the ring, and BF16's
+     * consumers round the stages in place: where they do, each consumer thread hands the stages back
+     * (ConsumerRing) */
+    const bool do_db = dbpart != nullptr && blockIdx.x == 0, touch = do_db || round_bf16;
 
     if (threadIdx.x == 0) {
         for (int s = 0; s < C::STAGES; s++) {
             mbar_init(&full[s], 128 * PW);
-            mbar_init(&empty[s], do_db ? 128 : 1);
+            mbar_init(&empty[s], touch ? 128 : 1);
         }
         mbar_fence_init();
     }
@@ -746,21 +755,36 @@ __global__ void __launch_bounds__(C::THREADS, 2)
 
     /* ---- consumer (warpgroup PW) ---- */
     float acc[C::BN / 2];
-    /* the bias gradient: thread t adds row t / 2's 16 values of half t % 2 of every stage, in order */
+    /* per stage: the bias gradient, thread t adding row t / 2's 16 values of half t % 2 in order (before it
+     * rounds them: db is the float32 dy's), then with round_bf16 dy's rows (the same 64 bytes a thread) and
+     * x's rows (16-byte chunks t, t + 128, ...) rounded in place, the stores made visible to wgmma (async
+     * proxy) and every consumer thread's done before any warp's wgmma reads the stage */
     float dbs = 0.0f;
-    auto db_rows = [&](const unsigned char *stage) {
-        if (!do_db) return;
+    auto stage_work = [&](unsigned char *stage) {
+        if (!touch) return;
 #pragma unroll
         for (int c = 0; c < 4; c++) {
-            const float4 v =
-                *reinterpret_cast<const float4 *>(stage + sw128(tid >> 1, (uint32_t)((tid & 1) * 4 + c) * 16));
-            dbs += v.x;
-            dbs += v.y;
-            dbs += v.z;
-            dbs += v.w;
+            float4 *p = reinterpret_cast<float4 *>(stage + sw128(tid >> 1, (uint32_t)((tid & 1) * 4 + c) * 16));
+            const float4 v = *p;
+            if (do_db) {
+                dbs += v.x;
+                dbs += v.y;
+                dbs += v.z;
+                dbs += v.w;
+            }
+            if (round_bf16) *p = round4_bf16(v);
         }
+        if (!round_bf16) return;
+        static_assert(C::A_BYTES == 128 * 4 * 16 && C::B_BYTES % (128 * 16) == 0, "stage split over the consumers");
+#pragma unroll 2 /* fewer chunks in flight: the two-producer kernel's consumer sits at its 80-register cap */
+        for (int i = 0; i < C::B_BYTES / (128 * 16); i++) {
+            float4 *p = reinterpret_cast<float4 *>(stage + C::A_BYTES + (i * 128 + tid) * 16);
+            *p = round4_bf16(*p);
+        }
+        fence_proxy_async_shared();
+        named_barrier_c<2, 128>();
     };
-    consume<C>(acc, smem, full, empty, kblocks, 0, db_rows, do_db);
+    consume<C>(acc, smem, full, empty, kblocks, 0, stage_work, touch);
     if (do_db) {
         dbs += __shfl_xor_sync(0xffffffffu, dbs, 1); /* the two halves of a row: the same sum in both lanes */
         if ((tid & 1) == 0 && m0 + (tid >> 1) < M) dbpart[(int64_t)blockIdx.z * M + m0 + (tid >> 1)] = dbs;
@@ -987,18 +1011,20 @@ WgradSplit wgrad_split(int64_t M, int64_t N, int64_t NPQ) {
 
 template <int PW>
 odl_status launch_wgrad(const ConvWgradParams &g, dim3 grid, int NPQ, int chunk, const OutRowMajor &out, bool dy16,
-                        float *dbpart) {
+                        bool round_bf16, float *dbpart) {
     using C = WgradCfg<PW>;
     auto kern = conv_wgrad_sm90_kernel<C, PW>;
     static std::atomic<unsigned long long> opted{0};
     ODL_CHECK(opt_in_smem(kern, C::SMEM_BYTES, opted));
-    kern<<<grid, C::THREADS, C::SMEM_BYTES, stream()>>>(g, NPQ, chunk, out, dy16, dbpart);
+    kern<<<grid, C::THREADS, C::SMEM_BYTES, stream()>>>(g, NPQ, chunk, out, dy16, round_bf16, dbpart);
     return ODL_OK;
 }
 
 /* db (nullable): the bias gradient too, from the dy rows the kernel has in shared memory (its split sums after
- * dw's partials in the workspace, added over the splits by splitk_reduce as dw's). */
-odl_status wgrad_run(const ConvWgradParams &g, float *dw, float *db, size_t ws_off, const char *what) {
+ * dw's partials in the workspace, added over the splits by splitk_reduce as dw's). round_bf16: the kernel
+ * rounds the operands to bfloat16 in shared memory (conv_wgrad_sm90_kernel). */
+odl_status wgrad_run(const ConvWgradParams &g, float *dw, float *db, size_t ws_off, const char *what,
+                     bool round_bf16 = false) {
     using C = WgradCfg<1>;
     const int64_t M = g.K, N = (int64_t)g.C * g.R * g.S, NPQ = (int64_t)g.N * g.P * g.Q;
     if (M <= 0 || N <= 0) return ODL_OK;
@@ -1027,8 +1053,9 @@ odl_status wgrad_run(const ConvWgradParams &g, float *dw, float *db, size_t ws_o
     const int64_t variant = odl_env_int(ODL_ENV_CONV_WGRAD_PRODUCER);
     const bool dy16 = variant >= 1 && (int64_t)g.P * g.Q % C::BK == 0 && (uintptr_t)g.dy % 16 == 0;
     const dim3 grid((unsigned)tn, (unsigned)tm, (unsigned)splits);
-    if (variant >= 2) ODL_CHECK(launch_wgrad<2>(g, grid, (int)NPQ, chunk, splits > 1 ? part : fin, dy16, dbpart));
-    else ODL_CHECK(launch_wgrad<1>(g, grid, (int)NPQ, chunk, splits > 1 ? part : fin, dy16, dbpart));
+    const OutRowMajor &o = splits > 1 ? part : fin;
+    if (variant >= 2) ODL_CHECK(launch_wgrad<2>(g, grid, (int)NPQ, chunk, o, dy16, round_bf16, dbpart));
+    else ODL_CHECK(launch_wgrad<1>(g, grid, (int)NPQ, chunk, o, dy16, round_bf16, dbpart));
     ODL_CUDA_LAUNCH_CHECK(what);
     if (splits == 1) return ODL_OK;
     ODL_CHECK(splitk_reduce(part, (int)splits, (int)M, (int)N, fin, epi_raw(), "odl_conv2d_bwd_weight_sm90_reduce"));
@@ -1049,7 +1076,13 @@ odl_status conv_wgrad_tf32(const ConvWgradParams &g, float *dw, float *db, const
     return wgrad_run(g, dw, db, 0, what);
 }
 
-odl_status conv_wgrad_bf16(const ConvWgradParams &g, float *dw, const char *what) {
+bool conv_wgrad_bf16_in_stage() { return odl_env_bool(ODL_ENV_CONV_WGRAD_BF16_STAGE); }
+
+odl_status conv_wgrad_bf16(const ConvWgradParams &g, float *dw, float *db, const char *what) {
+    if (conv_wgrad_bf16_in_stage()) return wgrad_run(g, dw, db, 0, what, true);
+    if (db)
+        return ODL_ERR(ODL_E_INVAL, "%s: the bias gradient is summed here only with ODL_CONV_WGRAD_BF16_STAGE "
+                       "(conv_wgrad_bf16_in_stage)", what);
     const int64_t ndy = (int64_t)g.N * g.K * g.P * g.Q, nx = (int64_t)g.N * g.C * g.H * g.W;
     if ((int64_t)g.K * g.C * g.R * g.S <= 0 || ndy == 0) return wgrad_run(g, dw, nullptr, 0, what);
     const size_t bdy = ((size_t)ndy * sizeof(float) + 255) & ~(size_t)255, bx = (size_t)nx * sizeof(float);

@@ -47,10 +47,13 @@ struct ConvWgradParams {
  * of the float32 dy rows in shared memory, per split, then over the splits as dw's). Only for products that
  * conv_wgrad_use takes (else ODL_E_INVAL). */
 odl_status conv_wgrad_tf32(const ConvWgradParams &g, float *dw, float *db, const char *what);
-/* The same in BF16: dy and x rounded to bfloat16 (nearest even) into float32 copies in the workspace first
- * (a bfloat16 value is exact in TF32), then conv_wgrad_tf32's kernel on the copies: BF16 products, float32
- * accumulation. */
-odl_status conv_wgrad_bf16(const ConvWgradParams &g, float *dw, const char *what);
+/* The same in BF16: dy and x rounded to bfloat16 (nearest even; a bfloat16 value is exact in TF32) and
+ * conv_wgrad_tf32's kernel on them: BF16 products, float32 accumulation. With ODL_CONV_WGRAD_BF16_STAGE
+ * (conv_wgrad_bf16_in_stage) the kernel rounds each stage in shared memory, and db (nullable) is summed as
+ * conv_wgrad_tf32 sums it (from the float32 dy); else they are rounded into float32 copies in the workspace
+ * first, and db must be null (the caller's pass). The same dw bits either way. */
+bool conv_wgrad_bf16_in_stage();
+odl_status conv_wgrad_bf16(const ConvWgradParams &g, float *dw, float *db, const char *what);
 
 } // namespace sm90
 } // namespace odlk

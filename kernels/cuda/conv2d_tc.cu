@@ -282,12 +282,14 @@ static odl_status conv_bwd_weight_tc(const odl_conv2d_shape *s, const float *x, 
         const sm90::ConvWgradParams g = {dy, x, s->N, s->K, s->C, s->H, s->W, s->P, s->Q, s->R, s->S,
                                          s->stride_h, s->stride_w, s->pad_h, s->pad_w, FastDiv(s->P * s->Q),
                                          FastDiv(s->Q), FastDiv(s->R * s->S), FastDiv(s->S)};
-        /* TF32: the bias gradient in the same kernel with ODL_CONV_WGRAD_BIAS, on by default (+3.5 % examples-CNN
-         * samples/s on an H100; BF16's runs on rounded copies of dy, and db is the float32 dy's) */
-        if (!bf16 && db && odl_env_bool(ODL_ENV_CONV_WGRAD_BIAS))
-            return sm90::conv_wgrad_tf32(g, dw, db, "odl_conv2d_bwd_weight_sm90");
-        ODL_CHECK(bf16 ? sm90::conv_wgrad_bf16(g, dw, "odl_conv2d_bwd_weight_sm90")
-                       : sm90::conv_wgrad_tf32(g, dw, nullptr, "odl_conv2d_bwd_weight_sm90"));
+        /* the bias gradient in the same kernel with ODL_CONV_WGRAD_BIAS, on by default (+3.5 % examples-CNN
+         * samples/s on an H100): TF32, and BF16 where it rounds in shared memory (its rounded copies would not
+         * give the float32 dy's db) */
+        float *kdb = db && odl_env_bool(ODL_ENV_CONV_WGRAD_BIAS) && (!bf16 || sm90::conv_wgrad_bf16_in_stage()) ? db
+                                                                                                            : nullptr;
+        ODL_CHECK(bf16 ? sm90::conv_wgrad_bf16(g, dw, kdb, "odl_conv2d_bwd_weight_sm90")
+                       : sm90::conv_wgrad_tf32(g, dw, kdb, "odl_conv2d_bwd_weight_sm90"));
+        if (kdb) return ODL_OK;
     } else if (M > 0 && N > 0) {
         /* up to 256 ranges of the reduction, as conv2d.cu's weight gradient */
         const Plan pl = plan_tc(M, N, Kd, false, 256);

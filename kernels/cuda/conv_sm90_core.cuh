@@ -35,12 +35,12 @@ __device__ __forceinline__ void mma_row(float (&acc)[N], uint32_t a, uint32_t b,
  * is 32 bytes of a 128-byte row (8 tf32, 16 bf16 or f16). acc holds zeros where kblocks is 0. */
 /* No work of the consumer's own on a stage (consume_ring's hook). */
 struct NoStageHook {
-    __device__ __forceinline__ void operator()(const unsigned char *) const {}
+    __device__ __forceinline__ void operator()(unsigned char *) const {}
 };
 
 /* consume over a ring position carried by the caller (a persistent kernel's tiles share one ring); hook(stage)
- * runs on each stage's shared memory once its copies have landed, before it is released (the weight
- * gradient's row sums of dy: the bias gradient). */
+ * runs on each stage's shared memory once its copies have landed, before the stage's wgmma and its release
+ * (the weight gradient's row sums of dy, the bias gradient, and its BF16 rounding in place). */
 template <class C, class Hook = NoStageHook>
 __device__ __forceinline__ void consume_ring(float (&acc)[C::BN / 2], unsigned char *smem, uint64_t *full, uint64_t *empty,
                                              int kblocks, uint32_t a_off, ConsumerRing<C::STAGES> &ring,
@@ -64,8 +64,8 @@ __device__ __forceinline__ void consume_ring(float (&acc)[C::BN / 2], unsigned c
     for (int i = 0; i < C::BN / 2; i++) reg_fence(acc[i]);
 }
 
-/* hook_reads: the hook reads the stages with ordinary loads, so every thread hands each stage back (the
- * "empty" barriers count 128 arrivals per consumer warpgroup: ConsumerRing) */
+/* hook_reads: the hook reads (or writes) the stages with ordinary loads, so every thread hands each stage back
+ * (the "empty" barriers count 128 arrivals per consumer warpgroup: ConsumerRing) */
 template <class C, class Hook = NoStageHook>
 __device__ __forceinline__ void consume(float (&acc)[C::BN / 2], unsigned char *smem, uint64_t *full, uint64_t *empty,
                                         int kblocks, uint32_t a_off, const Hook &hook = Hook(), bool hook_reads = false) {

@@ -136,6 +136,10 @@ template <int REGS> static __device__ __forceinline__ void setmaxnreg_inc() {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(REGS));
 }
 
+/* Named barrier ID (1..15) over THREADS threads, both immediates (a register id makes ptxas reserve all 16). */
+template <int ID, int THREADS> static __device__ __forceinline__ void named_barrier_c() {
+    asm volatile("bar.sync %0, %1;\n" ::"n"(ID), "n"(THREADS) : "memory");
+}
 /* Named barrier `id` (1..15; 0 is __syncthreads) over `threads` threads. */
 static __device__ __forceinline__ void named_barrier(int id, int threads) {
     asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
