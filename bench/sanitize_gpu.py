@@ -73,13 +73,23 @@ def ctest_tests(build, regex, exclude):
     return tests
 
 
+# the YOLOv5 tests that compare with the official outputs in the data folder's yolov5/reference (the forward,
+# layers and detect programs, in every precision: tests/yolov5.cmake)
+REFERENCE_TESTS = re.compile(r"^yolov5_(half_|tf32_)?(forward|layers|detect)_")
+
+
+def reference_tests(tests):
+    return [t for t in tests if REFERENCE_TESTS.match(t["name"])]
+
+
 def test_data_dir(tests):
-    """The data folder the YOLOv5 tests among `tests` read (tests/test_util.h odl_test_data_dir: $ODL_TEST_DATA,
-    else the build's default from the test's environment); None when none of them is a YOLOv5 test."""
-    for t in tests:
-        if "yolov5" in t["name"]:
-            env = env_of(t)
-            return env.get("ODL_TEST_DATA") or env.get("ODL_TEST_DATA_DEFAULT") or "../shared/data"
+    """The data folder the reference tests among `tests` read (tests/test_util.h odl_test_data_dir:
+    $ODL_TEST_DATA, else the build's default from the test's environment, relative to the test's folder);
+    None when none of them is one."""
+    for t in reference_tests(tests):
+        env = env_of(t)
+        d = env.get("ODL_TEST_DATA") or env.get("ODL_TEST_DATA_DEFAULT") or "../shared/data"
+        return os.path.join(t["cwd"], d)
     return None
 
 
@@ -201,7 +211,7 @@ def main():
         # they would only skip, and a sweep's device time be spent for nothing (2026-12-07: a call that
         # did not carry the data)
         print("sanitize_gpu: error: no YOLOv5 reference data in %s, which %d of the tests read (set ODL_TEST_DATA "
-              "to the test data folder; README, \"Test data\")" % (data, sum("yolov5" in t["name"] for t in tests)),
+              "to the test data folder; README, \"Test data\")" % (data, len(reference_tests(tests))),
               file=sys.stderr)
         return 2
     os.makedirs(a.out_dir, exist_ok=True)

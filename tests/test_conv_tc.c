@@ -39,6 +39,7 @@
 
 #include "odl/backend.h"
 #include "odl/device.h"
+#include "odl/env.h"
 #include "odl/ops.h"
 #include "odl/precision.h"
 #include "odl/tensor.h"
@@ -150,6 +151,38 @@ static void free_refs(double *a[NREF]) {
     for (int r = 0; r < NREF; r++) free(a[r]);
 }
 
+/* The BF16 weight gradient again with ODL_CONV_WGRAD_BF16_STAGE the other way (compute capability 9.0's wgmma
+ * kernel: operands rounded in shared memory or into copies first; elsewhere no difference): dw bit for bit
+ * dw0, db within the float32 bound of either way's sums. The environment is put back. */
+static void bf16_wgrad_both_ways(const odl_conv2d_shape *s, const float *x, const float *dy, const float *dw0,
+                                 const double *bref, const double *bmag, int idx) {
+    const int64_t nw = (int64_t)s->K * s->C * s->R * s->S;
+    const int stage = odl_env_bool(ODL_ENV_CONV_WGRAD_BF16_STAGE);
+    const char *cur = getenv("ODL_CONV_WGRAD_BF16_STAGE");
+    char *was = cur ? strdup(cur) : NULL;
+    setenv("ODL_CONV_WGRAD_BF16_STAGE", stage ? "0" : "1", 1);
+    TOK(odl_env_reload());
+    float *dw1 = nan_buf(nw), *db1 = nan_buf(s->K);
+    dbuf dDW1 = dput(dw1, nw, 0), dDB1 = dput(db1, s->K, 0);
+    TOK(g_be->conv2d_bwd_weight_lowp(s, x, dy, dDW1.p, dDB1.p, ODL_PRECISION_BF16));
+    dget(dw1, &dDW1, nw);
+    dget(db1, &dDB1, s->K);
+    int64_t nbad = 0;
+    for (int64_t i = 0; i < nw; i++) nbad += memcmp(&dw1[i], &dw0[i], sizeof(float)) != 0;
+    TCHECK(nbad == 0, "case %d bf16 bwd_weight with ODL_CONV_WGRAD_BF16_STAGE=%d: %" PRId64 " of %" PRId64
+                      " elements not the bits of =%d's", idx, !stage, nbad, nw, stage);
+    const double eb = max_err(db1, bref, bmag, s->K), tb = tol_dot((double)s->N * s->P * s->Q);
+    TCHECK(eb <= tb, "case %d bf16 db with ODL_CONV_WGRAD_BF16_STAGE=%d: error %.3e above %.3e", idx, !stage, eb, tb);
+    if (was) setenv("ODL_CONV_WGRAD_BF16_STAGE", was, 1);
+    else unsetenv("ODL_CONV_WGRAD_BF16_STAGE");
+    TOK(odl_env_reload());
+    free(was);
+    dbuf all[] = {dDW1, dDB1};
+    dfree_all(all, 2);
+    free(dw1);
+    free(db1);
+}
+
 static void run_case(const conv_case *c, int idx, odl_precision prec) {
     const odl_conv2d_shape s = shape_of(c);
     const int keep = keep_bits(prec);
@@ -228,6 +261,7 @@ static void run_case(const conv_case *c, int idx, odl_precision prec) {
     free(dxr);
     dget(dw0, &dDW, nw);
     dget(db0, &dDB, s.K);
+    if (prec == ODL_PRECISION_BF16) bf16_wgrad_both_ways(&s, dX.p, dDY.p, dw0, bref, bmag, idx);
 
     check_pass(c, idx, prec, "fwd", (double)s.C * s.R * s.S, y0, ref, mag, ny);
     check_pass(c, idx, prec, "bwd_data", (double)s.K * s.R * s.S, dx0, dref, dmag, nx);

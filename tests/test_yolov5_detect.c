@@ -112,7 +112,7 @@ int main(int argc, char **argv) {
     odl_device dev;
     const int square = argc > 2 && !strcmp(argv[2], "square");
     const char *const ref_json = square ? "yolov5/reference/detect_square640.json" : "yolov5/reference/detect_rect640.json";
-    const char *const data[] = {ref_json, NULL};
+    const char *const data[] = {ref_json, "yolov5/images/bus.jpg", "yolov5/coco8/images/val/000000000049.jpg", NULL};
     int r = yolo_test_start(argc, argv, data, &wpath, &dev);
     if (r) return r;
     const char *jpath = odl_test_data_path(ref_json);

@@ -881,7 +881,8 @@ bool conv_use(int64_t M, int64_t N, int64_t Kd, int64_t Ch, int64_t images, int6
 
 bool conv_wgrad_use(int64_t M, int64_t N, int64_t NPQ) {
     const int64_t mode = odl_env_int(ODL_ENV_CONV_SM90);
-    /* BF16 too (rounded copies first): MNIST conv2 0.79-0.90x the mma.sync kernel's time (eighth session) */
+    /* BF16 too (rounded copies first, or rounded in shared memory: conv_wgrad_bf16): MNIST conv2 0.79-0.90x the
+     * mma.sync kernel's time with the copies (eighth session) */
     return mode != 0 && wgrad_fits(M, N, NPQ) && available();
 }
 
@@ -1078,11 +1079,9 @@ odl_status conv_wgrad_tf32(const ConvWgradParams &g, float *dw, float *db, const
 
 bool conv_wgrad_bf16_in_stage() { return odl_env_bool(ODL_ENV_CONV_WGRAD_BF16_STAGE); }
 
-odl_status conv_wgrad_bf16(const ConvWgradParams &g, float *dw, float *db, const char *what) {
-    if (conv_wgrad_bf16_in_stage()) return wgrad_run(g, dw, db, 0, what, true);
-    if (db)
-        return ODL_ERR(ODL_E_INVAL, "%s: the bias gradient is summed here only with ODL_CONV_WGRAD_BF16_STAGE "
-                       "(conv_wgrad_bf16_in_stage)", what);
+odl_status conv_wgrad_bf16(const ConvWgradParams &g, float *dw, float *db, bool in_stage, const char *what) {
+    if (in_stage) return wgrad_run(g, dw, db, 0, what, true);
+    if (db) return ODL_ERR(ODL_E_INVAL, "%s: the bias gradient is summed here only in stage (in_stage)", what);
     const int64_t ndy = (int64_t)g.N * g.K * g.P * g.Q, nx = (int64_t)g.N * g.C * g.H * g.W;
     if ((int64_t)g.K * g.C * g.R * g.S <= 0 || ndy == 0) return wgrad_run(g, dw, nullptr, 0, what);
     const size_t bdy = ((size_t)ndy * sizeof(float) + 255) & ~(size_t)255, bx = (size_t)nx * sizeof(float);

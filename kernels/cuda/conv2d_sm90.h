@@ -48,12 +48,13 @@ struct ConvWgradParams {
  * conv_wgrad_use takes (else ODL_E_INVAL). */
 odl_status conv_wgrad_tf32(const ConvWgradParams &g, float *dw, float *db, const char *what);
 /* The same in BF16: dy and x rounded to bfloat16 (nearest even; a bfloat16 value is exact in TF32) and
- * conv_wgrad_tf32's kernel on them: BF16 products, float32 accumulation. With ODL_CONV_WGRAD_BF16_STAGE
- * (conv_wgrad_bf16_in_stage) the kernel rounds each stage in shared memory, and db (nullable) is summed as
- * conv_wgrad_tf32 sums it (from the float32 dy); else they are rounded into float32 copies in the workspace
- * first, and db must be null (the caller's pass). The same dw bits either way. */
+ * conv_wgrad_tf32's kernel on them: BF16 products, float32 accumulation. in_stage (the caller's reading of
+ * ODL_CONV_WGRAD_BF16_STAGE, conv_wgrad_bf16_in_stage): the kernel rounds each stage in shared memory, and db
+ * (nullable) is summed as conv_wgrad_tf32 sums it (from the float32 dy); else they are rounded into float32
+ * copies in the workspace first, and db must be null (the caller's pass; else ODL_E_INVAL). The same dw bits
+ * either way. */
 bool conv_wgrad_bf16_in_stage();
-odl_status conv_wgrad_bf16(const ConvWgradParams &g, float *dw, float *db, const char *what);
+odl_status conv_wgrad_bf16(const ConvWgradParams &g, float *dw, float *db, bool in_stage, const char *what);
 
 } // namespace sm90
 } // namespace odlk

@@ -285,9 +285,9 @@ static odl_status conv_bwd_weight_tc(const odl_conv2d_shape *s, const float *x, 
         /* the bias gradient in the same kernel with ODL_CONV_WGRAD_BIAS, on by default (+3.5 % examples-CNN
          * samples/s on an H100): TF32, and BF16 where it rounds in shared memory (its rounded copies would not
          * give the float32 dy's db) */
-        float *kdb = db && odl_env_bool(ODL_ENV_CONV_WGRAD_BIAS) && (!bf16 || sm90::conv_wgrad_bf16_in_stage()) ? db
-                                                                                                            : nullptr;
-        ODL_CHECK(bf16 ? sm90::conv_wgrad_bf16(g, dw, kdb, "odl_conv2d_bwd_weight_sm90")
+        const bool in_stage = bf16 && sm90::conv_wgrad_bf16_in_stage();
+        float *kdb = db && odl_env_bool(ODL_ENV_CONV_WGRAD_BIAS) && (!bf16 || in_stage) ? db : nullptr;
+        ODL_CHECK(bf16 ? sm90::conv_wgrad_bf16(g, dw, kdb, in_stage, "odl_conv2d_bwd_weight_sm90")
                        : sm90::conv_wgrad_tf32(g, dw, kdb, "odl_conv2d_bwd_weight_sm90"));
         if (kdb) return ODL_OK;
     } else if (M > 0 && N > 0) {

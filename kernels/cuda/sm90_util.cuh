@@ -96,7 +96,7 @@ template <int N> static __device__ __forceinline__ void wgmma_wait() {
  * issued its part, after its loads, so one arrival would order them too; but compute-sanitizer's racecheck
  * sees an ordering only from each reading thread's own arrival (bench/racecheck_probe.cu, H100 2026-12-07:
  * a named barrier then one arrival is reported as a hazard, an arrival per thread is not), and CUTLASS's
- * sm90 pipelines release a stage by every consumer thread too. */
+ * PipelineAsync releases a stage by every consumer thread too. */
 template <int STAGES>
 struct ConsumerRing {
     int s = 0, prev = -1;
