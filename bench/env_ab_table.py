@@ -10,11 +10,14 @@ except (OSError, ValueError):
     torch = {}
 print("%s A/B on %s" % (var, open(os.path.join(out, "gpu.txt")).read().strip()))
 if mode == "train":
-    peers = {p: (torch.get(s) or {}).get("512", {}).get("samples_per_s") for p, s in (("tf32", "mnist_compile"), ("bf16", "mnist_compile_bf16"))}
+    # each precision's peer: torch.compile with PyTorch's defaults (TF32 convolutions), autocast bf16, TF32 off
+    sections = {"tf32": "mnist_compile", "bf16": "mnist_compile_bf16", "fp32": "mnist_compile_ieee"}
+    precs = [p for p in os.environ.get("ODL_AB_PRECISIONS", "tf32 bf16").split() if p in sections]
+    peers = {p: (torch.get(sections[p]) or {}).get("512", {}).get("samples_per_s") for p in precs}
     print("| %s | precision | warm samples/s (rounds) | epoch-2 test_acc | / torch.compile |" % var)
     print("|---|---|---|---|---|")
     for v in vals:
-        for p in ("tf32", "bf16"):
+        for p in precs:
             sps, acc = [], []
             for f in sorted(glob.glob(os.path.join(out, "train_%s_%s_r*.jsonl" % (v, p)))):
                 ev = []
@@ -30,7 +33,7 @@ if mode == "train":
             peer = peers.get(p)
             ratio = "%.3fx" % (max(sps) / peer) if sps and peer else "-"
             print("| %s | %s | %s | %s | %s |" % (v, p, ", ".join("%.0f" % x for x in sps), acc[:1], ratio))
-    print("torch.compile batch 512: tf32 %s, bf16 %s samples/s" % (peers["tf32"], peers["bf16"]))
+    print("torch.compile batch 512: " + ", ".join("%s %s (%s)" % (p, peers[p], sections[p]) for p in precs) + " samples/s")
 else:
     print("| %s | fp16 batch 32 images/s (rounds) | beside torch.compile | batch 1 fp16 ms |" % var)
     print("|---|---|---|---|")
