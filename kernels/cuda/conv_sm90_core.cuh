@@ -52,7 +52,8 @@ __device__ __forceinline__ void consume_ring(float (&acc)[C::BN / 2], unsigned c
     for (int kb = 0; kb < kblocks; kb++) {
         ring.wait(full);
         /* the hook's loads complete before this warp issues the stage's wgmma (the adds that use them come
-         * first), and the stage is released only once that warpgroup-wide group has retired */
+         * first; a hook that stores into the stage fences and synchronises the warpgroup itself), and the
+         * stage is released only once that warpgroup-wide group has retired */
         hook(smem + ring.s * C::STAGE_BYTES);
         const uint32_t sa = smem_addr(smem + ring.s * C::STAGE_BYTES) + a_off;
         const uint32_t sb = smem_addr(smem + ring.s * C::STAGE_BYTES + C::A_BYTES);
