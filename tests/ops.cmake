@@ -2,18 +2,12 @@
 # CPU (label unit) and, in a second entry, on CUDA device 0 (label gpu; exits 77 = skipped without one).
 # Run one op with e.g. `build/tests/test_ops --backend cpu --op conv2d_bwd --seed 123`.
 odl_add_test(test_ops SOURCES test_ops.c ops_ref.c LABELS unit ARGS --backend cpu TIMEOUT 300)
-add_test(NAME test_ops_gpu COMMAND test_ops --backend cuda)
-set_tests_properties(test_ops_gpu PROPERTIES TIMEOUT 600 LABELS gpu SKIP_RETURN_CODE 77
-  ENVIRONMENT "ODL_TEST_DATA_DEFAULT=${ODL_TEST_DATA_DEFAULT};ODL_SOURCE_DIR=${PROJECT_SOURCE_DIR};ODL_BINARY_DIR=${PROJECT_BINARY_DIR}")
+odl_add_gpu_test(test_ops_gpu COMMAND test_ops --backend cuda TIMEOUT 600)
 # The float16 NHWC inference entries of the op table (conv2d_f16, maxpool2d_f16, upsample2x_f16, copy_f16,
 # nchw_f32_to_nhwc_f16), odl/half.h and odl_conv2d_f16_check, against a float64 reference; CPU (unit) and
 # CUDA device 0 (gpu; 77 = skipped without one).
 odl_add_test(test_ops_f16 SOURCES test_ops_f16.c LABELS unit ARGS --backend cpu TIMEOUT 300)
-add_test(NAME test_ops_f16_gpu COMMAND test_ops_f16 --backend cuda)
-set_tests_properties(test_ops_f16_gpu PROPERTIES TIMEOUT 300 LABELS gpu SKIP_RETURN_CODE 77
-  ENVIRONMENT "ODL_SOURCE_DIR=${PROJECT_SOURCE_DIR};ODL_BINARY_DIR=${PROJECT_BINARY_DIR}")
+odl_add_gpu_test(test_ops_f16_gpu COMMAND test_ops_f16 --backend cuda)
 # The same with every convolution the wgmma kernels can take sent to them (kernels/cuda/conv2d_f16_sm90.cu;
 # on a device other than 9.0 this is test_ops_f16_gpu again).
-add_test(NAME test_ops_f16_gpu_sm90 COMMAND test_ops_f16 --backend cuda)
-set_tests_properties(test_ops_f16_gpu_sm90 PROPERTIES TIMEOUT 300 LABELS gpu SKIP_RETURN_CODE 77
-  ENVIRONMENT "ODL_CONV_F16_SM90=2;ODL_SOURCE_DIR=${PROJECT_SOURCE_DIR};ODL_BINARY_DIR=${PROJECT_BINARY_DIR}")
+odl_add_gpu_test(test_ops_f16_gpu_sm90 COMMAND test_ops_f16 --backend cuda ENV ODL_CONV_F16_SM90=2)
