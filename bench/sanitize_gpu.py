@@ -16,7 +16,12 @@ Output: one line per (tool, test), then per tool
     sanitize_gpu: memcheck: 0 errors (20 tests: 20 ran, 0 skipped, 0 failed, 0 timed out)
 and the last line `sanitize_gpu: 0 errors` (exit 0) or what broke (exit 1); exit 2 on a usage error,
 3 where there is nothing to run (no compute-sanitizer, no GPU). Everything is kept in OUT_DIR:
-summary.txt, results.json and one log per run (OUT_DIR/logs/TOOL/TEST.log).
+summary.txt, results.json (with the build's commit, from BUILD/odl_build_info.h) and one log per run
+(OUT_DIR/logs/TOOL/TEST.log).
+
+A sweep longer than one lent machine's call goes in parts: `--skip-done OLD/results.json` takes the runs
+that ended "ok" with 0 errors there, for the same build commit only, instead of running them again (each is marked
+with the file it came from), and runs the rest.
 """
 import argparse
 import concurrent.futures
@@ -99,6 +104,30 @@ def env_of(test):
         k, _, v = kv.partition("=")
         env[k] = v
     return env
+
+
+def build_commit(build):
+    """The commit the build was configured at (cmake/OdlBuildInfo.cmake), "unknown" without one."""
+    try:
+        m = re.search(r'ODL_BUILD_COMMIT "([^"]*)"', open(os.path.join(build, "odl_build_info.h")).read())
+        return m.group(1) if m else "unknown"
+    except OSError:
+        return "unknown"
+
+
+def done_before(paths, commit):
+    """{(tool, test): result} of the runs that ended "ok" with 0 errors in earlier results.json files of this commit;
+    raises ValueError for a file of another build (its runs say nothing about this one)."""
+    done = {}
+    for path in paths:
+        d = json.load(open(path))
+        if commit == "unknown" or commit.endswith("-dirty") or d.get("commit") != commit:
+            raise ValueError("its build commit is %s, this build's %s (only a clean build's own earlier runs "
+                             "count)" % (d.get("commit", "not recorded"), commit))
+        for r in d["results"]:
+            if r["status"] == "ok" and r["errors"] == 0:
+                done[(r["tool"], r["test"])] = dict(r, earlier=r.get("earlier", path))
+    return done
 
 
 def run_one(san, tool, test, logdir, timeout, deadline):
@@ -184,6 +213,9 @@ def main():
     ap.add_argument("--longest-first", metavar="RESULTS_JSON", action="extend", nargs="+", default=[],
                     help="start the runs that took longest in these earlier results.json files (one or more; repeatable) first (with -j and a "
                          "deadline, the long ones then overlap the short); runs they do not have come first of all")
+    ap.add_argument("--skip-done", metavar="RESULTS_JSON", action="extend", nargs="+", default=[],
+                    help="take the runs that ended ok in these earlier results.json files of the same build commit "
+                         "instead of running them again (a sweep in parts)")
     ap.add_argument("--no-fixtures", action="store_true",
                     help="do not set up the fixtures first (they are there already; the script's own test)")
     a = ap.parse_args()
@@ -214,6 +246,12 @@ def main():
               "to the test data folder; README, \"Test data\")" % (data, len(reference_tests(tests))),
               file=sys.stderr)
         return 2
+    commit = build_commit(a.build)
+    try:
+        done = done_before(a.skip_done, commit)
+    except (OSError, ValueError, KeyError) as e:
+        print("sanitize_gpu: error: --skip-done: %s" % e, file=sys.stderr)
+        return 2
     os.makedirs(a.out_dir, exist_ok=True)
     logdir = os.path.join(a.out_dir, "logs")
     if setups and not a.no_fixtures:  # the fixtures, as ctest runs them (no sanitizer)
@@ -235,7 +273,11 @@ def main():
           ", pools at most %s%% of free memory each" % cap if cap else "",
           ", ODL_TEST_QUICK=%s" % os.environ["ODL_TEST_QUICK"]), flush=True)
     deadline = time.monotonic() + a.deadline if a.deadline else None
-    jobs = [(tool, t) for tool in tools for t in tests]
+    jobs = [(tool, t) for tool in tools for t in tests if (tool, t["name"]) not in done]
+    earlier = [done[(tool, t["name"])] for tool in tools for t in tests if (tool, t["name"]) in done]
+    if earlier:
+        print("sanitize_gpu: %d runs ended ok in earlier results of this build (%s): not run again"
+              % (len(earlier), commit), flush=True)
     if a.longest_first:
         took = {}
         for path in a.longest_first:
@@ -247,7 +289,7 @@ def main():
                 print("sanitize_gpu: error: --longest-first %s: %s" % (path, e), file=sys.stderr)
                 return 2
         jobs.sort(key=lambda j: -took.get((j[0], j[1]["name"]), float("inf")))  # stable: ties keep their order
-    results = []
+    results = list(earlier)
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, a.jobs)) as ex:
         futs = [ex.submit(run_one, san, tool, t, logdir, a.timeout, deadline) for tool, t in jobs]
         for f in concurrent.futures.as_completed(futs):
@@ -292,7 +334,8 @@ def main():
             r["tool"], r["test"], r["errors"], r["warnings"], r["wall_s"], r["status"])
             for r in sorted(results, key=lambda r: (r["tool"], r["test"]))) + "\n" + "\n".join(lines) + "\n")
     with open(os.path.join(a.out_dir, "results.json"), "w") as f:
-        json.dump({"sanitizer": san, "build": a.build, "tools": tools, "results": results}, f, indent=1)
+        json.dump({"sanitizer": san, "build": a.build, "commit": commit, "tools": tools, "results": results}, f,
+                  indent=1)
     return 3 if nothing else 1 if broken else 0
 
 

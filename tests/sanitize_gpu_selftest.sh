@@ -140,6 +140,33 @@ if [ $rc = 3 ] && grep -q "memcheck: 0 errors (1 tests: 0 ran, 1 skipped, 0 fail
 else echo "FAIL skip before CUDA: exit $rc"; cat "$tmp/log"; fail=1; fi
 # --longest-first takes several files after one flag (as a shell glob gives them)
 lf test_ops_gpu --longest-first "$tmp/earlier.json" "$tmp/later.json"
+# --skip-done: a sweep in parts. A build of a known commit (the real build's tests, its own odl_build_info.h):
+# the runs that ended ok with 0 errors are taken, the one with errors runs again; results of another commit
+# are refused
+mkdir -p "$tmp/fb"
+printf 'subdirs("%s")\n' "$(cd "$build" && pwd)" >"$tmp/fb/CTestTestfile.cmake"
+echo '#define ODL_BUILD_COMMIT "0123456789ab"' >"$tmp/fb/odl_build_info.h"
+sd() { # OUT ERRORS ARGS...
+    o=$1 e=$2
+    shift 2
+    FAKE_ERRORS="$e" sh "$src/bench/sanitize_gpu.sh" "$tmp/$o" --build "$tmp/fb" --sanitizer "$tmp/compute-sanitizer" \
+        --no-fixtures -R '^(test_ops_gpu|test_gemm_tc_gpu)$' --tools memcheck,racecheck "$@" >"$tmp/log" 2>&1
+}
+sd sd1 "racecheck:test_gemm_tc:3"
+rc1=$?
+sd sd2 "none::0" --skip-done "$tmp/sd1/results.json"
+rc2=$?
+sed 's/"0123456789ab"/"ba9876543210"/' "$tmp/sd2/results.json" >"$tmp/other.json"
+cp "$tmp/log" "$tmp/log_sd2"
+sd sd3 "none::0" --skip-done "$tmp/other.json"
+rc3=$?
+if [ $rc1 = 1 ] && [ $rc2 = 0 ] && grep -q "3 runs ended ok in earlier results of this build (0123456789ab)" "$tmp/log_sd2" &&
+    [ "$(find "$tmp/sd2/logs" -name '*.log' | wc -l)" = 1 ] && [ -s "$tmp/sd2/logs/racecheck/test_gemm_tc_gpu.log" ] &&
+    grep -q "sanitize_gpu: memcheck: 0 errors (2 tests: 2 ran" "$tmp/log_sd2" && grep -q '"commit": "0123456789ab"' "$tmp/sd2/results.json" &&
+    grep -q "\"earlier\": \"$tmp/sd1/results.json\"" "$tmp/sd2/results.json" &&
+    [ $rc3 = 2 ] && grep -q "error: --skip-done: its build commit is ba9876543210, this build's 0123456789ab" "$tmp/log"; then
+    echo "ok   --skip-done: 3 clean runs of the same commit taken, the one with errors run again; another commit refused"
+else echo "FAIL --skip-done: exit $rc1/$rc2/$rc3"; cat "$tmp/log_sd2" "$tmp/log"; fail=1; fi
 # bench/gpu_long_run.sh: two named sanitizer runs side by side (errors in one), waited for and collected
 # together; the name "soak" is the soak's and refused
 glr() { env -u ODL_FMNIST_DIR -u ODL_TEST_DATA ODL_LONG_DIR="$tmp/long" ODL_BUILD="$build" bash "$src/bench/gpu_long_run.sh" "$@"; }

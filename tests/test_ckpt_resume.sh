@@ -368,22 +368,25 @@ gpu)
   # The same stop + resume on a CUDA device, and the stall of a device-to-host checkpoint copy. Bit
   # for bit when two uninterrupted runs are (deterministic kernels); otherwise only said.
   # 20 steps an epoch and the test set's first 1,000 at the end: small enough for compute-sanitizer's
-  # racecheck, which checks every shared-memory access of every launch
-  G=(--task=train --model=mnist --device cuda "--data_dir=$FM" --max-train-samples 1280 --batch-size 64 --epochs 3
+  # racecheck, which checks every shared-memory access of every launch; ODL_TEST_QUICK (bench/sanitize_gpu.sh
+  # sets it): 10 steps an epoch, 30 in all, stopped after 5
+  N=1280 STEPS=60 STOP=10
+  case ${ODL_TEST_QUICK:-} in ""|0) ;; *) N=640 STEPS=30 STOP=5 ;; esac
+  G=(--task=train --model=mnist --device cuda "--data_dir=$FM" --max-train-samples $N --batch-size 64 --epochs 3
      --test-batch-size 1000 --max-test-samples 1000 --progress off --train.eval_every_epoch=false)
   if ! "$W" "${G[@]}" --max-steps 1 > g.out 2> g.log; then
     grep -q "no CUDA device" g.log && skip "no usable CUDA device: $(grep 'error:' g.log)"
     fail "the one-step probe: $(tail -3 g.log)"
   fi
   mkdir A B
-  "$W" "${G[@]}" --max-steps 60 --checkpoint-dir A --checkpoint-every 10 --metrics-out a.jsonl --save a.h5 2> a.log ||
+  "$W" "${G[@]}" --max-steps $STEPS --checkpoint-dir A --checkpoint-every $STOP --metrics-out a.jsonl --save a.h5 2> a.log ||
     fail "uninterrupted run: $(tail -3 a.log)"
-  "$W" "${G[@]}" --max-steps 60 --save a2.h5 2> a2.log || fail "second uninterrupted run: $(tail -3 a2.log)"
-  # Stop inside the first epoch (20 steps), so that the resumed run prints every epoch line of run A.
-  "$W" "${G[@]}" --max-steps 10 --checkpoint-dir B --checkpoint-every 10 2> b.log || fail "first part: $(tail -3 b.log)"
-  "$W" "${G[@]}" --max-steps 60 --checkpoint-dir B --checkpoint-every 10 --resume auto --metrics-out c.jsonl --save c.h5 \
+  "$W" "${G[@]}" --max-steps $STEPS --save a2.h5 2> a2.log || fail "second uninterrupted run: $(tail -3 a2.log)"
+  # Stop inside the first epoch, so that the resumed run prints every epoch line of run A.
+  "$W" "${G[@]}" --max-steps $STOP --checkpoint-dir B --checkpoint-every $STOP 2> b.log || fail "first part: $(tail -3 b.log)"
+  "$W" "${G[@]}" --max-steps $STEPS --checkpoint-dir B --checkpoint-every $STOP --resume auto --metrics-out c.jsonl --save c.h5 \
       2> c.log || fail "resumed run: $(tail -3 c.log)"
-  grep -q "resuming from B/ckpt-00000010.h5: step 10" c.log || fail "did not resume from step 10"
+  grep -q "resuming from $(printf 'B/ckpt-%08d.h5' $STOP): step $STOP" c.log || fail "did not resume from step $STOP"
   grep "step loop stalled\|checkpoints:" a.log
   if "$CK" diff a.h5 a2.h5 > /dev/null; then
     same_params a.h5 c.h5 "CUDA stop + resume"

@@ -30,7 +30,15 @@ skip() { echo "skipped: $*"; exit 77; }
 cd "$T" || exit 1
 
 # --cuda-graph on|off is each run's own (an option given twice is an error)
-G=(--task=train --model=mnist --device cuda "--data_dir=$FM" --max-train-samples 1000 --batch-size 64 --epochs 3
+# ODL_TEST_QUICK (bench/sanitize_gpu.sh sets it; tests/test_util.h): 296 samples, 4 full steps and a partial
+# one of 40 per epoch, the same kinds of step (captures per loader slot, the partial batch, the evaluation
+# that grows the workspace) in 15 steps instead of 48: racecheck checks every shared-memory access of each launch
+SAMPLES=1000 REPLAYS=40 STOP=20 EVERY=10 RESUMED=20 FUSE_SAMPLES=640
+case ${ODL_TEST_QUICK:-} in
+""|0) ;;
+*) SAMPLES=296 REPLAYS=8 STOP=7 EVERY=7 RESUMED=3 FUSE_SAMPLES=256 ;;
+esac
+G=(--task=train --model=mnist --device cuda "--data_dir=$FM" --max-train-samples $SAMPLES --batch-size 64 --epochs 3
    --test-batch-size 1000 --max-test-samples 1000 --progress off)
 # JSONL lines without what differs between runs that compute the same: timing, telemetry.
 loss_lines() { # the epoch lines without what depends on the machine's moment (speed, the GPU's free memory)
@@ -64,7 +72,8 @@ equal)
     train g_$1 "${G[@]}" --cuda-graph on --optimizer "$1" --lr "$2"
     train e_$1 "${G[@]}" --optimizer "$1" --lr "$2" --cuda-graph off
     read -r cap rep <<< "$(replays g_$1)"
-    [ "${cap:-0}" -eq 3 ] && [ "${rep:-0}" -ge 40 ] || fail "$1: captures '$cap' replays '$rep' (want 3 and >= 40): $(grep 'steps:' g_$1.log)"
+    [ "${cap:-0}" -eq 3 ] && [ "${rep:-0}" -ge $REPLAYS ] ||
+      fail "$1: captures '$cap' replays '$rep' (want 3 and >= $REPLAYS): $(grep 'steps:' g_$1.log)"
     grep -q "CUDA graphs off: train.cuda_graph is off" e_$1.log || fail "--cuda-graph off not said: $(grep -i graph e_$1.log)"
     grep -Eq "us replayed \([0-9]+; [0-9.]+ us of it in the graph launch\)" g_$1.log ||
       fail "$1: the replayed steps' host time lacks the graph launch's part: $(grep 'steps:' g_$1.log)"
@@ -78,23 +87,25 @@ precision)
     train g_$p "${G[@]}" --cuda-graph on --precision $p
     train e_$p "${G[@]}" --precision $p --cuda-graph off
     read -r cap rep <<< "$(replays g_$p)"
-    [ "${rep:-0}" -ge 40 ] || fail "$p: $rep replays"
+    [ "${rep:-0}" -ge $REPLAYS ] || fail "$p: $rep replays (want >= $REPLAYS)"
     same_run g_$p e_$p "--precision $p, CUDA graphs vs op by op"
   done
   ;;
 resume)
   gpu_or_skip
   mkdir A B
-  train a "${G[@]}" --cuda-graph on --checkpoint-dir A --checkpoint-every 10
+  train a "${G[@]}" --cuda-graph on --checkpoint-dir A --checkpoint-every $EVERY
   train e "${G[@]}" --cuda-graph off
-  # 20 steps: the fifth step of epoch 2 (16 steps per epoch)
-  "$W" "${G[@]}" --cuda-graph on --max-steps 20 --checkpoint-dir B --checkpoint-every 10 2> b1.log || fail "first part: $(tail -3 b1.log)"
-  train b "${G[@]}" --cuda-graph on --checkpoint-dir B --checkpoint-every 10 --resume auto
-  grep -q "resuming from B/ckpt-00000020.h5: step 20" b.log || fail "did not resume from step 20: $(grep -i resum b.log)"
+  # 20 steps: the fifth step of epoch 2 (16 steps per epoch); quick: 7, the second of epoch 2 (5 per epoch)
+  "$W" "${G[@]}" --cuda-graph on --max-steps $STOP --checkpoint-dir B --checkpoint-every $EVERY 2> b1.log ||
+    fail "first part: $(tail -3 b1.log)"
+  train b "${G[@]}" --cuda-graph on --checkpoint-dir B --checkpoint-every $EVERY --resume auto
+  ck=$(printf 'B/ckpt-%08d.h5' $STOP)
+  grep -q "resuming from $ck: step $STOP" b.log || fail "did not resume from step $STOP: $(grep -i resum b.log)"
   read -r cap rep <<< "$(replays b)"
-  [ "${rep:-0}" -ge 20 ] || fail "the resumed run replayed $rep steps"
+  [ "${rep:-0}" -ge $RESUMED ] || fail "the resumed run replayed $rep steps (want >= $RESUMED)"
   "$CK" diff a.h5 b.h5 > diff.out 2>&1 || { cat diff.out; fail "resumed graphed run differs from the uninterrupted one"; }
-  echo "ok: graphed run stopped at step 20 and resumed ($cap captures, $rep replays after the resume) = uninterrupted"
+  echo "ok: graphed run stopped at step $STOP and resumed ($cap captures, $rep replays after the resume) = uninterrupted"
   "$CK" diff a.h5 e.h5 > diff.out 2>&1 || { cat diff.out; fail "graphed run differs from the op-by-op one"; }
   echo "ok: graphed run = op-by-op run, bit for bit"
   ;;
@@ -126,7 +137,7 @@ cli)
 fuse|fuse_cpu)
   dev=cuda
   if [ "$CASE" = fuse_cpu ]; then dev=cpu; else gpu_or_skip; fi
-  F=(--task=train --model=mnist --device $dev "--data_dir=$FM" --max-train-samples 640 --batch-size 64 --epochs 2
+  F=(--task=train --model=mnist --device $dev "--data_dir=$FM" --max-train-samples $FUSE_SAMPLES --batch-size 64 --epochs 2
      --test-batch-size 1000 --max-test-samples 1000 --progress off --cuda-graph off)
   ODL_POOL_RELU_FUSE=0 ODL_CONV_RELU_FUSE=0 train plain "${F[@]}"
   for arm in "pool 1 0" "conv 0 1" "both 1 1"; do
