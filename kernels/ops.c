@@ -961,3 +961,112 @@ odl_status odl_adadelta_step_at(odl_tensor *p, const odl_tensor *g, odl_tensor *
                                    (float *)acc->data, s, rho, eps, weight_decay));
     return ODL_OK;
 }
+
+/* ---- grouped *_at updates: every entry checked, then one backend call per ODL_OPTIM_GROUP_MAX entries ---- */
+
+/* Entry i's check (st, from its twin's check, which also gave its backend bi): the entries' backends and
+ * devices must be one. */
+static odl_status group_entry(const char *op, int i, int count, odl_status st, odl_tensor *const *p,
+                              const odl_backend *bi, const odl_backend **be) {
+    if (st == ODL_OK && i > 0 && !odl_device_eq(p[i]->device, p[0]->device))
+        st = ODL_ERR(ODL_E_INVAL, "%s: entries on two devices", op);
+    if (st != ODL_OK) {
+        odl_error_prefix("entry %d of %d", i, count);
+        return st;
+    }
+    *be = bi;
+    return ODL_OK;
+}
+
+static odl_status group_args(const char *op, int count, const void *p, const void *g, const odl_step_scalars *s) {
+    if (count < 0) return ODL_ERR(ODL_E_INVAL, "%s: %d entries", op, count);
+    if (count > 0 && (!p || !g)) return ODL_ERR(ODL_E_INVAL, "%s: NULL parameter or gradient list", op);
+    if (!s) return ODL_ERR(ODL_E_INVAL, "%s: NULL step scalars", op);
+    return ODL_OK;
+}
+
+static void group_add(odl_optim_group *t, odl_tensor *p, const odl_tensor *g, odl_tensor *s1, odl_tensor *s2) {
+    const int k = t->count++;
+    t->n[k] = odl_tensor_numel(p);
+    t->p[k] = (float *)p->data;
+    t->g[k] = (const float *)g->data;
+    t->s1[k] = s1 ? (float *)s1->data : NULL;
+    t->s2[k] = s2 ? (float *)s2->data : NULL;
+}
+
+odl_status odl_sgd_step_group_at(int count, odl_tensor *const *p, odl_tensor *const *g, odl_tensor *const *buf,
+                                 const odl_step_scalars *s, float momentum, float dampening, float weight_decay,
+                                 int nesterov) {
+    static const char *op = "odl_sgd_step_group_at";
+    ODL_CHECK(group_args(op, count, p, g, s));
+    odl_optim_group t = {0};
+    const odl_backend *be = NULL, *bi = NULL;
+    for (int i = 0; i < count; i++) /* all checked before any runs */
+        ODL_CHECK(group_entry(op, i, count, check_sgd(op, p[i], g[i], buf ? buf[i] : NULL, momentum, dampening,
+                                                      nesterov, &bi), p, bi, &be));
+    if (count > 0) ODL_CHECK(check_at(op, s, be, be->sgd_step_at != NULL));
+    for (int i = 0; i < count; i++) {
+        group_add(&t, p[i], g[i], buf ? buf[i] : NULL, NULL);
+        if (t.count < ODL_OPTIM_GROUP_MAX && i < count - 1) continue;
+        if (be->sgd_step_group_at) {
+            ODL_CHECK(be->sgd_step_group_at(&t, s, momentum, dampening, weight_decay, nesterov));
+        } else {
+            for (int k = 0; k < t.count; k++)
+                ODL_CHECK(be->sgd_step_at(t.n[k], t.p[k], t.g[k], t.s1[k], s, momentum, dampening, weight_decay,
+                                          nesterov));
+        }
+        t.count = 0;
+    }
+    return ODL_OK;
+}
+
+odl_status odl_adam_step_group_at(int count, odl_tensor *const *p, odl_tensor *const *g, odl_tensor *const *m,
+                                  odl_tensor *const *v, const odl_step_scalars *s, float beta1, float beta2, float eps,
+                                  float weight_decay, int decoupled) {
+    static const char *op = "odl_adam_step_group_at";
+    ODL_CHECK(group_args(op, count, p, g, s));
+    if (count > 0 && (!m || !v)) return ODL_ERR(ODL_E_INVAL, "%s: NULL state list", op);
+    odl_optim_group t = {0};
+    const odl_backend *be = NULL, *bi = NULL;
+    for (int i = 0; i < count; i++) /* all checked before any runs */
+        ODL_CHECK(group_entry(op, i, count, check_adam(op, p[i], g[i], m[i], v[i], beta1, beta2, &bi), p, bi, &be));
+    if (count > 0) ODL_CHECK(check_at(op, s, be, be->adam_step_at != NULL));
+    for (int i = 0; i < count; i++) {
+        group_add(&t, p[i], g[i], m[i], v[i]);
+        if (t.count < ODL_OPTIM_GROUP_MAX && i < count - 1) continue;
+        if (be->adam_step_group_at) {
+            ODL_CHECK(be->adam_step_group_at(&t, s, beta1, beta2, eps, weight_decay, decoupled));
+        } else {
+            for (int k = 0; k < t.count; k++)
+                ODL_CHECK(be->adam_step_at(t.n[k], t.p[k], t.g[k], t.s1[k], t.s2[k], s, beta1, beta2, eps,
+                                           weight_decay, decoupled));
+        }
+        t.count = 0;
+    }
+    return ODL_OK;
+}
+
+odl_status odl_adadelta_step_group_at(int count, odl_tensor *const *p, odl_tensor *const *g, odl_tensor *const *sq,
+                                      odl_tensor *const *acc, const odl_step_scalars *s, float rho, float eps,
+                                      float weight_decay) {
+    static const char *op = "odl_adadelta_step_group_at";
+    ODL_CHECK(group_args(op, count, p, g, s));
+    if (count > 0 && (!sq || !acc)) return ODL_ERR(ODL_E_INVAL, "%s: NULL state list", op);
+    odl_optim_group t = {0};
+    const odl_backend *be = NULL, *bi = NULL;
+    for (int i = 0; i < count; i++) /* all checked before any runs */
+        ODL_CHECK(group_entry(op, i, count, check_adadelta(op, p[i], g[i], sq[i], acc[i], rho, &bi), p, bi, &be));
+    if (count > 0) ODL_CHECK(check_at(op, s, be, be->adadelta_step_at != NULL));
+    for (int i = 0; i < count; i++) {
+        group_add(&t, p[i], g[i], sq[i], acc[i]);
+        if (t.count < ODL_OPTIM_GROUP_MAX && i < count - 1) continue;
+        if (be->adadelta_step_group_at) {
+            ODL_CHECK(be->adadelta_step_group_at(&t, s, rho, eps, weight_decay));
+        } else {
+            for (int k = 0; k < t.count; k++)
+                ODL_CHECK(be->adadelta_step_at(t.n[k], t.p[k], t.g[k], t.s1[k], t.s2[k], s, rho, eps, weight_decay));
+        }
+        t.count = 0;
+    }
+    return ODL_OK;
+}

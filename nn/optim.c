@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "odl/device.h"
+#include "odl/env.h"
 #include "odl/nn.h"
 #include "odl/ops.h"
 
@@ -64,8 +65,38 @@ odl_status odl_optim_init(odl_optim *opt, odl_optim_type type, float lr, float m
     return ODL_OK;
 }
 
+/* Every parameter's update with the scalars read from sc, in one grouped call (one launch on CUDA: a step
+ * graph's optimiser is one node, not one per parameter); bitwise the per-parameter *_at updates. */
+static odl_status update_grouped(const odl_optim *opt, odl_net *net, const odl_step_scalars *sc) {
+    odl_tensor *p[ODL_MAX_PARAMS], *g[ODL_MAX_PARAMS], *s0[ODL_MAX_PARAMS], *s1[ODL_MAX_PARAMS];
+    const int n = net->n_params;
+    for (int i = 0; i < n; i++) {
+        p[i] = &net->params[i].value;
+        g[i] = &net->params[i].grad;
+        s0[i] = (odl_tensor *)&opt->state[i][0];
+        s1[i] = (odl_tensor *)&opt->state[i][1];
+    }
+    odl_status s = ODL_OK;
+    switch (opt->type) {
+    case ODL_OPTIM_ADADELTA:
+        s = odl_adadelta_step_group_at(n, p, g, s0, s1, sc, opt->rho, opt->eps, opt->weight_decay);
+        break;
+    case ODL_OPTIM_SGD:
+        s = odl_sgd_step_group_at(n, p, g, s0, sc, opt->momentum, opt->dampening, opt->weight_decay, opt->nesterov);
+        break;
+    case ODL_OPTIM_ADAM:
+    case ODL_OPTIM_ADAMW:
+        s = odl_adam_step_group_at(n, p, g, s0, s1, sc, opt->beta1, opt->beta2, opt->eps, opt->weight_decay,
+                                   opt->type == ODL_OPTIM_ADAMW);
+        break;
+    }
+    if (s != ODL_OK) odl_error_prefix("optimiser update of the %d parameters (entries in the network's order)", n);
+    return s;
+}
+
 /* Every parameter's update, with lr and step as arguments (s NULL) or read from s. */
 static odl_status update_all(const odl_optim *opt, odl_net *net, const odl_step_scalars *sc) {
+    if (sc && odl_env_bool(ODL_ENV_OPTIM_GROUP)) return update_grouped(opt, net, sc);
     const int adamw = opt->type == ODL_OPTIM_ADAMW;
     for (int i = 0; i < net->n_params; i++) {
         odl_param *p = &net->params[i];

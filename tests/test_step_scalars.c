@@ -5,6 +5,7 @@
  *   - dropout_*_at, sgd_step_at (momentum, Nesterov, weight decay), adam_step_at, adamw, adadelta_step_at
  *     bitwise equal to the host-scalar ops at (lr, step) = (s->lr, s->optim_step) over 30 steps with the
  *     learning rate written by the host twice on the way (a StepLR change: no stale value);
+ *   - the grouped updates (odl_*_step_group_at) bitwise one *_at call per tensor, and their argument errors;
  *   - Adam's bias corrections by repeated squaring in double-double (kernels/step_scalars.h) against the C
  *     library's pow: within an ulp of a double, and the same floats for (nearly) every step of a long run.
  * Usage: test_step_scalars [--device cuda]: the CPU by default (label unit); on CUDA device 0 (label gpu;
@@ -130,6 +131,115 @@ static void check_optim(odl_device dev, int which) {
            same ? "bitwise equal" : "DIFFER");
 }
 
+/* The grouped updates (odl_*_step_group_at: one launch per ODL_OPTIM_GROUP_MAX entries on CUDA) against one
+ * *_at call per tensor on the same device, bit for bit, over 3 steps: 20 entries (two groups) of sizes that
+ * take one or many blocks, a float4 tail or none, and a view one float into its buffer (no 16-byte
+ * alignment: the scalar path); then the argument errors. */
+#define G_ENTRIES 20
+static void check_group(odl_device dev, int which) {
+    static const int64_t sizes[G_ENTRIES] = {1027, 5, 70001, 4096, 4097, 3, 1, 65536, 8, 12345,
+                                             4, 16383, 2, 9999, 64, 7, 100000, 31, 4095, 513};
+    odl_tensor *t[2][4][G_ENTRIES], view[2][4]; /* [grouped or per tensor][p g s1 s2][entry] */
+    odl_tensor *e[2][4][G_ENTRIES];
+    for (int i = 0; i < G_ENTRIES; i++) {
+        const int64_t n = sizes[i] + (i == 0); /* entry 0: a view from the second float on */
+        float *h = malloc((size_t)n * sizeof *h);
+        for (int k = 0; k < 4; k++) {
+            for (int64_t j = 0; j < n; j++) h[j] = k >= 2 && which != OPT_ADAM && which != OPT_ADAMW ? 0.0f : frand();
+            if (k == 3)
+                for (int64_t j = 0; j < n; j++) h[j] = fabsf(h[j]); /* Adam's v and Adadelta's acc are >= 0 */
+            for (int a = 0; a < 2; a++) {
+                t[a][k][i] = calloc(1, sizeof(odl_tensor));
+                TOK(odl_tensor_alloc(t[a][k][i], dev, ODL_F32, 1, &n));
+                TOK(odl_tensor_copy_from_host(t[a][k][i], h, (size_t)n * sizeof *h));
+                e[a][k][i] = t[a][k][i];
+                if (i == 0) {
+                    view[a][k] = *t[a][k][i];
+                    view[a][k].data = (float *)view[a][k].data + 1;
+                    view[a][k].shape[0] = n - 1;
+                    view[a][k].owns = 0;
+                    e[a][k][i] = &view[a][k];
+                }
+            }
+        }
+        free(h);
+    }
+    odl_step_scalars *s = NULL;
+    TOK(odl_mem_alloc(dev, sizeof *s, (void **)&s));
+    const float wd = which == OPT_ADADELTA ? 0.0f : 0.01f;
+    const odl_step_hyper hy = {1, 0, ODL_NET_RNG_STRIDE, 0.9f, 0.999f, wd};
+    odl_step_scalars hs = {.optim_step = 0, .rng_step = 0, .lr = which == OPT_ADADELTA ? 1.0f : 1e-2f};
+    put_scalars(dev, s, &hs);
+    const int nest = which == OPT_NESTEROV, adamw = which == OPT_ADAMW;
+    for (int step = 0; step < 3; step++) {
+        TOK(odl_step_scalars_advance(dev, s, &hy));
+        odl_tensor **p = e[0][0], **g = e[0][1], **s1 = e[0][2], **s2 = e[0][3];
+        switch (which) {
+        case OPT_SGD:
+        case OPT_NESTEROV:
+            TOK(odl_sgd_step_group_at(G_ENTRIES, p, g, s1, s, 0.9f, 0.0f, wd, nest));
+            for (int i = 0; i < G_ENTRIES; i++)
+                TOK(odl_sgd_step_at(e[1][0][i], e[1][1][i], e[1][2][i], s, 0.9f, 0.0f, wd, nest));
+            break;
+        case OPT_ADAM:
+        case OPT_ADAMW:
+            TOK(odl_adam_step_group_at(G_ENTRIES, p, g, s1, s2, s, 0.9f, 0.999f, 1e-8f, wd, adamw));
+            for (int i = 0; i < G_ENTRIES; i++)
+                TOK(odl_adam_step_at(e[1][0][i], e[1][1][i], e[1][2][i], e[1][3][i], s, 0.9f, 0.999f, 1e-8f, wd,
+                                     adamw));
+            break;
+        case OPT_ADADELTA:
+            TOK(odl_adadelta_step_group_at(G_ENTRIES, p, g, s1, s2, s, 0.9f, 1e-6f, wd));
+            for (int i = 0; i < G_ENTRIES; i++)
+                TOK(odl_adadelta_step_at(e[1][0][i], e[1][1][i], e[1][2][i], e[1][3][i], s, 0.9f, 1e-6f, wd));
+            break;
+        }
+    }
+    int64_t differ = 0, total = 0;
+    for (int i = 0; i < G_ENTRIES; i++)
+        for (int k = 0; k < 4; k++) {
+            const int64_t n = sizes[i] + (i == 0);
+            float *a = malloc((size_t)n * sizeof *a), *b = malloc((size_t)n * sizeof *b);
+            TOK(odl_tensor_copy_to_host(t[0][k][i], a, (size_t)n * sizeof *a));
+            TOK(odl_tensor_copy_to_host(t[1][k][i], b, (size_t)n * sizeof *b));
+            for (int64_t j = 0; j < n; j++) differ += memcmp(&a[j], &b[j], sizeof *a) != 0;
+            total += n;
+            free(a);
+            free(b);
+        }
+    TCHECK(differ == 0, "%s grouped on %s: %lld of %lld floats differ from one *_at call per tensor", k_names[which],
+           odl_device_name(dev), (long long)differ, (long long)total);
+    if (which == OPT_ADADELTA) { /* argument errors, once */
+        odl_tensor **p = e[0][0], **g = e[0][1], **s1 = e[0][2], **s2 = e[0][3];
+        TFAIL(odl_adadelta_step_group_at(-1, p, g, s1, s2, s, 0.9f, 1e-6f, 0.0f), ODL_E_INVAL);
+        TFAIL(odl_adadelta_step_group_at(2, p, g, s1, s2, NULL, 0.9f, 1e-6f, 0.0f), ODL_E_INVAL);
+        TFAIL(odl_adadelta_step_group_at(2, p, g, NULL, s2, s, 0.9f, 1e-6f, 0.0f), ODL_E_INVAL);
+        TOK(odl_adadelta_step_group_at(0, NULL, NULL, NULL, NULL, s, 0.9f, 1e-6f, 0.0f));
+        odl_tensor *mixed[2] = {p[1], p[3]}; /* entry 1: a gradient of another size */
+        odl_tensor *mg[2] = {g[1], g[2]};
+        TFAIL(odl_adadelta_step_group_at(2, mixed, mg, s1 + 1, s2 + 1, s, 0.9f, 1e-6f, 0.0f), ODL_E_INVAL);
+        TCHECK(strstr(odl_error_msg(), "entry 1 of 2") != NULL, "the error names the entry: %s", odl_error_msg());
+        if (dev.type == ODL_DEV_CUDA) { /* entries on two devices */
+            odl_tensor c[4];
+            const int64_t n = sizes[1];
+            for (int k = 0; k < 4; k++) TOK(odl_tensor_zeros(&c[k], odl_cpu(), ODL_F32, 1, &n));
+            odl_tensor *dp[2] = {p[1], &c[0]}, *dg[2] = {g[1], &c[1]}, *d1[2] = {s1[1], &c[2]}, *d2[2] = {s2[1], &c[3]};
+            TFAIL(odl_adadelta_step_group_at(2, dp, dg, d1, d2, s, 0.9f, 1e-6f, 0.0f), ODL_E_INVAL);
+            for (int k = 0; k < 4; k++) odl_tensor_free(&c[k]);
+        }
+        odl_error_clear();
+    }
+    odl_mem_free(dev, s);
+    for (int a = 0; a < 2; a++)
+        for (int k = 0; k < 4; k++)
+            for (int i = 0; i < G_ENTRIES; i++) {
+                odl_tensor_free(t[a][k][i]);
+                free(t[a][k][i]);
+            }
+    printf("%-13s on %s: grouped update of %d tensors (%d per call), 3 steps: %s\n", k_names[which],
+           odl_device_name(dev), G_ENTRIES, ODL_OPTIM_GROUP_MAX, differ ? "DIFFERS" : "bitwise the per-tensor one");
+}
+
 /* The dropout offset of rank 2 of 3 after 41 steps, and the masks it gives. */
 static void check_dropout(odl_device dev) {
     float hx[N];
@@ -201,6 +311,7 @@ int main(int argc, char **argv) {
     const int cuda = dev.type == ODL_DEV_CUDA;
     check_powi();
     for (int w = 0; w < N_OPT; w++) check_optim(dev, w);
+    for (int w = 0; w < N_OPT; w++) check_group(dev, w);
     check_dropout(dev);
     if (cuda) TOK(odl_cuda_shutdown());
     return odl_test_finish("test_step_scalars");

@@ -189,6 +189,20 @@ typedef struct odl_step_hyper {
     float beta1, beta2, weight_decay;  /* Adam(W)'s; ignored by the other optimisers */
 } odl_step_hyper;
 
+/* Several tensors' optimiser update in one backend call (one kernel launch on CUDA, where a training step of
+ * eight parameters launched eight: ~4.5 us each in a CUDA graph, mostly fixed cost). Entry i: n[i] float32
+ * elements of the parameter p[i], its gradient g[i] and state s1[i], s2[i] (SGD: s1 = momentum buffer, NULL
+ * without momentum; Adam: m, v; Adadelta: sq, acc), all in the backend's memory. */
+#define ODL_OPTIM_GROUP_MAX 16
+typedef struct odl_optim_group {
+    int count;
+    int64_t n[ODL_OPTIM_GROUP_MAX];
+    float *p[ODL_OPTIM_GROUP_MAX];
+    const float *g[ODL_OPTIM_GROUP_MAX];
+    float *s1[ODL_OPTIM_GROUP_MAX];
+    float *s2[ODL_OPTIM_GROUP_MAX];
+} odl_optim_group;
+
 /* The rows of a Detect output that YOLOv5's NMS can take, for odl_yolo_nms to run on the host without
  * the whole output: per image n, the rows with objectness > conf_thres (NaN fails), in row order, into
  * out[n, 0 .. min(count[n], cap)), and the number of rows holding a NaN or an infinity (as
@@ -417,6 +431,15 @@ typedef struct odl_backend {
                                float beta1, float beta2, float eps, float weight_decay, int decoupled);
     odl_status (*adadelta_step_at)(int64_t n, float *p, const float *g, float *sq, float *acc,
                                    const odl_step_scalars *s, float rho, float eps, float weight_decay);
+    /* sgd_step_group_at, adam_step_group_at, adadelta_step_group_at: the *_at update of every entry of t
+     *   (1 <= t->count <= ODL_OPTIM_GROUP_MAX) in one call, each entry bitwise what its own *_at call gives.
+     *   NULL where a backend has none (the CPU's): the ops then make one *_at call per entry. */
+    odl_status (*sgd_step_group_at)(const odl_optim_group *t, const odl_step_scalars *s, float momentum,
+                                    float dampening, float weight_decay, int nesterov);
+    odl_status (*adam_step_group_at)(const odl_optim_group *t, const odl_step_scalars *s, float beta1, float beta2,
+                                     float eps, float weight_decay, int decoupled);
+    odl_status (*adadelta_step_group_at)(const odl_optim_group *t, const odl_step_scalars *s, float rho, float eps,
+                                         float weight_decay);
 } odl_backend;
 
 /* Number of threads the CPU backend's kernels use: $ODL_CPU_THREADS when set (1..64; odl/env.h), else the

@@ -173,6 +173,9 @@ static odl_backend make_table() {
     b.sgd_step_at = odl_cuda_sgd_step_at;
     b.adam_step_at = odl_cuda_adam_step_at;
     b.adadelta_step_at = odl_cuda_adadelta_step_at;
+    b.sgd_step_group_at = odl_cuda_sgd_step_group_at;
+    b.adam_step_group_at = odl_cuda_adam_step_group_at;
+    b.adadelta_step_group_at = odl_cuda_adadelta_step_group_at;
     b.conv2d_f16 = odl_cuda_conv2d_f16;
     b.maxpool2d_f16 = odl_cuda_maxpool2d_f16;
     b.upsample2x_f16 = odl_cuda_upsample2x_f16;

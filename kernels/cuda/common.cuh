@@ -188,6 +188,12 @@ odl_status odl_cuda_adam_step_at(int64_t n, float *p, const float *g, float *m, 
                                  float beta1, float beta2, float eps, float weight_decay, int decoupled);
 odl_status odl_cuda_adadelta_step_at(int64_t n, float *p, const float *g, float *sq, float *acc,
                                      const odl_step_scalars *s, float rho, float eps, float weight_decay);
+odl_status odl_cuda_sgd_step_group_at(const odl_optim_group *t, const odl_step_scalars *s, float momentum,
+                                      float dampening, float weight_decay, int nesterov);
+odl_status odl_cuda_adam_step_group_at(const odl_optim_group *t, const odl_step_scalars *s, float beta1, float beta2,
+                                       float eps, float weight_decay, int decoupled);
+odl_status odl_cuda_adadelta_step_group_at(const odl_optim_group *t, const odl_step_scalars *s, float rho, float eps,
+                                           float weight_decay);
 /* float16 NHWC inference (conv2d_f16.cu, nhwc_f16.cu) */
 odl_status odl_cuda_conv2d_f16(const odl_conv2d_f16_args *a);
 odl_status odl_cuda_maxpool2d_f16(const odl_pool2d_shape *s, const odl_half *x, int64_t ldx, odl_half *y,

@@ -19,7 +19,10 @@
  * every stream when all pointers are 16-byte aligned (the first n % 4 threads finish the tail), scalar
  * otherwise.
  * Traffic per element: SGD 16 bytes (12 without momentum), Adam 28, Adadelta 28.
+ * The *_group_at entries update up to ODL_OPTIM_GROUP_MAX tensors in one launch (a training step's
+ * parameters: one graph node instead of one per parameter), element for element the same arithmetic.
  */
+#include <limits.h>
 #include <math.h>
 
 #include "kernels/cuda/common.cuh"
@@ -140,6 +143,81 @@ odl_status launch_optim(const char *name, int64_t n, float *p, const float *g, f
     return ODL_OK;
 }
 
+/* A grouped update (odl_optim_group): entry e takes the blocks [first[e], first[e + 1]), a block kGroupChunk
+ * consecutive elements of its entry, float4 where bit e of vec says the entry's streams are 16-byte aligned
+ * (the tail past its last whole float4 in its last block). Each element goes through the same upd as
+ * optim_kernel's, so the bits are those of one optim_kernel launch per entry. */
+constexpr int kGroupChunk = kThreads * 16;
+
+struct GroupLaunch {
+    odl_optim_group t;
+    int first[ODL_OPTIM_GROUP_MAX + 1];
+    unsigned vec;
+};
+
+template <class U, int NS>
+__device__ __forceinline__ void upd_one(const U &upd, float *p, const float *g, float *s1, float *s2, int64_t i) {
+    float pi = p[i], a = NS > 0 ? s1[i] : 0.0f, b = NS > 1 ? s2[i] : 0.0f;
+    upd(pi, g[i], a, b);
+    p[i] = pi;
+    if (NS > 0) s1[i] = a;
+    if (NS > 1) s2[i] = b;
+}
+
+template <class U, int NS>
+__global__ void __launch_bounds__(kThreads, 4) optim_group_kernel(const GroupLaunch L, U upd,
+                                                                  const odl_step_scalars *__restrict__ sc) {
+    upd.load(*sc);
+    int e = 0;
+    while (e + 1 < L.t.count && (int)blockIdx.x >= L.first[e + 1]) e++;
+    float *p = L.t.p[e], *s1 = L.t.s1[e], *s2 = L.t.s2[e];
+    const float *__restrict__ g = L.t.g[e];
+    const int64_t lo = (int64_t)(blockIdx.x - L.first[e]) * kGroupChunk;
+    const int64_t hi = lo + kGroupChunk < L.t.n[e] ? lo + kGroupChunk : L.t.n[e];
+    if ((L.vec >> e) & 1u) {
+        const float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
+        for (int64_t j = (lo >> 2) + threadIdx.x; j < (hi >> 2); j += kThreads) {
+            float4 pv = ld4(p, j);
+            const float4 gv = ld4(g, j);
+            float4 a = NS > 0 ? ld4(s1, j) : z, b = NS > 1 ? ld4(s2, j) : z;
+            upd(pv.x, gv.x, a.x, b.x);
+            upd(pv.y, gv.y, a.y, b.y);
+            upd(pv.z, gv.z, a.z, b.z);
+            upd(pv.w, gv.w, a.w, b.w);
+            st4(p, j, pv);
+            if (NS > 0) st4(s1, j, a);
+            if (NS > 1) st4(s2, j, b);
+        }
+        const int64_t i = ((hi >> 2) << 2) + threadIdx.x;
+        if (i < hi) upd_one<U, NS>(upd, p, g, s1, s2, i);
+    } else {
+        for (int64_t i = lo + threadIdx.x; i < hi; i += kThreads) upd_one<U, NS>(upd, p, g, s1, s2, i);
+    }
+}
+
+template <class U, int NS>
+odl_status launch_group(const char *name, const odl_optim_group *t, U upd, const odl_step_scalars *sc) {
+    if (t->count < 1 || t->count > ODL_OPTIM_GROUP_MAX)
+        return ODL_ERR(ODL_E_INVAL, "%s: %d entries (1 to %d)", name, t->count, ODL_OPTIM_GROUP_MAX);
+    GroupLaunch L;
+    L.t = *t;
+    L.vec = 0;
+    int64_t blocks = 0;
+    for (int e = 0; e < t->count; e++) {
+        L.first[e] = (int)blocks;
+        blocks += (t->n[e] + kGroupChunk - 1) / kGroupChunk;
+        if (blocks > INT_MAX) return ODL_ERR(ODL_E_INVAL, "%s: %lld blocks", name, (long long)blocks);
+        const bool v = aligned16(t->p[e]) && aligned16(t->g[e]) && (NS < 1 || aligned16(t->s1[e])) &&
+                       (NS < 2 || aligned16(t->s2[e]));
+        if (v) L.vec |= 1u << e;
+    }
+    L.first[t->count] = (int)blocks;
+    if (blocks == 0) return ODL_OK;
+    optim_group_kernel<U, NS><<<(unsigned)blocks, kThreads, 0, stream()>>>(L, upd, sc);
+    ODL_CUDA_LAUNCH_CHECK(name);
+    return ODL_OK;
+}
+
 __global__ void step_scalars_kernel(odl_step_scalars *s, odl_step_hyper h) { odl_step_scalars_advance_one(s, &h); }
 
 SgdUpd sgd_upd(float lr, float momentum, float dampening, float weight_decay, int nesterov, int64_t step) {
@@ -228,4 +306,25 @@ extern "C" odl_status odl_cuda_adadelta_step_at(int64_t n, float *p, const float
                                                 const odl_step_scalars *s, float rho, float eps, float weight_decay) {
     return launch_optim<AdadeltaUpd, 2>("optim_kernel adadelta", n, p, g, sq, acc,
                                         adadelta_upd(0.0f, rho, eps, weight_decay), s);
+}
+
+/* ---- grouped: every entry of an odl_optim_group in one launch ---- */
+
+extern "C" odl_status odl_cuda_sgd_step_group_at(const odl_optim_group *t, const odl_step_scalars *s, float momentum,
+                                                 float dampening, float weight_decay, int nesterov) {
+    const SgdUpd u = sgd_upd(0.0f, momentum, dampening, weight_decay, nesterov, 1);
+    if (momentum != 0.0f) return launch_group<SgdUpd, 1>("optim_group_kernel sgd", t, u, s);
+    return launch_group<SgdUpd, 0>("optim_group_kernel sgd", t, u, s);
+}
+
+extern "C" odl_status odl_cuda_adam_step_group_at(const odl_optim_group *t, const odl_step_scalars *s, float beta1,
+                                                  float beta2, float eps, float weight_decay, int decoupled) {
+    return launch_group<AdamUpd, 2>("optim_group_kernel adam", t,
+                                    adam_upd(0.0f, beta1, beta2, eps, weight_decay, decoupled, 1), s);
+}
+
+extern "C" odl_status odl_cuda_adadelta_step_group_at(const odl_optim_group *t, const odl_step_scalars *s, float rho,
+                                                      float eps, float weight_decay) {
+    return launch_group<AdadeltaUpd, 2>("optim_group_kernel adadelta", t, adadelta_upd(0.0f, rho, eps, weight_decay),
+                                        s);
 }
