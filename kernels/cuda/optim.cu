@@ -82,6 +82,31 @@ struct AdadeltaUpd {
     }
 };
 
+template <class U, int NS>
+__device__ __forceinline__ void upd_one(const U &upd, float *p, const float *g, float *s1, float *s2, int64_t i) {
+    float pi = p[i], a = NS > 0 ? s1[i] : 0.0f, b = NS > 1 ? s2[i] : 0.0f;
+    upd(pi, g[i], a, b);
+    p[i] = pi;
+    if (NS > 0) s1[i] = a;
+    if (NS > 1) s2[i] = b;
+}
+
+/* Elements 4j .. 4j+3, streams 16-byte aligned. */
+template <class U, int NS>
+__device__ __forceinline__ void upd_four(const U &upd, float *p, const float *g, float *s1, float *s2, int64_t j) {
+    const float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
+    float4 pv = ld4(p, j);
+    const float4 gv = ld4(g, j);
+    float4 a = NS > 0 ? ld4(s1, j) : z, b = NS > 1 ? ld4(s2, j) : z;
+    upd(pv.x, gv.x, a.x, b.x);
+    upd(pv.y, gv.y, a.y, b.y);
+    upd(pv.z, gv.z, a.z, b.z);
+    upd(pv.w, gv.w, a.w, b.w);
+    st4(p, j, pv);
+    if (NS > 0) st4(s1, j, a);
+    if (NS > 1) st4(s2, j, b);
+}
+
 /* NS: how many state streams (s1, s2) the update reads and writes (SGD: 1 with momentum, else 0). */
 /* At most 64 registers (4 blocks of 256 per SM): with four float4 streams and the IEEE division and
  * square root sequences, Adam and Adadelta spill at 40. Four 16-byte loads in flight per thread keep
@@ -94,38 +119,13 @@ __global__ void __launch_bounds__(kThreads, 4) optim_kernel(int64_t n, float *p,
     if (sc) upd.load(*sc);
     const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    float z0 = 0.0f, z1 = 0.0f;
     if (V) {
         const int64_t n4 = n >> 2;
-        const float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
-        for (int64_t j = tid; j < n4; j += stride) {
-            float4 pv = ld4(p, j);
-            const float4 gv = ld4(g, j);
-            float4 a = NS > 0 ? ld4(s1, j) : z, b = NS > 1 ? ld4(s2, j) : z;
-            upd(pv.x, gv.x, a.x, b.x);
-            upd(pv.y, gv.y, a.y, b.y);
-            upd(pv.z, gv.z, a.z, b.z);
-            upd(pv.w, gv.w, a.w, b.w);
-            st4(p, j, pv);
-            if (NS > 0) st4(s1, j, a);
-            if (NS > 1) st4(s2, j, b);
-        }
+        for (int64_t j = tid; j < n4; j += stride) upd_four<U, NS>(upd, p, g, s1, s2, j);
         const int64_t i = (n4 << 2) + tid;
-        if (i < n) {
-            float pi = p[i], a = NS > 0 ? s1[i] : 0.0f, b = NS > 1 ? s2[i] : 0.0f;
-            upd(pi, g[i], a, b);
-            p[i] = pi;
-            if (NS > 0) s1[i] = a;
-            if (NS > 1) s2[i] = b;
-        }
+        if (i < n) upd_one<U, NS>(upd, p, g, s1, s2, i);
     } else {
-        for (int64_t i = tid; i < n; i += stride) {
-            float pi = p[i], a = NS > 0 ? s1[i] : z0, b = NS > 1 ? s2[i] : z1;
-            upd(pi, g[i], a, b);
-            p[i] = pi;
-            if (NS > 0) s1[i] = a;
-            if (NS > 1) s2[i] = b;
-        }
+        for (int64_t i = tid; i < n; i += stride) upd_one<U, NS>(upd, p, g, s1, s2, i);
     }
 }
 
@@ -156,15 +156,6 @@ struct GroupLaunch {
 };
 
 template <class U, int NS>
-__device__ __forceinline__ void upd_one(const U &upd, float *p, const float *g, float *s1, float *s2, int64_t i) {
-    float pi = p[i], a = NS > 0 ? s1[i] : 0.0f, b = NS > 1 ? s2[i] : 0.0f;
-    upd(pi, g[i], a, b);
-    p[i] = pi;
-    if (NS > 0) s1[i] = a;
-    if (NS > 1) s2[i] = b;
-}
-
-template <class U, int NS>
 __global__ void __launch_bounds__(kThreads, 4) optim_group_kernel(const GroupLaunch L, U upd,
                                                                   const odl_step_scalars *__restrict__ sc) {
     upd.load(*sc);
@@ -175,19 +166,7 @@ __global__ void __launch_bounds__(kThreads, 4) optim_group_kernel(const GroupLau
     const int64_t lo = (int64_t)(blockIdx.x - L.first[e]) * kGroupChunk;
     const int64_t hi = lo + kGroupChunk < L.t.n[e] ? lo + kGroupChunk : L.t.n[e];
     if ((L.vec >> e) & 1u) {
-        const float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
-        for (int64_t j = (lo >> 2) + threadIdx.x; j < (hi >> 2); j += kThreads) {
-            float4 pv = ld4(p, j);
-            const float4 gv = ld4(g, j);
-            float4 a = NS > 0 ? ld4(s1, j) : z, b = NS > 1 ? ld4(s2, j) : z;
-            upd(pv.x, gv.x, a.x, b.x);
-            upd(pv.y, gv.y, a.y, b.y);
-            upd(pv.z, gv.z, a.z, b.z);
-            upd(pv.w, gv.w, a.w, b.w);
-            st4(p, j, pv);
-            if (NS > 0) st4(s1, j, a);
-            if (NS > 1) st4(s2, j, b);
-        }
+        for (int64_t j = (lo >> 2) + threadIdx.x; j < (hi >> 2); j += kThreads) upd_four<U, NS>(upd, p, g, s1, s2, j);
         const int64_t i = ((hi >> 2) << 2) + threadIdx.x;
         if (i < hi) upd_one<U, NS>(upd, p, g, s1, s2, i);
     } else {
