@@ -43,9 +43,10 @@ odl_add_gpu_test(test_conv_tc_gpu_sm90_nchw COMMAND test_conv_tc --backend cuda 
 foreach(v 0 1)
   odl_add_gpu_test(test_conv_tc_gpu_sm90_wgrad${v} COMMAND test_conv_tc --backend cuda ENV ODL_CONV_SM90=2 ODL_CONV_WGRAD_PRODUCER=${v})
 endforeach()
-# ... and with the BF16 weight gradient rounding its operands in shared memory (ODL_CONV_WGRAD_BF16_STAGE=1: the
-# rounded-input bound of test_conv_tc proves the rounding; db fused as TF32's),
-odl_add_gpu_test(test_conv_tc_gpu_sm90_wgrad_bf16stage COMMAND test_conv_tc --backend cuda ENV ODL_CONV_SM90=2 ODL_CONV_WGRAD_BF16_STAGE=1)
+# ... and with the BF16 weight gradient reading rounded copies of its operands (ODL_CONV_WGRAD_BF16_STAGE=0; by
+# default it rounds them in shared memory, db fused as TF32's: the rounded-input bound of test_conv_tc checks both,
+# and each run compares the two ways' dw bit for bit),
+odl_add_gpu_test(test_conv_tc_gpu_sm90_wgrad_bf16copies COMMAND test_conv_tc --backend cuda ENV ODL_CONV_SM90=2 ODL_CONV_WGRAD_BF16_STAGE=0)
 # ... and with the bias gradient in a pass of its own (ODL_CONV_WGRAD_BIAS=0; on by default, the weight gradients
 # sum it: db against the float64 reference either way).
 odl_add_gpu_test(test_conv_tc_gpu_sm90_wgrad_nobias COMMAND test_conv_tc --backend cuda ENV ODL_CONV_SM90=2 ODL_CONV_WGRAD_BIAS=0)

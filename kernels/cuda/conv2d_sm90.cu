@@ -30,8 +30,8 @@
  * into shared memory once, and every tap is a shifted wgmma descriptor over them (comment above
  * PatchGather).
  * Weight gradient: pixels as K (their contiguous direction), both operands in shared memory (TF32 read
- * toward zero; BF16 rounded in place by the consumers with ODL_CONV_WGRAD_BF16_STAGE, else from rounded
- * copies), split over the pixels, two producer warpgroups, and the bias gradient summed from the dy rows in
+ * toward zero; BF16 rounded in place by the consumers, or from rounded copies with
+ * ODL_CONV_WGRAD_BF16_STAGE=0), split over the pixels, two producer warpgroups, and the bias gradient summed from the dy rows in
  * the ring (WgradCfg, below). Deterministic throughout: one CTA per output element, k in a fixed order,
  * split partials added in a fixed order.
  */
