@@ -20,7 +20,7 @@ summary.txt, results.json (with the build's commit, from BUILD/odl_build_info.h)
 (OUT_DIR/logs/TOOL/TEST.log).
 
 A sweep longer than one lent machine's call goes in parts: `--skip-done OLD/results.json` takes the runs
-that ended "ok" with 0 errors there, for the same build commit only, instead of running them again (each is marked
+that ended "ok" with 0 errors there, for the same build commit and ODL_TEST_QUICK only, instead of running them again (each is marked
 with the file it came from), and runs the rest.
 """
 import argparse
@@ -115,15 +115,19 @@ def build_commit(build):
         return "unknown"
 
 
-def done_before(paths, commit):
-    """{(tool, test): result} of the runs that ended "ok" with 0 errors in earlier results.json files of this commit;
-    raises ValueError for a file of another build (its runs say nothing about this one)."""
+def done_before(paths, commit, quick):
+    """{(tool, test): result} of the runs that ended "ok" with 0 errors in earlier results.json files of this commit
+    and the same ODL_TEST_QUICK; raises ValueError for a file of another build or size (its runs say nothing
+    about this one)."""
     done = {}
     for path in paths:
         d = json.load(open(path))
         if commit == "unknown" or commit.endswith("-dirty") or d.get("commit") != commit:
-            raise ValueError("its build commit is %s, this build's %s (only a clean build's own earlier runs "
-                             "count)" % (d.get("commit", "not recorded"), commit))
+            raise ValueError("%s: its build commit is %s, this build's %s (only a clean build's own earlier runs "
+                             "count)" % (path, d.get("commit", "not recorded"), commit))
+        # files written before the field was (2026-12-07) ran with the default, 1
+        if d.get("test_quick", "1") != quick:
+            raise ValueError("%s: ODL_TEST_QUICK=%s there, %s here" % (path, d.get("test_quick", "1"), quick))
         for r in d["results"]:
             if r["status"] == "ok" and r["errors"] == 0:
                 done[(r["tool"], r["test"])] = dict(r, earlier=r.get("earlier", path))
@@ -247,8 +251,9 @@ def main():
               file=sys.stderr)
         return 2
     commit = build_commit(a.build)
+    quick = os.environ.get("ODL_TEST_QUICK", "1")
     try:
-        done = done_before(a.skip_done, commit)
+        done = done_before(a.skip_done, commit, quick)
     except (OSError, ValueError, KeyError) as e:
         print("sanitize_gpu: error: --skip-done: %s" % e, file=sys.stderr)
         return 2
@@ -334,8 +339,8 @@ def main():
             r["tool"], r["test"], r["errors"], r["warnings"], r["wall_s"], r["status"])
             for r in sorted(results, key=lambda r: (r["tool"], r["test"]))) + "\n" + "\n".join(lines) + "\n")
     with open(os.path.join(a.out_dir, "results.json"), "w") as f:
-        json.dump({"sanitizer": san, "build": a.build, "commit": commit, "tools": tools, "results": results}, f,
-                  indent=1)
+        json.dump({"sanitizer": san, "build": a.build, "commit": commit, "test_quick": os.environ["ODL_TEST_QUICK"],
+                   "tools": tools, "results": results}, f, indent=1)
     return 3 if nothing else 1 if broken else 0
 
 

@@ -14,6 +14,10 @@ odl_add_test(test_train_step SOURCES test_train_step.c ${PROJECT_SOURCE_DIR}/wor
   ARGS ${_quick})
 add_test(NAME test_train_step_gpu COMMAND test_train_step --device cuda)
 set_tests_properties(test_train_step_gpu PROPERTIES LABELS gpu TIMEOUT 600 SKIP_RETURN_CODE 77)
+# ... and with the optimiser's per-parameter calls instead of the grouped one (ODL_OPTIM_GROUP=0; the same bits)
+add_test(NAME test_train_step_optim_each COMMAND test_train_step --quick)
+set_tests_properties(test_train_step_optim_each PROPERTIES LABELS unit TIMEOUT 300 ENVIRONMENT ODL_OPTIM_GROUP=0)
+odl_add_gpu_test(test_train_step_gpu_optim_each COMMAND test_train_step --device cuda --quick ENV ODL_OPTIM_GROUP=0)
 if(TARGET odl_worker AND TARGET odl_ckpt)
   foreach(case equal precision resume cli fuse fuse_cpu)
     add_test(NAME train_graph_${case} COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_train_graph.sh

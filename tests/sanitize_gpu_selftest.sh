@@ -160,13 +160,22 @@ sed 's/"0123456789ab"/"ba9876543210"/' "$tmp/sd2/results.json" >"$tmp/other.json
 cp "$tmp/log" "$tmp/log_sd2"
 sd sd3 "none::0" --skip-done "$tmp/other.json"
 rc3=$?
+cp "$tmp/log" "$tmp/log_sd3"
+ODL_TEST_QUICK=0 sd sd4 "none::0" --skip-done "$tmp/sd2/results.json"
+rc4=$?
+cp "$tmp/log" "$tmp/log_sd4"
+echo '#define ODL_BUILD_COMMIT "0123456789ab-dirty"' >"$tmp/fb/odl_build_info.h"
+sd sd5 "none::0" --skip-done "$tmp/sd2/results.json"
+rc5=$?
 if [ $rc1 = 1 ] && [ $rc2 = 0 ] && grep -q "3 runs ended ok in earlier results of this build (0123456789ab)" "$tmp/log_sd2" &&
     [ "$(find "$tmp/sd2/logs" -name '*.log' | wc -l)" = 1 ] && [ -s "$tmp/sd2/logs/racecheck/test_gemm_tc_gpu.log" ] &&
     grep -q "sanitize_gpu: memcheck: 0 errors (2 tests: 2 ran" "$tmp/log_sd2" && grep -q '"commit": "0123456789ab"' "$tmp/sd2/results.json" &&
     grep -q "\"earlier\": \"$tmp/sd1/results.json\"" "$tmp/sd2/results.json" &&
-    [ $rc3 = 2 ] && grep -q "error: --skip-done: its build commit is ba9876543210, this build's 0123456789ab" "$tmp/log"; then
-    echo "ok   --skip-done: 3 clean runs of the same commit taken, the one with errors run again; another commit refused"
-else echo "FAIL --skip-done: exit $rc1/$rc2/$rc3"; cat "$tmp/log_sd2" "$tmp/log"; fail=1; fi
+    [ $rc3 = 2 ] && grep -q "error: --skip-done: .*other.json: its build commit is ba9876543210, this build's 0123456789ab" "$tmp/log_sd3" &&
+    [ $rc4 = 2 ] && grep -q "error: --skip-done: .*ODL_TEST_QUICK=1 there, 0 here" "$tmp/log_sd4" &&
+    [ $rc5 = 2 ] && grep -q "this build's 0123456789ab-dirty" "$tmp/log"; then
+    echo "ok   --skip-done: 3 clean runs of the same commit taken, the one with errors run again; another commit, another size, a dirty build refused"
+else echo "FAIL --skip-done: exit $rc1/$rc2/$rc3/$rc4/$rc5"; cat "$tmp/log_sd2" "$tmp/log_sd3" "$tmp/log_sd4" "$tmp/log"; fail=1; fi
 # bench/gpu_long_run.sh: two named sanitizer runs side by side (errors in one), waited for and collected
 # together; the name "soak" is the soak's and refused
 glr() { env -u ODL_FMNIST_DIR -u ODL_TEST_DATA ODL_LONG_DIR="$tmp/long" ODL_BUILD="$build" bash "$src/bench/gpu_long_run.sh" "$@"; }

@@ -133,18 +133,21 @@ static void check_optim(odl_device dev, int which) {
 
 /* The grouped updates (odl_*_step_group_at: one launch per ODL_OPTIM_GROUP_MAX entries on CUDA) against one
  * *_at call per tensor on the same device, bit for bit, over 3 steps: 20 entries (two groups) of sizes that
- * take one or many blocks, a float4 tail or none, and a view one float into its buffer (no 16-byte
- * alignment: the scalar path); then the argument errors. */
+ * take one or many blocks, a float4 tail or none, an empty one, a view one float into its buffer in all four
+ * streams (entry 0) and in the gradient alone (entry 3: either takes the scalar path); SGD without momentum
+ * (a NULL buffer list: the kernel of no state stream) and Nesterov's with; then the argument errors, which
+ * leave every parameter as it was. */
 #define G_ENTRIES 20
+static int shifted(int i, int k) { return i == 0 || (i == 3 && k == 1); }
 static void check_group(odl_device dev, int which) {
-    static const int64_t sizes[G_ENTRIES] = {1027, 5, 70001, 4096, 4097, 3, 1, 65536, 8, 12345,
+    static const int64_t sizes[G_ENTRIES] = {1027, 5, 70001, 4096, 4097, 3, 1, 65536, 0, 12345,
                                              4, 16383, 2, 9999, 64, 7, 100000, 31, 4095, 513};
-    odl_tensor *t[2][4][G_ENTRIES], view[2][4]; /* [grouped or per tensor][p g s1 s2][entry] */
+    odl_tensor *t[2][4][G_ENTRIES], view[2][4][G_ENTRIES]; /* [grouped or per tensor][p g s1 s2][entry] */
     odl_tensor *e[2][4][G_ENTRIES];
     for (int i = 0; i < G_ENTRIES; i++) {
-        const int64_t n = sizes[i] + (i == 0); /* entry 0: a view from the second float on */
-        float *h = malloc((size_t)n * sizeof *h);
+        float *h = malloc((size_t)(sizes[i] + 1) * sizeof *h);
         for (int k = 0; k < 4; k++) {
+            const int64_t n = sizes[i] + shifted(i, k); /* a view from the second float on */
             for (int64_t j = 0; j < n; j++) h[j] = k >= 2 && which != OPT_ADAM && which != OPT_ADAMW ? 0.0f : frand();
             if (k == 3)
                 for (int64_t j = 0; j < n; j++) h[j] = fabsf(h[j]); /* Adam's v and Adadelta's acc are >= 0 */
@@ -153,12 +156,12 @@ static void check_group(odl_device dev, int which) {
                 TOK(odl_tensor_alloc(t[a][k][i], dev, ODL_F32, 1, &n));
                 TOK(odl_tensor_copy_from_host(t[a][k][i], h, (size_t)n * sizeof *h));
                 e[a][k][i] = t[a][k][i];
-                if (i == 0) {
-                    view[a][k] = *t[a][k][i];
-                    view[a][k].data = (float *)view[a][k].data + 1;
-                    view[a][k].shape[0] = n - 1;
-                    view[a][k].owns = 0;
-                    e[a][k][i] = &view[a][k];
+                if (shifted(i, k)) {
+                    view[a][k][i] = *t[a][k][i];
+                    view[a][k][i].data = (float *)view[a][k][i].data + 1;
+                    view[a][k][i].shape[0] = n - 1;
+                    view[a][k][i].owns = 0;
+                    e[a][k][i] = &view[a][k][i];
                 }
             }
         }
@@ -171,15 +174,16 @@ static void check_group(odl_device dev, int which) {
     odl_step_scalars hs = {.optim_step = 0, .rng_step = 0, .lr = which == OPT_ADADELTA ? 1.0f : 1e-2f};
     put_scalars(dev, s, &hs);
     const int nest = which == OPT_NESTEROV, adamw = which == OPT_ADAMW;
+    const float momentum = nest ? 0.9f : 0.0f;
     for (int step = 0; step < 3; step++) {
         TOK(odl_step_scalars_advance(dev, s, &hy));
         odl_tensor **p = e[0][0], **g = e[0][1], **s1 = e[0][2], **s2 = e[0][3];
         switch (which) {
         case OPT_SGD:
         case OPT_NESTEROV:
-            TOK(odl_sgd_step_group_at(G_ENTRIES, p, g, s1, s, 0.9f, 0.0f, wd, nest));
+            TOK(odl_sgd_step_group_at(G_ENTRIES, p, g, nest ? s1 : NULL, s, momentum, 0.0f, wd, nest));
             for (int i = 0; i < G_ENTRIES; i++)
-                TOK(odl_sgd_step_at(e[1][0][i], e[1][1][i], e[1][2][i], s, 0.9f, 0.0f, wd, nest));
+                TOK(odl_sgd_step_at(e[1][0][i], e[1][1][i], nest ? e[1][2][i] : NULL, s, momentum, 0.0f, wd, nest));
             break;
         case OPT_ADAM:
         case OPT_ADAMW:
@@ -198,8 +202,8 @@ static void check_group(odl_device dev, int which) {
     int64_t differ = 0, total = 0;
     for (int i = 0; i < G_ENTRIES; i++)
         for (int k = 0; k < 4; k++) {
-            const int64_t n = sizes[i] + (i == 0);
-            float *a = malloc((size_t)n * sizeof *a), *b = malloc((size_t)n * sizeof *b);
+            const int64_t n = sizes[i] + shifted(i, k);
+            float *a = malloc((size_t)(n + 1) * sizeof *a), *b = malloc((size_t)(n + 1) * sizeof *b);
             TOK(odl_tensor_copy_to_host(t[0][k][i], a, (size_t)n * sizeof *a));
             TOK(odl_tensor_copy_to_host(t[1][k][i], b, (size_t)n * sizeof *b));
             for (int64_t j = 0; j < n; j++) differ += memcmp(&a[j], &b[j], sizeof *a) != 0;
@@ -217,8 +221,12 @@ static void check_group(odl_device dev, int which) {
         TOK(odl_adadelta_step_group_at(0, NULL, NULL, NULL, NULL, s, 0.9f, 1e-6f, 0.0f));
         odl_tensor *mixed[2] = {p[1], p[3]}; /* entry 1: a gradient of another size */
         odl_tensor *mg[2] = {g[1], g[2]};
+        float before[5], after[5];
+        TOK(odl_tensor_copy_to_host(p[1], before, sizeof before));
         TFAIL(odl_adadelta_step_group_at(2, mixed, mg, s1 + 1, s2 + 1, s, 0.9f, 1e-6f, 0.0f), ODL_E_INVAL);
         TCHECK(strstr(odl_error_msg(), "entry 1 of 2") != NULL, "the error names the entry: %s", odl_error_msg());
+        TOK(odl_tensor_copy_to_host(p[1], after, sizeof after));
+        TCHECK(memcmp(before, after, sizeof before) == 0, "entry 0 was updated though entry 1 was refused");
         if (dev.type == ODL_DEV_CUDA) { /* entries on two devices */
             odl_tensor c[4];
             const int64_t n = sizes[1];
@@ -236,7 +244,8 @@ static void check_group(odl_device dev, int which) {
                 odl_tensor_free(t[a][k][i]);
                 free(t[a][k][i]);
             }
-    printf("%-13s on %s: grouped update of %d tensors (%d per call), 3 steps: %s\n", k_names[which],
+    printf("%-13s on %s: grouped update of %d tensors (%d per call), 3 steps: %s\n",
+           which == OPT_SGD ? "sgd" : k_names[which],
            odl_device_name(dev), G_ENTRIES, ODL_OPTIM_GROUP_MAX, differ ? "DIFFERS" : "bitwise the per-tensor one");
 }
 

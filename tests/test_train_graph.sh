@@ -96,7 +96,7 @@ resume)
   mkdir A B
   train a "${G[@]}" --cuda-graph on --checkpoint-dir A --checkpoint-every $EVERY
   train e "${G[@]}" --cuda-graph off
-  # 20 steps: the fifth step of epoch 2 (16 steps per epoch); quick: 7, the second of epoch 2 (5 per epoch)
+  # 20 steps: the fourth step of epoch 2 (16 steps per epoch); quick: 7, the second of epoch 2 (5 per epoch)
   "$W" "${G[@]}" --cuda-graph on --max-steps $STOP --checkpoint-dir B --checkpoint-every $EVERY 2> b1.log ||
     fail "first part: $(tail -3 b1.log)"
   train b "${G[@]}" --cuda-graph on --checkpoint-dir B --checkpoint-every $EVERY --resume auto

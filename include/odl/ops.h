@@ -134,9 +134,11 @@ ODL_API odl_status odl_adam_step_at(odl_tensor *p, const odl_tensor *g, odl_tens
 ODL_API odl_status odl_adadelta_step_at(odl_tensor *p, const odl_tensor *g, odl_tensor *sq, odl_tensor *acc,
                                         const odl_step_scalars *s, float rho, float eps, float weight_decay);
 /* The same for count tensors at once: entry i is p[i], g[i] and its state (buf[i] NULL, or buf NULL, where
- * SGD has no momentum), each checked as its *_at twin checks it, all on one device. Bitwise count calls of
- * the twin, in one launch per ODL_OPTIM_GROUP_MAX entries on CUDA (odl_optim_group, odl/backend.h). Errors:
- * the twin's, naming the entry, before anything ran; ODL_E_INVAL for count < 0 or entries on several devices. */
+ * SGD has no momentum), each checked as its *_at twin checks it, all on one device; no two entries may share
+ * memory (they run at once). Bitwise count calls of the twin, in one launch per ODL_OPTIM_GROUP_MAX entries on
+ * CUDA (odl_optim_group, odl/backend.h). Errors: the twin's (ODL_E_INVAL, ODL_E_UNSUPPORTED for a backend
+ * without *_at entries), naming the entry, before anything ran; ODL_E_INVAL for count < 0 or entries on several
+ * devices. A launch that fails after earlier groups of ODL_OPTIM_GROUP_MAX ran leaves those updated. */
 ODL_API odl_status odl_sgd_step_group_at(int count, odl_tensor *const *p, odl_tensor *const *g, odl_tensor *const *buf,
                                          const odl_step_scalars *s, float momentum, float dampening,
                                          float weight_decay, int nesterov);
