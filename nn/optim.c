@@ -65,8 +65,9 @@ odl_status odl_optim_init(odl_optim *opt, odl_optim_type type, float lr, float m
     return ODL_OK;
 }
 
-/* Every parameter's update with the scalars read from sc, in one grouped call (one launch on CUDA: a step
- * graph's optimiser is one node, not one per parameter); bitwise the per-parameter *_at updates. */
+/* Every parameter's update with the scalars read from sc, in one grouped call (on CUDA one launch, so one
+ * node of a step's graph, per 16 parameters instead of one per parameter); bitwise the per-parameter *_at
+ * updates (ODL_OPTIM_GROUP=0 makes those). */
 static odl_status update_grouped(const odl_optim *opt, odl_net *net, const odl_step_scalars *sc) {
     odl_tensor *p[ODL_MAX_PARAMS], *g[ODL_MAX_PARAMS], *s0[ODL_MAX_PARAMS], *s1[ODL_MAX_PARAMS];
     const int n = net->n_params;
