@@ -20,8 +20,8 @@ summary.txt, results.json (with the build's commit, from BUILD/odl_build_info.h)
 (OUT_DIR/logs/TOOL/TEST.log).
 
 A sweep longer than one lent machine's call goes in parts: `--skip-done OLD/results.json` takes the runs
-that ended "ok" with 0 errors there, for the same build commit and ODL_TEST_QUICK only, instead of running them again (each is marked
-with the file it came from), and runs the rest.
+that ended "ok" with 0 errors there, for the same build commit and ODL_TEST_QUICK only, instead of running
+them again (each is marked with the file it came from), and runs the rest.
 """
 import argparse
 import concurrent.futures
@@ -218,8 +218,8 @@ def main():
                     help="start the runs that took longest in these earlier results.json files (one or more; repeatable) first (with -j and a "
                          "deadline, the long ones then overlap the short); runs they do not have come first of all")
     ap.add_argument("--skip-done", metavar="RESULTS_JSON", action="extend", nargs="+", default=[],
-                    help="take the runs that ended ok in these earlier results.json files of the same build commit "
-                         "instead of running them again (a sweep in parts)")
+                    help="take the runs that ended ok with 0 errors in these earlier results.json files of the same "
+                         "build commit and ODL_TEST_QUICK instead of running them again (a sweep in parts)")
     ap.add_argument("--no-fixtures", action="store_true",
                     help="do not set up the fixtures first (they are there already; the script's own test)")
     a = ap.parse_args()
@@ -251,6 +251,8 @@ def main():
               file=sys.stderr)
         return 2
     commit = build_commit(a.build)
+    # the tests' smaller sizes (tests/test_util.h odl_test_quick: every kind of case, fewer or smaller of
+    # each), unless the caller set ODL_TEST_QUICK (0: the full sizes); set for the tests after the fixtures
     quick = os.environ.get("ODL_TEST_QUICK", "1")
     try:
         done = done_before(a.skip_done, commit, quick)
@@ -266,9 +268,7 @@ def main():
         if r.returncode != 0:
             print(r.stdout[-4000:])
             print("sanitize_gpu: a fixture failed; the tests that need it will skip or fail")
-    # the tests' smaller sizes (tests/test_util.h odl_test_quick: every kind of case, fewer or smaller of
-    # each), unless the caller set ODL_TEST_QUICK (0: the full sizes)
-    os.environ.setdefault("ODL_TEST_QUICK", "1")
+    os.environ["ODL_TEST_QUICK"] = quick
     if a.jobs > 1 and "ODL_CUDA_POOL_PERCENT_MAX" not in os.environ:
         # each test's pool would take half of the GPU's free memory: the later of several at once would get
         # too little; a share each leaves room for all and for what else runs on the GPU
@@ -276,7 +276,7 @@ def main():
     cap = os.environ.get("ODL_CUDA_POOL_PERCENT_MAX")
     print("sanitize_gpu: %s, %d tests x %s, %s%s%s" % (san, len(tests), ",".join(tools), a.build,
           ", pools at most %s%% of free memory each" % cap if cap else "",
-          ", ODL_TEST_QUICK=%s" % os.environ["ODL_TEST_QUICK"]), flush=True)
+          ", ODL_TEST_QUICK=%s" % quick), flush=True)
     deadline = time.monotonic() + a.deadline if a.deadline else None
     jobs = [(tool, t) for tool in tools for t in tests if (tool, t["name"]) not in done]
     earlier = [done[(tool, t["name"])] for tool in tools for t in tests if (tool, t["name"]) in done]
@@ -339,7 +339,7 @@ def main():
             r["tool"], r["test"], r["errors"], r["warnings"], r["wall_s"], r["status"])
             for r in sorted(results, key=lambda r: (r["tool"], r["test"]))) + "\n" + "\n".join(lines) + "\n")
     with open(os.path.join(a.out_dir, "results.json"), "w") as f:
-        json.dump({"sanitizer": san, "build": a.build, "commit": commit, "test_quick": os.environ["ODL_TEST_QUICK"],
+        json.dump({"sanitizer": san, "build": a.build, "commit": commit, "test_quick": quick,
                    "tools": tools, "results": results}, f, indent=1)
     return 3 if nothing else 1 if broken else 0
 
