@@ -9,14 +9,16 @@ set -u
 src="$1"
 build="$2"
 tmp=$(mktemp -d /tmp/odl_sanitize_selftest.XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
+trap '[ -n "${KEEP:-}" ] || rm -rf "$tmp"' EXIT
 fail=0
 cat >"$tmp/compute-sanitizer" <<'EOS'
 #!/bin/sh
 # stand-in: --tool T ... COMMAND; errors from $FAKE_ERRORS ("tool:test-regex:count")
 tool=""
+args="$*"
 while [ $# -gt 0 ]; do
     case "$1" in
+    --help) [ -z "${FAKE_OLD:-}" ] && echo "  --kernel-name-exclude arg  --launch-count arg"; exit 0 ;;
     --tool) tool="$2"; shift 2 ;;
     --*) shift 2 ;;
     *) break ;;
@@ -33,6 +35,10 @@ if [ -n "${FAKE_RUN:-}" ]; then
     exit 0
 fi
 echo "test output (not run); pool cap ${ODL_CUDA_POOL_PERCENT_MAX:-none}; quick ${ODL_TEST_QUICK:-unset}"
+echo "args: $args"
+echo "nvjpeg backend ${ODL_NVJPEG_BACKEND:-unset}"
+# FAKE_KILL=DIR: the first run of a test killed as the kernel's OOM killer does (SIGKILL: the shell's 137)
+if [ -n "${FAKE_KILL:-}" ] && [ ! -e "$FAKE_KILL/killed" ]; then : >"$FAKE_KILL/killed"; exit 137; fi
 [ -n "${FAKE_SLEEP:-}" ] && sleep "$FAKE_SLEEP"
 [ "$tool" = racecheck ] && echo "========= RACECHECK SUMMARY: $n hazards displayed ($n errors, 1 warning)"
 # FAKE_RACE_ONLY: racecheck as on the H200 (compute-sanitizer 2025): its RACECHECK SUMMARY line alone
@@ -194,6 +200,56 @@ if [ $rc = 0 ] && [ $rc_soak = 2 ] && grep -qx "## init" "$S" && grep -qx "## ra
     tar tzf "$tmp/collected/logs.tgz" | grep -qx "init/results.json" && tar tzf "$tmp/collected/logs.tgz" | grep -qx "race/results.json"; then
     echo "ok   gpu_long_run.sh: two named runs waited for and collected (4 errors in one), --name soak refused"
 else echo "FAIL gpu_long_run.sh named runs: exit $rc, --name soak exit $rc_soak"; cat "$tmp/log" "$S"; fail=1; fi
+# racecheck leaves nvJPEG's kernels out, and --racecheck-launches N checks the first N launches (racecheck
+# only); a run with a limit is taken by --skip-done for an equal or smaller one, and never for a sweep of all
+echo '#define ODL_BUILD_COMMIT "0123456789ab"' >"$tmp/fb/odl_build_info.h"
+sd rl1 "none::0" --racecheck-launches 400
+rc1=$?
+cp "$tmp/log" "$tmp/log_rl1"
+sd rl2 "none::0" --racecheck-launches 300 --skip-done "$tmp/rl1/results.json"
+rc2=$?
+cp "$tmp/log" "$tmp/log_rl2"
+sd rl3 "none::0" --skip-done "$tmp/rl1/results.json"
+rc3=$?
+cp "$tmp/log" "$tmp/log_rl3"
+FAKE_OLD=1 sd rl4 "none::0" --racecheck-launches 400
+rc4=$?
+R="$tmp/rl1/logs/racecheck/test_ops_gpu.log"
+M="$tmp/rl1/logs/memcheck/test_ops_gpu.log"
+if [ $rc1 = 0 ] && grep -q "args: .*--kernel-name-exclude kns=nvjpeg --launch-count 400 " "$R" && ! grep -q "launch-count" "$M" &&
+    ! grep -q "kns=nvjpeg" "$M" && grep -q "racecheck of the first 400 launches of each process" "$tmp/log_rl1" &&
+    grep -q "sanitize_gpu: racecheck: 0 errors, 2 warnings (2 tests: 2 ran, .*; launches checked per process: first 400" "$tmp/log_rl1" &&
+    ! grep -q "memcheck: .*launches checked" "$tmp/log_rl1" &&
+    [ $rc2 = 0 ] && grep -q "4 runs ended ok in earlier results" "$tmp/log_rl2" &&
+    [ $rc3 = 0 ] && grep -q "2 runs ended ok in earlier results" "$tmp/log_rl3" && [ -s "$tmp/rl3/logs/racecheck/test_ops_gpu.log" ] &&
+    ! grep -q "launch-count" "$tmp/rl3/logs/racecheck/test_ops_gpu.log" &&
+    [ $rc4 = 2 ] && grep -q "error: .* has no --kernel-name-exclude or --launch-count" "$tmp/log"; then
+    echo "ok   --racecheck-launches: racecheck alone limited, nvJPEG left out; --skip-done takes it for a smaller limit only; an old sanitizer refused"
+else echo "FAIL --racecheck-launches: exit $rc1/$rc2/$rc3/$rc4"; cat "$tmp/log_rl1" "$tmp/log_rl2" "$tmp/log_rl3" "$tmp/log"; fail=1; fi
+# a run killed by SIGKILL beside others (the OOM killer): named so, and run again alone once at the end
+mkdir -p "$tmp/kill"
+FAKE_KILL="$tmp/kill" FAKE_ERRORS="none::0" sh "$src/bench/sanitize_gpu.sh" "$tmp/k" --build "$build" --sanitizer "$tmp/compute-sanitizer" \
+    --no-fixtures -R '^test_ops_gpu$' --tools memcheck >"$tmp/log" 2>&1
+rc=$?
+if [ $rc = 0 ] && grep -q "memcheck  *test_ops_gpu .*killed (SIGKILL: out of host memory?)" "$tmp/log" &&
+    grep -q "memcheck test_ops_gpu was killed beside other runs: once more, alone" "$tmp/log" &&
+    grep -q "memcheck: 0 errors (1 tests: 1 ran, 0 skipped, 0 failed" "$tmp/log" && grep -q '"killed_before": true' "$tmp/k/results.json"; then
+    echo "ok   a run killed by SIGKILL: reported, run again alone, its second run counted"
+else echo "FAIL killed run: exit $rc"; cat "$tmp/log"; fail=1; fi
+# initcheck decodes with nvJPEG's hybrid backend (the hardware engine's writes are unseen by it), unless the
+# caller chose a backend; the other tools keep the caller's environment
+env -u ODL_NVJPEG_BACKEND FAKE_ERRORS="none::0" sh "$src/bench/sanitize_gpu.sh" "$tmp/ic" --build "$build" \
+    --sanitizer "$tmp/compute-sanitizer" --no-fixtures -R '^test_ops_gpu$' --tools memcheck,initcheck >"$tmp/log" 2>&1
+rc1=$?
+ODL_NVJPEG_BACKEND=hardware FAKE_ERRORS="none::0" sh "$src/bench/sanitize_gpu.sh" "$tmp/ic2" --build "$build" \
+    --sanitizer "$tmp/compute-sanitizer" --no-fixtures -R '^test_ops_gpu$' --tools initcheck >>"$tmp/log" 2>&1
+rc2=$?
+if [ $rc1 = 0 ] && [ $rc2 = 0 ] && grep -q "nvjpeg backend gpu-hybrid" "$tmp/ic/logs/initcheck/test_ops_gpu.log" &&
+    grep -q "^# env ODL_NVJPEG_BACKEND=gpu-hybrid" "$tmp/ic/logs/initcheck/test_ops_gpu.log" &&
+    grep -q "nvjpeg backend unset" "$tmp/ic/logs/memcheck/test_ops_gpu.log" &&
+    grep -q "nvjpeg backend hardware" "$tmp/ic2/logs/initcheck/test_ops_gpu.log"; then
+    echo "ok   initcheck decodes with nvJPEG's hybrid backend unless the caller chose one"
+else echo "FAIL initcheck's nvJPEG backend: exit $rc1/$rc2"; cat "$tmp/log"; fail=1; fi
 [ -s "$tmp/out/summary.txt" ] && [ -s "$tmp/out/logs/racecheck/test_gemm_tc_gpu.log" ] && ok=1 || ok=0
 if [ $ok = 1 ]; then echo "ok   summary.txt and one log per run"; else echo "FAIL no summary or logs"; fail=1; fi
 [ $fail = 0 ] && echo "sanitize_gpu_selftest: passed"
