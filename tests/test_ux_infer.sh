@@ -101,6 +101,12 @@ for im in json.load(open(o + "/detections.json")):
 print(n, "label lines checked")
 assert n > 20
 PYEOF
+  # ODL_EXIT_SKIP_TEARDOWN: the process ends with _exit() after the task; the same files, every log line
+  ODL_EXIT_SKIP_TEARDOWN=1 run --source "$IMG" --output "$T/q" --no-save-images --save-txt --save-conf 2>"$T/q.err" ||
+    fail "ODL_EXIT_SKIP_TEARDOWN=1: $(cat "$T/q.err")"
+  cmp "$T/s/detections.json" "$T/q/detections.json" || fail "ODL_EXIT_SKIP_TEARDOWN=1: detections.json differs"
+  diff -r "$T/s/labels" "$T/q/labels" >/dev/null || fail "ODL_EXIT_SKIP_TEARDOWN=1: the label files differ"
+  grep -q "INFO timeline (ms): " "$T/q.err" || fail "ODL_EXIT_SKIP_TEARDOWN=1: no timeline line"
   ;;
 nonfinite)
   "$PY" -c "import h5py, numpy" 2>/dev/null || { echo "SKIP: no python3 with h5py"; exit 77; }
@@ -122,6 +128,13 @@ PYEOF
   grep -q "bus.jpg: the model output has NaN or Inf in [0-9]* of [0-9]* rows" "$T/n.err" || fail "NaN not reported"
   check_json "$T/n/detections.json" || fail "detections.json is not strict JSON: $(cat "$T/n/detections.json")"
   "$PY" -c "import json,sys; sys.exit(json.load(open('$T/n/detections.json')) != [])" || fail "the failed image is listed"
+  # the same with the process ended by _exit(): exit status 1, the listing of failed images on stderr
+  ODL_EXIT_SKIP_TEARDOWN=1 "$W" --task=infer --weights "$T/nan.h5" --device cpu --source "$IMG/bus.jpg" --output "$T/m" \
+    --no-save-images 2>"$T/m.err"
+  rc=$?
+  [ $rc -eq 1 ] || fail "ODL_EXIT_SKIP_TEARDOWN=1: exit status $rc with NaN outputs, expected 1"
+  grep -q "error: 1 of 1 image(s) failed:" "$T/m.err" || fail "ODL_EXIT_SKIP_TEARDOWN=1: no listing: $(cat "$T/m.err")"
+  cmp "$T/n/detections.json" "$T/m/detections.json" || fail "ODL_EXIT_SKIP_TEARDOWN=1: detections.json differs"
   ;;
 *) fail "unknown case $CASE" ;;
 esac
