@@ -985,13 +985,67 @@ static odl_status group_args(const char *op, int count, const void *p, const voi
     return ODL_OK;
 }
 
-static void group_add(odl_optim_group *t, odl_tensor *p, const odl_tensor *g, odl_tensor *s1, odl_tensor *s2) {
-    const int k = t->count++;
-    t->n[k] = odl_tensor_numel(p);
-    t->p[k] = (float *)p->data;
-    t->g[k] = (const float *)g->data;
-    t->s1[k] = s1 ? (float *)s1->data : NULL;
-    t->s2[k] = s2 ? (float *)s2->data : NULL;
+/* One optimiser's hyper-parameters, so that one loop serves the three grouped updates. */
+typedef enum { OPTIM_SGD, OPTIM_ADAM, OPTIM_ADADELTA } optim_kind;
+typedef struct {
+    optim_kind kind;
+    float a, b, c, d; /* SGD: momentum, dampening, weight_decay; Adam: beta1, beta2, eps, weight_decay;
+                       * Adadelta: rho, eps, weight_decay */
+    int flag;         /* SGD: nesterov; Adam: decoupled */
+} optim_hyper;
+
+/* Group t on its backend: in one call where the backend has the grouped entry, else entry by entry
+ * through the twin's *_at (the CPU backend). */
+static odl_status group_run(const odl_backend *be, const odl_optim_group *t, const odl_step_scalars *s,
+                            const optim_hyper *h) {
+    switch (h->kind) {
+    case OPTIM_SGD:
+        if (be->sgd_step_group_at) {
+            ODL_CHECK(be->sgd_step_group_at(t, s, h->a, h->b, h->c, h->flag));
+            return ODL_OK;
+        }
+        for (int k = 0; k < t->count; k++)
+            ODL_CHECK(be->sgd_step_at(t->n[k], t->p[k], t->g[k], t->s1[k], s, h->a, h->b, h->c, h->flag));
+        return ODL_OK;
+    case OPTIM_ADAM:
+        if (be->adam_step_group_at) {
+            ODL_CHECK(be->adam_step_group_at(t, s, h->a, h->b, h->c, h->d, h->flag));
+            return ODL_OK;
+        }
+        for (int k = 0; k < t->count; k++)
+            ODL_CHECK(be->adam_step_at(t->n[k], t->p[k], t->g[k], t->s1[k], t->s2[k], s, h->a, h->b, h->c, h->d,
+                                       h->flag));
+        return ODL_OK;
+    case OPTIM_ADADELTA:
+        if (be->adadelta_step_group_at) {
+            ODL_CHECK(be->adadelta_step_group_at(t, s, h->a, h->b, h->c));
+            return ODL_OK;
+        }
+        for (int k = 0; k < t->count; k++)
+            ODL_CHECK(be->adadelta_step_at(t->n[k], t->p[k], t->g[k], t->s1[k], t->s2[k], s, h->a, h->b, h->c));
+        return ODL_OK;
+    }
+    return ODL_ERR(ODL_E_INVAL, "optimiser kind %d", (int)h->kind);
+}
+
+/* The checked entries (s1, s2: the state lists, NULL where the optimiser has none) in groups of at most
+ * ODL_OPTIM_GROUP_MAX. */
+static odl_status group_all(int count, odl_tensor *const *p, odl_tensor *const *g, odl_tensor *const *s1,
+                            odl_tensor *const *s2, const odl_backend *be, const odl_step_scalars *s,
+                            const optim_hyper *h) {
+    odl_optim_group t = {0};
+    for (int i = 0; i < count; i++) {
+        const int k = t.count++;
+        t.n[k] = odl_tensor_numel(p[i]);
+        t.p[k] = (float *)p[i]->data;
+        t.g[k] = (const float *)g[i]->data;
+        t.s1[k] = s1 && s1[i] ? (float *)s1[i]->data : NULL;
+        t.s2[k] = s2 && s2[i] ? (float *)s2[i]->data : NULL;
+        if (t.count < ODL_OPTIM_GROUP_MAX && i < count - 1) continue;
+        ODL_CHECK(group_run(be, &t, s, h));
+        t.count = 0;
+    }
+    return ODL_OK;
 }
 
 odl_status odl_sgd_step_group_at(int count, odl_tensor *const *p, odl_tensor *const *g, odl_tensor *const *buf,
@@ -999,25 +1053,14 @@ odl_status odl_sgd_step_group_at(int count, odl_tensor *const *p, odl_tensor *co
                                  int nesterov) {
     static const char *op = "odl_sgd_step_group_at";
     ODL_CHECK(group_args(op, count, p, g, s));
-    odl_optim_group t = {0};
     const odl_backend *be = NULL, *bi = NULL;
     for (int i = 0; i < count; i++) /* all checked before any runs */
         ODL_CHECK(group_entry(op, i, count, check_sgd(op, p[i], g[i], buf ? buf[i] : NULL, momentum, dampening,
                                                       nesterov, &bi), p, bi, &be));
-    if (count > 0) ODL_CHECK(check_at(op, s, be, be->sgd_step_at != NULL));
-    for (int i = 0; i < count; i++) {
-        group_add(&t, p[i], g[i], buf ? buf[i] : NULL, NULL);
-        if (t.count < ODL_OPTIM_GROUP_MAX && i < count - 1) continue;
-        if (be->sgd_step_group_at) {
-            ODL_CHECK(be->sgd_step_group_at(&t, s, momentum, dampening, weight_decay, nesterov));
-        } else {
-            for (int k = 0; k < t.count; k++)
-                ODL_CHECK(be->sgd_step_at(t.n[k], t.p[k], t.g[k], t.s1[k], s, momentum, dampening, weight_decay,
-                                          nesterov));
-        }
-        t.count = 0;
-    }
-    return ODL_OK;
+    if (count == 0) return ODL_OK;
+    ODL_CHECK(check_at(op, s, be, be->sgd_step_at != NULL));
+    const optim_hyper h = {OPTIM_SGD, momentum, dampening, weight_decay, 0, nesterov};
+    return group_all(count, p, g, buf, NULL, be, s, &h);
 }
 
 odl_status odl_adam_step_group_at(int count, odl_tensor *const *p, odl_tensor *const *g, odl_tensor *const *m,
@@ -1026,24 +1069,13 @@ odl_status odl_adam_step_group_at(int count, odl_tensor *const *p, odl_tensor *c
     static const char *op = "odl_adam_step_group_at";
     ODL_CHECK(group_args(op, count, p, g, s));
     if (count > 0 && (!m || !v)) return ODL_ERR(ODL_E_INVAL, "%s: NULL state list", op);
-    odl_optim_group t = {0};
     const odl_backend *be = NULL, *bi = NULL;
     for (int i = 0; i < count; i++) /* all checked before any runs */
         ODL_CHECK(group_entry(op, i, count, check_adam(op, p[i], g[i], m[i], v[i], beta1, beta2, &bi), p, bi, &be));
-    if (count > 0) ODL_CHECK(check_at(op, s, be, be->adam_step_at != NULL));
-    for (int i = 0; i < count; i++) {
-        group_add(&t, p[i], g[i], m[i], v[i]);
-        if (t.count < ODL_OPTIM_GROUP_MAX && i < count - 1) continue;
-        if (be->adam_step_group_at) {
-            ODL_CHECK(be->adam_step_group_at(&t, s, beta1, beta2, eps, weight_decay, decoupled));
-        } else {
-            for (int k = 0; k < t.count; k++)
-                ODL_CHECK(be->adam_step_at(t.n[k], t.p[k], t.g[k], t.s1[k], t.s2[k], s, beta1, beta2, eps,
-                                           weight_decay, decoupled));
-        }
-        t.count = 0;
-    }
-    return ODL_OK;
+    if (count == 0) return ODL_OK;
+    ODL_CHECK(check_at(op, s, be, be->adam_step_at != NULL));
+    const optim_hyper h = {OPTIM_ADAM, beta1, beta2, eps, weight_decay, decoupled};
+    return group_all(count, p, g, m, v, be, s, &h);
 }
 
 odl_status odl_adadelta_step_group_at(int count, odl_tensor *const *p, odl_tensor *const *g, odl_tensor *const *sq,
@@ -1052,21 +1084,11 @@ odl_status odl_adadelta_step_group_at(int count, odl_tensor *const *p, odl_tenso
     static const char *op = "odl_adadelta_step_group_at";
     ODL_CHECK(group_args(op, count, p, g, s));
     if (count > 0 && (!sq || !acc)) return ODL_ERR(ODL_E_INVAL, "%s: NULL state list", op);
-    odl_optim_group t = {0};
     const odl_backend *be = NULL, *bi = NULL;
     for (int i = 0; i < count; i++) /* all checked before any runs */
         ODL_CHECK(group_entry(op, i, count, check_adadelta(op, p[i], g[i], sq[i], acc[i], rho, &bi), p, bi, &be));
-    if (count > 0) ODL_CHECK(check_at(op, s, be, be->adadelta_step_at != NULL));
-    for (int i = 0; i < count; i++) {
-        group_add(&t, p[i], g[i], sq[i], acc[i]);
-        if (t.count < ODL_OPTIM_GROUP_MAX && i < count - 1) continue;
-        if (be->adadelta_step_group_at) {
-            ODL_CHECK(be->adadelta_step_group_at(&t, s, rho, eps, weight_decay));
-        } else {
-            for (int k = 0; k < t.count; k++)
-                ODL_CHECK(be->adadelta_step_at(t.n[k], t.p[k], t.g[k], t.s1[k], t.s2[k], s, rho, eps, weight_decay));
-        }
-        t.count = 0;
-    }
-    return ODL_OK;
+    if (count == 0) return ODL_OK;
+    ODL_CHECK(check_at(op, s, be, be->adadelta_step_at != NULL));
+    const optim_hyper h = {OPTIM_ADADELTA, rho, eps, weight_decay, 0, 0};
+    return group_all(count, p, g, sq, acc, be, s, &h);
 }
