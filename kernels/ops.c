@@ -322,21 +322,31 @@ odl_status odl_conv2d_fwd(const odl_tensor *x, const odl_tensor *w, const odl_te
     return ODL_OK;
 }
 
+/* The checks every convolution backward makes (x, w, dy [N,K,P,Q], dx nullable, dw, db nullable; y nullable, of
+ * dy's shape), then its geometry, backend and precision. */
+static odl_status conv_bwd_setup(const char *op, const odl_tensor *x, const odl_tensor *w, const odl_tensor *y,
+                                 const odl_tensor *dy, int stride, int pad, const odl_tensor *dx, const odl_tensor *dw,
+                                 const odl_tensor *db, odl_conv2d_shape *s, const odl_backend **be, odl_precision *p) {
+    ODL_CHECK(conv_geometry(op, x, w, stride, pad, s));
+    const odl_device dev = x->device;
+    const int64_t K = s->K, dyshape[4] = {s->N, s->K, s->P, s->Q};
+    ODL_CHECK(check_shape(op, dy, "dy", ODL_F32, dev, 4, dyshape, x, "x"));
+    if (y) ODL_CHECK(check_shape(op, y, "y", ODL_F32, dev, 4, dyshape, x, "x"));
+    if (dx) ODL_CHECK(check_shape(op, dx, "dx", ODL_F32, dev, 4, x->shape, x, "x"));
+    ODL_CHECK(check_shape(op, dw, "dw", ODL_F32, dev, 4, w->shape, w, "w"));
+    if (db) ODL_CHECK(check_shape(op, db, "db", ODL_F32, dev, 1, &K, w, "w"));
+    ODL_CHECK(get_backend(op, dev, be));
+    *p = odl_matmul_precision();
+    return conv_lowp_check(*be, *p);
+}
+
 /* relu: x is a ReLU's output, whose backward dx gets (odl_conv2d_relu_bwd). */
 static odl_status conv2d_bwd(const char *op, const odl_tensor *x, const odl_tensor *w, const odl_tensor *dy, int stride,
                              int pad, int relu, odl_tensor *dx, odl_tensor *dw, odl_tensor *db) {
     odl_conv2d_shape s;
-    ODL_CHECK(conv_geometry(op, x, w, stride, pad, &s));
-    const odl_device dev = x->device;
-    const int64_t K = s.K, dyshape[4] = {s.N, s.K, s.P, s.Q};
-    ODL_CHECK(check_shape(op, dy, "dy", ODL_F32, dev, 4, dyshape, x, "x"));
-    if (dx) ODL_CHECK(check_shape(op, dx, "dx", ODL_F32, dev, 4, x->shape, x, "x"));
-    ODL_CHECK(check_shape(op, dw, "dw", ODL_F32, dev, 4, w->shape, w, "w"));
-    if (db) ODL_CHECK(check_shape(op, db, "db", ODL_F32, dev, 1, &K, w, "w"));
     const odl_backend *be;
-    ODL_CHECK(get_backend(op, dev, &be));
-    const odl_precision p = odl_matmul_precision();
-    ODL_CHECK(conv_lowp_check(be, p));
+    odl_precision p;
+    ODL_CHECK(conv_bwd_setup(op, x, w, NULL, dy, stride, pad, dx, dw, db, &s, &be, &p));
     const float *xd = (const float *)x->data, *wd = (const float *)w->data, *dyd = (const float *)dy->data;
     float *dbd = db ? (float *)db->data : NULL;
     const float *relu_x = relu ? xd : NULL;
@@ -358,6 +368,26 @@ odl_status odl_conv2d_bwd(const odl_tensor *x, const odl_tensor *w, const odl_te
 odl_status odl_conv2d_relu_bwd(const odl_tensor *x, const odl_tensor *w, const odl_tensor *dy, int stride, int pad,
                                odl_tensor *dx, odl_tensor *dw, odl_tensor *db) {
     return conv2d_bwd("odl_conv2d_relu_bwd", x, w, dy, stride, pad, 1, dx, dw, db);
+}
+
+odl_status odl_conv2d_relu_out_bwd_weight(const odl_tensor *x, const odl_tensor *w, const odl_tensor *y,
+                                          odl_tensor *dy, int stride, int pad, odl_tensor *dw, odl_tensor *db) {
+    odl_conv2d_shape s;
+    const odl_backend *be;
+    odl_precision p;
+    static const char *op = "odl_conv2d_relu_out_bwd_weight";
+    if (!y) return ODL_ERR(ODL_E_INVAL, "%s: NULL y (the ReLU's output)", op);
+    ODL_CHECK(conv_bwd_setup(op, x, w, y, dy, stride, pad, NULL, dw, db, &s, &be, &p));
+    const float *xd = (const float *)x->data, *yd = (const float *)y->data;
+    float *dyd = (float *)dy->data, *dwd = (float *)dw->data, *dbd = db ? (float *)db->data : NULL;
+    if (be->conv2d_bwd_weight_relu) {
+        ODL_CHECK(be->conv2d_bwd_weight_relu(&s, xd, dyd, yd, dwd, dbd, p));
+        return ODL_OK;
+    }
+    ODL_CHECK(be->act_bwd(ODL_ACT_RELU, odl_tensor_numel(dy), yd, yd, dyd, dyd));
+    if (p == ODL_PRECISION_FP32) ODL_CHECK(be->conv2d_bwd_weight(&s, xd, dyd, dwd, dbd));
+    else ODL_CHECK(be->conv2d_bwd_weight_lowp(&s, xd, dyd, dwd, dbd, p));
+    return ODL_OK;
 }
 
 /* ---- pooling ---- */

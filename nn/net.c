@@ -428,6 +428,12 @@ static odl_status run_backward(odl_net *net, int B, float loss_scale, const net_
             /* odl_conv2d_relu_bwd: the ReLU applied as the data gradient is stored, with ODL_CONV_RELU_FUSE on
              * (off: 1 % slower on an H100, bench/NOTES.md) */
             const int fuse = below_relu && odl_env_bool(ODL_ENV_CONV_RELU_FUSE);
+            if (!gin_p && l->act == ODL_ACT_RELU && !relu_done && odl_env_bool(ODL_ENV_CONV_WGRAD_RELU)) {
+                /* a first layer's own ReLU backward inside its weight gradient (ODL_CONV_WGRAD_RELU) */
+                s = odl_conv2d_relu_out_bwd_weight(x, &l->w->value, &tr.in[i + 1], &g, l->stride, l->pad,
+                                                   &l->w->grad, &l->b->grad);
+                break;
+            }
             if (l->act != ODL_ACT_NONE && !relu_done) s = odl_act_bwd(l->act, &tr.in[i + 1], &tr.in[i + 1], &g, &g);
             if (s == ODL_OK)
                 s = (fuse ? odl_conv2d_relu_bwd : odl_conv2d_bwd)(x, &l->w->value, &g, l->stride, l->pad, gin_p,

@@ -1117,6 +1117,39 @@ static void conv_relu_bwd_check(int b, const conv_case *c, const odl_conv2d_shap
         line_note_fail("relu db: not the bits of odl_conv2d_bwd's");
 }
 
+/* odl_conv2d_relu_out_bwd_weight (a first layer's ReLU backward inside its weight gradient): with y a ReLU
+ * output (exact zeros, positives, one NaN, which act_bwd's ReLU passes dy through), dw and db bit for bit
+ * those of odl_act_bwd(RELU) on dy and then odl_conv2d_bwd without dx; dy may be overwritten only with that
+ * masked gradient. */
+static void conv_relu_out_check(int b, const conv_case *c, const odl_conv2d_shape *s, const float *dy,
+                                odl_tensor *tx, odl_tensor *tw, odl_tensor *tdb_like) {
+    const odl_device dev = g_bk[b].dev;
+    const int64_t ny = (int64_t)s->N * s->K * s->P * s->Q, nw = (int64_t)s->K * s->C * s->R * s->S;
+    float *y = fgen(ny, -1, 1);
+    for (int64_t i = 0; i < ny; i++) y[i] = y[i] > 0.0f ? y[i] : 0.0f;
+    if (ny > 2) y[ny / 2] = NAN;
+    odl_tensor *ty = dF(dev, y, s->N, s->K, s->P, s->Q);
+    odl_tensor *dya = dF(dev, dy, s->N, s->K, s->P, s->Q), *dyb = dF(dev, dy, s->N, s->K, s->P, s->Q);
+    odl_tensor *dwa = dF(dev, NULL, s->K, s->C, s->R, s->S), *dwb = dF(dev, NULL, s->K, s->C, s->R, s->S);
+    odl_tensor *dba = tdb_like ? dF(dev, NULL, s->K) : NULL, *dbb = tdb_like ? dF(dev, NULL, s->K) : NULL;
+    if (!call_ok(odl_act_bwd(ODL_ACT_RELU, ty, ty, dya, dya), "odl_act_bwd relu") ||
+        !call_ok(odl_conv2d_bwd(tx, tw, dya, c->sh, c->ph, NULL, dwa, dba), "odl_conv2d_bwd (masked dy)") ||
+        !call_ok(odl_conv2d_relu_out_bwd_weight(tx, tw, ty, dyb, c->sh, c->ph, dwb, dbb),
+                 "odl_conv2d_relu_out_bwd_weight"))
+        return;
+    float *w1 = falloc(nw > ny ? nw : ny), *w2 = falloc(nw > ny ? nw : ny);
+    if (dget("dw", dwa, w1) && dget("dw", dwb, w2) && memcmp(w1, w2, (size_t)nw * 4) != 0)
+        line_note_fail("relu_out dw: not the bits of act_bwd then odl_conv2d_bwd");
+    if (dba && dget("db", dba, w1) && dget("db", dbb, w2) && memcmp(w1, w2, (size_t)s->K * 4) != 0)
+        line_note_fail("relu_out db: not the bits of act_bwd then odl_conv2d_bwd");
+    if (dget("dy", dya, w1) && dget("dy", dyb, w2))
+        for (int64_t i = 0; i < ny; i++)
+            if (memcmp(&w2[i], &dy[i], 4) != 0 && memcmp(&w2[i], &w1[i], 4) != 0) {
+                line_note_fail("relu_out dy[%" PRId64 "]: %.9g, neither dy nor the masked dy", i, w2[i]);
+                break;
+            }
+}
+
 static void run_conv_bwd(void) {
     conv_cases();
     for (int ci = 0; ci < N_CONV; ci++) {
@@ -1179,6 +1212,7 @@ static void run_conv_bwd(void) {
                 dsame("w", tw, w);
                 dsame("dy", tdy, dy);
                 if (tdx) conv_relu_bwd_check(b, c, &s, x, tx, tw, tdy, tdx, tdw, tdb);
+                if (!c->direct) conv_relu_out_check(b, c, &s, dy, tx, tw, tdb);
             }
             line_end();
             dfree_all();
@@ -2567,6 +2601,9 @@ static odl_status bc_conv_bwd(odl_tensor *const *t) { return odl_conv2d_bwd(t[0]
 static odl_status bc_conv_relu_bwd(odl_tensor *const *t) {
     return odl_conv2d_relu_bwd(t[0], t[1], t[2], 1, 1, t[3], t[4], t[5]);
 }
+static odl_status bc_conv_relu_out_bwd(odl_tensor *const *t) {
+    return odl_conv2d_relu_out_bwd_weight(t[0], t[1], t[2], t[3], 1, 1, t[4], t[5]);
+}
 static odl_status bc_pool_fwd(odl_tensor *const *t) { return odl_maxpool2d_fwd(t[0], 3, 1, 1, t[1], t[2]); }
 static odl_status bc_pool_bwd(odl_tensor *const *t) { return odl_maxpool2d_bwd(t[0], t[1], 3, 1, 1, t[2]); }
 static odl_status bc_pool_relu_bwd(odl_tensor *const *t) { return odl_maxpool2d_relu_bwd(t[0], t[1], t[2], 3, 1, 1, t[3]); }
@@ -2644,6 +2681,11 @@ static const bad_op BAD_OPS[] = {
       {"y", F32, 4, {1, 3, 5, 6}, 0, 0}}},
     {"conv2d_bwd", bc_conv_bwd, 6, CONV_BWD_ARGS},
     {"conv2d_relu_bwd", bc_conv_relu_bwd, 6, CONV_BWD_ARGS},
+    {"conv2d_relu_out_bwd_weight",
+     bc_conv_relu_out_bwd,
+     6,
+     {{"x", F32, 4, {1, 2, 5, 6}, 0, 0}, {"w", F32, 4, {3, 2, 3, 3}, 0, 0}, {"y", F32, 4, {1, 3, 5, 6}, 0, 0},
+      {"dy", F32, 4, {1, 3, 5, 6}, 0, 0}, {"dw", F32, 4, {3, 2, 3, 3}, 0, 0}, {"db", F32, 1, {3}, 1, 0}}},
     {"maxpool2d_fwd",
      bc_pool_fwd,
      3,

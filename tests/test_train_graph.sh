@@ -9,7 +9,8 @@
 #   resume     a graphed run stopped in its second epoch and resumed from its checkpoint equals the
 #              uninterrupted graphed run and the op-by-op one, bit for bit
 #   fuse, fuse_cpu  the ReLU backwards fused into the layer above (nn/net.c: ODL_POOL_RELU_FUSE,
-#              odl_maxpool2d_relu_bwd; ODL_CONV_RELU_FUSE, odl_conv2d_relu_bwd) change no bit of training: the
+#              odl_maxpool2d_relu_bwd; ODL_CONV_RELU_FUSE, odl_conv2d_relu_bwd; ODL_CONV_WGRAD_RELU, conv1's own
+#              ReLU in its weight gradient, odl_conv2d_relu_out_bwd_weight) change no bit of training: the
 #              examples CNN (conv1 + ReLU, conv2 + ReLU, max-pool: both apply), 2 epochs of 640 samples, each
 #              fusion off and on, op by op, the same parameters and loss lines (on CUDA, and on the CPU)
 #   cli        (CPU) --cuda-graph on|off and train.cuda_graph accepted, a bad value an error naming the key,
@@ -139,11 +140,11 @@ fuse|fuse_cpu)
   if [ "$CASE" = fuse_cpu ]; then dev=cpu; else gpu_or_skip; fi
   F=(--task=train --model=mnist --device $dev "--data_dir=$FM" --max-train-samples $FUSE_SAMPLES --batch-size 64 --epochs 2
      --test-batch-size 1000 --max-test-samples 1000 --progress off --cuda-graph off)
-  ODL_POOL_RELU_FUSE=0 ODL_CONV_RELU_FUSE=0 train plain "${F[@]}"
-  for arm in "pool 1 0" "conv 0 1" "both 1 1"; do
+  ODL_POOL_RELU_FUSE=0 ODL_CONV_RELU_FUSE=0 ODL_CONV_WGRAD_RELU=0 train plain "${F[@]}"
+  for arm in "pool 1 0 0" "conv 0 1 0" "wgrad 0 0 1" "pool_wgrad 1 0 1" "all 1 1 1"; do
     set -- $arm
-    ODL_POOL_RELU_FUSE=$2 ODL_CONV_RELU_FUSE=$3 train "$1" "${F[@]}"
-    same_run plain "$1" "$dev $1 (ODL_POOL_RELU_FUSE=$2 ODL_CONV_RELU_FUSE=$3)"
+    ODL_POOL_RELU_FUSE=$2 ODL_CONV_RELU_FUSE=$3 ODL_CONV_WGRAD_RELU=$4 train "$1" "${F[@]}"
+    same_run plain "$1" "$dev $1 (ODL_POOL_RELU_FUSE=$2 ODL_CONV_RELU_FUSE=$3 ODL_CONV_WGRAD_RELU=$4)"
   done
   ;;
 *) fail "unknown case $CASE" ;;

@@ -142,6 +142,7 @@ static odl_backend make_table() {
     b.conv2d_fwd = odl_cuda_conv2d_fwd;
     b.conv2d_bwd_data = odl_cuda_conv2d_bwd_data;
     b.conv2d_bwd_weight = odl_cuda_conv2d_bwd_weight;
+    b.conv2d_bwd_weight_relu = odl_cuda_conv2d_bwd_weight_relu;
     b.maxpool2d_fwd = odl_cuda_maxpool2d_fwd;
     b.maxpool2d_bwd = odl_cuda_maxpool2d_bwd;
     b.act_fwd = odl_cuda_act_fwd;

@@ -16,6 +16,9 @@
  *                the slices in order (bias_grad_*_kernel; fixed shapes, no atomics: deterministic); with
  *                ODL_CONV_WGRAD_BIAS on (the default), where C*R*S <= 16, float32 sums of the dy values
  *                bwd_weight_smalln reads anyway, per chunk, then over the chunks as dw's.
+ *   bwd_weight with relu_y (odl_conv2d_relu_out_bwd_weight: dy the gradient of this convolution's ReLU
+ *                output relu_y): bwd_weight_smalln reads relu_y beside dy and takes 0 where relu_y <= 0
+ *                (act_bwd's ReLU); elsewhere dy is masked in place first.
  *   bwd_data with relu_x (the input of a convolution over a ReLU's output): dx = 0 where relu_x <= 0, in the
  *                store (Epi.gate).
  * Index arithmetic inside the gathers uses FastDiv (multiply-high) for the divisions by R*S, S, P*Q,
@@ -203,9 +206,10 @@ static odl_status bwd_weight_cfg(const odl_conv2d_shape *s, const float *x, cons
  * in registers; a fixed xor-butterfly over the warp's lanes then adds the 32 lane sums (every lane
  * ends with the same value: IEEE addition commutes) and the block writes part[b][k][crs]. The chunks
  * are added in a fixed order by splitk_reduce: deterministic, FP32 FMAs. ---- */
-template <int KT, int CRS_MAX>
+template <int KT, int CRS_MAX, bool RELU>
 __global__ void __launch_bounds__(256)
-    bwd_weight_smalln_kernel(const float *__restrict__ x, const float *__restrict__ dy, int K, int C, int H, int W,
+    bwd_weight_smalln_kernel(const float *__restrict__ x, const float *__restrict__ dy,
+                             const float *__restrict__ relu_y, int K, int C, int H, int W,
                              int sh, int sw, int ph, int pw, int PQ, int NPQ, int CRS, int RS, int S, FastDiv fPQ,
                              FastDiv fQ, int chunk, float *__restrict__ part, float *__restrict__ dbpart) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -236,10 +240,14 @@ __global__ void __launch_bounds__(256)
         fQ.divmod(pq, p, q);
         const int h0 = p * sh - ph, w0 = q * sw - pw;
         const int64_t xbase = (int64_t)img * CHW + (int64_t)h0 * W + w0;
-        const float *dyb = dy + ((int64_t)img * K + k0) * PQ + pq;
+        const int64_t dyo = ((int64_t)img * K + k0) * PQ + pq;
         float dv[KT], xv[CRS_MAX];
 #pragma unroll
-        for (int t = 0; t < KT; t++) dv[t] = k0 + t < K ? __ldg(dyb + (int64_t)t * PQ) : 0.0f;
+        for (int t = 0; t < KT; t++) {
+            dv[t] = k0 + t < K ? __ldg(dy + dyo + (int64_t)t * PQ) : 0.0f;
+            /* OpReluBwd's test (elementwise.cu): the same bits as act_bwd's pass before */
+            if (RELU && k0 + t < K && __ldg(relu_y + dyo + (int64_t)t * PQ) <= 0.0f) dv[t] = 0.0f;
+        }
 #pragma unroll
         for (int e = 0; e < CRS_MAX; e++) {
             const int h = h0 + rr[e], w = w0 + ss[e];
@@ -273,9 +281,10 @@ __global__ void __launch_bounds__(256)
 }
 
 /* db (nullable): the bias gradient from the same reads of dy (each chunk's float32 sums, then over the chunks
- * as dw's). */
+ * as dw's); relu_y (nullable): dy masked where it is <= 0 as it is read. */
 template <int CRS_MAX>
-static odl_status bwd_weight_smalln(const odl_conv2d_shape *s, const float *x, const float *dy, float *dw, float *db) {
+static odl_status bwd_weight_smalln(const odl_conv2d_shape *s, const float *x, const float *dy, const float *relu_y,
+                                    float *dw, float *db) {
     constexpr int KT = 4;
     const int K = s->K, CRS = s->C * s->R * s->S, PQ = s->P * s->Q, NPQ = s->N * s->P * s->Q;
     if (NPQ <= 0) { /* an empty batch: the sums are zero */
@@ -294,9 +303,15 @@ static odl_status bwd_weight_smalln(const odl_conv2d_shape *s, const float *x, c
     void *p = nullptr;
     ODL_CHECK(workspace((size_t)chunks * K * (CRS + (db ? 1 : 0)) * sizeof(float), &p));
     float *ws = (float *)p, *dbpart = db ? ws + (size_t)chunks * K * CRS : nullptr;
-    bwd_weight_smalln_kernel<KT, CRS_MAX><<<dim3((unsigned)chunks, (unsigned)groups), 256, 0, stream()>>>(
-        x, dy, K, s->C, s->H, s->W, s->stride_h, s->stride_w, s->pad_h, s->pad_w, PQ, NPQ, CRS, s->R * s->S, s->S,
-        FastDiv(PQ), FastDiv(s->Q), (int)chunk, ws, dbpart);
+    const dim3 grid((unsigned)chunks, (unsigned)groups);
+    if (relu_y)
+        bwd_weight_smalln_kernel<KT, CRS_MAX, true><<<grid, 256, 0, stream()>>>(
+            x, dy, relu_y, K, s->C, s->H, s->W, s->stride_h, s->stride_w, s->pad_h, s->pad_w, PQ, NPQ, CRS,
+            s->R * s->S, s->S, FastDiv(PQ), FastDiv(s->Q), (int)chunk, ws, dbpart);
+    else
+        bwd_weight_smalln_kernel<KT, CRS_MAX, false><<<grid, 256, 0, stream()>>>(
+            x, dy, nullptr, K, s->C, s->H, s->W, s->stride_h, s->stride_w, s->pad_h, s->pad_w, PQ, NPQ, CRS,
+            s->R * s->S, s->S, FastDiv(PQ), FastDiv(s->Q), (int)chunk, ws, dbpart);
     ODL_CUDA_LAUNCH_CHECK("odl_conv2d_bwd_weight_smalln");
     OutRowMajor part;
     part.C = ws;
@@ -400,15 +415,21 @@ static odl_status conv_bwd_data(const odl_conv2d_shape *s, const float *dy, cons
     ODL_CONV_DISPATCH(bwd_data_cfg, pl.cfg, s, dy, wt, relu_x, dx, pl, ws)
 }
 
+static odl_status bwd_weight_smalln_any(const odl_conv2d_shape *s, const float *x, const float *dy,
+                                        const float *relu_y, float *dw, float *db) {
+    const int crs = s->C * s->R * s->S;
+    if (crs <= 4) return bwd_weight_smalln<4>(s, x, dy, relu_y, dw, db);
+    if (crs <= 9) return bwd_weight_smalln<9>(s, x, dy, relu_y, dw, db);
+    return bwd_weight_smalln<16>(s, x, dy, relu_y, dw, db);
+}
+
 static odl_status conv_bwd_weight(const odl_conv2d_shape *s, const float *x, const float *dy, float *dw, float *db) {
     ODL_CHECK(conv_check_sizes(s, "conv2d_bwd_weight"));
     const int M = s->K, N = s->C * s->R * s->S, Kd = s->N * s->P * s->Q;
     if (M > 0 && N > 0 && N <= 16) {
         /* the bias gradient from the kernel's own reads of dy (ODL_CONV_WGRAD_BIAS: MNIST conv1's 44 MB pass) */
         float *dbk = db && odl_env_bool(ODL_ENV_CONV_WGRAD_BIAS) ? db : nullptr;
-        if (N <= 4) ODL_CHECK(bwd_weight_smalln<4>(s, x, dy, dw, dbk));
-        else if (N <= 9) ODL_CHECK(bwd_weight_smalln<9>(s, x, dy, dw, dbk));
-        else ODL_CHECK(bwd_weight_smalln<16>(s, x, dy, dw, dbk));
+        ODL_CHECK(bwd_weight_smalln_any(s, x, dy, nullptr, dw, dbk));
         if (dbk) return ODL_OK;
     } else if (M > 0 && N > 0) {
         /* up to 256 k slices: enough blocks to fill every resident slot (64 x 288 x 346112 of the MNIST
@@ -451,4 +472,18 @@ extern "C" odl_status odl_cuda_conv2d_bwd_data(const odl_conv2d_shape *s, const 
 extern "C" odl_status odl_cuda_conv2d_bwd_weight(const odl_conv2d_shape *s, const float *x, const float *dy,
                                                  float *dw, float *db) {
     return odlk::conv_bwd_weight(s, x, dy, dw, db);
+}
+
+/* The ReLU's mask inside bwd_weight_smalln where conv_bwd_weight would take it (C*R*S <= 16, in every precision:
+ * conv2d_bwd_weight_lowp gives the float32 entry's result there) with the bias gradient from its own reads
+ * (ODL_CONV_WGRAD_BIAS, or no db): the same dw and db bits as the mask in place and then the entry of prec. */
+extern "C" odl_status odl_cuda_conv2d_bwd_weight_relu(const odl_conv2d_shape *s, const float *x, float *dy,
+                                                      const float *relu_y, float *dw, float *db, odl_precision prec) {
+    const int M = s->K, N = s->C * s->R * s->S;
+    if (M > 0 && N > 0 && N <= 16 && (!db || odl_env_bool(ODL_ENV_CONV_WGRAD_BIAS))) {
+        ODL_CHECK(odlk::conv_check_sizes(s, "conv2d_bwd_weight_relu"));
+        return odlk::bwd_weight_smalln_any(s, x, dy, relu_y, dw, db);
+    }
+    ODL_CHECK(odl_cuda_act_bwd(ODL_ACT_RELU, (int64_t)s->N * s->K * s->P * s->Q, relu_y, relu_y, dy, dy));
+    return odl_cuda_conv2d_bwd_weight_lowp(s, x, dy, dw, db, prec);
 }
