@@ -182,9 +182,11 @@ static odl_status bwd_data_cfg(const odl_conv2d_shape *s, const float *dy, const
 }
 
 /* ---- bwd_weight ---- */
+/* db (nullable): the bias gradient summed by the A loader from its own reads of dy (DyRowsSumTile), split sums
+ * in dbpart ([splits][K]) added in order after. */
 template <class Cfg>
-static odl_status bwd_weight_cfg(const odl_conv2d_shape *s, const float *x, const float *dy, float *dw,
-                                 const Plan &pl, float *ws) {
+static odl_status bwd_weight_cfg(const odl_conv2d_shape *s, const float *x, const float *dy, float *dw, float *db,
+                                 const Plan &pl, float *ws, float *dbpart) {
     const int M = s->K, N = s->C * s->R * s->S, Kd = s->N * s->P * s->Q;
     using LA = DyRowsTile<Cfg::BM, Cfg::BK, Cfg::THREADS>;
     using LB = XColsTile<Cfg::BN, Cfg::BK, Cfg::THREADS>;
@@ -194,8 +196,14 @@ static odl_status bwd_weight_cfg(const odl_conv2d_shape *s, const float *x, cons
                               fPQ, fQ, fRS, fS};
     OutRowMajor fin, part;
     conv_dw_outs(dw, ws, M, N, &fin, &part);
-    return run_implicit<Cfg, LA, LB>(pa, pb, fin, part, epi_raw(), M, N, Kd, pl.splits, pl.k_chunk,
-                                     "odl_conv2d_bwd_weight");
+    if (!db)
+        return run_implicit<Cfg, LA, LB>(pa, pb, fin, part, epi_raw(), M, N, Kd, pl.splits, pl.k_chunk,
+                                         "odl_conv2d_bwd_weight");
+    using LAS = DyRowsSumTile<Cfg::BM, Cfg::BK, Cfg::THREADS>;
+    const typename LAS::Params ps = {pa, dbpart};
+    ODL_CHECK((run_implicit<Cfg, LAS, LB>(ps, pb, fin, part, epi_raw(), M, N, Kd, pl.splits, pl.k_chunk,
+                                          "odl_conv2d_bwd_weight_db")));
+    return splitk_reduce_vector(dbpart, pl.splits, M, db, "odl_conv2d_bias_grad_fma_reduce");
 }
 
 /* ---- bwd_weight for few columns (C*R*S <= 16, e.g. a first layer with C = 1): the tiled GEMM would
@@ -435,21 +443,22 @@ static odl_status conv_bwd_weight(const odl_conv2d_shape *s, const float *x, con
         /* up to 256 k slices: enough blocks to fill every resident slot (64 x 288 x 346112 of the MNIST
          * conv2 at batch 512 had 64 slices = 192 blocks of 4 warps, 1-2 per multiprocessor) */
         const Plan pl = plan_for(M, N, Kd, true, false, false, 256);
-        float *ws = nullptr;
-        if (pl.splits > 1) {
-            void *p = nullptr;
-            ODL_CHECK(workspace((size_t)pl.splits * M * N * sizeof(float), &p));
-            ws = (float *)p;
-        }
+        /* the bias gradient from the A loader's reads of dy (ODL_CONV_WGRAD_BIAS_FMA: conv2's 75 MB pass in fp32) */
+        float *dbk = db && odl_env_bool(ODL_ENV_CONV_WGRAD_BIAS) && odl_env_bool(ODL_ENV_CONV_WGRAD_BIAS_FMA) ? db
+                                                                                                          : nullptr;
+        float *ws = nullptr, *dbpart = nullptr;
+        const size_t n_ws = pl.splits > 1 ? (size_t)pl.splits * M * N : 0, n_db = dbk ? (size_t)pl.splits * M : 0;
+        if (n_ws || n_db) ODL_CHECK(conv_workspace2(n_ws, n_db, &ws, &dbpart));
         odl_status st;
         switch (pl.cfg) {
-        case G128x128: st = bwd_weight_cfg<Cfg128x128>(s, x, dy, dw, pl, ws); break;
-        case G64x128: st = bwd_weight_cfg<Cfg64x128>(s, x, dy, dw, pl, ws); break;
-        case G64x64: st = bwd_weight_cfg<Cfg64x64>(s, x, dy, dw, pl, ws); break;
-        case G32x128: st = bwd_weight_cfg<Cfg32x128>(s, x, dy, dw, pl, ws); break;
-        default: st = bwd_weight_cfg<Cfg16x128>(s, x, dy, dw, pl, ws); break;
+        case G128x128: st = bwd_weight_cfg<Cfg128x128>(s, x, dy, dw, dbk, pl, ws, dbpart); break;
+        case G64x128: st = bwd_weight_cfg<Cfg64x128>(s, x, dy, dw, dbk, pl, ws, dbpart); break;
+        case G64x64: st = bwd_weight_cfg<Cfg64x64>(s, x, dy, dw, dbk, pl, ws, dbpart); break;
+        case G32x128: st = bwd_weight_cfg<Cfg32x128>(s, x, dy, dw, dbk, pl, ws, dbpart); break;
+        default: st = bwd_weight_cfg<Cfg16x128>(s, x, dy, dw, dbk, pl, ws, dbpart); break;
         }
         ODL_CHECK(st);
+        if (dbk) return ODL_OK;
     }
     if (db) ODL_CHECK(conv_bias_grad(s, dy, db));
     return ODL_OK;

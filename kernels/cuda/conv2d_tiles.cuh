@@ -207,6 +207,49 @@ struct DyRowsTile {
     }
 };
 
+/* DyRowsTile that also sums, per channel, the dy values it loads: the bias gradient db[k] = sum over j of
+ * dy[k, j] from the weight gradient's own reads (ODL_CONV_WGRAD_BIAS_FMA). A thread keeps ELEMS sums (its
+ * channels, its reduction row j % BK of every slice); finish() adds the BK threads of a channel (consecutive
+ * lanes) with a fixed xor butterfly and the tiles of the first column (n0 == 0) write dbpart[z][k]: split z's
+ * sum, added over the splits in order afterwards (deterministic; float32, as the wgmma kernel's). fetch is
+ * called once per slice of the split's range (mainloop), so no value is summed twice. */
+template <int BM, int BK, int THREADS, int PAD = 4>
+struct DyRowsSumTile : DyRowsTile<BM, BK, THREADS, PAD> {
+    using Base = DyRowsTile<BM, BK, THREADS, PAD>;
+    using Share = typename Base::Share;
+    static constexpr int ELEMS = Base::ELEMS;
+    static_assert(BK <= 32 && (BK & (BK - 1)) == 0, "a channel's BK threads are lanes of one warp");
+    struct Params {
+        typename Base::Params base;
+        float *dbpart; /* [splits][K] */
+    };
+    float *dbpart;
+    float sum[ELEMS];
+
+    __device__ __forceinline__ DyRowsSumTile(const Params &pr, int m0_, int kb) : Base(pr.base, m0_, kb),
+                                                                                  dbpart(pr.dbpart) {
+#pragma unroll
+        for (int e = 0; e < ELEMS; e++) sum[e] = 0.0f;
+    }
+
+    __device__ __forceinline__ void fetch() {
+        Base::fetch();
+#pragma unroll
+        for (int e = 0; e < ELEMS; e++) sum[e] += this->reg[e];
+    }
+
+    __device__ __forceinline__ void finish(int n0, int z) {
+#pragma unroll
+        for (int e = 0; e < ELEMS; e++) {
+            float v = sum[e];
+#pragma unroll
+            for (int off = 1; off < BK; off <<= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+            const int m = this->m0 + Share::col(e);
+            if (n0 == 0 && Share::row() == 0 && m < this->K) dbpart[(int64_t)z * this->K + m] = v;
+        }
+    }
+};
+
 /* ---- bwd_weight: B operand, element (column c*RS + r*S + s, j = n*PQ + p*Q + q) =
  *      x[n, c, p*sh-ph+r, q*sw-pw+s] (0 outside the image) ---- */
 template <int BN, int BK, int THREADS, int PAD = 4>

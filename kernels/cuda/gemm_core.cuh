@@ -425,6 +425,17 @@ __device__ __forceinline__ void tile_origin(int M, int N, int group_m, int &m0, 
     n0 = ((pid % width) / gsz) * Cfg::BN;
 }
 
+/* Whether loader L has finish(n0, z), which tiled_gemm_kernel calls after the main loop (conv2d_tiles.cuh
+ * DyRowsSumTile: the bias gradient's partial sums of the dy it loaded). */
+template <class L, class = void>
+struct LoaderFinishes {
+    static constexpr bool value = false;
+};
+template <class L>
+struct LoaderFinishes<L, decltype(void(&L::finish))> {
+    static constexpr bool value = true;
+};
+
 /* C tile = epilogue(A * B) for blockIdx.x's tile and blockIdx.z's k range [z * k_chunk, ...).
  * k_chunk is a multiple of BK (every split but the last covers whole slices). */
 template <class Cfg, class LA, class LB, class Out>
@@ -447,6 +458,7 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MINB)
         for (int j = 0; j < TN; j++) acc[i][j] = 0.0f;
 
     mainloop<Cfg>(la, lb, kb, ke, acc, smem);
+    if constexpr (LoaderFinishes<LA>::value) la.finish(n0, (int)blockIdx.z);
 
     out.select_split(blockIdx.z);
     epi_tile<Cfg>(out, ep, acc, m0, n0, M, N);
