@@ -226,7 +226,7 @@ def run_one(san, tool, test, logdir, timeout, deadline, racecheck_launches=0):
         status = "timed out"
     elif rc == test["skip_rc"]:
         status = "skipped"
-    elif rc == KILLED_RC:
+    elif rc in (KILLED_RC, -signal.SIGKILL):  # the test under the shell, or the sanitizer itself
         status = "killed (SIGKILL: out of host memory?)"
     elif rc != 0:
         status = "failed (exit %d)" % rc
@@ -377,9 +377,10 @@ def main():
             print_run(results[-1])
     # killed beside others (the host's memory): once more, alone
     for i, r in enumerate(results):
-        if r["rc"] == KILLED_RC and r["status"].startswith("killed"):
-            print("sanitize_gpu: %s %s was killed beside other runs: once more, alone" % (r["tool"], r["test"]),
-                  flush=True)
+        if r["status"].startswith("killed"):
+            print("sanitize_gpu: %s %s was killed beside other runs: once more, alone (the first log kept as %s.killed)"
+                  % (r["tool"], r["test"], r["log"]), flush=True)
+            os.replace(r["log"], r["log"] + ".killed")
             results[i] = dict(run_one(san, r["tool"], by_name[r["test"]], logdir, a.timeout, deadline,
                                       a.racecheck_launches), killed_before=True)
             print_run(results[i])

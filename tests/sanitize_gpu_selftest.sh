@@ -38,7 +38,12 @@ echo "test output (not run); pool cap ${ODL_CUDA_POOL_PERCENT_MAX:-none}; quick 
 echo "args: $args"
 echo "nvjpeg backend ${ODL_NVJPEG_BACKEND:-unset}"
 # FAKE_KILL=DIR: the first run of a test killed as the kernel's OOM killer does (SIGKILL: the shell's 137)
-if [ -n "${FAKE_KILL:-}" ] && [ ! -e "$FAKE_KILL/killed" ]; then : >"$FAKE_KILL/killed"; exit 137; fi
+# (FAKE_KILL_SELF: the sanitizer itself killed by SIGKILL)
+if [ -n "${FAKE_KILL:-}" ] && [ ! -e "$FAKE_KILL/killed" ]; then
+    : >"$FAKE_KILL/killed"
+    [ -n "${FAKE_KILL_SELF:-}" ] && kill -9 $$
+    exit 137
+fi
 [ -n "${FAKE_SLEEP:-}" ] && sleep "$FAKE_SLEEP"
 [ "$tool" = racecheck ] && echo "========= RACECHECK SUMMARY: $n hazards displayed ($n errors, 1 warning)"
 # FAKE_RACE_ONLY: racecheck as on the H200 (compute-sanitizer 2025): its RACECHECK SUMMARY line alone
@@ -231,11 +236,18 @@ mkdir -p "$tmp/kill"
 FAKE_KILL="$tmp/kill" FAKE_ERRORS="none::0" sh "$src/bench/sanitize_gpu.sh" "$tmp/k" --build "$build" --sanitizer "$tmp/compute-sanitizer" \
     --no-fixtures -R '^test_ops_gpu$' --tools memcheck >"$tmp/log" 2>&1
 rc=$?
-if [ $rc = 0 ] && grep -q "memcheck  *test_ops_gpu .*killed (SIGKILL: out of host memory?)" "$tmp/log" &&
-    grep -q "memcheck test_ops_gpu was killed beside other runs: once more, alone" "$tmp/log" &&
-    grep -q "memcheck: 0 errors (1 tests: 1 ran, 0 skipped, 0 failed" "$tmp/log" && grep -q '"killed_before": true' "$tmp/k/results.json"; then
-    echo "ok   a run killed by SIGKILL: reported, run again alone, its second run counted"
-else echo "FAIL killed run: exit $rc"; cat "$tmp/log"; fail=1; fi
+cp "$tmp/log" "$tmp/log_k1"
+mkdir -p "$tmp/kill2"
+FAKE_KILL="$tmp/kill2" FAKE_KILL_SELF=1 FAKE_ERRORS="none::0" sh "$src/bench/sanitize_gpu.sh" "$tmp/k2" --build "$build" \
+    --sanitizer "$tmp/compute-sanitizer" --no-fixtures -R '^test_ops_gpu$' --tools memcheck >"$tmp/log" 2>&1
+rc2=$?
+if [ $rc = 0 ] && grep -q "memcheck  *test_ops_gpu .*killed (SIGKILL: out of host memory?)" "$tmp/log_k1" &&
+    grep -q "memcheck test_ops_gpu was killed beside other runs: once more, alone" "$tmp/log_k1" &&
+    grep -q "memcheck: 0 errors (1 tests: 1 ran, 0 skipped, 0 failed" "$tmp/log_k1" && grep -q '"killed_before": true' "$tmp/k/results.json" &&
+    [ -s "$tmp/k/logs/memcheck/test_ops_gpu.log.killed" ] && [ $rc2 = 0 ] && grep -q "killed (SIGKILL" "$tmp/log" &&
+    grep -q "memcheck: 0 errors (1 tests: 1 ran" "$tmp/log"; then
+    echo "ok   a run killed by SIGKILL (the test's or the sanitizer's): reported, run again alone (its first log kept), the second run counted"
+else echo "FAIL killed run: exit $rc / $rc2"; cat "$tmp/log_k1" "$tmp/log"; fail=1; fi
 # initcheck decodes with nvJPEG's hybrid backend (the hardware engine's writes are unseen by it), unless the
 # caller chose a backend; the other tools keep the caller's environment
 env -u ODL_NVJPEG_BACKEND FAKE_ERRORS="none::0" sh "$src/bench/sanitize_gpu.sh" "$tmp/ic" --build "$build" \
