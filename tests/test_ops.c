@@ -75,7 +75,10 @@
  *  finite differences      each sampled dL/dx_j, L = sum(w_rand * out), h = 1e-6 max(1, |x_j|),
  *   (reference only)       err = (|fd - g_j| - r) / (|g_j| + 1e-3 rms(g)),                1e-5
  *                          r = 16 eps_64 sum |w_i| (|out+_i| + |out-_i|) / 2h over the outputs that changed
- *                          (over all outputs when there are at most 16, e.g. the scalar loss)
+ *                          (over all outputs when there are at most 16, e.g. the scalar loss); a forward
+ *                          whose intermediates outgrow its outputs adds them (log_softmax_nll: the loss of
+ *                          0.013 is a difference of log-sum-exps of 8.4, whose rounding a seed of 2026-12-07
+ *                          showed as 1.2e-10 in a gradient of 1.4e-6)
  *                          points where the one-sided slopes differ, also at h/4 (a ReLU or max-pool kink),
  *                          are skipped.
  * Invalid calls (mismatched shapes, wrong dtype, other device, NULL tensor, a few bad scalars) must return
@@ -560,8 +563,10 @@ static fdpt fd_point(fd_fn f, void *ctx, int64_t nout, const double *w, double *
     return r;
 }
 
+/* inner: the magnitude of the forward's intermediates per unit of weight where they exceed its outputs' (0:
+ * the outputs bound them), added to the rounding floor. */
 static fdres fd_grad(fd_fn f, void *ctx, int64_t nout, const double *w, double *x, int64_t nx, const double *g,
-                     int nsample) {
+                     int nsample, double inner) {
     fdres r = {0, 0, 0, -1};
     double *o0 = malloc((size_t)nout * 8), *op = malloc((size_t)nout * 8), *om = malloc((size_t)nout * 8);
     if (!o0 || !op || !om) exit(1);
@@ -586,7 +591,9 @@ static fdres fd_grad(fd_fn f, void *ctx, int64_t nout, const double *w, double *
         }
         double fd = (p.sp + p.sm) / (p.hp + p.hm);
         /* rounding of the outputs, divided by 2h: the floor of what the differences can resolve */
-        double floor_abs = 16 * 2.220446049250313e-16 * p.sa / (p.hp + p.hm);
+        double wsum = 0;
+        for (int64_t i = 0; inner > 0 && i < nout; i++) wsum += fabs(w[i]);
+        double floor_abs = 16 * 2.220446049250313e-16 * (p.sa + 2 * inner * wsum) / (p.hp + p.hm);
         double d = fabs(fd - g[j]) - floor_abs;
         double e = (d > 0 ? d : 0) / (fabs(g[j]) + 1e-3 * gs + 1e-300);
         r.checked++;
@@ -603,14 +610,19 @@ static fdres fd_grad(fd_fn f, void *ctx, int64_t nout, const double *w, double *
     return r;
 }
 
-static void fd_add(const char *what, fd_fn f, void *ctx, int64_t nout, const double *w, double *x, int64_t nx,
-                   const double *g, int nsample) {
-    fdres r = fd_grad(f, ctx, nout, w, x, nx, g, nsample);
+static void fd_add_inner(const char *what, fd_fn f, void *ctx, int64_t nout, const double *w, double *x, int64_t nx,
+                         const double *g, int nsample, double inner) {
+    fdres r = fd_grad(f, ctx, nout, w, x, nx, g, nsample, inner);
     char name[48];
     snprintf(name, sizeof name, "fd.%s", what);
     line_add(name, r.err, TOL_FD);
     if (r.checked == 0 || r.skipped > r.checked)
         line_note_fail("%s: %d points checked, %d skipped as kinks", name, r.checked, r.skipped);
+}
+
+static void fd_add(const char *what, fd_fn f, void *ctx, int64_t nout, const double *w, double *x, int64_t nx,
+                   const double *g, int nsample) {
+    fd_add_inner(what, f, ctx, nout, w, x, nx, g, nsample, 0);
 }
 
 /* How many points to sample for a reference forward of `cost` multiply-adds (0: no FD for this shape). */
@@ -2154,7 +2166,10 @@ static void run_lsm_bwd(void) {
             ref_log_softmax_nll_bwd(c->B, c->C, rlp, lab, dloss, g);
             line_begin("ref", "log_softmax_nll_bwd", desc);
             fd_lsm_ctx fc = {c->B, c->C, rx, lp, lab};
-            fd_add("dlogits", fd_lsm_f, &fc, 1, &dloss, rx, n, g, 16);
+            /* the loss is log-sum-exp minus the label's logit, each of up to max |x| + log C */
+            double xmax = 0;
+            for (int64_t i = 0; i < n; i++) xmax = fmax(xmax, fabs(rx[i]));
+            fd_add_inner("dlogits", fd_lsm_f, &fc, 1, &dloss, rx, n, g, 16, 2 * xmax + log((double)c->C));
             line_end();
         }
         float *lpf = d2f(rlp, n);
