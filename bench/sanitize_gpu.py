@@ -132,6 +132,11 @@ def build_commit(build):
         return "unknown"
 
 
+def launch_limit(tool, racecheck_launches):
+    """The launches of each process a run of this tool checks (0: all): --racecheck-launches is racecheck's."""
+    return racecheck_launches if tool == "racecheck" else 0
+
+
 def covers(earlier_limit, limit):
     """Whether a run that checked the first earlier_limit launches of each process (0: all) checked what one
     of limit would."""
@@ -152,7 +157,7 @@ def done_before(paths, commit, quick, racecheck_launches=0):
         if d.get("test_quick", "1") != quick:
             raise ValueError("%s: ODL_TEST_QUICK=%s there, %s here" % (path, d.get("test_quick", "1"), quick))
         for r in d["results"]:
-            limit = racecheck_launches if r["tool"] == "racecheck" else 0
+            limit = launch_limit(r["tool"], racecheck_launches)
             if r["status"] == "ok" and r["errors"] == 0 and covers(r.get("launch_count", 0), limit):
                 done[(r["tool"], r["test"])] = dict(r, earlier=r.get("earlier", path))
     return done
@@ -160,7 +165,7 @@ def done_before(paths, commit, quick, racecheck_launches=0):
 
 def tool_args(tool, racecheck_launches):
     """The options of one tool's runs, and the launch count they check (0: all)."""
-    n = racecheck_launches if tool == "racecheck" else 0
+    n = launch_limit(tool, racecheck_launches)
     return TOOL_ARGS[tool] + (["--launch-count", str(n)] if n else []), n
 
 

@@ -340,6 +340,13 @@ static odl_status conv_bwd_setup(const char *op, const odl_tensor *x, const odl_
     return conv_lowp_check(*be, *p);
 }
 
+/* The weight gradient's entry of precision p (fp32: the float32 entry). */
+static odl_status conv_bwd_weight_at(const odl_backend *be, const odl_conv2d_shape *s, const float *x, const float *dy,
+                                     float *dw, float *db, odl_precision p) {
+    if (p == ODL_PRECISION_FP32) return be->conv2d_bwd_weight(s, x, dy, dw, db);
+    return be->conv2d_bwd_weight_lowp(s, x, dy, dw, db, p);
+}
+
 /* relu: x is a ReLU's output, whose backward dx gets (odl_conv2d_relu_bwd). */
 static odl_status conv2d_bwd(const char *op, const odl_tensor *x, const odl_tensor *w, const odl_tensor *dy, int stride,
                              int pad, int relu, odl_tensor *dx, odl_tensor *dw, odl_tensor *db) {
@@ -350,13 +357,9 @@ static odl_status conv2d_bwd(const char *op, const odl_tensor *x, const odl_tens
     const float *xd = (const float *)x->data, *wd = (const float *)w->data, *dyd = (const float *)dy->data;
     float *dbd = db ? (float *)db->data : NULL;
     const float *relu_x = relu ? xd : NULL;
-    if (p == ODL_PRECISION_FP32) {
-        if (dx) ODL_CHECK(be->conv2d_bwd_data(&s, dyd, wd, relu_x, (float *)dx->data));
-        ODL_CHECK(be->conv2d_bwd_weight(&s, xd, dyd, (float *)dw->data, dbd));
-    } else {
-        if (dx) ODL_CHECK(be->conv2d_bwd_data_lowp(&s, dyd, wd, relu_x, (float *)dx->data, p));
-        ODL_CHECK(be->conv2d_bwd_weight_lowp(&s, xd, dyd, (float *)dw->data, dbd, p));
-    }
+    if (dx && p == ODL_PRECISION_FP32) ODL_CHECK(be->conv2d_bwd_data(&s, dyd, wd, relu_x, (float *)dx->data));
+    else if (dx) ODL_CHECK(be->conv2d_bwd_data_lowp(&s, dyd, wd, relu_x, (float *)dx->data, p));
+    ODL_CHECK(conv_bwd_weight_at(be, &s, xd, dyd, (float *)dw->data, dbd, p));
     return ODL_OK;
 }
 
@@ -380,13 +383,11 @@ odl_status odl_conv2d_relu_out_bwd_weight(const odl_tensor *x, const odl_tensor 
     ODL_CHECK(conv_bwd_setup(op, x, w, y, dy, stride, pad, NULL, dw, db, &s, &be, &p));
     const float *xd = (const float *)x->data, *yd = (const float *)y->data;
     float *dyd = (float *)dy->data, *dwd = (float *)dw->data, *dbd = db ? (float *)db->data : NULL;
-    if (be->conv2d_bwd_weight_relu) {
-        ODL_CHECK(be->conv2d_bwd_weight_relu(&s, xd, dyd, yd, dwd, dbd, p));
-        return ODL_OK;
-    }
+    int fused = 0;
+    if (be->conv2d_bwd_weight_relu) ODL_CHECK(be->conv2d_bwd_weight_relu(&s, xd, dyd, yd, dwd, dbd, &fused));
+    if (fused) return ODL_OK;
     ODL_CHECK(be->act_bwd(ODL_ACT_RELU, odl_tensor_numel(dy), yd, yd, dyd, dyd));
-    if (p == ODL_PRECISION_FP32) ODL_CHECK(be->conv2d_bwd_weight(&s, xd, dyd, dwd, dbd));
-    else ODL_CHECK(be->conv2d_bwd_weight_lowp(&s, xd, dyd, dwd, dbd, p));
+    ODL_CHECK(conv_bwd_weight_at(be, &s, xd, dyd, dwd, dbd, p));
     return ODL_OK;
 }
 

@@ -571,7 +571,8 @@ static fdres fd_grad(fd_fn f, void *ctx, int64_t nout, const double *w, double *
     double *o0 = malloc((size_t)nout * 8), *op = malloc((size_t)nout * 8), *om = malloc((size_t)nout * 8);
     if (!o0 || !op || !om) exit(1);
     f(ctx, o0);
-    double gs = rms(g, nx);
+    double gs = rms(g, nx), wsum = 0;
+    for (int64_t i = 0; inner > 0 && i < nout; i++) wsum += fabs(w[i]);
     for (int s = 0; s < nsample && s < nx + 2; s++) {
         int64_t j = s == 0 ? 0 : s == 1 ? nx - 1 : (int64_t)(runif() * (double)nx);
         if (j < 0 || j >= nx) continue;
@@ -591,8 +592,6 @@ static fdres fd_grad(fd_fn f, void *ctx, int64_t nout, const double *w, double *
         }
         double fd = (p.sp + p.sm) / (p.hp + p.hm);
         /* rounding of the outputs, divided by 2h: the floor of what the differences can resolve */
-        double wsum = 0;
-        for (int64_t i = 0; inner > 0 && i < nout; i++) wsum += fabs(w[i]);
         double floor_abs = 16 * 2.220446049250313e-16 * (p.sa + 2 * inner * wsum) / (p.hp + p.hm);
         double d = fabs(fd - g[j]) - floor_abs;
         double e = (d > 0 ? d : 0) / (fabs(g[j]) + 1e-3 * gs + 1e-300);

@@ -259,11 +259,12 @@ typedef struct odl_backend {
     odl_status (*conv2d_bwd_weight)(const odl_conv2d_shape *s, const float *x, const float *dy, float *dw,
                                     float *db);
     /* bwd_weight of dy masked by the ReLU output relu_y [N,K,P,Q] of this convolution's epilogue (dy where
-     * relu_y > 0, else 0; act_bwd(RELU)'s bits), in precision prec (as conv2d_bwd_weight_lowp; FP32 the
-     * float32 entry): the mask applied in the kernel's own reads of dy where it can, else dy overwritten with
-     * the masked gradient first. NULL: ops.c runs act_bwd in place, then the bwd_weight entry. */
-    odl_status (*conv2d_bwd_weight_relu)(const odl_conv2d_shape *s, const float *x, float *dy, const float *relu_y,
-                                         float *dw, float *db, odl_precision prec);
+     * relu_y > 0, else 0; act_bwd(RELU)'s bits) with the mask applied in the kernel's own reads of dy, the
+     * dw and db bits of the bwd_weight entry of any precision after act_bwd: *fused = 1. Where the backend
+     * cannot (a shape or setting), it does nothing and sets *fused = 0, and ops.c masks dy in place and calls
+     * the bwd_weight entry; so it does when this entry is NULL. */
+    odl_status (*conv2d_bwd_weight_relu)(const odl_conv2d_shape *s, const float *x, const float *dy,
+                                         const float *relu_y, float *dw, float *db, int *fused);
 
     /* ---- pooling ----
      * fwd writes y and, when argmax != NULL, the flat index h*W + w of each maximum inside its input

@@ -132,8 +132,8 @@ odl_status odl_cuda_conv2d_bwd_data(const odl_conv2d_shape *s, const float *dy, 
                                     float *dx);
 odl_status odl_cuda_conv2d_bwd_weight(const odl_conv2d_shape *s, const float *x, const float *dy, float *dw,
                                       float *db);
-odl_status odl_cuda_conv2d_bwd_weight_relu(const odl_conv2d_shape *s, const float *x, float *dy, const float *relu_y,
-                                           float *dw, float *db, odl_precision prec);
+odl_status odl_cuda_conv2d_bwd_weight_relu(const odl_conv2d_shape *s, const float *x, const float *dy,
+                                           const float *relu_y, float *dw, float *db, int *fused);
 /* TF32 / BF16 tensor-core convolutions (conv2d_tc.cu); ODL_PRECISION_FP32 is the float32 entry */
 odl_status odl_cuda_conv2d_fwd_lowp(const odl_conv2d_shape *s, const float *x, const float *w, const odl_epilogue *ep,
                                     float *y, odl_precision prec);

@@ -18,7 +18,7 @@
  *                bwd_weight_smalln reads anyway, per chunk, then over the chunks as dw's.
  *   bwd_weight with relu_y (odl_conv2d_relu_out_bwd_weight: dy the gradient of this convolution's ReLU
  *                output relu_y): bwd_weight_smalln reads relu_y beside dy and takes 0 where relu_y <= 0
- *                (act_bwd's ReLU); elsewhere dy is masked in place first.
+ *                (act_bwd's ReLU); elsewhere ops.c masks dy in place first.
  *   bwd_data with relu_x (the input of a convolution over a ReLU's output): dx = 0 where relu_x <= 0, in the
  *                store (Epi.gate).
  * Index arithmetic inside the gathers uses FastDiv (multiply-high) for the divisions by R*S, S, P*Q,
@@ -311,15 +311,11 @@ static odl_status bwd_weight_smalln(const odl_conv2d_shape *s, const float *x, c
     void *p = nullptr;
     ODL_CHECK(workspace((size_t)chunks * K * (CRS + (db ? 1 : 0)) * sizeof(float), &p));
     float *ws = (float *)p, *dbpart = db ? ws + (size_t)chunks * K * CRS : nullptr;
-    const dim3 grid((unsigned)chunks, (unsigned)groups);
-    if (relu_y)
-        bwd_weight_smalln_kernel<KT, CRS_MAX, true><<<grid, 256, 0, stream()>>>(
-            x, dy, relu_y, K, s->C, s->H, s->W, s->stride_h, s->stride_w, s->pad_h, s->pad_w, PQ, NPQ, CRS,
-            s->R * s->S, s->S, FastDiv(PQ), FastDiv(s->Q), (int)chunk, ws, dbpart);
-    else
-        bwd_weight_smalln_kernel<KT, CRS_MAX, false><<<grid, 256, 0, stream()>>>(
-            x, dy, nullptr, K, s->C, s->H, s->W, s->stride_h, s->stride_w, s->pad_h, s->pad_w, PQ, NPQ, CRS,
-            s->R * s->S, s->S, FastDiv(PQ), FastDiv(s->Q), (int)chunk, ws, dbpart);
+    const auto kernel =
+        relu_y ? bwd_weight_smalln_kernel<KT, CRS_MAX, true> : bwd_weight_smalln_kernel<KT, CRS_MAX, false>;
+    kernel<<<dim3((unsigned)chunks, (unsigned)groups), 256, 0, stream()>>>(
+        x, dy, relu_y, K, s->C, s->H, s->W, s->stride_h, s->stride_w, s->pad_h, s->pad_w, PQ, NPQ, CRS, s->R * s->S,
+        s->S, FastDiv(PQ), FastDiv(s->Q), (int)chunk, ws, dbpart);
     ODL_CUDA_LAUNCH_CHECK("odl_conv2d_bwd_weight_smalln");
     OutRowMajor part;
     part.C = ws;
@@ -485,14 +481,13 @@ extern "C" odl_status odl_cuda_conv2d_bwd_weight(const odl_conv2d_shape *s, cons
 
 /* The ReLU's mask inside bwd_weight_smalln where conv_bwd_weight would take it (C*R*S <= 16, in every precision:
  * conv2d_bwd_weight_lowp gives the float32 entry's result there) with the bias gradient from its own reads
- * (ODL_CONV_WGRAD_BIAS, or no db): the same dw and db bits as the mask in place and then the entry of prec. */
-extern "C" odl_status odl_cuda_conv2d_bwd_weight_relu(const odl_conv2d_shape *s, const float *x, float *dy,
-                                                      const float *relu_y, float *dw, float *db, odl_precision prec) {
+ * (ODL_CONV_WGRAD_BIAS, or no db): the same dw and db bits as the mask in place and then the entry of any
+ * precision. Elsewhere *fused = 0 and nothing is done (ops.c masks dy and calls the entry). */
+extern "C" odl_status odl_cuda_conv2d_bwd_weight_relu(const odl_conv2d_shape *s, const float *x, const float *dy,
+                                                      const float *relu_y, float *dw, float *db, int *fused) {
     const int M = s->K, N = s->C * s->R * s->S;
-    if (M > 0 && N > 0 && N <= 16 && (!db || odl_env_bool(ODL_ENV_CONV_WGRAD_BIAS))) {
-        ODL_CHECK(odlk::conv_check_sizes(s, "conv2d_bwd_weight_relu"));
-        return odlk::bwd_weight_smalln_any(s, x, dy, relu_y, dw, db);
-    }
-    ODL_CHECK(odl_cuda_act_bwd(ODL_ACT_RELU, (int64_t)s->N * s->K * s->P * s->Q, relu_y, relu_y, dy, dy));
-    return odl_cuda_conv2d_bwd_weight_lowp(s, x, dy, dw, db, prec);
+    *fused = M > 0 && N > 0 && N <= 16 && (!db || odl_env_bool(ODL_ENV_CONV_WGRAD_BIAS));
+    if (!*fused) return ODL_OK;
+    ODL_CHECK(odlk::conv_check_sizes(s, "conv2d_bwd_weight_relu"));
+    return odlk::bwd_weight_smalln_any(s, x, dy, relu_y, dw, db);
 }
