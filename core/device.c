@@ -30,6 +30,19 @@ int odl_cuda_built(void) {
 #endif
 }
 
+/* ------------------------------------------------------------------ copies */
+
+static odl_status check_2d(size_t width, size_t dpitch, size_t spitch) {
+    if (width > dpitch || width > spitch)
+        return ODL_ERR(ODL_E_INVAL, "2D copy: rows of %zu bytes, pitches %zu (destination) and %zu (source)", width,
+                       dpitch, spitch);
+    return ODL_OK;
+}
+
+static void copy_rows_host(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t rows) {
+    for (size_t y = 0; y < rows; y++) memcpy((char *)dst + y * dpitch, (const char *)src + y * spitch, width);
+}
+
 /* ------------------------------------------------------------------ host memory */
 
 static odl_status host_alloc(size_t nbytes, void **out) {
@@ -456,6 +469,21 @@ odl_status odl_memcpy_async(void *dst, odl_device dst_dev, const void *src, odl_
     return ODL_OK;
 }
 
+odl_status odl_memcpy2d_async(void *dst, size_t dpitch, odl_device dst_dev, const void *src, size_t spitch,
+                              odl_device src_dev, size_t width, size_t rows, odl_stream s) {
+    ODL_CHECK(check_2d(width, dpitch, spitch));
+    if (width == 0 || rows == 0) return ODL_OK;
+    if (dst_dev.type == ODL_DEV_CPU && src_dev.type == ODL_DEV_CPU) {
+        copy_rows_host(dst, dpitch, src, spitch, width, rows);
+        return ODL_OK;
+    }
+    enum cudaMemcpyKind kind = dst_dev.type == ODL_DEV_CPU ? cudaMemcpyDeviceToHost
+                               : src_dev.type == ODL_DEV_CPU ? cudaMemcpyHostToDevice
+                                                             : cudaMemcpyDeviceToDevice;
+    CUDA_TRY(cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, rows, kind, (cudaStream_t)s));
+    return ODL_OK;
+}
+
 odl_status odl_device_synchronize(odl_device dev) {
     if (dev.type == ODL_DEV_CPU) return ODL_OK;
     CUDA_TRY(cudaSetDevice(dev.index));
@@ -511,6 +539,15 @@ odl_status odl_memcpy_async(void *dst, odl_device dst_dev, const void *src, odl_
     if (dst_dev.type != ODL_DEV_CPU || src_dev.type != ODL_DEV_CPU)
         return ODL_ERR(ODL_E_NODEV, "copy to or from a CUDA device in a CPU-only build");
     if (nbytes) memcpy(dst, src, nbytes);
+    return ODL_OK;
+}
+odl_status odl_memcpy2d_async(void *dst, size_t dpitch, odl_device dst_dev, const void *src, size_t spitch,
+                              odl_device src_dev, size_t width, size_t rows, odl_stream s) {
+    (void)s;
+    ODL_CHECK(check_2d(width, dpitch, spitch));
+    if (dst_dev.type != ODL_DEV_CPU || src_dev.type != ODL_DEV_CPU)
+        return ODL_ERR(ODL_E_NODEV, "copy to or from a CUDA device in a CPU-only build");
+    if (width && rows) copy_rows_host(dst, dpitch, src, spitch, width, rows);
     return ODL_OK;
 }
 odl_status odl_device_synchronize(odl_device dev) { (void)dev; return ODL_OK; }

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "odl/backend.h"
+#include "odl/device.h"
 #include "odl/ops.h"
 #include "odl/rng.h"
 #include "odl/tensor.h"
@@ -482,6 +483,25 @@ static void test_errors(void) {
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) odl_tensor_free(all[i]);
 }
 
+/* ---------------- odl_memcpy2d_async on the host: rows packed, the padding neither read nor written ---------------- */
+static void test_copies(void) {
+    enum { W = 5, SP = 8, DP = 6, ROWS = 4 };
+    unsigned char src[SP * ROWS], dst[DP * ROWS];
+    for (int i = 0; i < SP * ROWS; i++) src[i] = (unsigned char)(i % SP < W ? i : 0xEE); /* 0xEE: padding */
+    memset(dst, 0x55, sizeof dst);
+    TOK(odl_memcpy2d_async(dst, DP, odl_cpu(), src, SP, odl_cpu(), W, ROWS, NULL));
+    for (int y = 0; y < ROWS; y++)
+        for (int x = 0; x < DP; x++) {
+            const int want = x < W ? y * SP + x : 0x55;
+            TCHECK(dst[y * DP + x] == want, "2D copy: row %d byte %d is %d, want %d", y, x, dst[y * DP + x], want);
+        }
+    TFAIL(odl_memcpy2d_async(dst, DP, odl_cpu(), src, SP, odl_cpu(), DP + 1, ROWS, NULL), ODL_E_INVAL);
+    TOK(odl_memcpy2d_async(dst, DP, odl_cpu(), src, SP, odl_cpu(), W, 0, NULL)); /* nothing to copy */
+#ifndef ODL_HAVE_CUDA
+    TFAIL(odl_memcpy2d_async(dst, DP, odl_cuda(0), src, SP, odl_cpu(), W, ROWS, NULL), ODL_E_NODEV);
+#endif
+}
+
 int main(void) {
     TCHECK(odl_backend_for(odl_cpu()) == odl_backend_cpu(), "CPU backend table");
     TCHECK(strcmp(odl_backend_cpu()->name, "cpu") == 0, "name");
@@ -493,5 +513,6 @@ int main(void) {
     test_layout();
     test_determinism();
     test_errors();
+    test_copies();
     return odl_test_finish("test_cpu_smoke");
 }

@@ -84,6 +84,12 @@ ODL_API odl_status odl_event_elapsed_ms(odl_event start, odl_event end, float *m
 /* Asynchronous copy on a stream (host side must be pinned for true overlap). kind is inferred. */
 ODL_API odl_status odl_memcpy_async(void *dst, odl_device dst_dev, const void *src, odl_device src_dev, size_t nbytes,
                             odl_stream s);
+/* Asynchronous copy of `rows` rows of `width` bytes each, from rows `spitch` bytes apart to rows `dpitch`
+ * bytes apart (width <= both pitches), on a stream: cudaMemcpy2DAsync's contract (CUDA Runtime API). Only
+ * the rows' bytes are read, never the padding between them (which may never have been written).
+ * ODL_E_INVAL for width above a pitch; ODL_E_NODEV for a CUDA pointer in a CPU-only build. */
+ODL_API odl_status odl_memcpy2d_async(void *dst, size_t dpitch, odl_device dst_dev, const void *src, size_t spitch,
+                                      odl_device src_dev, size_t width, size_t rows, odl_stream s);
 /* Wait for all work on the device. */
 ODL_API odl_status odl_device_synchronize(odl_device dev);
 
