@@ -290,6 +290,12 @@ def main():
     ap.add_argument("--no-fixtures", action="store_true",
                     help="do not set up the fixtures first (they are there already; the script's own test)")
     a = ap.parse_args()
+    # the tests run in their own folders (build/tests): a folder the caller named relative to where they
+    # stand would be read from there (a log's exit-status file lost, the test data not found)
+    a.out_dir = os.path.abspath(a.out_dir)
+    for var in ("ODL_TEST_DATA", "ODL_FMNIST_DIR"):
+        if os.environ.get(var) and not os.path.isabs(os.environ[var]):
+            os.environ[var] = os.path.abspath(os.environ[var])
     tools = [t for t in a.tools.split(",") if t]
     bad = [t for t in tools if t not in TOOLS]
     if bad:

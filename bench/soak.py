@@ -92,6 +92,11 @@ class Fault:
                 "ckpt_ro": "checkpoint folder unwritable"}.get(self.kind, self.kind)
 
 
+class SetupError(Exception):
+    """The soak could not start (no build, a folder not a soak's, too few GPUs, the calibration run failed):
+    exit 2, apart from a check that failed (1)."""
+
+
 class Soak:
     def __init__(self, a):
         self.a = a
@@ -154,10 +159,11 @@ class Soak:
         self.say("PROBLEM [%s] %s" % (check, text))
 
     def setup(self):
+        """The folders, the fake rsh agent and the calibration; SetupError where the soak cannot start."""
         a = self.a
         for n, p in self.bin.items():
             if not os.access(p, os.X_OK):
-                raise SystemExit("soak: error: no %s (build first; ODL_BUILD=%s)" % (p, self.build))
+                raise SetupError("no %s (build first; ODL_BUILD=%s)" % (p, self.build))
         mpirun = shutil.which("mpirun")
         if not mpirun or "Open MPI" not in subprocess.run([mpirun, "--version"], capture_output=True, text=True).stdout:
             print("SKIP: the soak needs Open MPI's mpirun (its rsh agent emulates the nodes)")
@@ -169,7 +175,7 @@ class Soak:
         if os.path.exists(os.path.join(self.out, ".soak")):
             shutil.rmtree(self.out)  # a previous soak's folder
         elif os.path.isdir(self.out) and os.listdir(self.out):
-            raise SystemExit("soak: error: %s exists and is not a soak's folder; give an empty or new one" % self.out)
+            raise SetupError("%s exists and is not a soak's folder; give an empty or new one" % self.out)
         for d in ("", "samples", "params", "replay"):
             os.makedirs(os.path.join(self.out, d), exist_ok=True)
         open(os.path.join(self.out, ".soak"), "w").close()
@@ -180,7 +186,7 @@ class Soak:
             smi = shutil.which("nvidia-smi")
             n = len(subprocess.run([smi, "-L"], capture_output=True, text=True).stdout.splitlines()) if smi else 0
             if n < a.ranks:
-                raise SystemExit("soak: error: --device cuda runs one rank per GPU (NCCL takes no two ranks on one): "
+                raise SetupError("--device cuda runs one rank per GPU (NCCL takes no two ranks on one): "
                                  "%d GPUs for %d ranks" % (n, a.ranks))
         rsh = os.path.join(self.out, "fake_rsh")
         gpu_map = ""
@@ -244,7 +250,7 @@ class Soak:
         r = subprocess.run(cmd, cwd=d, capture_output=True, text=True, env=env)
         m = re.findall(r"done: (\d+) steps.*?([\d.]+) s$", r.stdout + r.stderr, re.M)
         if r.returncode != 0 or not m:
-            raise SystemExit("soak: error: the calibration run failed:\n" + (r.stdout + r.stderr)[-3000:])
+            raise SetupError("the calibration run failed:\n" + (r.stdout + r.stderr)[-3000:])
         self.rate = int(m[-1][0]) / max(0.1, float(m[-1][1]))
         self.say("calibration: %.1f steps/s (%d steps, %.1f s in all)" % (self.rate, steps, time.time() - t0))
 
@@ -1168,6 +1174,7 @@ class Soak:
                 self.problem("memory", "%s pid %d: open files grew by %d (bound %d)" % (
                     role, fd_growth[role][1], fd_growth[role][0], self.a.fd_bound))
         self.rss_growth = max(growth["coordinator"][0], growth["worker"][0])
+        self.rss_judged = judged["coordinator"] + judged["worker"]
         with open(os.path.join(self.out, "resources.csv"), "w") as f:
             f.write("time,pid,role,generation,rss_kib,fds\n")
             for pid, rows in sorted(self.res.items()):
@@ -1287,9 +1294,11 @@ class Soak:
         if missing and self.a.minutes * 60 >= 20 * len(self.a.kinds):
             self.problem("faults", "kinds never injected: %s" % ",".join(missing))
         ktext = ", ".join("%s %d" % (k, kinds[k]) for k in KINDS if kinds[k])
-        head = "%d faults%s, %d lost, %d leftover, params %s, rss +%.1f MiB" % (
+        # no process lived past its warm-up with two samples (a short run, faults every few seconds): no figure
+        rss = "rss +%.1f MiB" % self.rss_growth if self.rss_judged else "rss not judged (no process outlived its warm-up)"
+        head = "%d faults%s, %d lost, %d leftover, params %s, %s" % (
             len(faults), " (%s)" % ktext if ktext else "", self.lost, len(self.leftovers), "equal" if self.params_equal else "DIFFER",
-            self.rss_growth)
+            rss)
         if self.problems:
             checks = sorted({c for c, t in self.problems})
             self.say("FAILED (%s): %s" % (", ".join(checks), head))
@@ -1377,6 +1386,9 @@ def main():
     s.exit = 1
     try:
         s.run()
+    except SetupError as e:
+        print("soak: error: %s" % e, file=sys.stderr, flush=True)
+        s.exit = 2
     except Abort as e:
         s.problem("faults", "stopped early: %s" % e)
         print("soak: FAILED: %s" % e, flush=True)

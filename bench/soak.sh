@@ -5,7 +5,9 @@
 # One job under odl_coordinator on emulated nodes with a seeded random fault every 10-20 s for MINUTES,
 # then the checks. Binaries from $ODL_BUILD (default build/). Last line
 #   soak: N faults (kinds...), 0 lost, 0 leftover, params equal, rss +X MiB          (exit 0)
-# or `soak: FAILED (checks): ...` after one line per problem (exit 1); 77 without Open MPI or Fashion-MNIST.
+# or `soak: FAILED (checks): ...` after one line per problem (exit 1); 2 when it cannot start (no build, OUT_DIR
+# not a soak's, too few GPUs); 77 without Open MPI or Fashion-MNIST. `rss not judged` where no process outlived
+# its warm-up.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 py=/usr/bin/python3

@@ -149,6 +149,15 @@ if [ $rc = 3 ] && grep -q "memcheck: 0 errors (1 tests: 0 ran, 1 skipped, 0 fail
     grep -q "racecheck: 0 errors (1 tests: 0 ran, 1 skipped, 0 failed" "$tmp/log" && ! grep -q "no summary" "$tmp/log"; then
     echo "ok   a test that skips before any CUDA call (the sanitizer loses its exit status): skipped"
 else echo "FAIL skip before CUDA: exit $rc"; cat "$tmp/log"; fail=1; fi
+# the same with the output folder named relative to the caller's folder (the README's `runs/san`): the tests
+# run in build/tests, where that name would not lead to the logs (their exit-status files then lost)
+(cd "$tmp" && FAKE_RUN=1 FAKE_ERRORS="none::0" sh "$src/bench/sanitize_gpu.sh" rel/san --build "$build" \
+    --sanitizer "$tmp/compute-sanitizer" --no-fixtures -R '^test_ops_gpu$' --tools memcheck >"$tmp/log" 2>&1)
+rc=$?
+if [ $rc = 3 ] && grep -q "memcheck: 0 errors (1 tests: 0 ran, 1 skipped, 0 failed" "$tmp/log" &&
+    [ -f "$tmp/rel/san/logs/memcheck/test_ops_gpu.log.rc" ] && [ -f "$tmp/rel/san/summary.txt" ]; then
+    echo "ok   a relative output folder: the logs and their exit statuses under it, the skip seen"
+else echo "FAIL relative output folder: exit $rc"; cat "$tmp/log"; fail=1; fi
 # --longest-first takes several files after one flag (as a shell glob gives them)
 lf test_ops_gpu --longest-first "$tmp/earlier.json" "$tmp/later.json"
 # --skip-done: a sweep in parts. A build of a known commit (the real build's tests, its own odl_build_info.h):

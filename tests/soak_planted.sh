@@ -1,13 +1,25 @@
 #!/bin/sh
 # bench/soak.sh's checks fail when broken: a short soak with both planted faults (--plant lose-sample,leftover:
 # rank 0 trains one step without a sample, every generation's launcher leaves a process behind) must say
-# so -- the lost sample (and the parameters it changed), the leftover processes -- and exit 1.
+# so -- the lost sample (and the parameters it changed), the leftover processes -- and exit 1; and a soak that
+# cannot start exits 2.
 #   tests/soak_planted.sh SRCDIR BUILDDIR
 set -u
 src="$1"
 build="$2"
 out="$build/tests/soak_planted.out"
 log="$build/tests/soak_planted.log"
+# a soak that cannot start exits 2, apart from one whose checks failed (1): no binaries; a folder not a soak's
+sh "$src/bench/soak.sh" 0.2 "$out.nobuild" --build "$build/no_such_build" >"$log" 2>&1
+rc_nobuild=$?
+mkdir -p "$out.other" && : >"$out.other/mine.txt"
+sh "$src/bench/soak.sh" 0.2 "$out.other" --build "$build" >>"$log" 2>&1
+rc_other=$?
+grep -q "^soak: error: no .*no_such_build/" "$log" && [ $rc_nobuild = 2 ] &&
+    { [ $rc_other = 77 ] || { [ $rc_other = 2 ] && grep -q "^soak: error: .*is not a soak's folder" "$log"; }; } &&
+    [ -f "$out.other/mine.txt" ] && echo "ok   a soak that cannot start: exit 2, its reason said, the folder left alone" ||
+    { echo "FAIL set-up errors: exit $rc_nobuild / $rc_other (want 2)"; cat "$log"; exit 1; }
+rm -rf "$out.other"
 sh "$src/bench/soak.sh" 0.2 "$out" --build "$build" --kinds kill --plant lose-sample,leftover >"$log" 2>&1
 rc=$?
 [ $rc = 77 ] && { tail -1 "$log"; exit 77; }
