@@ -28,8 +28,9 @@ if(TARGET odl_worker AND TARGET odl_ckpt)
     endif()
     set_tests_properties(train_graph_${case} PROPERTIES LABELS "${labels}" TIMEOUT 900 SKIP_RETURN_CODE 77)
   endforeach()
-  # graph replays against op-by-op steps with the opt-in fusions of the weight gradients on (conv1's ReLU,
-  # ODL_CONV_WGRAD_RELU; conv2's bias gradient in fp32, ODL_CONV_WGRAD_BIAS_FMA): captured as well as run
+  # graph replays against op-by-op steps with conv1's ReLU backward inside its weight gradient (the opt-in
+  # ODL_CONV_WGRAD_RELU) beside conv2's fp32 bias gradient summed in its own (ODL_CONV_WGRAD_BIAS_FMA, the
+  # default, set here so that the case stays if the default changes): captured as well as run
   add_test(NAME train_graph_equal_wgrad_fused COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_train_graph.sh
     $<TARGET_FILE:odl_worker> $<TARGET_FILE:odl_ckpt> equal)
   set_tests_properties(train_graph_equal_wgrad_fused PROPERTIES LABELS gpu TIMEOUT 900 SKIP_RETURN_CODE 77

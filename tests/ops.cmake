@@ -3,9 +3,10 @@
 # Run one op with e.g. `build/tests/test_ops --backend cpu --op conv2d_bwd --seed 123`.
 odl_add_test(test_ops SOURCES test_ops.c ops_ref.c LABELS unit ARGS --backend cpu TIMEOUT 300)
 odl_add_gpu_test(test_ops_gpu COMMAND test_ops --backend cuda TIMEOUT 600)
-# The convolutions' backward with the FMA weight gradient summing db from its own reads of dy
-# (ODL_CONV_WGRAD_BIAS_FMA, opt-in): db against the float64 reference, dw unchanged.
-odl_add_gpu_test(test_ops_gpu_wgrad_bias_fma COMMAND test_ops --backend cuda --op conv2d_bwd ENV ODL_CONV_WGRAD_BIAS_FMA=1)
+# The convolutions' backward with the FMA weight gradient leaving db to a pass of its own
+# (ODL_CONV_WGRAD_BIAS_FMA=0; test_ops_gpu runs the default, db summed from the weight gradient's reads of dy):
+# db against the float64 reference, dw unchanged.
+odl_add_gpu_test(test_ops_gpu_wgrad_bias_pass COMMAND test_ops --backend cuda --op conv2d_bwd ENV ODL_CONV_WGRAD_BIAS_FMA=0)
 # The float16 NHWC inference entries of the op table (conv2d_f16, maxpool2d_f16, upsample2x_f16, copy_f16,
 # nchw_f32_to_nhwc_f16), odl/half.h and odl_conv2d_f16_check, against a float64 reference; CPU (unit) and
 # CUDA device 0 (gpu; 77 = skipped without one).
