@@ -1,4 +1,5 @@
 /* Optimisers over a network's parameters; the update formulas are PyTorch's (odl/backend.h). */
+#include <stdio.h>
 #include <string.h>
 
 #include "odl/device.h"
@@ -91,7 +92,14 @@ static odl_status update_grouped(const odl_optim *opt, odl_net *net, const odl_s
                                    opt->type == ODL_OPTIM_ADAMW);
         break;
     }
-    if (s != ODL_OK) odl_error_prefix("optimiser update of the %d parameters (entries in the network's order)", n);
+    if (s != ODL_OK) { /* the ops name an entry by its index: the legend names the parameters */
+        char names[400];
+        size_t k = 0;
+        names[0] = '\0';
+        for (int i = 0; i < n && k < sizeof names; i++)
+            k += (size_t)snprintf(names + k, sizeof names - k, "%s%d %s", i ? ", " : "", i, net->params[i].name);
+        odl_error_prefix("optimiser update of %d parameters (entries: %s)", n, names);
+    }
     return s;
 }
 

@@ -36,6 +36,23 @@ int main(void) {
     memcpy(net.labels.data, y.data, odl_tensor_nbytes(&y));
     TOK(odl_net_forward(&net, 4, 0, 1, 0));
     TCHECK(*(float *)net.loss.data == bound_loss, "loss %g vs %g", *(float *)net.loss.data, bound_loss);
+    /* the grouped optimiser update (one call for every parameter) names a bad entry's parameter */
+    odl_optim opt;
+    odl_step_ctx ctx;
+    TOK(odl_optim_init(&opt, ODL_OPTIM_ADADELTA, 1.0f, 0.0f, 0.0f, &net));
+    TOK(odl_step_ctx_init(&ctx, odl_cpu(), &opt, 1, 0));
+    TOK(odl_step_ctx_advance(&ctx));
+    odl_tensor *g1 = &net.params[1].grad;
+    g1->shape[0]--;
+    TFAIL(odl_optim_step_at(&opt, &net, ctx.dev), ODL_E_INVAL);
+    char want[96];
+    snprintf(want, sizeof want, "1 %s", net.params[1].name);
+    TCHECK(strstr(odl_error_msg(), "entry 1 of") && strstr(odl_error_msg(), want),
+           "the bad entry and its parameter named: %s", odl_error_msg());
+    g1->shape[0]++;
+    TOK(odl_optim_step_at(&opt, &net, ctx.dev));
+    odl_step_ctx_free(&ctx);
+    odl_optim_free(&opt);
     TOK(odl_net_bind_batch(&net, &x, &y));
     odl_net_free(&net); /* frees the net's own buffers, not the batch's */
     TCHECK(x.data && ((int32_t *)y.data)[3] == 3, "the batch survives");
