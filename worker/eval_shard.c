@@ -133,11 +133,15 @@ odl_status eval_ctx_create(odl_yolov5 *net, const eval_opts *o, eval_ctx **out) 
             ODL_CHECK_GOTO(odl_host_alloc_pinned(sizeof(int32_t) * (size_t)B, (void **)&n->h_cnt), st, fail);
             /* every row defined once: a batch's copy back takes all max_det rows of each image, of which
              * NMS writes the image's count (compute-sanitizer initcheck read the rest as never written) */
-            memset(n->h_out, 0, sizeof(float) * 6 * (size_t)o->max_det * B);
-            ODL_CHECK_GOTO(odl_memcpy_async(n->out, c->dev, n->h_out, odl_cpu(), sizeof(float) * 6 * (size_t)o->max_det * B,
-                                            odl_stream_current()),
-                           st, fail);
-            ODL_CHECK_GOTO(odl_stream_synchronize(odl_stream_current()), st, fail); /* h_out is a copy's target later */
+            const size_t out_bytes = sizeof(float) * 6 * (size_t)o->max_det * B;
+            memset(n->h_out, 0, out_bytes);
+            if (c->cuda) { /* (no CUDA call on the CPU device: it would make a context) */
+                ODL_CHECK_GOTO(odl_memcpy_async(n->out, c->dev, n->h_out, odl_cpu(), out_bytes, odl_stream_current()), st,
+                               fail);
+                ODL_CHECK_GOTO(odl_stream_synchronize(odl_stream_current()), st, fail); /* h_out: a later copy's target */
+            } else {
+                memset(n->out, 0, out_bytes);
+            }
             if (c->cuda) {
                 ODL_CHECK_GOTO(odl_event_create(&n->start), st, fail);
                 ODL_CHECK_GOTO(odl_event_create(&n->mid), st, fail);
