@@ -125,29 +125,28 @@ odl_status eval_ctx_create(odl_yolov5 *net, const eval_opts *o, eval_ctx **out) 
                                          .nvjpeg = strcmp(o->decoder, "cpu") != 0, .keep_host = 0,
                                          .cpu_share = strcmp(o->decoder, "auto") == 0 ? -1 : 0};
         ODL_CHECK_GOTO(odl_gpu_prep_create(c->dev, &po, &c->gp), st, fail);
+        /* every row of the NMS output defined once: a batch's copy back takes all max_det rows of each image,
+         * of which NMS writes the image's count (compute-sanitizer initcheck read the rest as never written) */
+        const size_t out_bytes = sizeof(float) * 6 * (size_t)o->max_det * B;
         for (int s = 0; s < 2; s++) {
             nms_slot *n = &c->ns[s];
-            ODL_CHECK_GOTO(odl_mem_alloc(c->dev, sizeof(float) * 6 * (size_t)o->max_det * B, (void **)&n->out), st, fail);
+            ODL_CHECK_GOTO(odl_mem_alloc(c->dev, out_bytes, (void **)&n->out), st, fail);
             ODL_CHECK_GOTO(odl_mem_alloc(c->dev, sizeof(int32_t) * (size_t)B, (void **)&n->cnt), st, fail);
-            ODL_CHECK_GOTO(odl_host_alloc_pinned(sizeof(float) * 6 * (size_t)o->max_det * B, (void **)&n->h_out), st, fail);
+            ODL_CHECK_GOTO(odl_host_alloc_pinned(out_bytes, (void **)&n->h_out), st, fail);
             ODL_CHECK_GOTO(odl_host_alloc_pinned(sizeof(int32_t) * (size_t)B, (void **)&n->h_cnt), st, fail);
-            /* every row defined once: a batch's copy back takes all max_det rows of each image, of which
-             * NMS writes the image's count (compute-sanitizer initcheck read the rest as never written) */
-            const size_t out_bytes = sizeof(float) * 6 * (size_t)o->max_det * B;
             memset(n->h_out, 0, out_bytes);
-            if (c->cuda) { /* (no CUDA call on the CPU device: it would make a context) */
-                ODL_CHECK_GOTO(odl_memcpy_async(n->out, c->dev, n->h_out, odl_cpu(), out_bytes, odl_stream_current()), st,
-                               fail);
-                ODL_CHECK_GOTO(odl_stream_synchronize(odl_stream_current()), st, fail); /* h_out: a later copy's target */
-            } else {
+            if (!c->cuda) { /* no CUDA call on the CPU device: it would make a context */
                 memset(n->out, 0, out_bytes);
+                continue;
             }
-            if (c->cuda) {
-                ODL_CHECK_GOTO(odl_event_create(&n->start), st, fail);
-                ODL_CHECK_GOTO(odl_event_create(&n->mid), st, fail);
-                ODL_CHECK_GOTO(odl_event_create(&n->end), st, fail);
-            }
+            ODL_CHECK_GOTO(odl_memcpy_async(n->out, c->dev, n->h_out, odl_cpu(), out_bytes, odl_stream_current()), st,
+                           fail);
+            ODL_CHECK_GOTO(odl_event_create(&n->start), st, fail);
+            ODL_CHECK_GOTO(odl_event_create(&n->mid), st, fail);
+            ODL_CHECK_GOTO(odl_event_create(&n->end), st, fail);
         }
+        if (c->cuda) /* the clears done before h_out is a batch's copy target */
+            ODL_CHECK_GOTO(odl_stream_synchronize(odl_stream_current()), st, fail);
         snprintf(c->note, sizeof c->note, "%s%s; letterbox and NMS on %s", odl_gpu_prep_nvjpeg_note(c->gp),
                  odl_gpu_prep_decoder(c->gp) == ODL_DECODER_CPU ? "" : ", the other images on the CPU",
                  odl_device_name(c->dev));
