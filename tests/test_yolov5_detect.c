@@ -15,6 +15,11 @@
  * the letterbox on the device): an nvJPEG-decoded image differs from libjpeg-turbo's by the IDCT and
  * chroma upsampling, a few levels at edges, so its boxes are held to 2 pixels and 0.02 in confidence
  * (BOX_TOL_NVJPEG, CONF_TOL_NVJPEG, docs/eval.md gives the measured figures); CPU-decoded ones keep 1 / 0.01.
+ * Decoded by nvJPEG, a reference box may also be missing where the run has, instead, a box of the same class
+ * that overlaps it past NMS's IoU threshold with a confidence within CONF_TOL: of two boxes that suppress
+ * each other NMS keeps the higher score, and a decode that moves both scores by a little can swap which one
+ * (seen with the GPU-hybrid backend, 000000000009.jpg: 0.5611 kept by detect.py, 0.5630 by odl, IoU 0.94).
+ * Each such swap is printed and counted; with CPU decoding none is allowed.
  * usage: test_yolov5_detect cpu|cuda rect|square [half|tf32|bf16|prep] */
 #include "odl/gpu_prep.h"
 #include "odl/precision.h"
@@ -40,11 +45,26 @@ static double box_delta(const float *a, const float *b) {
 }
 
 static double g_max_box = 0, g_max_conf = 0;
-static int g_matched = 0, g_near_threshold_unmatched = 0;
+static int g_matched = 0, g_near_threshold_unmatched = 0, g_nms_swaps = 0, g_allow_nms_swap = 0;
+
+static double box_iou(const float *a, const float *b) {
+    const double iw = fmin(a[2], b[2]) - fmax(a[0], b[0]), ih = fmin(a[3], b[3]) - fmax(a[1], b[1]);
+    if (iw <= 0 || ih <= 0) return 0;
+    const double in = iw * ih, ua = ((double)a[2] - a[0]) * ((double)a[3] - a[1]) + ((double)b[2] - b[0]) * ((double)b[3] - b[1]);
+    return in / (ua - in);
+}
+
+/* An unmatched detection i that stands for the missing reference box r: the other of two boxes that
+ * suppress each other in NMS (same class, IoU above its threshold, confidence within CONF_TOL). */
+static int nms_swap_of(const odl_detection *d, const refbox *r) {
+    const float b[4] = {d->x1, d->y1, d->x2, d->y2};
+    return d->class_id == r->cls && box_iou(b, r->b) > odl_nms_defaults().iou_thres && fabs(d->conf - r->conf) <= CONF_TOL;
+}
 
 static void compare_image(const char *name, const odl_detection *det, int n, const refbox *ref, int nr) {
     /* Greedy: each reference box takes the closest unused box of its class. */
     int *used = calloc((size_t)n + 1, sizeof(int));
+    int *missing = calloc((size_t)nr + 1, sizeof(int)), n_missing = 0;
     for (int r = 0; r < nr; r++) {
         int best = -1;
         double bd = 1e30;
@@ -67,14 +87,31 @@ static void compare_image(const char *name, const odl_detection *det, int n, con
                    ref[r].b[0], ref[r].b[1], ref[r].b[2], ref[r].b[3]);
             TCHECK(dc <= CONF_TOL, "%s: class %d conf %.4f vs ref %.4f", name, ref[r].cls, det[best].conf, ref[r].conf);
         } else if (ref[r].conf >= MUST_CONF) {
-            TCHECK(0, "%s: missing box class %d conf %.4f [%.1f %.1f %.1f %.1f]", name, ref[r].cls, ref[r].conf,
-                   ref[r].b[0], ref[r].b[1], ref[r].b[2], ref[r].b[3]);
+            missing[n_missing++] = r;
         } else {
             g_near_threshold_unmatched++;
             printf("  %s: reference box class %d conf %.4f (< %.2f) not found: allowed\n", name, ref[r].cls,
                    ref[r].conf, MUST_CONF);
         }
     }
+    for (int m = 0; m < n_missing; m++) {
+        const refbox *rb = &ref[missing[m]];
+        int swap = -1;
+        for (int i = 0; g_allow_nms_swap && i < n && swap < 0; i++)
+            if (!used[i] && nms_swap_of(&det[i], rb)) swap = i;
+        if (swap >= 0) {
+            used[swap] = 1;
+            g_nms_swaps++;
+            printf("  %s: NMS kept the other of two overlapping class %d boxes: conf %.4f [%.1f %.1f %.1f %.1f] for the "
+                   "reference's %.4f [%.1f %.1f %.1f %.1f]: allowed (nvJPEG decode)\n",
+                   name, rb->cls, det[swap].conf, det[swap].x1, det[swap].y1, det[swap].x2, det[swap].y2, rb->conf, rb->b[0],
+                   rb->b[1], rb->b[2], rb->b[3]);
+            continue;
+        }
+        TCHECK(0, "%s: missing box class %d conf %.4f [%.1f %.1f %.1f %.1f]", name, rb->cls, rb->conf, rb->b[0], rb->b[1],
+               rb->b[2], rb->b[3]);
+    }
+    free(missing);
     for (int i = 0; i < n; i++) {
         if (used[i]) continue;
         if (det[i].conf >= MUST_CONF) {
@@ -146,6 +183,7 @@ int main(int argc, char **argv) {
         if (odl_gpu_prep_decoder(gp) != ODL_DECODER_CPU) {
             BOX_TOL = BOX_TOL_NVJPEG;
             CONF_TOL = CONF_TOL_NVJPEG;
+            g_allow_nms_swap = 1;
         }
     }
 
@@ -248,9 +286,9 @@ int main(int argc, char **argv) {
         s -= B - n; /* a shorter group: continue right after it */
     }
     printf("%s letterbox on %s: %d images, %d boxes (reference %d), %d matched: max box delta %.4f px, max conf delta "
-           "%.5f; %d unmatched near-threshold boxes\n",
+           "%.5f; %d unmatched near-threshold boxes; %d NMS swaps\n",
            square ? "square" : "rect", odl_device_name(dev), nimg, total_det, total_ref, g_matched, g_max_box,
-           g_max_conf, g_near_threshold_unmatched);
+           g_max_conf, g_near_threshold_unmatched, g_nms_swaps);
     TCHECK(nimg == n_imgs, "%d of %d images run", nimg, n_imgs);
     for (int i = 0; i < nimg; i++) {
         odl_image_free(&jobs[i].lb);
