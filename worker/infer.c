@@ -551,12 +551,13 @@ static odl_status dev_group(dev_infer *d, int s, odl_yolov5 *net, item *items, c
         ODL_CHECK(odl_memcpy_async(d->h_cnt, odl_cpu(), d->d_cnt, d->dev, sizeof(int32_t) * m, st));
         ODL_CHECK(odl_memcpy_async(d->h_bad, odl_cpu(), d->d_bad, d->dev, sizeof(int32_t) * m, st));
         ODL_CHECK(odl_stream_synchronize(st));
-        int most = 0;
-        for (int b = 0; b < m; b++) most = d->h_cnt[b] > most ? d->h_cnt[b] : most;
-        if (most > d->cap) most = d->cap;
-        for (int b = 0; b < m && most; b++)
-            ODL_CHECK(odl_memcpy_async(d->h_rows + (size_t)b * d->cap * no, odl_cpu(), d->d_rows + (size_t)b * d->cap * no,
-                                       d->dev, sizeof(float) * (size_t)most * no, st));
+        /* each image's own rows only: past its count the rows were never written (initcheck, 2026-12-07) */
+        for (int b = 0; b < m; b++) {
+            const int n_b = d->h_cnt[b] < d->cap ? d->h_cnt[b] : d->cap;
+            if (n_b > 0)
+                ODL_CHECK(odl_memcpy_async(d->h_rows + (size_t)b * d->cap * no, odl_cpu(), d->d_rows + (size_t)b * d->cap * no,
+                                           d->dev, sizeof(float) * (size_t)n_b * no, st));
+        }
         ODL_CHECK(odl_stream_synchronize(st));
         double t2 = odl_mono_ms();
         const odl_nms_params p = nms_params(o);
