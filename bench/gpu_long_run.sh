@@ -64,6 +64,10 @@ runs() { (cd "$W" 2>/dev/null && for f in *.pid; do [ -f "$f" ] && echo "${f%.pi
 any_alive() { local r; for r in $(runs); do alive "$r" && return 0; done; return 1; }
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# a build made on another machine finds libodl through the library path, not its run path (device_unpack.sh
+# sets it; a later call's new shell has lost it: 2026-12-07, every test of a run exited 127)
+case $build in /*) build_abs=$build ;; *) build_abs=$root/$build ;; esac
+case ":${LD_LIBRARY_PATH:-}:" in *":$build_abs:"*) ;; *) export LD_LIBRARY_PATH=$build_abs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} ;; esac
 case "$what" in
 start)
     minutes=${1:?minutes}
