@@ -975,6 +975,15 @@ static const conv_case CONV_CASES[] = {
     {1, 2, 9, 6, 3, 2, 4, 2, 1, 0, 1, 0, 0, ODL_ACT_SILU, 1, 0, 0, "even kernel"},
     {1, 129, 3, 3, 1, 3, 3, 1, 1, 1, 1, 1, 0, ODL_ACT_NONE, 1, 0, 0, "C129 K1"},
     {1, 64, 40, 40, 128, 3, 3, 2, 2, 1, 1, 1, 0, ODL_ACT_SILU, 0, 0, 0, "yolov5 down 64->128"},
+    /* for CUDA's GatherTableTile (ODL_CONV_GATHER_TABLE, test_ops_gpu_gather_table; the tiles and splits are
+     * those of a GPU of 132 multiprocessors, an H100 or H200): a data gradient of K*R*S = 1152 rows, the most
+     * the table holds, in one range (133 tiles of 16 x 128: no split-K), its forward on 128 x 128 tiles; one of
+     * 1170 rows, past the table (the per-thread divisions); the data gradient on 32 x 256 tiles (MNIST conv2's
+     * at batch 512) and the forward on 64 x 256 tiles, 398 tiles each, the last one partial */
+    {1, 1, 130, 130, 128, 3, 3, 1, 1, 1, 1, 1, 0, ODL_ACT_RELU, 0, 0, 0, "K*R*S 1152 unsplit"},
+    {1, 3, 6, 7, 130, 3, 3, 1, 1, 1, 1, 0, 0, ODL_ACT_NONE, 0, 0, 0, "K*R*S 1170"},
+    {1, 17, 319, 319, 3, 3, 3, 1, 1, 1, 1, 1, 0, ODL_ACT_NONE, 0, 0, 0, "C17 (32x256 tiles)"},
+    {1, 1, 319, 319, 33, 3, 3, 1, 1, 1, 1, 1, 1, ODL_ACT_SILU, 0, 0, 0, "K33 (64x256 tiles)"},
 };
 #define N_CONV_FIXED ((int)(sizeof CONV_CASES / sizeof CONV_CASES[0]))
 #define N_CONV (N_CONV_FIXED + N_RAND_CASES)

@@ -22,7 +22,10 @@
  *   bwd_data with relu_x (the input of a convolution over a ReLU's output): dx = 0 where relu_x <= 0, in the
  *                store (Epi.gate).
  * Index arithmetic inside the gathers uses FastDiv (multiply-high) for the divisions by R*S, S, P*Q,
- * Q, H*W, W and the strides. Limits: each image (C*H*W, K*P*Q) and N*P*Q, N*H*W below 2^31 elements.
+ * Q, H*W, W and the strides; with ODL_CONV_GATHER_TABLE on, the forward (but a 1x1 stride-1 unpadded one)
+ * and the stride-1 bwd_data of at most kGatherTableMax reduction rows read each row's (c, r, s) part from a
+ * table in shared memory that each block writes once (conv2d_tiles.cuh GatherTableTile) instead.
+ * Limits: each image (C*H*W, K*P*Q) and N*P*Q, N*H*W below 2^31 elements.
  */
 #include <limits.h>
 
@@ -37,19 +40,20 @@ namespace odlk {
 /* ---- launch helpers ---- */
 
 /* One implicit GEMM: tiled_gemm_kernel with loaders LA, LB into `fin`, split `splits` ways over the
- * reduction (partials in ws through `part`, then the fixed-order reduction with the epilogue). */
+ * reduction (partials in ws through `part`, then the fixed-order reduction with the epilogue). dsmem: the
+ * loaders' dynamic shared memory (GatherTableTile's table; with the kernel's static stages below 48 KB). */
 template <class Cfg, class LA, class LB, class Out>
 static odl_status run_implicit(const typename LA::Params &pa, const typename LB::Params &pb, const Out &fin,
                                const Out &part, const Epi &ep, int M, int N, int Kd, int splits, int k_chunk,
-                               const char *what) {
+                               const char *what, size_t dsmem = 0) {
     if (splits <= 1) {
         tiled_gemm_kernel<Cfg, LA, LB, Out>
-            <<<tile_grid<Cfg>(M, N, 1), Cfg::THREADS, 0, stream()>>>(pa, pb, fin, ep, M, N, Kd, k_chunk, 8);
+            <<<tile_grid<Cfg>(M, N, 1), Cfg::THREADS, dsmem, stream()>>>(pa, pb, fin, ep, M, N, Kd, k_chunk, 8);
         ODL_CUDA_LAUNCH_CHECK(what);
         return ODL_OK;
     }
-    tiled_gemm_kernel<Cfg, LA, LB, Out>
-        <<<tile_grid<Cfg>(M, N, splits), Cfg::THREADS, 0, stream()>>>(pa, pb, part, epi_raw(), M, N, Kd, k_chunk, 8);
+    tiled_gemm_kernel<Cfg, LA, LB, Out><<<tile_grid<Cfg>(M, N, splits), Cfg::THREADS, dsmem, stream()>>>(
+        pa, pb, part, epi_raw(), M, N, Kd, k_chunk, 8);
     ODL_CUDA_LAUNCH_CHECK(what);
     return splitk_reduce(part, splits, M, N, fin, ep, "odl_conv2d_splitk_reduce");
 }
@@ -88,6 +92,22 @@ static Plan plan_for(int M, int N, int Kd, bool allow_split, bool wide = false, 
         p.k_chunk = Kd > 0 ? Kd : 1;
     }
     return p;
+}
+
+/* Whether a gathered operand of Kd reduction rows is loaded by GatherTableTile (ODL_CONV_GATHER_TABLE):
+ * its table of at most kGatherTableMax entries (18 KB) and the largest tile's static stages (128 x 256,
+ * 25 KB) stay below the 48 KB a kernel gets without opting in. */
+static bool gather_table(int Kd) { return Kd <= kGatherTableMax && odl_env_bool(ODL_ENV_CONV_GATHER_TABLE); }
+
+/* The implicit GEMM with GatherTableTile for B (the forward's or bwd_data's, g), each block's table sized
+ * for its reduction range. */
+template <class Cfg, class LA, class Out>
+static odl_status run_table(const typename LA::Params &pa, const ConvGatherParams &g, const Out &fin,
+                            const Out &part, const Epi &ep, int M, int N, int Kd, const Plan &pl, const char *what) {
+    using LB = GatherTableTile<Cfg::BN, Cfg::BK, Cfg::THREADS>;
+    const typename LB::Params pb = {g, pl.k_chunk};
+    return run_implicit<Cfg, LA, LB>(pa, pb, fin, part, ep, M, N, Kd, pl.splits, pl.k_chunk, what,
+                                     LB::table_bytes(pl.k_chunk));
 }
 
 /* The workspace, carved: `a` floats then `b` floats, each 256-byte aligned. */
@@ -129,6 +149,8 @@ static odl_status fwd_cfg(const odl_conv2d_shape *s, const float *x, const float
         typename LB::Params pb = {x, s->C, s->H, s->W, 1, 1, 0, 0, N, Kd, fPQ, fQ, fRS, fS};
         return run_implicit<Cfg, LA, LB>(pa, pb, fin, part, ep, M, N, Kd, pl.splits, pl.k_chunk, "odl_conv2d_fwd_1x1");
     }
+    if (gather_table(Kd))
+        return run_table<Cfg, LA>(pa, conv_fwd_gather(s, x), fin, part, ep, M, N, Kd, pl, "odl_conv2d_fwd_table");
     using LB = Im2colTile<Cfg::BN, Cfg::BK, Cfg::THREADS, false>;
     typename LB::Params pb = {x, s->C, s->H, s->W, s->stride_h, s->stride_w, s->pad_h, s->pad_w, N, Kd,
                               fPQ, fQ, fRS, fS};
@@ -168,6 +190,9 @@ static odl_status bwd_data_cfg(const odl_conv2d_shape *s, const float *dy, const
     const FastDiv fHW(s->H * s->W), fW(s->W), fRS(s->R * s->S), fS(s->S), fsh(s->stride_h), fsw(s->stride_w);
     Epi ep = epi_raw();
     ep.gate = relu_x; /* the ReLU backward of the layer below, in the store */
+    if (s->stride_h == 1 && s->stride_w == 1 && gather_table(Kd))
+        return run_table<Cfg, LA>(pa, conv_bwd_data_gather(s, dy), fin, part, ep, M, N, Kd, pl,
+                                  "odl_conv2d_bwd_data_table");
     if (s->stride_h == 1 && s->stride_w == 1) {
         using LB = DyGatherTile<Cfg::BN, Cfg::BK, Cfg::THREADS, true>;
         typename LB::Params pb = {dy, s->K, s->P, s->Q, 1, 1, s->pad_h, s->pad_w, N, Kd, fHW, fW, fRS, fS, fsh, fsw};

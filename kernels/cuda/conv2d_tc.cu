@@ -131,20 +131,6 @@ static odl_status run_mma_async(const typename LA::Params &pa, const typename LB
     return splitk_reduce(part, pl.splits, M, N, fin, ep, "odl_conv2d_tc_splitk_reduce");
 }
 
-/* The gathered operand (conv2d_tiles.cuh) of the forward: im2col(x), columns (n, p, q). */
-static ConvGatherParams fwd_gather(const odl_conv2d_shape *s, const float *x) {
-    return {x, s->H * s->W, s->H, s->W, s->C * s->H * s->W, s->C * s->R * s->S, s->N * s->P * s->Q, s->stride_h,
-            s->stride_w, -s->pad_h, -s->pad_w, 1, FastDiv(s->P * s->Q), FastDiv(s->Q), FastDiv(s->R * s->S),
-            FastDiv(s->S)};
-}
-
-/* ... of the stride-1 data gradient: dy with the window mirrored, columns (n, h, w):
- * dx[c, (n,h,w)] = sum_(k,r,s) wt[c][k,r,s] * dy[n, k, h+ph-r, w+pw-s]. */
-static ConvGatherParams bwd_data_gather(const odl_conv2d_shape *s, const float *dy) {
-    return {dy, s->P * s->Q, s->P, s->Q, s->K * s->P * s->Q, s->K * s->R * s->S, s->N * s->H * s->W, 1, 1, s->pad_h,
-            s->pad_w, -1, FastDiv(s->H * s->W), FastDiv(s->W), FastDiv(s->R * s->S), FastDiv(s->S)};
-}
-
 /* ---- forward: M = K, N = N*P*Q, reduction C*R*S ---- */
 static bool fwd_vec(const odl_conv2d_shape *s, const float *y, const Epi &ep) {
     return (s->P * s->Q) % 4 == 0 && aligned16(y) && (!ep.residual || aligned16(ep.residual));
@@ -159,7 +145,8 @@ static odl_status fwd_tc(const odl_conv2d_shape *s, const float *x, const float 
     OutNCHW fin, part;
     conv_nchw_outs(y, ws, s->K, PQ, M, N, fwd_vec(s, y, ep), &fin, &part);
     using LB = GatherTc<Cfg::BN, Cfg::BK, Cfg::THREADS, Cfg::PAD>;
-    return run_mma_async<Cfg, BF16, LA, LB>(pa, fwd_gather(s, x), fin, part, ep, M, N, Kd, pl, "odl_conv2d_fwd_tc");
+    return run_mma_async<Cfg, BF16, LA, LB>(pa, conv_fwd_gather(s, x), fin, part, ep, M, N, Kd, pl,
+                                            "odl_conv2d_fwd_tc");
 }
 
 /* ---- bwd_data: M = C, N = N*H*W, reduction K*R*S; A = the transposed weights ---- */
@@ -179,7 +166,7 @@ static odl_status bwd_data_tc(const odl_conv2d_shape *s, const float *dy, const 
         using LWA = WeightsTc<Cfg::BM, Cfg::BK, Cfg::THREADS, Cfg::PAD>;
         using LB = GatherTc<Cfg::BN, Cfg::BK, Cfg::THREADS, Cfg::PAD>;
         typename LWA::Params pwa = {wt, M, Kd};
-        return run_mma_async<Cfg, BF16, LWA, LB>(pwa, bwd_data_gather(s, dy), fin, part, ep, M, N, Kd, pl,
+        return run_mma_async<Cfg, BF16, LWA, LB>(pwa, conv_bwd_data_gather(s, dy), fin, part, ep, M, N, Kd, pl,
                                                  "odl_conv2d_bwd_data_tc");
     }
     using LB = DyGatherTile<Cfg::BN, Cfg::BK, Cfg::THREADS, false, Cfg::PAD>;
@@ -233,8 +220,8 @@ static odl_status conv_fwd_tc(const odl_conv2d_shape *s, const float *x, const f
     if (sm90::conv_use(M, N, Kd, s->C, s->N, (int64_t)s->N * s->C * s->H * s->W, bf16)) {
         OutNCHW fin, part;
         conv_nchw_outs(y, nullptr, s->K, s->P * s->Q, (int)M, (int)N, fwd_vec(s, y, ep), &fin, &part);
-        return sm90::conv_rounded(fwd_gather(s, x), w, false, s->R * s->S, bf16, (int)M, (int)N, (int)Kd, fin, ep,
-                                  "odl_conv2d_fwd_sm90");
+        return sm90::conv_rounded(conv_fwd_gather(s, x), w, false, s->R * s->S, bf16, (int)M, (int)N, (int)Kd, fin,
+                                  ep, "odl_conv2d_fwd_sm90");
     }
     const Plan pl = plan_tc(M, N, Kd, true, 64);
     float *ws = nullptr;
@@ -255,8 +242,8 @@ static odl_status conv_bwd_data_tc(const odl_conv2d_shape *s, const float *dy, c
         conv_nchw_outs(dx, nullptr, s->C, s->H * s->W, (int)M, (int)N, false, &fin, &part);
         Epi ep = epi_raw();
         ep.gate = relu_x;
-        return sm90::conv_rounded(bwd_data_gather(s, dy), w, true, s->R * s->S, bf16, (int)M, (int)N, (int)Kd, fin,
-                                  ep, "odl_conv2d_bwd_data_sm90");
+        return sm90::conv_rounded(conv_bwd_data_gather(s, dy), w, true, s->R * s->S, bf16, (int)M, (int)N, (int)Kd,
+                                  fin, ep, "odl_conv2d_bwd_data_sm90");
     }
     const Plan pl = plan_tc(M, N, Kd, true, 64);
     float *wt = nullptr, *ws = nullptr;

@@ -3,7 +3,10 @@
  * convolution's implicit GEMM from global memory into registers (`fetch`, zero outside the tensor) and
  * writes it to shared memory k-major (`stash`), rows ROWS + PAD floats apart: PAD 4 for the FMA kernels'
  * float4 fragment reads, PAD 8 for the tensor-core kernels' (their fragment reads t * LDS + g are then
- * conflict-free). The formulas of each operand are in conv2d.cu's file comment. */
+ * conflict-free). The formulas of each operand are in conv2d.cu's file comment. Im2colTile and DyGatherTile
+ * split each element's reduction row k into (c, r, s) by two FastDiv in every thread; GatherTableTile (at the
+ * end, ODL_CONV_GATHER_TABLE) reads those of the block's rows from a table in shared memory that the block
+ * writes once, for the FMA kernels' forward and stride-1 data gradient. */
 #ifndef ODL_KERNELS_CUDA_CONV2D_TILES_CUH
 #define ODL_KERNELS_CUDA_CONV2D_TILES_CUH
 
@@ -37,7 +40,8 @@ struct RowMajorShare {
     __device__ __forceinline__ static int col(int e) { return (int)threadIdx.x / BK + e * (THREADS / BK); }
 };
 
-/* ---- forward: B operand = im2col(x), element (k = c*RS + r*S + s, column n*PQ + p*Q + q) ---- */
+/* ---- forward: B operand = im2col(x), element (k = c*RS + r*S + s, column n*PQ + p*Q + q) ----
+ * (with ODL_CONV_GATHER_TABLE on, conv2d.cu gathers a K1 == false operand with GatherTableTile instead) */
 template <int BN, int BK, int THREADS, bool K1, int PAD = 4>
 struct Im2colTile {
     struct Params {
@@ -100,7 +104,11 @@ struct Im2colTile {
 };
 
 /* ---- bwd_data: B operand, element (kk = k*RS + r*S + s, column n*HW + h*W + w) =
- *      dy[n, k, (h+ph-r)/sh, (w+pw-s)/sw] when both divisions are exact and inside dy, else 0 ---- */
+ *      dy[n, k, (h+ph-r)/sh, (w+pw-s)/sw] when both divisions are exact and inside dy, else 0 ----
+ * Every thread splits each row kk of its share into (k, r, s), two FastDiv per row, although the BK rows
+ * of a slice are the same for the whole block: with M = C = 32 (MNIST conv2) a gathered element feeds only
+ * 32 FMAs and this index arithmetic bounds the kernel. With ODL_CONV_GATHER_TABLE on, conv2d.cu gathers the
+ * UNIT case with GatherTableTile instead (conv2d_tc.cu's strided data gradient keeps this tile). */
 template <int BN, int BK, int THREADS, bool UNIT, int PAD = 4>
 struct DyGatherTile {
     struct Params {
@@ -347,6 +355,20 @@ __device__ __forceinline__ bool conv_gather_inside(const ConvGatherParams &g, in
     return (unsigned)(hb + dr) < (unsigned)g.Hs && (unsigned)(wb + ds) < (unsigned)g.Ws;
 }
 
+/* The gathered operand of the forward: im2col(x), columns (n, p, q). */
+static inline ConvGatherParams conv_fwd_gather(const odl_conv2d_shape *s, const float *x) {
+    return {x, s->H * s->W, s->H, s->W, s->C * s->H * s->W, s->C * s->R * s->S, s->N * s->P * s->Q, s->stride_h,
+            s->stride_w, -s->pad_h, -s->pad_w, 1, FastDiv(s->P * s->Q), FastDiv(s->Q), FastDiv(s->R * s->S),
+            FastDiv(s->S)};
+}
+
+/* ... of the stride-1 data gradient: dy with the window mirrored, columns (n, h, w):
+ * dx[c, (n,h,w)] = sum_(k,r,s) wt[c][k,r,s] * dy[n, k, h+ph-r, w+pw-s]. */
+static inline ConvGatherParams conv_bwd_data_gather(const odl_conv2d_shape *s, const float *dy) {
+    return {dy, s->P * s->Q, s->P, s->Q, s->K * s->P * s->Q, s->K * s->R * s->S, s->N * s->H * s->W, 1, 1, s->pad_h,
+            s->pad_w, -1, FastDiv(s->H * s->W), FastDiv(s->W), FastDiv(s->R * s->S), FastDiv(s->S)};
+}
+
 /* ---- the gathered operand of the tensor-core kernels (conv2d_tc.cu): forward im2col(x), and dy of the
  * stride-1 bwd_data, which is the same gather with the window mirrored ----
  * Element (row k = c*RS + r*S + s, column j) of a [rows x cols] operand read from src [N][Ch][Hs][Ws]:
@@ -422,6 +444,88 @@ struct WeightsTc {
             cp_async4(smem_u32(sm + k * LDS + r), ok ? p + ((int64_t)gr * K + gk) : p, ok);
         }
         k0 += BK;
+    }
+};
+
+/* ---- the gathered operand of the FMA kernels from a table of its rows (ODL_CONV_GATHER_TABLE): GatherTc's
+ * operand (forward im2col(x) at any stride, dy of the stride-1 bwd_data), loaded as Im2colTile and
+ * DyGatherTile load theirs ----
+ * Those two split each row k of a thread's share into (c, r, s) in every thread, two FastDiv per row and
+ * thread, though a slice's BK rows are the same for the whole block. Here the block writes once, before its
+ * main loop, one int4 per row of its reduction range [kb, kb + min(span, rows - kb)), padded to whole
+ * slices: {c*plane + sgn*(r*Ws + s), dr, ds, 0} (conv_gather_row; rows past the operand or the range get
+ * dr = kGatherRowOut and fail every bound check, so fetch has no row test). fetch() then reads one entry
+ * per row of the thread's share (the lanes of a warp read the same entry: a broadcast) and per element adds
+ * dr and ds to the column's hb and wb, compares both unsigned against the source plane, adds the entry's
+ * offset to the column's pointer and loads under that predicate. The thread-to-element map is
+ * ColMajorShare's, as theirs (coalesced along the columns), and so is stash.
+ * The table lives in the kernel's dynamic shared memory, beside tiled_gemm_kernel's static stages:
+ * table_bytes(span) of it, at most kGatherTableMax entries (conv2d.cu takes this loader only for reductions
+ * of at most that many rows). A column's pointer src + img*img_stride + hb*Ws + wb is formed by integer
+ * arithmetic: for a window that starts in the padding it lies before the image, and only the sums with the
+ * offsets of in-bound rows are dereferenced. Row offsets are 32-bit (one image of the source is below 2^31
+ * elements: conv_check_sizes), the image offset 64-bit, so the source itself may be larger. */
+constexpr int kGatherTableMax = 1152;
+
+template <int BN, int BK, int THREADS, int PAD = 4>
+struct GatherTableTile {
+    struct Params {
+        ConvGatherParams g;
+        int span; /* the reduction range of a block: the launch's k_chunk */
+    };
+    using Share = ColMajorShare<BN, BK, THREADS>;
+    static constexpr int ELEMS = Share::ELEMS, NCOL = Share::NCOL, LDS = BN + PAD;
+
+    /* Dynamic shared memory of a launch whose blocks cover `span` rows each. */
+    static size_t table_bytes(int span) { return (size_t)((span + BK - 1) / BK * BK) * sizeof(int4); }
+
+    const float *cp[NCOL]; /* the column's window origin in the source (see above; src past the columns) */
+    int hb[NCOL], wb[NCOL]; /* its row (kGatherColOut past the columns) and column */
+    int Hs, Ws, t0;         /* t0: the current slice's first entry */
+    float reg[ELEMS];
+
+    __device__ __forceinline__ static int4 *table() {
+        extern __shared__ __align__(16) int4 conv_gather_table[];
+        return conv_gather_table;
+    }
+
+    __device__ __forceinline__ GatherTableTile(const Params &pr, int n0, int kb) : Hs(pr.g.Hs), Ws(pr.g.Ws), t0(0) {
+        const ConvGatherParams &g = pr.g;
+#pragma unroll
+        for (int c = 0; c < NCOL; c++) {
+            const int col = n0 + Share::col(c);
+            int base; /* 32-bit: unused here (the compiler drops it and shares the division by the plane) */
+            conv_gather_col(g, col, base, hb[c], wb[c]);
+            const int img = col < g.cols ? g.fPlane.div(col) : 0;
+            const int64_t o = col < g.cols ? (int64_t)img * g.img_stride + (int64_t)hb[c] * g.Ws + wb[c] : 0;
+            cp[c] = reinterpret_cast<const float *>(reinterpret_cast<uintptr_t>(g.src) +
+                                                    (uintptr_t)(o * (int64_t)sizeof(float)));
+        }
+        const int n = min(pr.span, g.rows - kb), len = (n + BK - 1) / BK * BK;
+        int4 *t = table();
+        for (int i = (int)threadIdx.x; i < len; i += THREADS) {
+            int off, dr, ds;
+            conv_gather_row(g, kb + i, off, dr, ds);
+            t[i] = make_int4(off, i < n ? dr : kGatherRowOut, ds, 0);
+        }
+        __syncthreads();
+    }
+
+    __device__ __forceinline__ void fetch() {
+        const int4 *t = table() + t0;
+#pragma unroll
+        for (int e = 0; e < ELEMS; e++) {
+            const int ci = e % NCOL;
+            const int4 row = t[Share::row(e)];
+            const bool ok = (unsigned)(hb[ci] + row.y) < (unsigned)Hs && (unsigned)(wb[ci] + row.z) < (unsigned)Ws;
+            reg[e] = ok ? __ldg(cp[ci] + row.x) : 0.0f;
+        }
+        t0 += BK;
+    }
+
+    __device__ __forceinline__ void stash(float *s) const {
+#pragma unroll
+        for (int e = 0; e < ELEMS; e++) s[Share::row(e) * LDS + Share::col(e)] = reg[e];
     }
 };
 

@@ -437,7 +437,9 @@ struct LoaderFinishes<L, decltype(void(&L::finish))> {
 };
 
 /* C tile = epilogue(A * B) for blockIdx.x's tile and blockIdx.z's k range [z * k_chunk, ...).
- * k_chunk is a multiple of BK (every split but the last covers whole slices). */
+ * k_chunk is a multiple of BK (every split but the last covers whole slices). The stages are static shared
+ * memory; the launch's dynamic shared memory belongs to the loaders (conv2d_tiles.cuh GatherTableTile's
+ * table, which a loader's constructor writes and ends with __syncthreads). */
 template <class Cfg, class LA, class LB, class Out>
 __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MINB)
     tiled_gemm_kernel(typename LA::Params pa, typename LB::Params pb, Out out, Epi ep, int M, int N, int K,
