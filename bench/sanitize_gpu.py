@@ -234,7 +234,10 @@ def run_one(san, tool, test, logdir, timeout, deadline, racecheck_launches=0):
     elif rc in (KILLED_RC, -signal.SIGKILL):  # the test under the shell, or the sanitizer itself
         status = "killed (SIGKILL: out of host memory?)"
     elif rc != 0:
-        status = "failed (exit %d)" % rc
+        # the dynamic loader's words, where the test could not start (a build unpacked elsewhere whose library
+        # folder is not on LD_LIBRARY_PATH: 2026-12-07, every test of a run)
+        m = re.search(r"error while loading shared libraries: (\S+?):", text)
+        status = "failed (exit %d%s)" % (rc, ": cannot load " + m.group(1) if m else "")
     elif summaries == 0:
         status = "no summary (the sanitizer checked no CUDA process)"
     else:

@@ -34,6 +34,12 @@ if [ -n "${FAKE_RUN:-}" ]; then
     echo "========= Error: couldn't find exit code."
     exit 0
 fi
+# FAKE_NOLIB: the test cannot start, as a build unpacked elsewhere without its folder on LD_LIBRARY_PATH
+if [ -n "${FAKE_NOLIB:-}" ]; then
+    echo "/b/tests/test_ops: error while loading shared libraries: libodl.so.0: cannot open shared object file: No such file or directory"
+    echo "========= Target application terminated before first instrumented API call"
+    exit 127
+fi
 echo "test output (not run); pool cap ${ODL_CUDA_POOL_PERCENT_MAX:-none}; quick ${ODL_TEST_QUICK:-unset}"
 echo "args: $args"
 echo "nvjpeg backend ${ODL_NVJPEG_BACKEND:-unset}"
@@ -66,6 +72,11 @@ if [ $rc = 1 ] && grep -q "sanitize_gpu: racecheck: 3 errors, 2 warnings" "$tmp/
     tail -1 "$tmp/log" | grep -q "sanitize_gpu: 3 errors; racecheck test_gemm_tc_gpu: 3 errors"; then
     echo "ok   3 racecheck errors in test_gemm_tc_gpu: counted, named, exit 1"
 else echo "FAIL errors: exit $rc"; cat "$tmp/log"; fail=1; fi
+FAKE_NOLIB=1 run "none::0"
+rc=$?
+if [ $rc = 1 ] && grep -q "memcheck  test_ops_gpu .*failed (exit 127: cannot load libodl.so.0)" "$tmp/log"; then
+    echo "ok   a test that cannot start: failed, with the library the loader could not find, exit 1"
+else echo "FAIL a test that cannot start: exit $rc"; cat "$tmp/log"; fail=1; fi
 FAKE_RACE_ONLY=1 run "none::0"
 rc=$?
 if [ $rc = 0 ] && grep -q "sanitize_gpu: racecheck: 0 errors, 2 warnings (2 tests: 2 ran, 0 skipped, 0 failed" "$tmp/log"; then
