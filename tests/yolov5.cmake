@@ -139,7 +139,8 @@ endforeach()
 
 # The input through the device image pipeline (odl/gpu_prep.h, `prep`): on the CPU with the stand-in
 # nvJPEG (tests/fake_nvjpeg.c, defined in tests/image_prep.cmake) decoding the JPEGs; on CUDA with the
-# real nvJPEG (the official boxes within BOX_TOL_NVJPEG / CONF_TOL_NVJPEG of tests/test_yolov5_detect.c).
+# real nvJPEG (the official boxes within the CPU decode's tolerances on the hardware backend, BOX_TOL_HYBRID /
+# CONF_TOL_HYBRID of tests/test_yolov5_detect.c on the GPU-hybrid one).
 if(ODL_HAVE_JPEG AND ODL_HAVE_PNG)
   add_test(NAME yolov5_detect_rect640_prep COMMAND yolov5_detect_rect640 cpu rect prep ${_w})
   set_tests_properties(yolov5_detect_rect640_prep PROPERTIES TIMEOUT 1200 LABELS integration SKIP_RETURN_CODE 77
