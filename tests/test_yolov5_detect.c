@@ -49,18 +49,11 @@ static double box_delta(const float *a, const float *b) {
 static double g_max_box = 0, g_max_conf = 0;
 static int g_matched = 0, g_near_threshold_unmatched = 0, g_nms_swaps = 0, g_allow_nms_swap = 0;
 
-static double box_iou(const float *a, const float *b) {
-    const double iw = fmin(a[2], b[2]) - fmax(a[0], b[0]), ih = fmin(a[3], b[3]) - fmax(a[1], b[1]);
-    if (iw <= 0 || ih <= 0) return 0;
-    const double in = iw * ih, ua = ((double)a[2] - a[0]) * ((double)a[3] - a[1]) + ((double)b[2] - b[0]) * ((double)b[3] - b[1]);
-    return in / (ua - in);
-}
-
 /* An unmatched detection i that stands for the missing reference box r: the other of two boxes that
  * suppress each other in NMS (same class, IoU above its threshold, confidence within CONF_TOL). */
 static int nms_swap_of(const odl_detection *d, const refbox *r) {
     const float b[4] = {d->x1, d->y1, d->x2, d->y2};
-    return d->class_id == r->cls && box_iou(b, r->b) > odl_nms_defaults().iou_thres && fabs(d->conf - r->conf) <= CONF_TOL;
+    return d->class_id == r->cls && odl_box_iou(b, r->b) > odl_nms_defaults().iou_thres && fabs(d->conf - r->conf) <= CONF_TOL;
 }
 
 static void compare_image(const char *name, const odl_detection *det, int n, const refbox *ref, int nr) {
