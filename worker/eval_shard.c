@@ -134,19 +134,14 @@ odl_status eval_ctx_create(odl_yolov5 *net, const eval_opts *o, eval_ctx **out) 
             ODL_CHECK_GOTO(odl_mem_alloc(c->dev, sizeof(int32_t) * (size_t)B, (void **)&n->cnt), st, fail);
             ODL_CHECK_GOTO(odl_host_alloc_pinned(out_bytes, (void **)&n->h_out), st, fail);
             ODL_CHECK_GOTO(odl_host_alloc_pinned(sizeof(int32_t) * (size_t)B, (void **)&n->h_cnt), st, fail);
-            memset(n->h_out, 0, out_bytes);
-            if (!c->cuda) { /* no CUDA call on the CPU device: it would make a context */
-                memset(n->out, 0, out_bytes);
-                continue;
+            /* on the current stream, ahead of every NMS launch and copy back on it */
+            ODL_CHECK_GOTO(c->be->fill((int64_t)out_bytes / (int64_t)sizeof(float), 0.0f, n->out), st, fail);
+            if (c->cuda) {
+                ODL_CHECK_GOTO(odl_event_create(&n->start), st, fail);
+                ODL_CHECK_GOTO(odl_event_create(&n->mid), st, fail);
+                ODL_CHECK_GOTO(odl_event_create(&n->end), st, fail);
             }
-            ODL_CHECK_GOTO(odl_memcpy_async(n->out, c->dev, n->h_out, odl_cpu(), out_bytes, odl_stream_current()), st,
-                           fail);
-            ODL_CHECK_GOTO(odl_event_create(&n->start), st, fail);
-            ODL_CHECK_GOTO(odl_event_create(&n->mid), st, fail);
-            ODL_CHECK_GOTO(odl_event_create(&n->end), st, fail);
         }
-        if (c->cuda) /* the clears done before h_out is a batch's copy target */
-            ODL_CHECK_GOTO(odl_stream_synchronize(odl_stream_current()), st, fail);
         snprintf(c->note, sizeof c->note, "%s%s; letterbox and NMS on %s", odl_gpu_prep_nvjpeg_note(c->gp),
                  odl_gpu_prep_decoder(c->gp) == ODL_DECODER_CPU ? "" : ", the other images on the CPU",
                  odl_device_name(c->dev));
