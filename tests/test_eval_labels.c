@@ -227,18 +227,14 @@ static void test_pool(void) {
 }
 
 int main(void) {
-    const char *bin = getenv("ODL_BINARY_DIR");
-    snprintf(g_tmp, sizeof g_tmp, "%s/eval_labels_test.d", bin ? bin : ".");
-    char cmd[2200];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", g_tmp, g_tmp);
-    if (system(cmd) != 0) return 1;
     struct stat sb;
     if (stat(odl_test_data_path("yolov5/images/bus.jpg"), &sb) != 0) {
         printf("SKIP: no %s\n", odl_test_data_path("yolov5/images/bus.jpg"));
         return ODL_TEST_SKIP;
     }
+    if (odl_test_mkdtemp(g_tmp, sizeof g_tmp, "eval_labels")) return 1;
     test_label_files();
     test_dataset();
     test_pool();
-    return odl_test_finish("eval_labels");
+    return odl_test_finish_in("eval_labels", g_tmp);
 }

@@ -398,7 +398,6 @@ int main(int argc, char **argv) {
         g_device = "cuda";
     }
     if (!bin) bin = ".";
-    snprintf(g_tmp, sizeof g_tmp, "%s/eval_worker_test.d", bin);
     snprintf(g_worker, sizeof g_worker, "%s/odl_worker", bin);
     const char *w = yolo_weights_path(argc, argv);
     if (!w) return ODL_TEST_SKIP;
@@ -409,14 +408,12 @@ int main(int argc, char **argv) {
         printf("SKIP: no %s\n", g_coco8);
         return ODL_TEST_SKIP;
     }
-    char cmd[2200];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", g_tmp, g_tmp);
-    if (system(cmd) != 0) return 1;
+    if (odl_test_mkdtemp(g_tmp, sizeof g_tmp, "eval_worker")) return 1;
     test_coco8_square();
     if (!strcmp(g_device, "cpu")) {
         test_usage();
         test_yaml_and_rect();
         test_bad_labels();
     }
-    return odl_test_finish("eval_coco8");
+    return odl_test_finish_in("eval_coco8", g_tmp);
 }

@@ -191,4 +191,17 @@ static inline void odl_test_rmtree(const char *dir) {
     if (nftw(dir, odl_test_rmtree_remove_, 16, FTW_DEPTH | FTW_PHYS) != 0) fprintf(stderr, "note: could not remove %s\n", dir);
 }
 
+/* odl_test_finish for a test whose files are in dir (from odl_test_mkdtemp): dir removed when every check
+ * passed, kept and named when one failed. A folder of its own per run, not a fixed one in the build: two
+ * runs of one test at once (ctest -j with its CPU and CUDA variants, compute-sanitizer's tools side by side
+ * in bench/sanitize_gpu.sh) wrote each other's files (2026-12-08: eval_coco8_gpu under initcheck read the
+ * metrics.json that its memcheck run had just written). */
+static inline int odl_test_finish_in(const char *name, const char *dir) {
+    if (odl_test_failures)
+        printf("%s: its files are kept in %s\n", name, dir);
+    else
+        odl_test_rmtree(dir);
+    return odl_test_finish(name);
+}
+
 #endif

@@ -12,6 +12,8 @@
 #include "png_test_util.h"
 #include "yolov5_test_util.h"
 
+static char g_dir[1024]; /* the test's files (odl_test_mkdtemp) */
+
 static void geometry(void) {
     odl_letterbox g;
     /* bus.jpg 810x1080 -> r = 640/1080, unpad 480x640; rect: dw = 160 % 32 = 0; square: 80 each side */
@@ -110,7 +112,7 @@ static void resize_vs_reference(void) {
         TCHECK(p_white > 0, "label text not drawn");
     }
     char path[4096];
-    snprintf(path, sizeof path, "%s/yolov5_image_test.jpg", getenv("ODL_BINARY_DIR") ? getenv("ODL_BINARY_DIR") : ".");
+    snprintf(path, sizeof path, "%s/drawn.jpg", g_dir);
     TOK(odl_image_save_jpeg(&img, path, 95));
     odl_image back;
     TOK(odl_image_load(path, &back));
@@ -334,16 +336,17 @@ static void bad_files(const char *dir) {
 }
 
 int main(void) {
-    char dir[2048];
-    snprintf(dir, sizeof dir, "%s/yolov5_image_test.d", getenv("ODL_BINARY_DIR") ? getenv("ODL_BINARY_DIR") : ".");
-    mkdir(dir, 0777);
+    if (odl_test_mkdtemp(g_dir, sizeof g_dir, "yolov5_image")) return 1;
+    const char *dir = g_dir;
     geometry();
     resize_exact();
     exif_orientations(dir);
     png_cases(dir);
-    if (!odl_test_have_data("yolov5/reference/yolov5n_reference.h5") || !odl_test_have_data("yolov5/images/bus.jpg"))
+    if (!odl_test_have_data("yolov5/reference/yolov5n_reference.h5") || !odl_test_have_data("yolov5/images/bus.jpg")) {
+        odl_test_rmtree(g_dir);
         return odl_test_finish_skipped("test_yolov5_image");
+    }
     resize_vs_reference();
     bad_files(dir);
-    return odl_test_finish("test_yolov5_image");
+    return odl_test_finish_in("test_yolov5_image", g_dir);
 }

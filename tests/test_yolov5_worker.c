@@ -330,12 +330,9 @@ int main(int argc, char **argv) {
     if (!w) return ODL_TEST_SKIP;
     char weights[4096];
     snprintf(weights, sizeof weights, "%s", w);
-    snprintf(g_tmp, sizeof g_tmp, "%s/yolov5_worker_test.d", getenv("ODL_BINARY_DIR") ? getenv("ODL_BINARY_DIR") : ".");
-    char cmd[4200];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", g_tmp, g_tmp);
-    if (system(cmd) != 0) return 1;
+    if (odl_test_mkdtemp(g_tmp, sizeof g_tmp, "yolov5_worker")) return 1;
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     weights_errors(weights);
     worker_runs(weights);
-    return odl_test_finish("test_yolov5_worker");
+    return odl_test_finish_in("test_yolov5_worker", g_tmp);
 }
