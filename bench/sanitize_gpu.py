@@ -172,11 +172,13 @@ def tool_args(tool, racecheck_launches):
 def run_one(san, tool, test, logdir, timeout, deadline, racecheck_launches=0):
     """One (tool, test) run; deadline (time.monotonic() value, or None): a run not started by then is
     "not run", and none outlasts it."""
+    cut_by_deadline = False  # its time-out is the deadline's, not --timeout: ended there, it did not time out
     if deadline is not None:
         left = deadline - time.monotonic()
         if left <= 0:
             return {"tool": tool, "test": test["name"], "errors": 0, "warnings": 0, "leaks": 0,
                     "status": "not run (deadline)", "rc": None, "wall_s": 0.0, "log": "", "launch_count": 0}
+        cut_by_deadline = left < timeout
         timeout = min(timeout, left)
     log = os.path.join(logdir, tool, test["name"] + ".log")
     os.makedirs(os.path.dirname(log), exist_ok=True)
@@ -228,7 +230,7 @@ def run_one(san, tool, test, logdir, timeout, deadline, racecheck_launches=0):
     # memcheck's leak check: device memory still allocated when a process ended (counted in its errors)
     leaks = len(re.findall(r"^=+ Leaked \d+ bytes", text, re.M))
     if timed_out:
-        status = "timed out"
+        status = "ended at the deadline" if cut_by_deadline else "timed out"
     elif rc == test["skip_rc"]:
         status = "skipped"
     elif rc in (KILLED_RC, -signal.SIGKILL):  # the test under the shell, or the sanitizer itself
@@ -410,18 +412,21 @@ def main():
         skipped = sum(r["status"] == "skipped" for r in rs)
         timed = sum(r["status"] == "timed out" for r in rs)
         not_run = sum(r["status"].startswith("not run") for r in rs)
-        failed = len(rs) - ran - skipped - timed - not_run
+        cut = sum(r["status"] == "ended at the deadline" for r in rs)
+        failed = len(rs) - ran - skipped - timed - not_run - cut
         total += n_err
         limits = sorted({r.get("launch_count", 0) for r in rs if r["status"] == "ok"})
-        lines.append("sanitize_gpu: %s: %d error%s%s%s (%d tests: %d ran, %d skipped, %d failed, %d timed out%s)%s" % (
+        lines.append("sanitize_gpu: %s: %d error%s%s%s (%d tests: %d ran, %d skipped, %d failed, %d timed out%s%s)%s" % (
             tool, n_err, "" if n_err == 1 else "s", ", %d warnings" % n_warn if n_warn else "",
             " of which %d device-memory leaks" % n_leak if n_leak else "", len(rs), ran, skipped, failed, timed,
-            ", %d not run: deadline" % not_run if not_run else "",
+            ", %d ended at the deadline" % cut if cut else "", ", %d not run: deadline" % not_run if not_run else "",
             "; launches checked per process: %s" % ", ".join("all" if n == 0 else "first %d" % n for n in limits)
             if limits != [0] and limits else ""))
         broken += ["%s %s: %d errors" % (tool, r["test"], r["errors"]) for r in rs if r["errors"]]
         broken += ["%s %s: %s" % (tool, r["test"], r["status"]) for r in rs
-                   if r["status"] not in ("ok", "skipped") and not r["status"].startswith("not run")]
+                   if r["status"] not in ("ok", "skipped", "ended at the deadline") and not r["status"].startswith("not run")]
+        if cut:
+            broken.append("%s: %d runs ended at the deadline" % (tool, cut))
         if not_run:
             broken.append("%s: %d runs not started before the deadline" % (tool, not_run))
     nothing = all(r["status"] == "skipped" for r in results)

@@ -91,10 +91,19 @@ rm -f "$tmp/out/summary.txt"
 FAKE_SLEEP=5 FAKE_ERRORS="none::0" sh "$src/bench/sanitize_gpu.sh" "$tmp/out" --build "$build" --sanitizer "$tmp/compute-sanitizer" \
     --no-fixtures -R '^(test_ops_gpu|test_gemm_tc_gpu)$' --tools memcheck -j 1 --deadline 1 >"$tmp/log" 2>&1
 rc=$?
-if [ $rc = 1 ] && grep -q "memcheck: 0 errors (2 tests: 0 ran, 0 skipped, 0 failed, 1 timed out, 1 not run: deadline)" "$tmp/log" &&
-    tail -1 "$tmp/log" | grep -q "memcheck: 1 runs not started before the deadline" && [ -s "$tmp/out/summary.txt" ]; then
-    echo "ok   --deadline: the run in flight ended, the next not started, the summary written, exit 1"
+if [ $rc = 1 ] && grep -q "memcheck: 0 errors (2 tests: 0 ran, 0 skipped, 0 failed, 0 timed out, 1 ended at the deadline, 1 not run: deadline)" "$tmp/log" &&
+    tail -1 "$tmp/log" | grep -q "memcheck: 1 runs ended at the deadline; memcheck: 1 runs not started before the deadline" &&
+    grep -q "ended at the deadline$" "$tmp/out/summary.txt"; then
+    echo "ok   --deadline: the run in flight ended (named so, not a time-out), the next not started, the summary written, exit 1"
 else echo "FAIL --deadline: exit $rc"; cat "$tmp/log"; fail=1; fi
+# --timeout below the deadline: a run that passes it timed out, whatever the deadline
+FAKE_SLEEP=5 FAKE_ERRORS="none::0" sh "$src/bench/sanitize_gpu.sh" "$tmp/out" --build "$build" --sanitizer "$tmp/compute-sanitizer" \
+    --no-fixtures -R '^test_ops_gpu$' --tools memcheck -j 1 --timeout 1 --deadline 60 >"$tmp/log" 2>&1
+rc=$?
+if [ $rc = 1 ] && grep -q "memcheck: 0 errors (1 tests: 0 ran, 0 skipped, 0 failed, 1 timed out)" "$tmp/log" &&
+    tail -1 "$tmp/log" | grep -q "memcheck test_ops_gpu: timed out"; then
+    echo "ok   --timeout under the deadline: timed out"
+else echo "FAIL --timeout: exit $rc"; cat "$tmp/log"; fail=1; fi
 # --longest-first: earlier results.json files say which run took longest (the longest time of any file);
 # with -j 1 that one starts, and ends, first
 cat >"$tmp/earlier.json" <<'EOJ'
