@@ -7,11 +7,12 @@ odl_add_gpu_test(test_ops_gpu COMMAND test_ops --backend cuda TIMEOUT 600)
 # (ODL_CONV_WGRAD_BIAS_FMA=0; test_ops_gpu runs the default, db summed from the weight gradient's reads of dy):
 # db against the float64 reference, dw unchanged.
 odl_add_gpu_test(test_ops_gpu_wgrad_bias_pass COMMAND test_ops --backend cuda --op conv2d_bwd ENV ODL_CONV_WGRAD_BIAS_FMA=0)
-# The convolutions with the FMA kernels' forward and stride-1 data gradient gathered through a table of the
-# reduction rows in shared memory (ODL_CONV_GATHER_TABLE=1, kernels/cuda/conv2d_tiles.cuh GatherTableTile; off
-# by default): pads 0, 1 and 2, strides 1 and 2 (forward), tails of N*H*W, split-K ranges, the table full (1152
-# rows) and the per-thread divisions past it (1161, 1170 rows), every FMA tile.
-odl_add_gpu_test(test_ops_gpu_gather_table COMMAND test_ops --backend cuda --op conv2d ENV ODL_CONV_GATHER_TABLE=1)
+# The convolutions with the FMA kernels' forward and stride-1 data gradient gathering by per-thread divisions
+# (ODL_CONV_GATHER_TABLE=0; test_ops_gpu runs the default, a table of the reduction rows in shared memory,
+# kernels/cuda/conv2d_tiles.cuh GatherTableTile, with the cases of test_ops.c's conv list for it: pads 0, 1 and
+# 2, strides 1 and 2 (forward), tails of N*H*W, split-K ranges, the table full (1152 rows) and the divisions
+# past it (1161, 1170 rows), every FMA tile).
+odl_add_gpu_test(test_ops_gpu_gather_divide COMMAND test_ops --backend cuda --op conv2d ENV ODL_CONV_GATHER_TABLE=0)
 # The float16 NHWC inference entries of the op table (conv2d_f16, maxpool2d_f16, upsample2x_f16, copy_f16,
 # nchw_f32_to_nhwc_f16), odl/half.h and odl_conv2d_f16_check, against a float64 reference; CPU (unit) and
 # CUDA device 0 (gpu; 77 = skipped without one).

@@ -975,7 +975,7 @@ static const conv_case CONV_CASES[] = {
     {1, 2, 9, 6, 3, 2, 4, 2, 1, 0, 1, 0, 0, ODL_ACT_SILU, 1, 0, 0, "even kernel"},
     {1, 129, 3, 3, 1, 3, 3, 1, 1, 1, 1, 1, 0, ODL_ACT_NONE, 1, 0, 0, "C129 K1"},
     {1, 64, 40, 40, 128, 3, 3, 2, 2, 1, 1, 1, 0, ODL_ACT_SILU, 0, 0, 0, "yolov5 down 64->128"},
-    /* for CUDA's GatherTableTile (ODL_CONV_GATHER_TABLE, test_ops_gpu_gather_table; the tiles and splits are
+    /* for CUDA's GatherTableTile (ODL_CONV_GATHER_TABLE, on by default; test_ops_gpu_gather_divide runs them without it; the tiles and splits are
      * those of a GPU of 132 multiprocessors, an H100 or H200): a data gradient of K*R*S = 1152 rows, the most
      * the table holds, in one range (133 tiles of 16 x 128: no split-K), its forward on 128 x 128 tiles; one of
      * 1170 rows, past the table (the per-thread divisions); the data gradient on 32 x 256 tiles (MNIST conv2's

@@ -22,7 +22,7 @@
  *   bwd_data with relu_x (the input of a convolution over a ReLU's output): dx = 0 where relu_x <= 0, in the
  *                store (Epi.gate).
  * Index arithmetic inside the gathers uses FastDiv (multiply-high) for the divisions by R*S, S, P*Q,
- * Q, H*W, W and the strides; with ODL_CONV_GATHER_TABLE on, the forward (but a 1x1 stride-1 unpadded one)
+ * Q, H*W, W and the strides; with ODL_CONV_GATHER_TABLE on (the default), the forward (but a 1x1 stride-1 unpadded one)
  * and the stride-1 bwd_data of at most kGatherTableMax reduction rows read each row's (c, r, s) part from a
  * table in shared memory that each block writes once (conv2d_tiles.cuh GatherTableTile) instead.
  * Limits: each image (C*H*W, K*P*Q) and N*P*Q, N*H*W below 2^31 elements.
