@@ -7,6 +7,8 @@
 #   bench/gpu_long_run.sh start-sanitize [--name NAME] [options]        a sanitizer run (NAME: default
 #                                                                       sanitize; several runs side by side,
 #                                                                       each its tools and tests, by name)
+#   bench/gpu_long_run.sh start-sweep main|ref|synth [options]          a whole sweep's runs, in three parts
+#                                                                       (below; options go to each run)
 #   bench/gpu_long_run.sh wait SECONDS                                  until every run ended or SECONDS passed
 #   bench/gpu_long_run.sh collect OUT_DIR                               soak.log, every run's summary in
 #                                                                       sanitize_summaries.txt, the rest in logs.tgz
@@ -59,6 +61,38 @@ start_sanitize() {
     echo "started: sanitizer run $name, pid $!; logs in $W"
 }
 
+# Every `ctest -L gpu` test under the four tools (issue 25), in parts that fit the lent machine's calls:
+#   main   three runs side by side, 9 at once in all (13 were slower, not faster: bench/README.md):
+#          mis   memcheck, initcheck, synccheck of every test but those of ref and synth (-j 4)
+#          rop   racecheck of the op tests in full (-j 2: one process each, every launch checked)
+#          rapp  racecheck of the other tests, the first 200 launches of each process (-j 3)
+#   ref    the tests that read the full test data, all four tools (-j 3): yolov5n_reference.h5 (19 MB) and
+#          mnist/fashion_mnist_cnn_steps.h5 (14 MB) go in a call of their own (device_pack.sh --data-full)
+#   synth  yolov5_synth_gpu, all four tools (-j 4): its 39 MB fixture in a call of its own (--synth)
+# Pools at 6% of the free memory each unless ODL_CUDA_POOL_PERCENT_MAX is set (9 runs: about half the GPU).
+# The fixtures are not run (three runs at once would each write yolov5n.h5): the build must have them
+# (ctest -R '^yolov5_(synth_)?convert$' first; device_pack.sh carries yolov5n.h5, --synth the other). Options
+# other than -R and -E (each run has its own) go to every run: --deadline, --skip-done, --longest-first.
+SWEEP_REF='yolov5_forward_bus640_gpu|yolov5_layers_zidane320_gpu|yolov5_half_forward_bus640_gpu|yolov5_half_layers_zidane320_gpu|detect_post_gpu|test_train_ref_gpu'
+SWEEP_SYNTH='yolov5_synth_gpu'
+SWEEP_OPS='test_detect_decode_gpu|test_device_shutdown|test_step_scalars_gpu|gpu_prep_gpu|test_ops_gpu.*|test_ops_f16_gpu.*|test_gemm_tc_gpu.*|test_conv_tc_gpu.*'
+start_sweep() {
+    local part=${1:-}
+    shift || true
+    export ODL_CUDA_POOL_PERCENT_MAX=${ODL_CUDA_POOL_PERCENT_MAX:-6}
+    case $part in
+    main)
+        start_sanitize --name mis --tools memcheck,initcheck,synccheck -E "^($SWEEP_REF|$SWEEP_SYNTH)\$" -j 4 --no-fixtures "$@"
+        start_sanitize --name rop --tools racecheck -R "^($SWEEP_OPS)\$" -j 2 --no-fixtures "$@"
+        start_sanitize --name rapp --tools racecheck --racecheck-launches 200 -E "^($SWEEP_REF|$SWEEP_SYNTH|$SWEEP_OPS)\$" \
+            -j 3 --no-fixtures "$@"
+        ;;
+    ref) start_sanitize --name ref -R "^($SWEEP_REF)\$" --racecheck-launches 200 -j 3 --no-fixtures "$@" ;;
+    synth) start_sanitize --name synth -R "^($SWEEP_SYNTH)\$" --racecheck-launches 200 -j 4 --no-fixtures "$@" ;;
+    *) echo "gpu_long_run: error: start-sweep main|ref|synth, not '$part'" >&2; exit 2 ;;
+    esac
+}
+
 # the runs started under $W: the soak and each named sanitizer run (NAME.pid beside NAME.log)
 runs() { (cd "$W" 2>/dev/null && for f in *.pid; do [ -f "$f" ] && echo "${f%.pid}"; done); }
 any_alive() { local r; for r in $(runs); do alive "$r" && return 0; done; return 1; }
@@ -80,6 +114,9 @@ start-soak)
     ;;
 start-sanitize)
     start_sanitize "$@"
+    ;;
+start-sweep)
+    start_sweep "$@"
     ;;
 wait)
     end=$((SECONDS + ${1:?seconds}))
@@ -106,7 +143,7 @@ collect)
     ls -la "$out"
     ;;
 *)
-    sed -n '2,12p' "$0"
+    sed -n '2,14p' "$0"
     exit 2
     ;;
 esac

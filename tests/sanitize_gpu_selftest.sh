@@ -234,6 +234,33 @@ if [ $rc = 0 ] && [ $rc_soak = 2 ] && grep -qx "## init" "$S" && grep -qx "## ra
     tar tzf "$tmp/collected/logs.tgz" | grep -qx "init/results.json" && tar tzf "$tmp/collected/logs.tgz" | grep -qx "race/results.json"; then
     echo "ok   gpu_long_run.sh: two named runs waited for and collected (4 errors in one), --name soak refused"
 else echo "FAIL gpu_long_run.sh named runs: exit $rc, --name soak exit $rc_soak"; cat "$tmp/log" "$S"; fail=1; fi
+# bench/gpu_long_run.sh start-sweep: its three parts check every gpu test (the fixtures apart) under every
+# tool exactly once, racecheck of the op tests in full and of the rest with a launch limit
+mkdir -p "$tmp/data/yolov5/reference"
+glrd() { env -u ODL_FMNIST_DIR ODL_TEST_DATA="$tmp/data" ODL_LONG_DIR="$tmp/long2" ODL_BUILD="$build" bash "$src/bench/gpu_long_run.sh" "$@"; }
+for part in main ref synth; do FAKE_ERRORS="none::0" glrd start-sweep $part --sanitizer "$tmp/compute-sanitizer"; done >"$tmp/log" 2>&1 &&
+    glrd wait 120 >>"$tmp/log" 2>&1 && glrd collect "$tmp/swept" >>"$tmp/log" 2>&1
+rc=$?
+glrd start-sweep all >>"$tmp/log" 2>&1
+rc_bad=$?
+S="$tmp/swept/sanitize_summaries.txt"
+(cd "$build" && ctest -N -L gpu) | sed -n 's/^ *Test *#[0-9]*: //p' | grep -v '_convert$' | sort >"$tmp/gpu_tests"
+missing=""
+for tool in memcheck racecheck initcheck synccheck; do
+    grep "^$tool " "$S" | awk '{print $2}' | sort >"$tmp/swept_$tool"
+    cmp -s "$tmp/gpu_tests" "$tmp/swept_$tool" || missing="$missing $tool"
+done
+section() { awk -v h="## $1" '$0 == h { on = 1; next } /^## / { on = 0 } on' "$S"; }
+runs_named=$(grep -c -x -e "## mis" -e "## rop" -e "## rapp" -e "## ref" -e "## synth" "$S")
+if [ $rc = 0 ] && [ $rc_bad = 2 ] && [ -z "$missing" ] && [ -s "$tmp/gpu_tests" ] && [ "$runs_named" = 5 ] &&
+    section rop | grep -q "^racecheck test_ops_gpu .* ok$" && ! section rop | grep -q "first 200" &&
+    section rapp | grep -q "launches checked per process: first 200"; then
+    echo "ok   gpu_long_run.sh start-sweep: $(wc -l <"$tmp/gpu_tests") gpu tests, each under the four tools once; a wrong part refused"
+else
+    echo "FAIL start-sweep: exit $rc, wrong part exit $rc_bad, tools not covering every test exactly once:$missing"
+    cat "$tmp/log" "$S"; for tool in memcheck racecheck initcheck synccheck; do diff "$tmp/gpu_tests" "$tmp/swept_$tool"; done
+    fail=1
+fi
 # racecheck leaves nvJPEG's kernels out, and --racecheck-launches N checks the first N launches (racecheck
 # only); a run with a limit is taken by --skip-done for an equal or smaller one, and never for a sweep of all
 echo '#define ODL_BUILD_COMMIT "0123456789ab"' >"$tmp/fb/odl_build_info.h"
