@@ -1,7 +1,8 @@
 # The GPU machine's tooling, checked without a GPU. bench/sanitize_gpu.sh (every gpu test under compute-sanitizer):
 #   sanitize_gpu_selftest   unit: a stand-in compute-sanitizer's error summaries are added up per tool, the
 #                           test with errors is named, exit 1; all zero: `sanitize_gpu: 0 errors`, exit 0;
-#                           and bench/gpu_long_run.sh's named runs side by side, waited for and collected
+#                           and bench/gpu_long_run.sh's named runs side by side, waited for and collected,
+#                           and its start-sweep parts, which put every gpu test under every tool exactly once
 add_test(NAME sanitize_gpu_selftest
   COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/sanitize_gpu_selftest.sh ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR})
 set_tests_properties(sanitize_gpu_selftest PROPERTIES TIMEOUT 120 LABELS unit)
