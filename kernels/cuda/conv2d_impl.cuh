@@ -1,5 +1,5 @@
-/* What conv2d.cu shares with conv2d_tc.cu (the tensor-core convolutions): limits, workspace carving, the
- * weight transpose of bwd_data and the bias gradient. Private to the CUDA backend. */
+/* What the FMA convolutions (conv2d.cu, conv2d_bwd.cu) share with conv2d_tc.cu (the tensor-core ones): limits,
+ * workspace carving, the weight transpose of bwd_data and the bias gradient. Private to the CUDA backend. */
 #ifndef ODL_KERNELS_CUDA_CONV2D_IMPL_CUH
 #define ODL_KERNELS_CUDA_CONV2D_IMPL_CUH
 
