@@ -62,10 +62,9 @@ static odl_status bwd_weight_cfg(const odl_conv2d_shape *s, const float *x, cons
     const int M = s->K, N = s->C * s->R * s->S, Kd = s->N * s->P * s->Q;
     using LA = DyRowsTile<Cfg::BM, Cfg::BK, Cfg::THREADS>;
     using LB = XColsTile<Cfg::BN, Cfg::BK, Cfg::THREADS>;
-    const FastDiv fPQ(s->P * s->Q), fQ(s->Q), fRS(s->R * s->S), fS(s->S);
-    typename LA::Params pa = {dy, s->K, s->P * s->Q, Kd, fPQ};
-    typename LB::Params pb = {x, s->C, s->H, s->W, s->stride_h, s->stride_w, s->pad_h, s->pad_w, N, Kd,
-                              fPQ, fQ, fRS, fS};
+    typename LA::Params pa;
+    typename LB::Params pb;
+    conv_wgrad_operands<LA, LB>(s, x, dy, &pa, &pb);
     OutRowMajor fin, part;
     conv_dw_outs(dw, ws, M, N, &fin, &part);
     if (!db)

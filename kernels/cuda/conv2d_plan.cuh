@@ -53,7 +53,7 @@ struct Plan {
     int cfg, splits, k_chunk;
 };
 static inline Plan plan_for(int M, int N, int Kd, bool allow_split, bool wide = false, bool allow_256 = false,
-                     int max_splits = 64) {
+                            int max_splits = 64) {
     Plan p;
     const int64_t sms = sm_count();
     p.cfg = plan_cfg(M, N);

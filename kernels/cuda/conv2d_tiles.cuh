@@ -355,6 +355,17 @@ __device__ __forceinline__ bool conv_gather_inside(const ConvGatherParams &g, in
     return (unsigned)(hb + dr) < (unsigned)g.Hs && (unsigned)(wb + ds) < (unsigned)g.Ws;
 }
 
+/* The weight gradient's operands (M = K, N = C*R*S, reduction N*P*Q): dy's rows for DyRowsTile (A) and x's
+ * gathered columns for XColsTile (B), of any tile and padding (conv2d_bwd.cu's FMA kernels, conv2d_tc.cu's). */
+template <class LA, class LB>
+static inline void conv_wgrad_operands(const odl_conv2d_shape *s, const float *x, const float *dy,
+                                       typename LA::Params *pa, typename LB::Params *pb) {
+    const int CRS = s->C * s->R * s->S, NPQ = s->N * s->P * s->Q;
+    const FastDiv fPQ(s->P * s->Q), fQ(s->Q), fRS(s->R * s->S), fS(s->S);
+    *pa = {dy, s->K, s->P * s->Q, NPQ, fPQ};
+    *pb = {x, s->C, s->H, s->W, s->stride_h, s->stride_w, s->pad_h, s->pad_w, CRS, NPQ, fPQ, fQ, fRS, fS};
+}
+
 /* The gathered operand of the forward: im2col(x), columns (n, p, q). */
 static inline ConvGatherParams conv_fwd_gather(const odl_conv2d_shape *s, const float *x) {
     return {x, s->H * s->W, s->H, s->W, s->C * s->H * s->W, s->C * s->R * s->S, s->N * s->P * s->Q, s->stride_h,
