@@ -12,8 +12,6 @@
 #include "png_test_util.h"
 #include "yolov5_test_util.h"
 
-static char g_dir[1024]; /* the test's files (odl_test_mkdtemp) */
-
 static void geometry(void) {
     odl_letterbox g;
     /* bus.jpg 810x1080 -> r = 640/1080, unpad 480x640; rect: dw = 160 % 32 = 0; square: 80 each side */
@@ -61,7 +59,7 @@ static void geometry(void) {
     TCHECK(c[0] == 0.f && c[1] == 0.f && c[2] == 810.f && c[3] == 1080.f, "unmap clips");
 }
 
-static void resize_vs_reference(void) {
+static void resize_vs_reference(const char *dir) {
     char ref[4096];
     snprintf(ref, sizeof ref, "%s", odl_test_data_path("yolov5/reference/yolov5n_reference.h5"));
     int64_t n = 0;
@@ -112,7 +110,7 @@ static void resize_vs_reference(void) {
         TCHECK(p_white > 0, "label text not drawn");
     }
     char path[4096];
-    snprintf(path, sizeof path, "%s/drawn.jpg", g_dir);
+    snprintf(path, sizeof path, "%s/drawn.jpg", dir);
     TOK(odl_image_save_jpeg(&img, path, 95));
     odl_image back;
     TOK(odl_image_load(path, &back));
@@ -336,17 +334,17 @@ static void bad_files(const char *dir) {
 }
 
 int main(void) {
-    if (odl_test_mkdtemp(g_dir, sizeof g_dir, "yolov5_image")) return 1;
-    const char *dir = g_dir;
+    char dir[1024]; /* the test's files */
+    if (odl_test_mkdtemp(dir, sizeof dir, "yolov5_image")) return 1;
     geometry();
     resize_exact();
     exif_orientations(dir);
     png_cases(dir);
     if (!odl_test_have_data("yolov5/reference/yolov5n_reference.h5") || !odl_test_have_data("yolov5/images/bus.jpg")) {
-        odl_test_rmtree(g_dir);
+        odl_test_rmtree(dir);
         return odl_test_finish_skipped("test_yolov5_image");
     }
-    resize_vs_reference();
+    resize_vs_reference(dir);
     bad_files(dir);
-    return odl_test_finish_in("test_yolov5_image", g_dir);
+    return odl_test_finish_in("test_yolov5_image", dir);
 }
